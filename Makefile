@@ -1,0 +1,77 @@
+# pyjobq toolchain. Everything runs offline except package registries (PyPI, npm, apt).
+#   make setup       chromium, node_modules, .venv (each only when missing or stale)
+#   make build       build/site: offline Pyodide distribution + pyjobq wheel + web/
+#   make test        build, then CPython + pytest-pyodide tests, then Playwright tests
+#   make check-core  pyjobq.core imports on the system CPython 3.11, without Pyodide
+#   make demo|bench  node scripts/demo.mjs | scripts/bench.mjs against build/site
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV      := .venv
+VPY       := $(VENV)/bin/python
+CHROMIUM  := /usr/bin/chromium
+SYS_PY311 := $(firstword $(wildcard /usr/bin/python3.11) $(shell command -v python3.11) python3)
+NPM_STAMP := node_modules/.pyjobq-npm-ci.stamp
+VENV_STAMP := $(VENV)/.pyjobq-requirements.stamp
+
+# The first interpreter >= 3.12 that actually runs (a pyenv shim may exist without its version).
+find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/bin/python3 "$$(command -v python3.13)" "$$(command -v python3)"; do \
+	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
+	done
+
+.PHONY: setup build test pytest e2e check-core demo bench clean distclean
+
+setup: $(CHROMIUM) $(NPM_STAMP) $(VENV_STAMP)
+
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+$(VENV_STAMP): requirements-dev.txt
+	@if ! [ -x $(VPY) ] || ! $(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+	  py="$$($(find_py312))"; \
+	  [ -n "$$py" ] || { echo "no Python >= 3.12 found (python3.12 or ~/.pyenv/versions/3.12*)" >&2; exit 1; }; \
+	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
+	fi
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+build: setup
+	$(VPY) scripts/build_site.py
+
+# Both suites always run so both summaries print; the target fails if either failed.
+test: build check-core
+	@rc=0; \
+	echo "== pytest (CPython + pytest-pyodide in chromium) =="; \
+	$(VPY) -m pytest tests -q || rc=1; \
+	echo "== playwright test (tests/e2e) =="; \
+	npx playwright test || rc=1; \
+	exit $$rc
+
+pytest: build
+	$(VPY) -m pytest tests -q
+
+e2e: build
+	npx playwright test
+
+# The core must import on plain CPython (no js, no pyodide): system 3.11, no venv.
+check-core:
+	env -u VIRTUAL_ENV -u PYTHONPATH $(SYS_PY311) -c "import pyjobq.core"
+	@echo "pyjobq.core imports on $$($(SYS_PY311) --version)"
+
+demo: build
+	node scripts/demo.mjs
+
+bench: build
+	node scripts/bench.mjs
+
+clean:
+	rm -rf build .pytest_cache test-results playwright-report
+	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) node_modules

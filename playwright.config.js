@@ -1,0 +1,46 @@
+// @ts-check
+// Playwright Test config for pyjobq's multi-tab tests (tests/e2e).
+// No browser download works here: drive Debian's chromium by path, with the flags that keep
+// it from reaching for the network. The site under test is build/site (`make build`).
+const { defineConfig } = require("@playwright/test");
+
+const PORT = 8123;
+const BASE_URL = `http://127.0.0.1:${PORT}`;
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+];
+
+module.exports = defineConfig({
+  testDir: "tests/e2e",
+  outputDir: "build/test-results",
+  timeout: 60_000,
+  workers: 1, // 2-core machines; each page holds a ~160 MB Pyodide
+  fullyParallel: false,
+  forbidOnly: !!process.env.CI,
+  retries: 0,
+  reporter: "list",
+  use: {
+    baseURL: BASE_URL,
+    headless: true,
+    browserName: "chromium",
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH || "/usr/bin/chromium",
+      args: CHROMIUM_ARGS,
+    },
+    trace: "retain-on-failure",
+  },
+  projects: [{ name: "chromium" }],
+  webServer: {
+    command: `.venv/bin/python tests/server.py --port ${PORT} --root build/site`,
+    url: `${BASE_URL}/__control/log`,
+    reuseExistingServer: !process.env.CI,
+    timeout: 30_000,
+    stdout: "ignore",
+    stderr: "pipe",
+  },
+});

@@ -1,0 +1,249 @@
+"""Static file server plus a scriptable fake API for pyjobq's browser tests (stdlib only).
+
+Usage: ``python tests/server.py --port 8123 --root build/site``
+
+Static files come from ``--root`` with ``Cache-Control: no-store``. The fake API answers
+every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, path,
+status, ``X-Job-Id``):
+
+- ``/api/echo...``      200 ``{"method","path","body","job_id"}``
+- ``/api/status/NNN``   status NNN, ``{"code": "status_NNN", "error": {"code": "status_NNN"}}``
+- ``/api/script/<key>`` next scripted response for key (the last one repeats); unknown key → echo
+- ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
+                        matches the current token (default ``t0``), else echo
+- ``/api/slow?ms=N``    echo after N ms
+
+Control: ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
+``POST /__control/token {"token"}``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mimetypes
+import posixpath
+import re
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+MIME = {
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".wasm": "application/wasm",
+    ".json": "application/json",
+    ".html": "text/html; charset=utf-8",
+    ".whl": "application/octet-stream",
+    ".zip": "application/zip",
+    ".css": "text/css",
+    ".map": "application/json",
+    ".py": "text/x-python; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+}
+
+DEFAULT_TOKEN = "t0"
+
+
+class State:
+    """Everything the control endpoints can change; one lock guards it all."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.log: list[dict] = []
+        self.scripts: dict[str, list[dict]] = {}
+        self.token = DEFAULT_TOKEN
+
+    def next_scripted(self, key: str) -> dict | None:
+        with self.lock:
+            queue = self.scripts.get(key)
+            if not queue:
+                return None
+            # The last response sticks, so "fail twice then succeed" needs no padding.
+            return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "pyjobq-test/1"
+    protocol_version = "HTTP/1.1"
+    root: Path
+    state: State
+    quiet: bool
+
+    # -- plumbing ---------------------------------------------------------------------
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+        if not self.quiet:
+            sys.stderr.write("%s %s\n" % (self.address_string(), format % args))
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: bytes, content_type: str, extra: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Access-Control-Allow-Origin", "*")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self._status = status
+
+    def _json(self, status: int, obj) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json")
+
+    def _record(self, path: str, status: int) -> None:
+        entry = {
+            "time": time.time(),
+            "method": self.command,
+            "path": path,
+            "status": status,
+            "job_id": self.headers.get("X-Job-Id"),
+        }
+        with self.state.lock:
+            self.state.log.append(entry)
+
+    # -- dispatch ---------------------------------------------------------------------
+    def _handle(self) -> None:
+        self._status = 0
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path
+        body = self._read_body()
+        try:
+            if path.startswith("/__control/"):
+                self._control(path, body)
+            elif path.startswith("/api/"):
+                self._api(path, urllib.parse.parse_qs(url.query), body)
+                self._record(self.path, self._status)
+            elif self.command in ("GET", "HEAD"):
+                self._static(path)
+            else:
+                self._json(405, {"code": "method_not_allowed"})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
+
+    def do_OPTIONS(self) -> None:
+        self._read_body()
+        self._send(
+            204,
+            b"",
+            "text/plain",
+            {
+                "Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE, OPTIONS",
+                "Access-Control-Allow-Headers": self.headers.get("Access-Control-Request-Headers", "*"),
+            },
+        )
+
+    def _echo(self, path: str, body: bytes, status: int = 200) -> None:
+        text = body.decode("utf-8", "replace")
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        self._json(
+            status,
+            {"method": self.command, "path": path, "body": parsed, "job_id": self.headers.get("X-Job-Id")},
+        )
+
+    def _api(self, path: str, query: dict, body: bytes) -> None:
+        full = self.path
+        if path.startswith("/api/echo"):
+            return self._echo(full, body)
+        if m := re.fullmatch(r"/api/status/(\d{3})", path):
+            code = int(m.group(1))
+            name = f"status_{code}"
+            return self._json(code, {"code": name, "error": {"code": name}})
+        if m := re.fullmatch(r"/api/script/([^/]+)", path):
+            resp = self.state.next_scripted(urllib.parse.unquote(m.group(1)))
+            if resp is None:
+                return self._echo(full, body)
+            if resp.get("delay_ms"):
+                time.sleep(resp["delay_ms"] / 1000)
+            return self._json(int(resp.get("status", 200)), resp.get("body", {}))
+        if path.startswith("/api/auth"):
+            with self.state.lock:
+                token = self.state.token
+            if self.headers.get("Authorization") != f"Bearer {token}":
+                return self._json(401, {"code": "token_expired"})
+            return self._echo(full, body)
+        if path == "/api/slow":
+            ms = int((query.get("ms") or ["0"])[0])
+            time.sleep(ms / 1000)
+            return self._echo(full, body)
+        return self._json(404, {"code": "status_404", "error": {"code": "status_404"}})
+
+    def _control(self, path: str, body: bytes) -> None:
+        st = self.state
+        data = json.loads(body) if body else {}
+        if path == "/__control/log":
+            if self.command == "DELETE":
+                with st.lock:
+                    st.log.clear()
+                return self._json(200, {"ok": True})
+            with st.lock:
+                return self._json(200, list(st.log))
+        if path == "/__control/reset" and self.command == "POST":
+            with st.lock:
+                st.reset()
+            return self._json(200, {"ok": True})
+        if path == "/__control/script" and self.command == "POST":
+            with st.lock:
+                st.scripts[str(data["key"])] = list(data.get("responses") or [])
+            return self._json(200, {"ok": True})
+        if path == "/__control/token" and self.command == "POST":
+            with st.lock:
+                st.token = str(data["token"])
+            return self._json(200, {"ok": True})
+        return self._json(404, {"code": "unknown_control"})
+
+    def _static(self, path: str) -> None:
+        rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
+        target = (self.root / rel).resolve()
+        if not target.is_relative_to(self.root):
+            return self._json(403, {"code": "forbidden"})
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            return self._send(404, b"not found\n", "text/plain")
+        ctype = MIME.get(target.suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        self._send(200, target.read_bytes(), ctype)
+
+
+def make_server(port: int, root: Path, quiet: bool = True, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"root": root.resolve(), "state": State(), "quiet": quiet})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="pyjobq test server")
+    ap.add_argument("--port", type=int, default=8123)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--root", type=Path, default=Path("build/site"))
+    ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = ap.parse_args()
+    server = make_server(args.port, args.root, quiet=not args.verbose, host=args.host)
+    print(f"listening on http://{args.host}:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The test server's fake API behaves as the browser tests expect (CPython, no browser)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from server import make_server  # tests/ is on sys.path (rootdir-relative conftest)
+
+
+@pytest.fixture
+def base(tmp_path: Path):
+    (tmp_path / "a.mjs").write_text("export default 1;")
+    (tmp_path / "b.wasm").write_bytes(b"\0asm")
+    server = make_server(0, tmp_path)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def call(url: str, method: str = "GET", body=None, headers: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_static_mime_types_and_no_store(base):
+    status, headers, body = call(base + "/a.mjs")
+    assert (status, headers["Content-Type"], headers["Cache-Control"]) == (200, "text/javascript", "no-store")
+    assert call(base + "/b.wasm")[1]["Content-Type"] == "application/wasm"
+    assert call(base + "/missing.js")[0] == 404
+    assert call(base + "/../etc/passwd")[0] in (403, 404)
+
+
+def test_echo_and_log(base):
+    status, _, body = call(base + "/api/echo/x?y=1", "PATCH", {"a": 1}, {"X-Job-Id": "j1"})
+    assert status == 200
+    assert json.loads(body) == {"method": "PATCH", "path": "/api/echo/x?y=1", "body": {"a": 1}, "job_id": "j1"}
+    log = json.loads(call(base + "/__control/log")[2])
+    assert [(e["method"], e["path"], e["status"], e["job_id"]) for e in log] == [
+        ("PATCH", "/api/echo/x?y=1", 200, "j1")
+    ]
+    call(base + "/__control/log", "DELETE")
+    assert json.loads(call(base + "/__control/log")[2]) == []
+
+
+def test_status(base):
+    status, _, body = call(base + "/api/status/422", "POST", {})
+    assert status == 422
+    assert json.loads(body) == {"code": "status_422", "error": {"code": "status_422"}}
+
+
+def test_script_pops_then_repeats_last(base):
+    call(base + "/__control/script", "POST", {"key": "k", "responses": [
+        {"status": 500, "body": {"n": 1}}, {"status": 201, "body": {"n": 2}, "delay_ms": 1},
+    ]})
+    assert [call(base + "/api/script/k", "POST", {})[0] for _ in range(3)] == [500, 201, 201]
+    status, _, body = call(base + "/api/script/other", "PUT", {"z": 0})
+    assert status == 200 and json.loads(body)["body"] == {"z": 0}
+
+
+def test_auth_token(base):
+    assert call(base + "/api/auth/me")[0] == 401
+    assert json.loads(call(base + "/api/auth/me")[2]) == {"code": "token_expired"}
+    assert call(base + "/api/auth/me", headers={"Authorization": "Bearer t0"})[0] == 200
+    call(base + "/__control/token", "POST", {"token": "t1"})
+    assert call(base + "/api/auth/me", headers={"Authorization": "Bearer t0"})[0] == 401
+    assert call(base + "/api/auth/me", headers={"Authorization": "Bearer t1"})[0] == 200
+    call(base + "/__control/reset", "POST", {})
+    assert call(base + "/api/auth/me", headers={"Authorization": "Bearer t0"})[0] == 200
+
+
+def test_slow(base):
+    status, _, body = call(base + "/api/slow?ms=20", "DELETE")
+    assert status == 200 and json.loads(body)["method"] == "DELETE"
