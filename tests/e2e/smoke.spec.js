@@ -22,14 +22,14 @@ test("page loads pyodide, micropip and pyjobq offline", async ({ page }) => {
     await py.loadPackage(["pyjobq", "micropip"]);
     const out = py.runPython(`
 import sys, pyjobq, micropip
-(sys.platform, pyjobq.__name__, pyjobq.__file__)
+(sys.platform, pyjobq.__name__, list(pyjobq.__path__)[0])
 `).toJs();
-    return { loadMs, platform: out[0], name: out[1], file: out[2] };
+    return { loadMs, platform: out[0], name: out[1], path: out[2] };
   });
   console.log(`page: loadPyodide ${result.loadMs.toFixed(0)} ms`);
   expect(result.platform).toBe("emscripten");
   expect(result.name).toBe("pyjobq");
-  expect(result.file).toContain("site-packages/pyjobq");
+  expect(result.path).toContain("site-packages/pyjobq"); // the wheel, not a stray copy
 });
 
 test("blob-URL module worker with #hash loads pyodide and pyjobq", async ({ page, baseURL }) => {
