@@ -1,0 +1,156 @@
+"""Name the queue before anything imports it (spec: "Naming").
+
+The queue claims three names that are global to the browser origin: an
+IndexedDB database, a ``navigator.locks`` name that elects the single
+processor, and a BroadcastChannel. :mod:`pyjobq.queue` reads them when it is
+first imported (it opens the channel then), so :func:`configure` lives here, in
+a module that does not import the queue, and a call after that import raises:
+changing names mid-session would make jobs under the original names unreachable.
+
+Treat the three names as part of the storage format: changing them in a later
+release also makes stored jobs unreachable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigurationError
+
+DEFAULT_DB_NAME = "ui-jobs"
+DEFAULT_LOCK_NAME = "ui-job-processor"
+DEFAULT_CHANNEL_NAME = "ui-jobs"
+
+Transport = Callable[[str, str, Any], Any]
+Factory = Callable[[Any], Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_name: str = DEFAULT_DB_NAME
+    lock_name: str = DEFAULT_LOCK_NAME
+    channel_name: str = DEFAULT_CHANNEL_NAME
+    yields: Mapping[str, str] = field(default_factory=dict)
+    reconstructors: Mapping[str, Factory] = field(default_factory=dict)
+    transport: Transport | None = None
+    handshake_timeout_ms: float = 10_000.0
+
+
+_settings = Settings()
+_explicit: set[str] = set()
+_read_by: str | None = None
+_UNSET: Any = object()
+
+
+def configure(
+    *,
+    db_name: str = _UNSET,
+    lock_name: str = _UNSET,
+    channel_name: str = _UNSET,
+    transport: Transport | None = _UNSET,
+    reconstructors: Mapping[str, Factory] = _UNSET,
+    yields: Mapping[str, str] = _UNSET,
+    handshake_timeout_ms: float = _UNSET,
+) -> None:
+    """Set the queue's names and hooks. Call it in the first module your page loads.
+
+    Args:
+        db_name: IndexedDB database (default ``ui-jobs``).
+        lock_name: Web Lock electing the one processing tab (default ``ui-job-processor``).
+        channel_name: BroadcastChannel carrying ``job-update`` (default ``ui-jobs``).
+        transport: ``async def send(method, path, body)`` returning the unread
+            Response; called on every replay, so read credentials inside it.
+        reconstructors: ``{name: factory}`` for persistent job kinds this page runs.
+        yields: ``{job_type: lock_name}``: jobs of the type pause while that lock is held.
+        handshake_timeout_ms: how long the scheduler waits for ``run_started``.
+
+    Omitted fields keep their value. It may be called more than once before the
+    queue is imported, as long as no name is given two different values.
+
+    Raises:
+        ConfigurationError: the queue was already imported (a late call), a name
+            is not a non-empty string, or a name would change.
+    """
+    global _settings
+    if _read_by is not None:
+        raise ConfigurationError(
+            f"configure() was called after {_read_by} had already read the queue's names "
+            f"(db {_settings.db_name!r}, lock {_settings.lock_name!r}, channel "
+            f"{_settings.channel_name!r}). Changing them now would make queued jobs unreachable. "
+            "Call configure() in the first module your page loads, before anything imports "
+            "pyjobq.queue; to set the transport or add reconstructors later, use "
+            "pyjobq.set_transport() and pyjobq.register_reconstructor()."
+        )
+    changes: dict[str, Any] = {}
+    for name, value in (("db_name", db_name), ("lock_name", lock_name), ("channel_name", channel_name)):
+        if value is _UNSET:
+            continue
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(f"{name} must be a non-empty str, got {value!r}")
+        current = getattr(_settings, name)
+        if name in _explicit and value != current:
+            raise ConfigurationError(
+                f"{name} was already configured as {current!r}; refusing to change it to {value!r}. "
+                "Configure each name once, in the first module your page loads."
+            )
+        changes[name] = value
+    if transport is not _UNSET:
+        check_transport(transport)
+        changes["transport"] = transport
+    if reconstructors is not _UNSET:
+        if not isinstance(reconstructors, Mapping):
+            raise ConfigurationError(f"reconstructors must be a mapping of name to factory, got {reconstructors!r}")
+        for key, factory in reconstructors.items():
+            check_reconstructor(key, factory)
+        changes["reconstructors"] = {**_settings.reconstructors, **reconstructors}
+    if yields is not _UNSET:
+        if not isinstance(yields, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in yields.items()
+        ):
+            raise ConfigurationError(f"yields must map job type (str) to lock name (str), got {yields!r}")
+        changes["yields"] = dict(yields)
+    if handshake_timeout_ms is not _UNSET:
+        if isinstance(handshake_timeout_ms, bool) or not isinstance(handshake_timeout_ms, (int, float)) \
+                or not handshake_timeout_ms > 0:
+            raise ConfigurationError(f"handshake_timeout_ms must be a number > 0, got {handshake_timeout_ms!r}")
+        changes["handshake_timeout_ms"] = float(handshake_timeout_ms)
+    _settings = replace(_settings, **changes)
+    _explicit.update(k for k in changes if k.endswith("_name"))
+
+
+def check_transport(transport: Any) -> None:
+    if transport is not None and not callable(transport):
+        raise ConfigurationError(
+            f"transport must be an async function (method, path, body) -> Response, got {transport!r}"
+        )
+
+
+def check_reconstructor(name: Any, factory: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(f"a reconstructor name must be a non-empty str, got {name!r}")
+    if not callable(factory):
+        raise ConfigurationError(
+            f"reconstructor {name!r} must be a factory: params -> async executor, got {factory!r}"
+        )
+
+
+def settings() -> Settings:
+    """The current settings, without reading them for good."""
+    return _settings
+
+
+def read(by: str) -> Settings:
+    """Read the settings for good: later :func:`configure` calls raise."""
+    global _read_by
+    if _read_by is None:
+        _read_by = by
+    return _settings
+
+
+def _reset_for_tests() -> None:
+    """Forget every configure() call. Only for test isolation, never in an application."""
+    global _settings, _read_by
+    _settings = Settings()
+    _explicit.clear()
+    _read_by = None

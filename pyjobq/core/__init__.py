@@ -1,0 +1,23 @@
+"""The pure core of pyjobq: records, statuses, the retry policy and the scheduler's decisions.
+
+Nothing in this package touches IndexedDB, a lock, a channel, a timer or the clock.
+Time and randomness are arguments; storage and the browser come in through the
+ports in :mod:`pyjobq.core.ports`. It imports on plain CPython.
+"""
+
+from .backoff import Backoff, make_backoff
+from .records import JobRecord, NewJob, Outcome, RecordError
+from .status import TERMINAL, Event, Status, apply
+
+__all__ = [
+    "Backoff",
+    "Event",
+    "JobRecord",
+    "NewJob",
+    "Outcome",
+    "RecordError",
+    "Status",
+    "TERMINAL",
+    "apply",
+    "make_backoff",
+]

@@ -1,0 +1,45 @@
+"""Retry timing shared by persistent and volatile jobs (spec: "job-backoff").
+
+Both paths call :func:`make_backoff` so their timing is identical, not merely
+similar. Randomness is passed in, so tests pin the jitter.
+"""
+
+from __future__ import annotations
+
+import random as _random
+from dataclasses import dataclass
+from typing import Callable
+
+BASE_MS = 1000.0
+CAP_MS = 30_000.0
+#: Jitter as a fraction of the step: the job queue adds up to 30 %.
+JITTER = 0.30
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """``delay(attempt) = min(base · 2^(attempt−1), cap) · (1 + jitter · r)``, r in [0, 1).
+
+    A negative ``jitter`` subtracts instead (the outbox's "minus 0–20 %").
+    """
+
+    base_ms: float = BASE_MS
+    cap_ms: float = CAP_MS
+    jitter: float = JITTER
+    random: Callable[[], float] = _random.random
+
+    def step(self, attempt: int) -> float:
+        """The delay before jitter for the ``attempt``-th try (1-based)."""
+        attempt = max(1, int(attempt))
+        # 2**attempt overflows nothing in Python, but min() first keeps it cheap.
+        if attempt > 64:
+            return self.cap_ms
+        return min(self.base_ms * 2 ** (attempt - 1), self.cap_ms)
+
+    def __call__(self, attempt: int) -> float:
+        return self.step(attempt) * (1.0 + self.jitter * self.random())
+
+
+def make_backoff(random: Callable[[], float] = _random.random, **kw: float) -> Backoff:
+    """The job queue's ladder: roughly 1 s, 2 s, 4 s, 8 s, 16 s, then about 30 s."""
+    return Backoff(random=random, **kw)  # type: ignore[arg-type]

@@ -1,0 +1,83 @@
+"""Messages between the executor side and its scheduler worker, and between tabs.
+
+Every message is a small JSON-like dict with ``v`` (the protocol version) and
+``type``. Anything that arrives from a worker or the BroadcastChannel goes
+through :func:`parse` first: a foreign, malformed or newer-versioned message is
+rejected with :class:`BadMessage` (the receivers log it and carry on), and
+nothing read from a message is ever executed.
+
+Executor → scheduler: ``enqueue``, ``wake``, ``run_started``, ``run_result``,
+``delete_job``, ``delete_group``, ``cancel_job``, ``retry_job``, ``retry_all``,
+``query_all``, ``get_job``, ``cleanup_old``.
+Scheduler → executor: ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``.
+Across tabs (BroadcastChannel): ``job-update``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import PyjobqError
+
+VERSION = 1
+
+# type -> {field: allowed python types}. Fields not listed are ignored, never used.
+_STR = (str,)
+_OPT_STR = (str, type(None))
+_ANY = (object,)
+_SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
+    "enqueue": {"jobs": (list,), "request_id": _OPT_STR},
+    "wake": {},
+    "run": {"job_id": _STR, "reconstructor": _STR, "params": _ANY, "job_type": _STR, "attempt": (int,)},
+    "run_started": {"job_id": _STR},
+    "run_result": {"job_id": _STR, "ok": (bool,)},
+    "abandon_run": {"job_id": _STR},
+    "delete_job": {"job_id": _STR, "request_id": _OPT_STR},
+    "delete_group": {"group": _STR, "request_id": _OPT_STR},
+    "cancel_job": {"job_id": _STR, "request_id": _OPT_STR},
+    "retry_job": {"job_id": _STR, "request_id": _OPT_STR},
+    "retry_all": {"request_id": _OPT_STR},
+    "query_all": {"request_id": _STR},
+    "get_job": {"job_id": _STR, "request_id": _STR},
+    "cleanup_old": {"request_id": _OPT_STR},
+    "reply": {"request_id": _STR, "ok": (bool,)},
+    "ready": {"source": _STR},
+    "job-update": {"job": (dict,), "source": _STR},
+    "progress": {"job_id": _STR},
+}
+
+
+class BadMessage(PyjobqError):
+    """A message that is not one of pyjobq's (or not of this version)."""
+
+
+def make(type_: str, **fields: Any) -> dict[str, Any]:
+    """Build a message. The caller passes only JSON-like values."""
+    if type_ not in _SCHEMA:
+        raise ValueError(f"unknown message type {type_!r}")
+    return {"v": VERSION, "type": type_, **fields}
+
+
+def parse(data: Any) -> dict[str, Any]:
+    """Validate a received message and return it.
+
+    Raises:
+        BadMessage: not a dict, unknown type, other version, or a field of the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise BadMessage(f"expected an object, got {type(data).__name__}")
+    if data.get("v") != VERSION:
+        raise BadMessage(f"protocol version {data.get('v')!r}, this page speaks {VERSION}")
+    type_ = data.get("type")
+    schema = _SCHEMA.get(type_) if isinstance(type_, str) else None
+    if schema is None:
+        raise BadMessage(f"unknown message type {type_!r}")
+    for name, kinds in schema.items():
+        value = data.get(name)
+        if kinds is _ANY:
+            continue
+        if isinstance(value, bool) and bool not in kinds:
+            raise BadMessage(f"{type_}.{name} must be {kinds[0].__name__}, got {value!r}")
+        if not isinstance(value, kinds):
+            raise BadMessage(f"{type_}.{name} must be {kinds[0].__name__}, got {type(value).__name__}")
+    return data

@@ -1,0 +1,126 @@
+"""The retry policy: how each way an attempt can end moves a record.
+
+Theory of operation
+-------------------
+``attempts`` counts the times a job was really tried. It is incremented when a
+job is handed to a page (:func:`claim`), and the ceiling is checked right there,
+before hand-off, so no outcome can route around it: a job with nothing left to
+spend is failed rather than run. Three outcomes give the attempt back because
+they say nothing about the job's own work — a 401 (an expired token), a failure
+while offline, and an executor that stopped to yield (``interrupted``). A run
+whose page went away is *not* given back (:func:`recover`), so a job that crashes
+its page every time eventually stops.
+
+Order of the branches (spec: "Retry timing and special HTTP statuses"):
+
+1. ok → done.
+2. interrupted → attempt given back; parked if its yield lock is held, else pending now.
+3. terminal, or HTTP 403/409/422 → failed at once, whatever ``max_attempts`` says.
+4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``.
+5. offline → pending on the ordinary ladder, attempt given back.
+6. otherwise (404 included) → failed at the ceiling, else pending on the ladder.
+
+Every function here returns a new record; none performs I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .records import JobRecord, RunResult
+from .status import Event, Status, apply
+
+#: Replaying a byte-identical request cannot change permissions, resolve a
+#: conflict or fix an invalid body. Closed on purpose: callers must treat one
+#: HTTP status the same way everywhere. 404 is deliberately absent (RFC 9110 §15.5.5).
+TERMINAL_STATUSES = frozenset({403, 409, 422})
+UNAUTHORIZED = 401
+AUTH_RETRY_MS = 60_000.0
+
+
+def _move(record: JobRecord, event: Event, now: float, **changes: object) -> JobRecord:
+    status = apply(record.status, event)
+    if status is not Status.PENDING:
+        changes.setdefault("next_retry_at", None)
+    if status is not Status.RUNNING:
+        changes.setdefault("owner", None)
+    if status is not Status.PAUSED:
+        changes.setdefault("yield_lock", None)
+    return record.evolve(status=status, updated_at=now, **changes)
+
+
+def claim(record: JobRecord, now: float, owner: str) -> JobRecord:
+    """Hand a pending job to a page: running with one more attempt, or failed if none is left."""
+    if record.attempts >= record.max_attempts:
+        return _move(
+            record, Event.FAIL, now,
+            error=f"no attempts left ({record.attempts} of {record.max_attempts} spent)",
+            code=record.code or "attempts_exhausted",
+        )
+    return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner)
+
+
+def settle(
+    record: JobRecord,
+    outcome: RunResult,
+    *,
+    now: float,
+    online: bool,
+    backoff: Callable[[int], float],
+    held_yield_lock: str | None = None,
+) -> JobRecord:
+    """Apply a page's ``run_result`` to the running record it answers."""
+    if outcome.ok:
+        return _move(record, Event.SUCCEED, now, result=outcome.result, error=None,
+                     http_status=outcome.status, code=None)
+    failure = dict(error=outcome.error or "failed", http_status=outcome.status, code=outcome.code)
+    given_back = dict(attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
+    if outcome.interrupted:
+        if held_yield_lock is not None:
+            return _move(record, Event.PARK, now, yield_lock=held_yield_lock, **given_back, **failure)
+        return _move(record, Event.RETRY, now, next_retry_at=now, **given_back, **failure)
+    if outcome.terminal or outcome.status in TERMINAL_STATUSES:
+        return _move(record, Event.FAIL, now, **failure)
+    if outcome.status == UNAUTHORIZED:
+        return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back, **failure)
+    if not online:
+        # The ladder climbs with every try, counted or not, so an offline job
+        # backs off to the cap and re-checks by itself without an online event.
+        delay = backoff(record.attempts + record.given_back)
+        return _move(record, Event.RETRY, now, next_retry_at=now + delay, **given_back, **failure)
+    if record.attempts >= record.max_attempts:
+        return _move(record, Event.FAIL, now, **failure)
+    return _move(record, Event.RETRY, now, next_retry_at=now + backoff(record.attempts), **failure)
+
+
+def recover(record: JobRecord, now: float) -> JobRecord:
+    """A running record whose page went away: its attempt is spent; pending again, or failed at the ceiling."""
+    if record.attempts >= record.max_attempts:
+        return _move(
+            record, Event.FAIL, now,
+            error=record.error or "the page running the last allowed attempt went away",
+            code=record.code or "page_gone",
+        )
+    return _move(record, Event.RECOVER, now, next_retry_at=now)
+
+
+def park(record: JobRecord, now: float, lock: str | None) -> JobRecord:
+    return _move(record, Event.PARK, now, yield_lock=lock)
+
+
+def unpark(record: JobRecord, now: float) -> JobRecord:
+    return _move(record, Event.UNPARK, now, next_retry_at=now)
+
+
+def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> JobRecord:
+    return _move(record, Event.FAIL, now, error=error, code=code)
+
+
+def cancel(record: JobRecord, now: float) -> JobRecord:
+    return _move(record, Event.CANCEL, now, error="cancelled", code="cancelled")
+
+
+def revive(record: JobRecord, now: float) -> JobRecord:
+    """retry_all(): a failed or cancelled job runs again with a fresh budget."""
+    return _move(record, Event.REVIVE, now, attempts=0, given_back=0, next_retry_at=now,
+                 error=None, code=None, http_status=None, result=None)

@@ -1,0 +1,117 @@
+"""The ports through which the core reaches the world.
+
+Each is a Protocol with a written contract; :mod:`pyjobq.memory` holds real
+in-memory implementations and :mod:`pyjobq.browser` the IndexedDB, Web Locks,
+BroadcastChannel and worker ones. One contract suite (``tests/store_contract.py``)
+runs against every store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Protocol, Sequence
+
+from .records import JobRecord
+
+Message = dict[str, Any]
+Unsubscribe = Callable[[], None]
+
+
+class Store(Protocol):
+    """Durable job records, keyed on ``id``.
+
+    Every method is one atomic transaction: it either fully applies or raises
+    and changes nothing. Records come back as new objects; mutating them changes
+    nothing stored.
+    """
+
+    async def add(self, records: Sequence[JobRecord]) -> None:
+        """Insert all of ``records`` or none. An existing id raises ``KeyError`` naming it."""
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        """The record, or None when there is none."""
+
+    async def update(
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
+    ) -> JobRecord | None:
+        """Read-modify-write in one transaction.
+
+        ``change`` gets the current record and returns its replacement, or None to
+        leave it as it is. Returns what is stored afterwards (None if the record
+        does not exist; ``change`` is then not called).
+        """
+
+    async def put_many(self, records: Sequence[JobRecord]) -> None:
+        """Write (insert or replace) all of ``records`` or none."""
+
+    async def delete_many(self, job_ids: Sequence[str]) -> None:
+        """Delete all of ``job_ids`` (missing ids are ignored) or none."""
+
+    async def by_status(self, status: str) -> list[JobRecord]:
+        """Records with that status, oldest (created_at, id) first; [] when none."""
+
+    async def by_group(self, group: str) -> list[JobRecord]:
+        """Records of that group, oldest first; [] when none."""
+
+    async def due(self, now: float) -> list[JobRecord]:
+        """Pending records with ``next_retry_at <= now``, oldest first (through the by_next_retry index)."""
+
+    async def next_due_at(self) -> float | None:
+        """The smallest ``next_retry_at`` of any pending record, or None."""
+
+    async def all(self) -> list[JobRecord]:
+        """Every record, oldest first."""
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Milliseconds since the epoch."""
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> "Timer":
+        """Run ``callback`` once after ``delay_ms``."""
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Channel(Protocol):
+    """A BroadcastChannel: a message reaches every *other* subscriber of the name."""
+
+    def post(self, message: Message) -> None: ...
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe: ...
+
+    def close(self) -> None: ...
+
+
+class Link(Protocol):
+    """One end of the executor ↔ scheduler pair (a worker's postMessage)."""
+
+    def send(self, message: Message) -> None: ...
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe: ...
+
+
+class LockManager(Protocol):
+    """navigator.locks."""
+
+    async def request(
+        self,
+        name: str,
+        callback: Callable[[Any], Awaitable[Any]],
+        *,
+        mode: str = "exclusive",
+        if_available: bool = False,
+        steal: bool = False,
+    ) -> Any:
+        """Hold ``name`` while ``callback(lock)`` runs; ``lock`` is None when
+        ``if_available`` found it taken. Raises :class:`LockStolen` when another
+        request stole it (the callback keeps running: the holder must stop itself).
+        """
+
+    async def held(self) -> dict[str, str]:
+        """Lock names currently held, each mapped to ``"exclusive"`` or ``"shared"``."""
+
+
+class LockStolen(Exception):
+    """The lock was taken from its holder with ``steal: true``."""

@@ -1,0 +1,79 @@
+"""Statuses and the transition table.
+
+A job's status only ever changes through :func:`apply`, which reads the table
+below. An event the table does not list for the current status raises
+:class:`~pyjobq.errors.IllegalTransition` and changes nothing, so a bug shows up
+as an error naming the move rather than as a record in an impossible state.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from ..errors import IllegalTransition
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Event(str, enum.Enum):
+    CLAIM = "claim"  # handed to a page to run
+    SUCCEED = "succeed"
+    RETRY = "retry"  # back to pending with a next_retry_at
+    FAIL = "fail"
+    RECOVER = "recover"  # a dead page's running record, back to pending
+    PARK = "park"  # yielding to a held lock, or a suspended type
+    UNPARK = "unpark"
+    CANCEL = "cancel"
+    REVIVE = "revive"  # retry_all / retry of a failed or cancelled record
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Statuses a job never leaves on its own; ``done`` resolves on reaching one.
+TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+
+TRANSITIONS: dict[tuple[Status, Event], Status] = {
+    (Status.PENDING, Event.CLAIM): Status.RUNNING,
+    (Status.PENDING, Event.PARK): Status.PAUSED,
+    (Status.PENDING, Event.CANCEL): Status.CANCELLED,
+    # The ceiling is checked before hand-off, so a pending job can fail unrun.
+    (Status.PENDING, Event.FAIL): Status.FAILED,
+    (Status.RUNNING, Event.SUCCEED): Status.DONE,
+    (Status.RUNNING, Event.RETRY): Status.PENDING,
+    (Status.RUNNING, Event.FAIL): Status.FAILED,
+    (Status.RUNNING, Event.RECOVER): Status.PENDING,
+    (Status.RUNNING, Event.PARK): Status.PAUSED,
+    (Status.RUNNING, Event.CANCEL): Status.CANCELLED,
+    (Status.PAUSED, Event.UNPARK): Status.PENDING,
+    (Status.PAUSED, Event.CANCEL): Status.CANCELLED,
+    (Status.PAUSED, Event.FAIL): Status.FAILED,
+    (Status.FAILED, Event.REVIVE): Status.PENDING,
+    (Status.CANCELLED, Event.REVIVE): Status.PENDING,
+}
+
+
+def apply(status: Status | str, event: Event | str) -> Status:
+    """Return the status that ``event`` moves ``status`` to.
+
+    Raises:
+        IllegalTransition: the table has no such move. Nothing is changed.
+    """
+    try:
+        key = (Status(status), Event(event))
+    except ValueError:
+        raise IllegalTransition(str(status), str(event)) from None
+    try:
+        return TRANSITIONS[key]
+    except KeyError:
+        raise IllegalTransition(str(key[0]), str(key[1])) from None

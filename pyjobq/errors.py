@@ -1,0 +1,112 @@
+"""Every error pyjobq raises derives from :class:`PyjobqError`.
+
+Errors a caller can cause say what was wrong and what to do about it. The two
+marker classes, :class:`Interrupted` and :class:`Terminal`, are raised *by
+executors* to tell the queue how an attempt ended (spec: "Yielding").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PyjobqError(Exception):
+    """Base class of every error raised by pyjobq."""
+
+
+class ConfigurationError(PyjobqError):
+    """``configure`` was called wrongly or too late."""
+
+
+class InvalidJobError(PyjobqError, ValueError):
+    """A job's arguments cannot be queued (wrong type, out of range, not storable)."""
+
+
+class IllegalTransition(PyjobqError):
+    """A status change that the transition table does not allow."""
+
+    def __init__(self, status: str, event: str) -> None:
+        super().__init__(
+            f"a job in status {status!r} cannot take event {event!r}; "
+            "the record was left unchanged"
+        )
+        self.status = status
+        self.event = event
+
+
+class NoTransportError(PyjobqError):
+    """A fetch job was replayed but no transport is configured."""
+
+    code = "no_transport"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no transport is configured, so this fetch job cannot be sent. "
+            "Call pyjobq.configure(transport=send) before importing the queue, where "
+            "`async def send(method, path, body)` builds the URL and credentials and "
+            "returns the unread Response (see docs/guide.md, 'Transport')."
+        )
+
+
+class JobError(PyjobqError):
+    """An attempt failed. Carries what the retry policy reads.
+
+    Executors may raise it (or any exception with ``status``/``body``/``code``
+    attributes) to join the HTTP-aware retry policy.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        code: str | None = None,
+        terminal: bool = False,
+        interrupted: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        self.code = code
+        self.terminal = terminal
+        self.interrupted = interrupted
+
+
+class HTTPError(JobError):
+    """A transport answered with a non-ok response."""
+
+
+class Interrupted(JobError):
+    """Raise from an executor that stopped on request (an abort, a stolen lock).
+
+    The attempt is given back and the job's ``done`` stays pending.
+    """
+
+    def __init__(self, message: str = "interrupted", **kw: Any) -> None:
+        super().__init__(message, interrupted=True, **kw)
+
+
+class Terminal(JobError):
+    """Raise from an executor that knows repeating the work cannot help.
+
+    The job is failed at once, like a 403, 409 or 422.
+    """
+
+    def __init__(self, message: str = "terminal failure", **kw: Any) -> None:
+        super().__init__(message, terminal=True, **kw)
+
+
+class OrphanedJobError(PyjobqError):
+    """The page picking up a persistent job has no reconstructor for it."""
+
+    code = "orphaned"
+    terminal = True
+
+    def __init__(self, reconstructor: str) -> None:
+        super().__init__(
+            f"orphaned: no reconstructor {reconstructor!r} is registered on this page. "
+            f"Register it with pyjobq.configure(reconstructors={{{reconstructor!r}: factory}}) "
+            "or pyjobq.register_reconstructor before the queue runs."
+        )
+        self.reconstructor = reconstructor

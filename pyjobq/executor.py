@@ -1,0 +1,378 @@
+"""The executor side: the public API's engine, and where user code runs.
+
+It lives where the user's Python does — a page's main thread, a PyScript
+worker, a JupyterLite kernel — and assumes neither ``window`` nor a DOM. It
+keeps the closures, answers the scheduler's ``run`` with ``run_started`` and
+then ``run_result``, and turns ``job-update`` messages into events and into
+the outcomes ``done`` resolves to. It reaches its scheduler only through a
+:class:`~pyjobq.core.ports.Link` and other tabs only through a
+:class:`~pyjobq.core.ports.Channel`, so it runs unchanged in the browser and
+in the CPython simulation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, Callable, Mapping
+
+from .abort import AbortSignal
+from .core import messages
+from .core.messages import BadMessage, make
+from .core.ports import Channel, Link
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, Outcome, check_json, new_id
+from .errors import (
+    InvalidJobError,
+    OrphanedJobError,
+    PyjobqError,
+)
+from .fetch import FETCH, Answer, code_from_body, make_fetch
+
+log = logging.getLogger("pyjobq")
+
+_TERMINAL = frozenset({"done", "failed", "cancelled"})
+
+
+class JobUpdate(dict):  # type: ignore[type-arg]
+    """A ``job-update``: the record's fields (no ``_params``), as a dict with attribute access."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Job:
+    """A handle on a queued job: ``.id`` and ``.done``.
+
+    ``await job.done`` returns an :class:`~pyjobq.Outcome` once the job is
+    done, failed or cancelled (a deleted job resolves as cancelled with code
+    ``deleted``). ``await job.stored`` returns once the record is written, and
+    raises the storage error if it could not be.
+    """
+
+    def __init__(self, job_id: str) -> None:
+        loop = asyncio.get_event_loop()
+        self.id = job_id
+        self._done: asyncio.Future[Outcome] = loop.create_future()
+        self._stored: asyncio.Future[None] = loop.create_future()
+        # An unobserved storage error is reported through done; don't warn twice.
+        self._stored.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    @property
+    def done(self) -> asyncio.Future[Outcome]:
+        return self._done
+
+    @property
+    def stored(self) -> asyncio.Future[None]:
+        return self._stored
+
+    def _settle(self, outcome: Outcome) -> None:
+        if not self._done.done():
+            self._done.set_result(outcome)
+
+    def __repr__(self) -> str:
+        state = self._done.result().status if self._done.done() else "outstanding"
+        return f"<Job {self.id} {state}>"
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs run")."""
+    status = getattr(exc, "status", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    code = getattr(exc, "code", None)
+    if not isinstance(code, str):
+        code = code_from_body(getattr(exc, "body", None))
+    message = str(exc) or type(exc).__name__
+    return {
+        "ok": False,
+        "error": message if isinstance(exc, PyjobqError) else f"{type(exc).__name__}: {message}",
+        "status": status,
+        "code": code,
+        "terminal": getattr(exc, "terminal", False) is True,
+        "interrupted": getattr(exc, "interrupted", False) is True,
+    }
+
+
+class ExecutorSide:
+    def __init__(
+        self,
+        *,
+        link: Link,
+        channel: Channel,
+        source: str,
+        reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+        transport: Callable[..., Any] | None = None,
+    ) -> None:
+        self._link = link
+        self._channel = channel
+        self.source = source  # the id our scheduler stamps on its updates
+        self.transport = transport
+        self._registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
+        self._registry.update(reconstructors or {})
+        self._jobs: dict[str, Job] = {}
+        self._requests: dict[str, asyncio.Future[Any]] = {}
+        self._running: dict[str, tuple[asyncio.Future[Any], AbortSignal]] = {}
+        self._listeners: list[Callable[[JobUpdate], None]] = []
+        self._batch: list[tuple[NewJob, Job]] = []
+        self._unsubscribe = [link.subscribe(self._on_link), channel.subscribe(self._on_channel)]
+        self._channel_open = True
+
+    # ------------------------------------------------------------ persistent jobs
+
+    def register_reconstructor(self, name: str, factory: Callable[[Any], Any]) -> None:
+        from .config import check_reconstructor
+
+        check_reconstructor(name, factory)
+        self._registry[name] = factory
+
+    def enqueue_persistent(
+        self,
+        reconstructor: str,
+        params: Any = None,
+        *,
+        type: str = "default",
+        group: str | None = None,
+        label: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        delay_ms: float = 0,
+    ) -> Job:
+        new = NewJob(id=new_id(), reconstructor=reconstructor, params=params, type=type,
+                     group=group, label=label, max_attempts=max_attempts, delay_ms=delay_ms)
+        job = Job(new.id)
+        self._jobs[new.id] = job
+        if not self._batch:
+            # Jobs filed in one burst travel in one message and one transaction.
+            asyncio.get_event_loop().call_soon(self._flush)
+        self._batch.append((new, job))
+        return job
+
+    def enqueue_fetch(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        type: str = "default",
+        group: str | None = None,
+        label: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        delay_ms: float = 0,
+    ) -> Job:
+        if not isinstance(method, str) or method.upper() not in FETCH_METHODS:
+            raise InvalidJobError(f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
+        if not isinstance(path, str) or not path:
+            raise InvalidJobError(f"path must be a non-empty str, got {path!r}")
+        check_json(body, "body")
+        return self.enqueue_persistent(
+            FETCH, {"method": method.upper(), "path": path, "body": body}, type=type, group=group,
+            label=label, max_attempts=max_attempts, delay_ms=delay_ms,
+        )
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        future = self._request(make("enqueue", jobs=[new.to_message() for new, _ in batch]))
+
+        def stored(f: asyncio.Future[Any]) -> None:
+            error = f.exception() if not f.cancelled() else PyjobqError("enqueue was cancelled")
+            for new, job in batch:
+                if error is None:
+                    job._stored.set_result(None)
+                    continue
+                job._stored.set_exception(error)
+                self._jobs.pop(new.id, None)
+                job._settle(Outcome(id=new.id, status="failed", error=f"not stored: {error}", code="not_stored"))
+
+        future.add_done_callback(stored)
+
+    def job(self, job_id: str) -> Job:
+        """A handle on a persistent job by id, e.g. after a reload; ``done`` resolves as usual."""
+        existing = self._jobs.get(job_id)
+        if existing is not None:
+            return existing
+        job = Job(job_id)
+        job._stored.set_result(None)
+        self._jobs[job_id] = job
+
+        def found(f: asyncio.Future[Any]) -> None:
+            record = None if f.cancelled() or f.exception() else f.result()
+            if record is None:
+                self._jobs.pop(job_id, None)
+                job._settle(Outcome(id=job_id, status="failed", error=f"no job with id {job_id!r}",
+                                    code="not_found"))
+            elif record["status"] in _TERMINAL:
+                self._jobs.pop(job_id, None)
+                job._settle(Outcome.of(record))
+
+        self._request(make("get_job", job_id=job_id)).add_done_callback(found)
+        return job
+
+    # ------------------------------------------------------------ requests
+
+    def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:
+        request_id = new_id()
+        future = asyncio.get_event_loop().create_future()
+        self._requests[request_id] = future
+        self._link.send({**msg, "request_id": request_id})
+        return future
+
+    async def query_all(self) -> list[dict[str, Any]]:
+        return await self._request(make("query_all"))
+
+    async def delete_job(self, job_id: str) -> bool:
+        return await self._request(make("delete_job", job_id=job_id))
+
+    async def delete_group(self, group: str) -> int:
+        return await self._request(make("delete_group", group=group))
+
+    async def cancel_job(self, job_id: str) -> bool:
+        return await self._request(make("cancel_job", job_id=job_id))
+
+    async def retry_job(self, job_id: str) -> bool:
+        return await self._request(make("retry_job", job_id=job_id))
+
+    async def retry_all(self) -> int:
+        return await self._request(make("retry_all"))
+
+    async def cleanup_old(self) -> int:
+        return await self._request(make("cleanup_old"))
+
+    def wake(self) -> None:
+        self._link.send(make("wake"))
+
+    # ------------------------------------------------------------ events
+
+    def on_update(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
+        """Call ``callback(update)`` for every ``job-update``; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    async def updates(self) -> AsyncIterator[JobUpdate]:
+        """``async for update in updates()``: every ``job-update`` from now on."""
+        queue: asyncio.Queue[JobUpdate] = asyncio.Queue()
+        unsubscribe = self.on_update(queue.put_nowait)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            unsubscribe()
+
+    def _apply_update(self, job: dict[str, Any]) -> None:
+        update = JobUpdate(job)
+        for listener in list(self._listeners):
+            try:
+                listener(update)
+            except Exception:
+                log.exception("pyjobq: a job-update listener raised")
+        handle = self._jobs.get(job.get("id"))  # type: ignore[arg-type]
+        if handle is None:
+            return
+        if job.get("deleted"):
+            self._jobs.pop(handle.id, None)
+            handle._settle(Outcome(id=handle.id, status="cancelled", error="deleted", code="deleted"))
+        elif job.get("status") in _TERMINAL:
+            self._jobs.pop(handle.id, None)
+            handle._settle(Outcome.of(job))
+
+    # ------------------------------------------------------------ messages
+
+    def _on_link(self, data: Any) -> None:
+        try:
+            msg = messages.parse(data)
+        except BadMessage as exc:
+            log.warning("pyjobq ignored a message from its worker: %s", exc)
+            return
+        kind = msg["type"]
+        if kind == "run":
+            asyncio.ensure_future(self._run(msg))
+        elif kind == "abandon_run":
+            self._abandon(msg["job_id"])
+        elif kind == "reply":
+            future = self._requests.pop(msg["request_id"], None)
+            if future is None or future.done():
+                return
+            if msg["ok"]:
+                future.set_result(msg.get("value"))
+            else:
+                future.set_exception(PyjobqError(str(msg.get("error"))))
+        elif kind == "job-update":
+            self._apply_update(msg["job"])
+
+    def _on_channel(self, data: Any) -> None:
+        try:
+            msg = messages.parse(data)
+        except BadMessage as exc:
+            log.warning("pyjobq ignored a channel message: %s", exc)
+            return
+        # Our own scheduler's updates arrive over the link; the channel copy is a duplicate.
+        if msg["type"] == "job-update" and msg["source"] != self.source:
+            self._apply_update(msg["job"])
+
+    def _abandon(self, job_id: str) -> None:
+        running = self._running.pop(job_id, None)
+        if running is not None:
+            task, signal = running
+            signal.abort("abandoned")
+            task.cancel()
+
+    async def _run(self, msg: dict[str, Any]) -> None:
+        job_id = msg["job_id"]
+        name = msg["reconstructor"]
+        factory = self._registry.get(name)
+        if factory is None:
+            self._send_result(job_id, error_fields(OrphanedJobError(name)))
+            return
+        try:
+            executor = factory(msg.get("params"))
+        except Exception as exc:
+            fields = error_fields(exc)
+            fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
+                          terminal=True, code="reconstructor_failed")
+            self._send_result(job_id, fields)
+            return
+        signal = AbortSignal()
+        task = asyncio.ensure_future(executor(signal))
+        self._running[job_id] = (task, signal)
+        self._link.send(make("run_started", job_id=job_id))
+        fields: dict[str, Any]
+        try:
+            fields = {"ok": True, "result": await task}
+        except asyncio.CancelledError:
+            if self._running.get(job_id, (None,))[0] is not task:
+                return  # abandoned: the scheduler no longer waits for an answer
+            fields = error_fields(PyjobqError("the run was cancelled on its page"))
+        except Exception as exc:
+            fields = error_fields(exc)
+        finally:
+            if self._running.get(job_id, (None,))[0] is task:
+                del self._running[job_id]
+        if fields["ok"] and isinstance(fields["result"], Answer):
+            fields.update(result=fields["result"].result, status=fields["result"].status)
+        if fields["ok"]:
+            try:
+                check_json(fields["result"], "the executor's result")
+            except InvalidJobError as exc:
+                # Repeating the work would produce the same result: fail at once.
+                fields = error_fields(exc)
+                fields.update(terminal=True, code="result_not_cloneable")
+        self._send_result(job_id, fields)
+
+    def _send_result(self, job_id: str, fields: dict[str, Any]) -> None:
+        self._link.send(make("run_result", job_id=job_id, **fields))
+
+    # ------------------------------------------------------------ stop
+
+    def stop(self) -> None:
+        """Close the channel: updates from other tabs stop; our worker's answers still arrive
+        over the link, and any that come after this are handled or dropped without error."""
+        if self._channel_open:
+            self._channel_open = False
+            self._channel.close()

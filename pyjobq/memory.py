@@ -1,0 +1,383 @@
+"""Real in-memory implementations of the ports, for CPython.
+
+They back the queue when pyjobq runs outside a browser (a user's unit tests),
+and they are the fakes of the multi-tab simulation: several simulated tabs
+share one :class:`MemoryStore`, one :class:`LockHub`, one :class:`ChannelHub`
+and one :class:`FakeClock`. Each keeps the semantics of the browser API it
+stands for — asynchronous delivery, structured copies, Web Locks' exclusive,
+shared, ``ifAvailable`` and ``steal`` — because a fake that is kinder than the
+browser would let races through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence
+
+from .core.ports import LockStolen, Message, Unsubscribe
+from .core.records import JobRecord
+from .core.status import Status
+
+
+def _copy(value: Any) -> Any:
+    """A structured copy, as postMessage and IndexedDB make (JSON-like values only)."""
+    return json.loads(json.dumps(value))
+
+
+class MemoryStore:
+    """The :class:`~pyjobq.core.ports.Store` contract, in a dict."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def _decode(self, row: dict[str, Any]) -> JobRecord:
+        return JobRecord.from_dict(_copy(row))
+
+    def _sorted(self, rows: Any) -> list[JobRecord]:
+        records = [self._decode(r) for r in rows]
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return records
+
+    async def add(self, records: Sequence[JobRecord]) -> None:
+        rows = [_copy(r.to_dict()) for r in records]
+        ids = [r["id"] for r in rows]
+        for job_id in ids:
+            if job_id in self._rows:
+                raise KeyError(f"a job with id {job_id!r} already exists")
+        if len(set(ids)) != len(ids):
+            raise KeyError("the same id appears twice in one add")
+        for row in rows:
+            self._rows[row["id"]] = row
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        row = self._rows.get(job_id)
+        return None if row is None else self._decode(row)
+
+    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
+        row = self._rows.get(job_id)
+        if row is None:
+            return None
+        new = change(self._decode(row))
+        if new is None:
+            return self._decode(row)
+        self._rows[job_id] = _copy(new.to_dict())
+        return self._decode(self._rows[job_id])
+
+    async def put_many(self, records: Sequence[JobRecord]) -> None:
+        rows = [_copy(r.to_dict()) for r in records]
+        for row in rows:
+            self._rows[row["id"]] = row
+
+    async def delete_many(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            self._rows.pop(job_id, None)
+
+    async def by_status(self, status: str) -> list[JobRecord]:
+        status = Status(status).value
+        return self._sorted(r for r in self._rows.values() if r.get("status") == status)
+
+    async def by_group(self, group: str) -> list[JobRecord]:
+        return self._sorted(r for r in self._rows.values() if r.get("group") == group)
+
+    async def due(self, now: float) -> list[JobRecord]:
+        return self._sorted(
+            r for r in self._rows.values()
+            if r.get("status") == "pending" and r.get("next_retry_at") is not None and r["next_retry_at"] <= now
+        )
+
+    async def next_due_at(self) -> float | None:
+        times = [r["next_retry_at"] for r in self._rows.values()
+                 if r.get("status") == "pending" and r.get("next_retry_at") is not None]
+        return min(times) if times else None
+
+    async def all(self) -> list[JobRecord]:
+        return self._sorted(self._rows.values())
+
+    # Test helpers: the raw stored values, as DevTools would show them.
+    def raw(self) -> dict[str, dict[str, Any]]:
+        return _copy(self._rows)
+
+    def put_raw(self, value: dict[str, Any]) -> None:
+        self._rows[value["id"]] = _copy(value)
+
+
+# ---------------------------------------------------------------- clocks
+
+class _Timer:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """A clock that moves only when told to; timers fire in order as it passes them."""
+
+    def __init__(self, start: float = 1_700_000_000_000.0) -> None:
+        self._now = start
+        self._timers: list[tuple[float, int, _Timer, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer()
+        heapq.heappush(self._timers, (self._now + max(0.0, delay_ms), next(self._seq), timer, callback))
+        return timer
+
+    def next_timer_at(self) -> float | None:
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
+    def advance(self, ms: float) -> None:
+        """Move time forward by ``ms``, firing every timer it passes, in order."""
+        target = self._now + ms
+        while True:
+            due = self.next_timer_at()
+            if due is None or due > target:
+                break
+            when, _, timer, callback = heapq.heappop(self._timers)
+            self._now = max(self._now, when)
+            if not timer.cancelled:
+                timer.cancelled = True
+                callback()
+        self._now = target
+
+
+class _LoopTimer:
+    def __init__(self, handle: asyncio.TimerHandle) -> None:
+        self._handle = handle
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class LoopClock:
+    """Wall-clock time and asyncio timers, for pyjobq running on plain CPython."""
+
+    def now(self) -> float:
+        return time.time() * 1000.0
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _LoopTimer:
+        loop = asyncio.get_running_loop()
+        return _LoopTimer(loop.call_later(max(0.0, delay_ms) / 1000.0, callback))
+
+
+# ---------------------------------------------------------------- channels and links
+
+class ChannelHub:
+    """Every :class:`MemoryChannel` of one name hears the others, like a BroadcastChannel."""
+
+    def __init__(self) -> None:
+        self._open: list[MemoryChannel] = []
+
+    def channel(self, name: str) -> "MemoryChannel":
+        ch = MemoryChannel(self, name)
+        self._open.append(ch)
+        return ch
+
+    def _deliver(self, sender: "MemoryChannel", message: Message) -> None:
+        loop = asyncio.get_running_loop()
+        for ch in list(self._open):
+            if ch is not sender and ch.name == sender.name:
+                loop.call_soon(ch._receive, _copy(message))
+
+
+class MemoryChannel:
+    def __init__(self, hub: ChannelHub, name: str) -> None:
+        self._hub = hub
+        self.name = name
+        self._listeners: list[Callable[[Message], None]] = []
+        self.closed = False
+
+    def post(self, message: Message) -> None:
+        if self.closed:
+            raise RuntimeError("InvalidStateError: the channel is closed")
+        self._hub._deliver(self, message)
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _receive(self, message: Message) -> None:
+        if self.closed:
+            return
+        for listener in list(self._listeners):
+            listener(message)
+
+    def close(self) -> None:
+        self.closed = True
+        if self in self._hub._open:
+            self._hub._open.remove(self)
+
+
+class MemoryLink:
+    """One end of a worker ↔ page pair: messages are copied and delivered in a later task."""
+
+    def __init__(self) -> None:
+        self.peer: MemoryLink | None = None
+        self._listeners: list[Callable[[Message], None]] = []
+        self.closed = False
+
+    def send(self, message: Message) -> None:
+        if self.closed or self.peer is None or self.peer.closed:
+            return  # like postMessage to a terminated worker: dropped
+        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message))
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _receive(self, message: Message) -> None:
+        if self.closed:
+            return
+        for listener in list(self._listeners):
+            listener(message)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def link_pair() -> tuple[MemoryLink, MemoryLink]:
+    a, b = MemoryLink(), MemoryLink()
+    a.peer, b.peer = b, a
+    return a, b
+
+
+# ---------------------------------------------------------------- locks
+
+@dataclass(eq=False)
+class _Request:
+    name: str
+    mode: str
+    client: "FakeLocks"
+    granted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    stolen: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    task: asyncio.Task[Any] | None = None
+
+
+class FakeLock:
+    def __init__(self, name: str, mode: str) -> None:
+        self.name = name
+        self.mode = mode
+
+
+class LockHub:
+    """The origin's lock manager: grants in request order, exclusive vs shared, with steal."""
+
+    def __init__(self) -> None:
+        self._queue: dict[str, list[_Request]] = {}
+        self._held: dict[str, list[_Request]] = {}
+
+    def client(self) -> "FakeLocks":
+        return FakeLocks(self)
+
+    def held(self) -> dict[str, str]:
+        return {name: holders[0].mode for name, holders in self._held.items() if holders}
+
+    def _grantable(self, req: _Request, *, ignore_queue: bool = False) -> bool:
+        holders = self._held.get(req.name, [])
+        if req.mode == "exclusive":
+            if holders:
+                return False
+        elif any(h.mode == "exclusive" for h in holders):
+            return False
+        if ignore_queue:
+            return not self._queue.get(req.name)
+        return True
+
+    def _grant(self, req: _Request) -> None:
+        self._held.setdefault(req.name, []).append(req)
+        if not req.granted.done():
+            req.granted.set_result(None)
+
+    def _process(self, name: str) -> None:
+        queue = self._queue.get(name, [])
+        while queue:
+            head = queue[0]
+            if not self._grantable(head):
+                break
+            queue.pop(0)
+            self._grant(head)
+            if head.mode == "exclusive":
+                break
+
+    def _release(self, req: _Request) -> None:
+        holders = self._held.get(req.name, [])
+        if req in holders:
+            holders.remove(req)
+        queue = self._queue.get(req.name, [])
+        if req in queue:
+            queue.remove(req)
+        self._process(req.name)
+
+    def _steal(self, req: _Request) -> None:
+        for victim in self._held.get(req.name, []):
+            if not victim.stolen.done():
+                victim.stolen.set_result(None)
+        self._held[req.name] = []
+        self._grant(req)
+
+
+class FakeLocks:
+    """One context's ``navigator.locks`` (a tab or its worker), on a shared :class:`LockHub`."""
+
+    def __init__(self, hub: LockHub) -> None:
+        self._hub = hub
+        self._mine: set[_Request] = set()
+
+    async def held(self) -> dict[str, str]:
+        return self._hub.held()
+
+    async def request(
+        self,
+        name: str,
+        callback: Callable[[Any], Awaitable[Any]],
+        *,
+        mode: str = "exclusive",
+        if_available: bool = False,
+        steal: bool = False,
+    ) -> Any:
+        if mode not in ("exclusive", "shared"):
+            raise ValueError(f"lock mode must be 'exclusive' or 'shared', not {mode!r}")
+        hub = self._hub
+        req = _Request(name, mode, self)
+        if steal:
+            hub._steal(req)
+        elif if_available:
+            if not hub._grantable(req, ignore_queue=True):
+                return await callback(None)
+            hub._grant(req)
+        else:
+            hub._queue.setdefault(name, []).append(req)
+            hub._process(name)
+        self._mine.add(req)
+        try:
+            await req.granted
+            req.task = asyncio.ensure_future(callback(FakeLock(name, mode)))
+            await asyncio.wait({req.task, req.stolen}, return_when=asyncio.FIRST_COMPLETED)
+            if req.stolen.done():
+                raise LockStolen(f"lock {name!r} was stolen")
+            return req.task.result()
+        finally:
+            self._mine.discard(req)
+            hub._release(req)
+
+    def crash(self) -> None:
+        """The context died: its held locks are released and its queued requests dropped."""
+        for req in list(self._mine):
+            self._mine.discard(req)
+            if req.task is not None:
+                req.task.cancel()
+            for fut in (req.granted, req.stolen):
+                if not fut.done():
+                    fut.cancel()
+            self._hub._release(req)

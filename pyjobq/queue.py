@@ -1,0 +1,158 @@
+"""The job queue (spec: "API"). Importing this module reads the configured names for good.
+
+Persistent jobs (:func:`enqueue_fetch`, :func:`enqueue_persistent`) are stored
+by the scheduler worker in IndexedDB and replayed through the application's
+transport; every tab sees their ``job-update`` events. The queue starts its
+worker on first use and registers itself as the ``job-queue`` service.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Callable
+
+from . import config as _config
+from . import services as _services
+from .executor import ExecutorSide, Job, JobUpdate
+
+SERVICE_NAME = "job-queue"
+
+#: The names this queue runs under, read when this module was imported.
+settings = _config.read(__name__)
+
+_side: ExecutorSide | None = None
+
+
+def _queue() -> ExecutorSide:
+    global _side
+    if _side is None:
+        from .runtime import start
+
+        _side = start(_config.settings())
+        _services.register(SERVICE_NAME, _side)
+    return _side
+
+
+def enqueue_fetch(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    type: str = "default",
+    group: str | None = None,
+    label: str | None = None,
+    max_attempts: int = 5,
+    delay_ms: float = 0,
+) -> Job:
+    """Queue a persistent request, replayed through the transport until it succeeds or must stop.
+
+    Args:
+        method: HTTP method (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS).
+        path: what the transport turns into a URL; the queue composes none itself.
+        body: JSON-like data stored with the job and handed to the transport.
+        type: the job's lane: one job of a type runs at a time; types run side by side.
+        group: a name for :func:`delete_group` (e.g. one document's saves).
+        label: a readable name for job tables.
+        max_attempts: counted tries before the job fails (401, offline and
+            yields are not counted). At least 1.
+        delay_ms: wait this long before the first try (debouncing a save).
+
+    Returns:
+        A :class:`Job`; ``await job.done`` gives the :class:`~pyjobq.Outcome`.
+
+    Raises:
+        InvalidJobError: an argument is of the wrong type or range, or the body is not JSON-like.
+    """
+    return _queue().enqueue_fetch(method, path, body, type=type, group=group, label=label,
+                                  max_attempts=max_attempts, delay_ms=delay_ms)
+
+
+def enqueue_persistent(
+    reconstructor: str,
+    params: Any = None,
+    *,
+    type: str = "default",
+    group: str | None = None,
+    label: str | None = None,
+    max_attempts: int = 5,
+    delay_ms: float = 0,
+) -> Job:
+    """Queue a persistent job of a registered kind, rebuilt from JSON-like ``params`` on every run.
+
+    ``enqueue_fetch`` is this call with the built-in ``fetch`` reconstructor.
+    A page that picks the job up without ``reconstructor`` registered fails it as orphaned.
+    """
+    return _queue().enqueue_persistent(reconstructor, params, type=type, group=group, label=label,
+                                       max_attempts=max_attempts, delay_ms=delay_ms)
+
+
+def register_reconstructor(name: str, factory: Callable[[Any], Any]) -> None:
+    """Teach this page to rebuild persistent jobs of kind ``name``: ``factory(params)`` returns
+    an ``async def run(signal)``. Prefer ``configure(reconstructors=...)`` for kinds every page needs."""
+    _queue().register_reconstructor(name, factory)
+
+
+def set_transport(transport: Callable[..., Any] | None) -> None:
+    """Set or replace the transport; it is read on every replay, so this may happen any time."""
+    _config.check_transport(transport)
+    _queue().transport = transport
+
+
+def job(job_id: str) -> Job:
+    """A handle on a persistent job by id — after a reload, ``await job(id).done`` as usual."""
+    return _queue().job(job_id)
+
+
+async def query_all() -> list[dict[str, Any]]:
+    """Every persistent record (with ``_params``), oldest first."""
+    return await _queue().query_all()
+
+
+async def delete_job(job_id: str) -> bool:
+    """Delete a job's record, ending its run if one is under way. Returns whether it existed."""
+    return await _queue().delete_job(job_id)
+
+
+async def delete_group(group: str) -> int:
+    """Delete every job of ``group``; returns how many."""
+    return await _queue().delete_group(group)
+
+
+async def cancel_job(job_id: str) -> bool:
+    """Mark an unfinished job cancelled (kept until deleted); returns whether it changed."""
+    return await _queue().cancel_job(job_id)
+
+
+async def retry_job(job_id: str) -> bool:
+    """Run a failed or cancelled job again with a fresh attempt budget."""
+    return await _queue().retry_job(job_id)
+
+
+async def retry_all() -> int:
+    """Run every failed and cancelled job again; returns how many."""
+    return await _queue().retry_all()
+
+
+async def cleanup_old() -> int:
+    """Delete ``done`` records older than 7 days — and only those. Returns how many."""
+    return await _queue().cleanup_old()
+
+
+def on_update(callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
+    """Call ``callback(update)`` on every ``job-update`` from any tab; returns an unsubscribe function."""
+    return _queue().on_update(callback)
+
+
+def updates() -> AsyncIterator[JobUpdate]:
+    """``async for update in pyjobq.updates():`` every ``job-update`` from now on."""
+    return _queue().updates()
+
+
+def wake() -> None:
+    """Ask the scheduler to look for ready work now."""
+    _queue().wake()
+
+
+def stop() -> None:
+    """Close this tab's channel. The queue still runs; its updates then reach only this tab."""
+    if _side is not None:
+        _side.stop()

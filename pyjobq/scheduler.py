@@ -1,0 +1,491 @@
+"""The scheduler: owns the persistent store, the retry schedule, the lanes and the lease.
+
+Theory of operation
+-------------------
+One scheduler runs per executor side (in the browser: a module Web Worker).
+Every tab has one, but only the holder of the processor lease (a Web Lock
+named by ``lock_name``) processes; the others wait on the lock, and a closed or
+crashed tab releases it by itself (spec: "Preventing duplicate execution").
+
+A *pass* runs inside the lease. Each time round its loop it
+
+1. recovers running records that no page of ours has in flight — inside the
+   lease, their page is gone — to pending (or failed at the ceiling);
+2. returns paused jobs whose yield lock nobody holds exclusively;
+3. starts the oldest due job of every idle type (the lanes), checking the
+   attempt ceiling before hand-off and parking types whose yield lock is held;
+
+then waits for a ``run_result``, a wake or the retry timer. It ends only once
+nothing is in flight and nothing is due, so recovery never races this page's
+own runs. After a pass one timer is armed for the soonest ``next_retry_at``.
+
+The scheduler never runs user code: it posts ``run`` and the page answers
+``run_started`` then ``run_result``. Only the handshake is timed.
+
+All decisions come from :mod:`pyjobq.core`; this module only carries them out
+through the ports, so the same code runs in a worker and in the CPython
+multi-tab simulation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random as _random
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .core import lanes, messages, policy
+from .core.backoff import make_backoff
+from .core.messages import BadMessage, make
+from .core.ports import Channel, Clock, Link, LockManager, Store, Timer
+from .core.records import JobRecord, NewJob, RunResult
+from .core.status import TERMINAL, Status
+
+log = logging.getLogger("pyjobq")
+
+DEFAULT_HANDSHAKE_MS = 10_000.0
+RETENTION_MS = 7 * 24 * 3600 * 1000.0
+
+
+@dataclass
+class _InFlight:
+    job_id: str
+    type: str
+    started: bool = False
+    deadline: Timer | None = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        locks: LockManager,
+        channel: Channel,
+        link: Link,
+        clock: Clock,
+        lock_name: str,
+        source: str,
+        yields: Mapping[str, str] | None = None,
+        handshake_timeout_ms: float = DEFAULT_HANDSHAKE_MS,
+        random: Callable[[], float] = _random.random,
+        is_online: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.store = store
+        self._locks = locks
+        self._channel = channel
+        self._link = link
+        self._clock = clock
+        self._lock_name = lock_name
+        self.source = source
+        self._yields = dict(yields or {})
+        self._handshake_ms = handshake_timeout_ms
+        self._backoff = make_backoff(random)
+        self._is_online = is_online
+        self._in_flight: dict[str, _InFlight] = {}
+        self._kick = asyncio.Event()
+        self._wanted = False
+        self._pass_task: asyncio.Future[None] | None = None
+        self._retry_timer: Timer | None = None
+        self._watching: set[str] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._stopped = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._unsubscribe = [
+            self._link.subscribe(self._on_link),
+            self._channel.subscribe(self._on_channel),
+        ]
+        self._link.send(make("ready", source=self.source))
+        self.wake()
+
+    def stop(self) -> None:
+        """Stop processing: cancel timers and listeners. Records are left as they are."""
+        self._stopped = True
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        for flight in self._in_flight.values():
+            if flight.deadline is not None:
+                flight.deadline.cancel()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        self._kick.set()
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        return frozenset(self._in_flight)
+
+    def wake(self) -> None:
+        """Process soon: an enqueue, the ``online`` event or the retry timer."""
+        if self._stopped:
+            return
+        self._wanted = True
+        self._kick.set()
+        if self._pass_task is None or self._pass_task.done():
+            self._pass_task = asyncio.ensure_future(self._pass())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._reap)
+
+    def _reap(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("pyjobq scheduler task failed", exc_info=task.exception())
+
+    # ------------------------------------------------------------ the pass
+
+    async def _pass(self) -> None:
+        try:
+            while not self._stopped:
+                if self._wanted:
+                    self._wanted = False
+                    await self._locks.request(self._lock_name, self._drain)
+                    continue
+                await self._arm_retry_timer()
+                if not self._wanted:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pyjobq scheduler pass failed; it runs again on the next wake")
+
+    async def _drain(self, _lock: Any) -> None:
+        while not self._stopped:
+            self._kick.clear()
+            self._wanted = False
+            await self._recover()
+            await self._unpark_free()
+            progressed = await self._start_ready()
+            if not self._in_flight and not progressed:
+                return
+            if not progressed:
+                await self._arm_retry_timer()
+                await self._kick.wait()
+
+    async def _recover(self) -> None:
+        now = self._clock.now()
+        for record in lanes.orphans(await self.store.by_status(Status.RUNNING), self._in_flight):
+            def change(cur: JobRecord) -> JobRecord | None:
+                if cur.status is not Status.RUNNING or cur.id in self._in_flight:
+                    return None
+                return policy.recover(cur, now)
+            self._publish(await self.store.update(record.id, change))
+
+    async def _unpark_free(self) -> None:
+        paused = [r for r in await self.store.by_status(Status.PAUSED) if r.yield_lock]
+        if not paused:
+            return
+        held = await self._locks.held()
+        now = self._clock.now()
+        for record in lanes.unparkable(paused, held):
+            self._publish(await self.store.update(
+                record.id,
+                lambda cur: policy.unpark(cur, now) if cur.status is Status.PAUSED else None,
+            ))
+        for record in paused:
+            if held.get(record.yield_lock or "") == "exclusive":
+                self._watch(record.yield_lock or "")
+
+    async def _start_ready(self) -> bool:
+        now = self._clock.now()
+        busy = {flight.type for flight in self._in_flight.values()}
+        picks = lanes.pick(await self.store.due(now), busy)
+        if not picks:
+            return False
+        held = await self._locks.held() if self._yields else {}
+        progressed = False
+        for record in picks:
+            yield_lock = self._yields.get(record.type)
+            if yield_lock and held.get(yield_lock) == "exclusive":
+                parked = await self.store.update(
+                    record.id,
+                    lambda cur, lock=yield_lock: policy.park(cur, now, lock) if cur.status is Status.PENDING else None,
+                )
+                self._publish(parked)
+                self._watch(yield_lock)
+                progressed = True
+                continue
+            claimed = await self.store.update(
+                record.id,
+                lambda cur: policy.claim(cur, now, self.source) if cur.status is Status.PENDING else None,
+            )
+            if claimed is None or claimed.status is Status.PENDING:
+                continue  # deleted or changed by another tab meanwhile
+            progressed = True
+            self._publish(claimed)
+            if claimed.status is Status.RUNNING:
+                self._hand_off(claimed)
+        return progressed
+
+    def _hand_off(self, record: JobRecord) -> None:
+        flight = _InFlight(record.id, record.type)
+        self._in_flight[record.id] = flight
+        flight.deadline = self._clock.call_later(
+            self._handshake_ms, lambda: self._spawn(self._handshake_expired(record.id))
+        )
+        self._link.send(make(
+            "run",
+            job_id=record.id,
+            reconstructor=record._reconstructor,
+            params=record._params,
+            job_type=record.type,
+            attempt=record.attempts,
+        ))
+
+    async def _arm_retry_timer(self) -> None:
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+        if self._stopped:
+            return
+        due_at = await self.store.next_due_at()
+        if due_at is not None:
+            self._retry_timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self.wake)
+
+    def _watch(self, lock: str) -> None:
+        """Keep one shared-mode request on a yield lock: granted the moment its holder lets go."""
+        if lock in self._watching:
+            return
+        self._watching.add(lock)
+
+        async def granted(_lock: Any) -> None:
+            self._watching.discard(lock)
+            self.wake()
+
+        self._spawn(self._locks.request(lock, granted, mode="shared"))
+
+    # ------------------------------------------------------------ the handshake
+
+    def _run_started(self, job_id: str) -> None:
+        flight = self._in_flight.get(job_id)
+        if flight is None:
+            return
+        flight.started = True
+        if flight.deadline is not None:
+            flight.deadline.cancel()
+            flight.deadline = None
+
+    async def _handshake_expired(self, job_id: str) -> None:
+        flight = self._in_flight.get(job_id)
+        if flight is None or flight.started:
+            return
+        del self._in_flight[job_id]
+        self._link.send(make("abandon_run", job_id=job_id))
+        now = self._clock.now()
+        ms = int(self._handshake_ms)
+
+        def change(cur: JobRecord) -> JobRecord | None:
+            if cur.status is not Status.RUNNING or cur.owner != self.source:
+                return None
+            return policy.fail(
+                cur, now,
+                f"run_started never came: the page did not answer 'run' within {ms} ms. Most "
+                f"likely it has no reconstructor {cur._reconstructor!r} registered, or the "
+                "module registering it never loaded.",
+                code="handshake_timeout",
+            )
+
+        self._publish(await self.store.update(job_id, change))
+        self._kick.set()
+
+    async def _run_result(self, msg: dict[str, Any]) -> None:
+        job_id = msg["job_id"]
+        flight = self._in_flight.get(job_id)
+        if flight is None:
+            log.debug("pyjobq: dropped run_result for %s, which is no longer in flight here", job_id)
+            return
+        if flight.deadline is not None:
+            flight.deadline.cancel()
+        outcome = RunResult(
+            ok=msg["ok"],
+            result=msg.get("result"),
+            error=_opt(msg.get("error"), str),
+            status=_opt(msg.get("status"), int),
+            code=_opt(msg.get("code"), str),
+            terminal=msg.get("terminal") is True,
+            interrupted=msg.get("interrupted") is True,
+        )
+        held_lock = None
+        yield_lock = self._yields.get(flight.type)
+        if outcome.interrupted and yield_lock:
+            if (await self._locks.held()).get(yield_lock) == "exclusive":
+                held_lock = yield_lock
+        now = self._clock.now()
+        online = self._is_online()
+
+        def change(cur: JobRecord) -> JobRecord | None:
+            if cur.status is not Status.RUNNING or cur.owner != self.source:
+                return None
+            return policy.settle(cur, outcome, now=now, online=online,
+                                 backoff=self._backoff, held_yield_lock=held_lock)
+
+        try:
+            self._publish(await self.store.update(job_id, change))
+        finally:
+            self._in_flight.pop(job_id, None)
+            self._kick.set()
+        if held_lock:
+            self._watch(held_lock)
+
+    # ------------------------------------------------------------ requests from the page
+
+    def _on_link(self, data: Any) -> None:
+        try:
+            msg = messages.parse(data)
+        except BadMessage as exc:
+            log.warning("pyjobq scheduler ignored a message: %s", exc)
+            return
+        kind = msg["type"]
+        if kind == "run_started":
+            self._run_started(msg["job_id"])
+        elif kind == "run_result":
+            self._spawn(self._run_result(msg))
+        elif kind == "wake":
+            self.wake()
+        elif kind in _REQUESTS:
+            self._spawn(self._answer(msg))
+        else:
+            log.warning("pyjobq scheduler ignored a %r message from its page", kind)
+
+    def _on_channel(self, data: Any) -> None:
+        try:
+            msg = messages.parse(data)
+        except BadMessage as exc:
+            log.warning("pyjobq scheduler ignored a channel message: %s", exc)
+            return
+        if msg["type"] != "job-update" or msg["source"] == self.source:
+            return
+        job = msg["job"]
+        job_id = job.get("id")
+        # Another tab deleted or cancelled a job this page is running: drop the run.
+        if isinstance(job_id, str) and job_id in self._in_flight and (
+            job.get("deleted") or job.get("status") == Status.CANCELLED.value
+        ):
+            self._abandon(job_id)
+
+    def _abandon(self, job_id: str) -> None:
+        flight = self._in_flight.pop(job_id, None)
+        if flight is None:
+            return
+        if flight.deadline is not None:
+            flight.deadline.cancel()
+        self._link.send(make("abandon_run", job_id=job_id))
+        self._kick.set()
+
+    async def _answer(self, msg: dict[str, Any]) -> None:
+        request_id = msg.get("request_id")
+        try:
+            value = await getattr(self, "_do_" + msg["type"])(msg)
+        except Exception as exc:
+            log.info("pyjobq: %s failed: %s", msg["type"], exc)
+            if request_id is not None:
+                self._link.send(make("reply", request_id=request_id, ok=False,
+                                     error=str(exc), error_type=type(exc).__name__))
+            return
+        if request_id is not None:
+            self._link.send(make("reply", request_id=request_id, ok=True, value=value))
+
+    async def _do_enqueue(self, msg: dict[str, Any]) -> int:
+        now = self._clock.now()
+        records = [NewJob.from_message(job).to_record(now) for job in msg["jobs"]]
+        await self.store.add(records)
+        for record in records:
+            self._publish(record)
+        self.wake()
+        return len(records)
+
+    async def _do_query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
+        return [record.to_dict() for record in await self.store.all()]
+
+    async def _do_get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        record = await self.store.get(msg["job_id"])
+        return None if record is None else record.to_dict()
+
+    async def _do_delete_job(self, msg: dict[str, Any]) -> bool:
+        return await self._delete([msg["job_id"]]) == 1
+
+    async def _do_delete_group(self, msg: dict[str, Any]) -> int:
+        return await self._delete([r.id for r in await self.store.by_group(msg["group"])])
+
+    async def _delete(self, job_ids: list[str]) -> int:
+        existing = [r for r in [await self.store.get(i) for i in job_ids] if r is not None]
+        await self.store.delete_many([r.id for r in existing])
+        for record in existing:
+            self._abandon(record.id)
+            self._post(make("job-update", source=self.source, job={
+                **record.summary(), "deleted": True, "error": "deleted", "code": "deleted",
+            }))
+        return len(existing)
+
+    async def _do_cancel_job(self, msg: dict[str, Any]) -> bool:
+        now = self._clock.now()
+        record = await self.store.update(
+            msg["job_id"], lambda cur: policy.cancel(cur, now) if cur.status not in TERMINAL else None
+        )
+        if record is None or record.status is not Status.CANCELLED:
+            return False
+        self._abandon(record.id)
+        self._publish(record)
+        return True
+
+    async def _do_retry_job(self, msg: dict[str, Any]) -> bool:
+        return await self._revive([msg["job_id"]]) == 1
+
+    async def _do_retry_all(self, _msg: dict[str, Any]) -> int:
+        ids = [r.id for r in await self.store.by_status(Status.FAILED)]
+        ids += [r.id for r in await self.store.by_status(Status.CANCELLED)]
+        return await self._revive(ids)
+
+    async def _revive(self, job_ids: list[str]) -> int:
+        now = self._clock.now()
+        count = 0
+        for job_id in job_ids:
+            record = await self.store.update(
+                job_id,
+                lambda cur: policy.revive(cur, now) if cur.status in (Status.FAILED, Status.CANCELLED) else None,
+            )
+            if record is not None and record.status is Status.PENDING:
+                count += 1
+                self._publish(record)
+        if count:
+            self.wake()
+        return count
+
+    async def _do_cleanup_old(self, msg: dict[str, Any]) -> int:
+        """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup")."""
+        cutoff = self._clock.now() - RETENTION_MS
+        old = [r.id for r in await self.store.by_status(Status.DONE) if r.updated_at < cutoff]
+        await self.store.delete_many(old)
+        return len(old)
+
+    # ------------------------------------------------------------ updates
+
+    def _publish(self, record: JobRecord | None) -> None:
+        if record is not None:
+            self._post(make("job-update", source=self.source, job=record.summary()))
+
+    def _post(self, update: dict[str, Any]) -> None:
+        # To this page directly (it still hears us after it closed its channel),
+        # and to every other tab through the channel.
+        self._link.send(update)
+        try:
+            self._channel.post(update)
+        except Exception as exc:  # a closed channel: other tabs just miss this update
+            log.debug("pyjobq: job-update not broadcast: %s", exc)
+
+
+_REQUESTS = frozenset({
+    "enqueue", "query_all", "get_job", "delete_job", "delete_group",
+    "cancel_job", "retry_job", "retry_all", "cleanup_old",
+})
+
+
+def _opt(value: Any, kind: type) -> Any:
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None

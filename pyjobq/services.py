@@ -1,0 +1,23 @@
+"""A tiny registry of running services: the queue registers itself as ``job-queue``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_services: dict[str, Any] = {}
+
+
+def register(name: str, service: Any) -> None:
+    _services[name] = service
+
+
+def get(name: str) -> Any:
+    """The service registered under ``name``; ``KeyError`` naming it when there is none."""
+    try:
+        return _services[name]
+    except KeyError:
+        raise KeyError(f"no service {name!r} is registered; import pyjobq.queue to start the job queue") from None
+
+
+def unregister(name: str) -> None:
+    _services.pop(name, None)
