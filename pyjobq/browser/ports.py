@@ -1,0 +1,175 @@
+"""Web Locks, BroadcastChannel and worker messaging behind pyjobq's ports.
+
+Messages travel as JSON text: ``postMessage`` of a Python dict raises
+``DataCloneError``, and JSON keeps them JSON-like by construction. Anything
+received that is not JSON text of an object is handed on as None, which
+:func:`pyjobq.core.messages.parse` rejects (logged, ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Awaitable, Callable
+
+import js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, create_proxy, to_js  # type: ignore[import-not-found]
+
+from ..core.ports import LockStolen, Message, Unsubscribe
+
+log = logging.getLogger("pyjobq")
+
+
+def js_object(value: dict[str, Any]) -> Any:
+    return to_js(value, dict_converter=js.Object.fromEntries, create_pyproxies=False)
+
+
+def decode(data: Any) -> Any:
+    if not isinstance(data, str):
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class _Listeners:
+    """One JS ``message`` listener on a target, fanned out to Python subscribers."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._subscribers: list[Callable[[Message], None]] = []
+        self._proxy: Any = None
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        if self._proxy is None:
+            self._proxy = create_proxy(self._on_message)
+            self._target.addEventListener("message", self._proxy)
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+            if not self._subscribers:
+                self.close()
+
+        return unsubscribe
+
+    def deliver(self, data: Any) -> None:
+        message = decode(data)
+        for callback in list(self._subscribers):
+            try:
+                callback(message)
+            except Exception:
+                log.exception("pyjobq: a message handler raised")
+
+    def _on_message(self, event: Any) -> None:
+        self.deliver(event.data)
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._target.removeEventListener("message", self._proxy)
+            self._proxy.destroy()
+            self._proxy = None
+
+
+class BroadcastChannelPort:
+    """The configured BroadcastChannel: reaches every other context of the origin."""
+
+    def __init__(self, name: str) -> None:
+        self._channel = js.BroadcastChannel.new(name)
+        self._listeners = _Listeners(self._channel)
+        self.closed = False
+
+    def post(self, message: Message) -> None:
+        # Posting on a closed channel throws InvalidStateError; callers decide what that means.
+        self._channel.postMessage(json.dumps(message))
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        return self._listeners.subscribe(callback)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._listeners.close()
+            self._channel.close()
+
+
+class PortLink:
+    """A worker (seen from its page) or the worker's own global scope (seen from inside)."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._listeners = _Listeners(target)
+
+    def send(self, message: Message) -> None:
+        self._target.postMessage(json.dumps(message))
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        return self._listeners.subscribe(callback)
+
+    def deliver(self, data: Any) -> None:
+        """Hand on a message that arrived before Python was listening (the bootstrap buffered it)."""
+        self._listeners.deliver(data)
+
+
+class WebLocks:
+    """``navigator.locks``: hold a lock while a Python coroutine runs."""
+
+    async def request(
+        self,
+        name: str,
+        callback: Callable[[Any], Awaitable[Any]],
+        *,
+        mode: str = "exclusive",
+        if_available: bool = False,
+        steal: bool = False,
+    ) -> Any:
+        loop = asyncio.get_event_loop()
+        outcome: asyncio.Future[Any] = loop.create_future()
+
+        def granted(lock: Any) -> Any:
+            # ifAvailable hands over null when the lock is taken (DESIGN: test `if not lock`).
+            task = asyncio.ensure_future(callback(lock if lock else None))
+
+            def executor(resolve: Any, reject: Any) -> None:
+                def settle(t: asyncio.Future[Any]) -> None:
+                    if not outcome.done():
+                        if t.cancelled():
+                            outcome.cancel()
+                        elif t.exception() is not None:
+                            outcome.set_exception(t.exception())  # type: ignore[arg-type]
+                        else:
+                            outcome.set_result(t.result())
+                    resolve(None)
+
+                task.add_done_callback(settle)
+
+            # The lock is held until this promise settles; it carries no Python object,
+            # so nothing crosses into JS that a .then could destroy.
+            promise_executor = create_proxy(executor)
+            try:
+                return js.Promise.new(promise_executor)
+            finally:
+                promise_executor.destroy()
+
+        proxy = create_proxy(granted)
+        options = js_object({"mode": mode, "ifAvailable": if_available, "steal": steal})
+        try:
+            await js.navigator.locks.request(name, options, proxy)
+        except JsException as exc:
+            if getattr(exc, "name", "") == "AbortError" or "AbortError" in str(exc):
+                raise LockStolen(f"lock {name!r} was stolen") from None
+            raise
+        finally:
+            proxy.destroy()
+        return await outcome
+
+    async def held(self) -> dict[str, str]:
+        state = await js.navigator.locks.query()
+        held: dict[str, str] = {}
+        for lock in state.held:
+            if held.get(lock.name) != "exclusive":
+                held[lock.name] = lock.mode
+        return held

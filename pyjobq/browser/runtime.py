@@ -1,0 +1,66 @@
+"""The executor side in a browser: start the scheduler worker and wire the ports.
+
+Works on a page's main thread and inside a worker (PyScript, JupyterLite's
+kernel): it needs ``Worker``, ``BroadcastChannel`` and ``Blob``, never
+``window`` or the DOM. The worker is a Blob-URL module worker (Pyodide refuses
+classic workers); a Blob URL cannot carry ``?query``, so the names travel in
+its ``#hash``.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+import js  # type: ignore[import-not-found]
+
+from ..config import Settings
+from ..executor import ExecutorSide
+from .ports import BroadcastChannelPort, PortLink, js_object
+
+_worker_blob_url: str | None = None
+
+
+def index_url() -> str:
+    """Where this page's Pyodide came from; the worker loads the same distribution."""
+    try:
+        import pyodide_js  # type: ignore[import-not-found]
+
+        url = str(pyodide_js._api.config.indexURL)
+        if url:
+            return url if url.endswith("/") else url + "/"
+    except Exception:
+        pass
+    return str(js.URL.new("/pyodide/", js.location.href).href)
+
+
+def worker_url(settings: Settings, source: str) -> str:
+    global _worker_blob_url
+    if _worker_blob_url is None:
+        code = resources.files("pyjobq.browser").joinpath("worker.mjs").read_text()
+        blob = js.Blob.new([code], js_object({"type": "text/javascript"}))
+        _worker_blob_url = str(js.URL.createObjectURL(blob))
+    return _worker_blob_url + "#" + urlencode({
+        "db": settings.db_name,
+        "lock": settings.lock_name,
+        "channel": settings.channel_name,
+        "yields": json.dumps(dict(settings.yields)),
+        "source": source,
+        "handshake_ms": str(settings.handshake_timeout_ms),
+        "index": index_url(),
+    })
+
+
+def start_browser(settings: Settings, source: str) -> ExecutorSide:
+    worker: Any = js.Worker.new(worker_url(settings, source), js_object({"type": "module"}))
+    side = ExecutorSide(
+        link=PortLink(worker),
+        channel=BroadcastChannelPort(settings.channel_name),
+        source=source,
+        reconstructors=settings.reconstructors,
+        transport=settings.transport,
+    )
+    side.worker = worker  # type: ignore[attr-defined]
+    return side
