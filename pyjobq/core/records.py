@@ -165,7 +165,9 @@ class JobRecord:
         except ValueError:
             raise RecordError(f"job record {data.get('id')!r} has unknown status {data['status']!r}") from None
         for name, kinds in _FIELD_TYPES.items():
-            value = data.get(name)
+            if name not in data:
+                continue  # a required field was reported missing above; the rest have defaults
+            value = data[name]
             if value is None and name in _OPTIONAL:
                 continue
             if isinstance(value, bool) or not isinstance(value, kinds):
