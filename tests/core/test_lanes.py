@@ -1,0 +1,55 @@
+"""The lanes: one job per type at a time, oldest first; orphans; unparkable paused jobs."""
+
+from __future__ import annotations
+
+from pyjobq.core.lanes import orphans, pick, unparkable
+from pyjobq.core.records import JobRecord, NewJob
+from pyjobq.core.status import Status
+
+
+def rec(job_id: str, type_: str = "a", created: float = 0.0, status: Status = Status.PENDING,
+        yield_lock: str | None = None) -> JobRecord:
+    return NewJob(id=job_id, reconstructor="fetch", params=None, type=type_).to_record(created).evolve(
+        status=status, yield_lock=yield_lock)
+
+
+def test_pick_the_oldest_of_every_idle_type_oldest_first() -> None:
+    due = [rec("a2", "a", 2), rec("b1", "b", 1), rec("a1", "a", 1.5), rec("c9", "c", 9), rec("b0", "b", 3)]
+    assert pick(due, busy_types=set()) == [rec("b1", "b", 1), rec("a1", "a", 1.5), rec("c9", "c", 9)]
+
+
+def test_pick_skips_busy_types() -> None:
+    due = [rec("a1", "a", 1), rec("b1", "b", 2), rec("c1", "c", 3)]
+    assert pick(due, busy_types={"a", "c"}) == [rec("b1", "b", 2)]
+
+
+def test_pick_breaks_ties_on_id() -> None:
+    assert pick([rec("z", "a", 1), rec("m", "a", 1)], set()) == [rec("m", "a", 1)]
+
+
+def test_pick_ignores_records_that_are_not_pending() -> None:
+    due = [rec("a0", "a", 0, Status.RUNNING), rec("a1", "a", 1), rec("b0", "b", 0, Status.PAUSED)]
+    assert pick(due, set()) == [rec("a1", "a", 1)]
+
+
+def test_pick_nothing() -> None:
+    assert pick([], set()) == []
+    assert pick([rec("a1")], {"a"}) == []
+
+
+def test_orphans_skip_in_flight_and_non_running() -> None:
+    running = [rec("x", status=Status.RUNNING), rec("y", status=Status.RUNNING), rec("z")]
+    assert orphans(running, in_flight={"x"}) == [rec("y", status=Status.RUNNING)]
+    assert orphans(running, in_flight=set()) == [rec("x", status=Status.RUNNING), rec("y", status=Status.RUNNING)]
+
+
+def test_unparkable_returns_paused_jobs_whose_lock_is_not_held_exclusively() -> None:
+    paused = [
+        rec("free", status=Status.PAUSED, yield_lock="L1"),
+        rec("held", status=Status.PAUSED, yield_lock="L2"),
+        rec("shared", status=Status.PAUSED, yield_lock="L3"),
+        rec("suspended", status=Status.PAUSED, yield_lock=None),
+        rec("pending", status=Status.PENDING, yield_lock="L1"),
+    ]
+    held = {"L2": "exclusive", "L3": "shared"}
+    assert [r.id for r in unparkable(paused, held)] == ["free", "shared"]

@@ -1,0 +1,75 @@
+"""Message validation: everything read from a worker or a channel goes through parse()."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyjobq.core.messages import VERSION, BadMessage, make, parse
+
+VALID = [
+    make("enqueue", jobs=[], request_id="r1"),
+    make("enqueue", jobs=[{"id": "a"}], request_id=None),
+    make("wake"),
+    make("run", job_id="j", reconstructor="fetch", params={"x": 1}, job_type="t", attempt=1),
+    make("run", job_id="j", reconstructor="fetch", params=None, job_type="t", attempt=2),
+    make("run_started", job_id="j"),
+    make("run_result", job_id="j", ok=True, result=[1]),
+    make("run_result", job_id="j", ok=False, error="e", status=500),
+    make("abandon_run", job_id="j"),
+    make("delete_job", job_id="j", request_id="r"),
+    make("delete_group", group="g", request_id=None),
+    make("cancel_job", job_id="j", request_id="r"),
+    make("retry_job", job_id="j", request_id="r"),
+    make("retry_all", request_id="r"),
+    make("query_all", request_id="r"),
+    make("get_job", job_id="j", request_id="r"),
+    make("cleanup_old", request_id=None),
+    make("reply", request_id="r", ok=True, value=3),
+    make("ready", source="s"),
+    make("job-update", job={"id": "j"}, source="s"),
+    make("progress", job_id="j"),
+]
+
+
+@pytest.mark.parametrize("message", VALID, ids=[m["type"] for m in VALID])
+def test_parse_accepts_a_valid_message_as_it_is(message: dict) -> None:
+    assert parse(dict(message)) == message
+
+
+def test_make_stamps_the_version() -> None:
+    assert make("run_started", job_id="j") == {"v": VERSION, "type": "run_started", "job_id": "j"}
+
+
+def test_make_rejects_an_unknown_type() -> None:
+    with pytest.raises(ValueError, match="unknown message type 'explode'"):
+        make("explode")
+
+
+@pytest.mark.parametrize("data,message", [
+    (None, "expected an object, got NoneType"),
+    ("run", "expected an object, got str"),
+    ([make("wake")], "expected an object, got list"),
+    ({"type": "wake"}, "protocol version None, this page speaks 1"),
+    ({"v": 2, "type": "wake"}, "protocol version 2, this page speaks 1"),
+    ({"v": "1", "type": "wake"}, "protocol version '1', this page speaks 1"),
+    ({"v": 1, "type": "explode"}, "unknown message type 'explode'"),
+    ({"v": 1}, "unknown message type None"),
+    ({"v": 1, "type": 5}, "unknown message type 5"),
+    ({"v": 1, "type": "run_started"}, "run_started.job_id must be str, got NoneType"),
+    ({"v": 1, "type": "run_started", "job_id": 5}, "run_started.job_id must be str, got int"),
+    ({"v": 1, "type": "run_result", "job_id": "j", "ok": "yes"}, "run_result.ok must be bool, got str"),
+    ({"v": 1, "type": "run_result", "job_id": "j", "ok": 1}, "run_result.ok must be bool, got int"),
+    ({"v": 1, "type": "run", "job_id": "j", "reconstructor": "f", "job_type": "t", "attempt": True},
+     "run.attempt must be int, got True"),
+    ({"v": 1, "type": "run", "job_id": "j", "reconstructor": "f", "job_type": "t", "attempt": 1.0},
+     "run.attempt must be int, got float"),
+    ({"v": 1, "type": "enqueue", "jobs": {}}, "enqueue.jobs must be list, got dict"),
+    ({"v": 1, "type": "query_all", "request_id": None}, "query_all.request_id must be str, got NoneType"),
+    ({"v": 1, "type": "reply", "request_id": "r", "ok": None}, "reply.ok must be bool, got NoneType"),
+    ({"v": 1, "type": "job-update", "job": [], "source": "s"}, "job-update.job must be dict, got list"),
+    ({"v": 1, "type": "ready", "source": None}, "ready.source must be str, got NoneType"),
+])
+def test_parse_rejects(data: object, message: str) -> None:
+    with pytest.raises(BadMessage) as info:
+        parse(data)
+    assert str(info.value) == message

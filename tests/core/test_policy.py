@@ -1,0 +1,279 @@
+"""The retry policy driven step by step, asserting the whole record after each step (h11 style)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyjobq.core import policy
+from pyjobq.core.backoff import make_backoff
+from pyjobq.core.records import JobRecord, NewJob, RunResult
+from pyjobq.core.status import Status
+from pyjobq.errors import IllegalTransition
+
+T0 = 1_000_000.0
+BACKOFF = make_backoff(lambda: 0.0)  # exact steps: 1 s, 2 s, 4 s, ...
+
+
+def fresh(max_attempts: int = 5, **changes: object) -> JobRecord:
+    new = NewJob(id="j1", reconstructor="fetch", params={"method": "POST", "path": "/a", "body": {"x": 1}},
+                 type="save", group="doc", label="Save", max_attempts=max_attempts)
+    return new.to_record(T0).evolve(**changes)
+
+
+def settle(record: JobRecord, now: float, online: bool = True, lock: str | None = None, **outcome: object):
+    return policy.settle(record, RunResult(**outcome), now=now, online=online, backoff=BACKOFF,
+                         held_yield_lock=lock)
+
+
+def test_new_record() -> None:
+    assert fresh() == JobRecord(
+        id="j1", type="save", group="doc", label="Save", status=Status.PENDING, attempts=0, max_attempts=5,
+        created_at=T0, updated_at=T0, next_retry_at=T0, _reconstructor="fetch",
+        _params={"method": "POST", "path": "/a", "body": {"x": 1}},
+    )
+
+
+def test_claim_spends_an_attempt_and_sets_the_owner() -> None:
+    assert policy.claim(fresh(), T0 + 1, "tab-a") == fresh().evolve(
+        status=Status.RUNNING, attempts=1, owner="tab-a", next_retry_at=None, updated_at=T0 + 1)
+
+
+def test_claim_at_the_ceiling_fails_unrun() -> None:
+    record = fresh(max_attempts=2, attempts=2)
+    assert policy.claim(record, T0 + 1, "tab-a") == record.evolve(
+        status=Status.FAILED, next_retry_at=None, updated_at=T0 + 1,
+        error="no attempts left (2 of 2 spent)", code="attempts_exhausted")
+
+
+def test_claim_at_the_ceiling_keeps_an_earlier_code() -> None:
+    record = fresh(max_attempts=1, attempts=1, code="upstream_down")
+    assert policy.claim(record, T0, "tab-a").code == "upstream_down"
+
+
+def test_ok_is_done() -> None:
+    running = policy.claim(fresh(), T0, "tab-a")
+    assert settle(running, T0 + 5, ok=True, result={"id": 7}, status=201) == running.evolve(
+        status=Status.DONE, owner=None, updated_at=T0 + 5, result={"id": 7}, http_status=201)
+
+
+def test_ok_clears_an_earlier_error() -> None:
+    running = policy.claim(fresh(error="boom", code="x", http_status=500), T0, "tab-a")
+    done = settle(running, T0, ok=True, result=None, status=200)
+    assert (done.error, done.code, done.http_status) == (None, None, 200)
+
+
+def test_ordinary_failure_with_attempts_left_goes_back_on_the_ladder() -> None:
+    record = fresh()
+    now = T0
+    for attempt in range(1, 5):
+        running = policy.claim(record, now, "tab-a")
+        record = settle(running, now, ok=False, error="HTTPError: 500", status=500)
+        assert record == running.evolve(status=Status.PENDING, owner=None, updated_at=now,
+                                        next_retry_at=now + BACKOFF(attempt), error="HTTPError: 500",
+                                        http_status=500)
+        now = record.next_retry_at
+    running = policy.claim(record, now, "tab-a")
+    assert running.attempts == 5
+    assert settle(running, now, ok=False, error="HTTPError: 500", status=500) == running.evolve(
+        status=Status.FAILED, owner=None, updated_at=now, error="HTTPError: 500", http_status=500)
+
+
+def test_ladder_delays_are_1_2_4_8_seconds() -> None:
+    record, delays = fresh(), []
+    for _ in range(4):
+        record = settle(policy.claim(record, T0, "a"), T0, ok=False, error="e")
+        delays.append(record.next_retry_at - T0)
+    assert delays == [1000.0, 2000.0, 4000.0, 8000.0]
+
+
+def test_max_attempts_one_fails_on_the_first_ordinary_failure() -> None:
+    running = policy.claim(fresh(max_attempts=1), T0, "a")
+    assert settle(running, T0, ok=False, error="e", status=500).status is Status.FAILED
+
+
+def test_401_goes_back_in_60_s_and_gives_the_attempt_back() -> None:
+    running = policy.claim(fresh(), T0, "tab-a")
+    assert settle(running, T0 + 3, ok=False, error="expired", status=401, code="token_expired") == running.evolve(
+        status=Status.PENDING, owner=None, updated_at=T0 + 3, next_retry_at=T0 + 3 + 60_000, attempts=0,
+        given_back=1, error="expired", http_status=401, code="token_expired")
+
+
+def test_401_never_fails_even_after_100_repeats() -> None:
+    record = fresh(max_attempts=2)
+    now = T0
+    for i in range(100):
+        record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired", status=401)
+        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0, now + 60_000)
+        now += 60_000
+    assert record.given_back == 100
+
+
+def test_401_at_the_last_attempt_still_does_not_fail() -> None:
+    running = policy.claim(fresh(max_attempts=3, attempts=2), T0, "a")
+    assert running.attempts == 3
+    record = settle(running, T0, ok=False, error="expired", status=401)
+    assert (record.status, record.attempts) == (Status.PENDING, 2)
+
+
+def test_offline_failure_gives_the_attempt_back_and_climbs_the_ladder() -> None:
+    running = policy.claim(fresh(), T0, "a")
+    first = settle(running, T0, online=False, ok=False, error="TypeError: Failed to fetch")
+    assert first == running.evolve(status=Status.PENDING, owner=None, updated_at=T0, next_retry_at=T0 + 1000,
+                                   attempts=0, given_back=1, error="TypeError: Failed to fetch")
+    second = settle(policy.claim(first, T0, "a"), T0, online=False, ok=False, error="x")
+    # The ladder counts every try, counted or not: 2 s next, not 1 s again.
+    assert (second.attempts, second.given_back, second.next_retry_at) == (0, 2, T0 + 2000)
+
+
+def test_offline_for_a_long_time_never_fails_and_caps_the_delay() -> None:
+    record = fresh(max_attempts=2)
+    for _ in range(50):
+        record = settle(policy.claim(record, T0, "a"), T0, online=False, ok=False, error="x")
+    assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0, T0 + 30_000)
+
+
+@pytest.mark.parametrize("status", [403, 409, 422])
+def test_403_409_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0 + 1, ok=False, error="no", status=status, code="refused") == running.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 1, next_retry_at=None, attempts=1,
+        error="no", http_status=status, code="refused")
+
+
+@pytest.mark.parametrize("status", [403, 409, 422])
+def test_terminal_statuses_fail_even_offline(status: int) -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0, online=False, ok=False, error="no", status=status).status is Status.FAILED
+
+
+def test_404_retries_on_the_ladder_then_fails_at_max_attempts() -> None:
+    record, statuses = fresh(max_attempts=3), []
+    for _ in range(3):
+        record = settle(policy.claim(record, T0, "a"), T0, ok=False, error="not found", status=404)
+        statuses.append((record.status, record.attempts))
+    assert statuses == [(Status.PENDING, 1), (Status.PENDING, 2), (Status.FAILED, 3)]
+    assert record.http_status == 404
+
+
+def test_terminal_fails_at_once() -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0, ok=False, error="cannot decode", terminal=True, code="bad_audio") == running.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0, error="cannot decode", code="bad_audio")
+
+
+def test_terminal_wins_over_401_and_offline() -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0, online=False, ok=False, error="x", status=401, terminal=True).status is Status.FAILED
+
+
+def test_interrupted_gives_the_attempt_back_and_is_pending_now() -> None:
+    running = policy.claim(fresh(attempts=2), T0, "a")
+    assert settle(running, T0 + 9, ok=False, error="aborted", interrupted=True) == running.evolve(
+        status=Status.PENDING, owner=None, updated_at=T0 + 9, next_retry_at=T0 + 9, attempts=2, given_back=1,
+        error="aborted")
+
+
+def test_interrupted_with_the_lock_held_parks() -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0, lock="fg", ok=False, error="aborted", interrupted=True) == running.evolve(
+        status=Status.PAUSED, owner=None, updated_at=T0, next_retry_at=None, attempts=0, given_back=1,
+        error="aborted", yield_lock="fg")
+
+
+def test_interrupted_on_the_last_attempt_is_not_failed() -> None:
+    running = policy.claim(fresh(max_attempts=1), T0, "a")
+    record = settle(running, T0, ok=False, error="aborted", interrupted=True)
+    assert (record.status, record.attempts) == (Status.PENDING, 0)
+
+
+def test_recover_spends_the_attempt_and_is_pending_now() -> None:
+    running = policy.claim(fresh(), T0, "dead-tab")
+    assert policy.recover(running, T0 + 50) == running.evolve(
+        status=Status.PENDING, owner=None, updated_at=T0 + 50, next_retry_at=T0 + 50, attempts=1)
+
+
+def test_recover_at_the_ceiling_fails() -> None:
+    running = policy.claim(fresh(max_attempts=1), T0, "dead-tab")
+    assert policy.recover(running, T0 + 50) == running.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 50,
+        error="the page running the last allowed attempt went away", code="page_gone")
+
+
+def test_a_page_that_always_crashes_eventually_stops() -> None:
+    record = fresh(max_attempts=3)
+    for _ in range(3):
+        record = policy.recover(policy.claim(record, T0, "a"), T0)
+    assert (record.status, record.attempts) == (Status.FAILED, 3)
+
+
+def test_recover_of_a_pending_record_is_illegal() -> None:
+    with pytest.raises(IllegalTransition):
+        policy.recover(fresh(), T0)
+
+
+def test_park_and_unpark() -> None:
+    parked = policy.park(fresh(), T0 + 1, "fg")
+    assert parked == fresh().evolve(status=Status.PAUSED, next_retry_at=None, updated_at=T0 + 1, yield_lock="fg")
+    assert policy.unpark(parked, T0 + 2) == fresh().evolve(updated_at=T0 + 2, next_retry_at=T0 + 2)
+
+
+@pytest.mark.parametrize("start", ["pending", "running", "paused"])
+def test_cancel(start: str) -> None:
+    record = {"pending": fresh(), "running": policy.claim(fresh(), T0, "a"),
+              "paused": policy.park(fresh(), T0, "fg")}[start]
+    assert policy.cancel(record, T0 + 1) == record.evolve(
+        status=Status.CANCELLED, owner=None, next_retry_at=None, yield_lock=None, updated_at=T0 + 1,
+        error="cancelled", code="cancelled")
+
+
+def test_cancel_of_a_done_job_is_illegal() -> None:
+    done = settle(policy.claim(fresh(), T0, "a"), T0, ok=True)
+    with pytest.raises(IllegalTransition):
+        policy.cancel(done, T0)
+
+
+def test_revive_a_failed_job_with_a_fresh_budget_keeps_params() -> None:
+    failed = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, error="no", status=409, code="conflict")
+    assert policy.revive(failed, T0 + 7) == fresh().evolve(updated_at=T0 + 7, next_retry_at=T0 + 7)
+
+
+def test_revive_a_cancelled_job() -> None:
+    assert policy.revive(policy.cancel(fresh(), T0), T0 + 7) == fresh().evolve(updated_at=T0 + 7,
+                                                                               next_retry_at=T0 + 7)
+
+
+def test_failed_keeps_params() -> None:
+    failed = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, error="no", status=403)
+    assert failed._params == {"method": "POST", "path": "/a", "body": {"x": 1}}
+
+
+OUTCOMES = [
+    dict(ok=True),
+    dict(ok=False, error="e", status=500),
+    dict(ok=False, error="e", status=404),
+    dict(ok=False, error="e", status=401),
+    dict(ok=False, error="e", status=403),
+    dict(ok=False, error="e", terminal=True),
+    dict(ok=False, error="e", interrupted=True),
+]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_attempts_never_exceed_max_attempts(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    record = fresh(max_attempts=rng.randint(1, 4))
+    now = T0
+    for _ in range(200):
+        if record.status is Status.PENDING:
+            record = policy.claim(record, now, "a")
+        elif record.status is Status.RUNNING:
+            if rng.random() < 0.1:
+                record = policy.recover(record, now)
+            else:
+                record = settle(record, now, online=rng.random() < 0.7, **rng.choice(OUTCOMES))
+        else:
+            record = policy.revive(record, now) if record.status is not Status.DONE else fresh()
+        assert 0 <= record.attempts <= record.max_attempts, record
+        now += 1000

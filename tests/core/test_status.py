@@ -1,0 +1,64 @@
+"""The transition table: every legal move, and illegal ones raise naming status and event."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pyjobq.core.status import TERMINAL, TRANSITIONS, Event, Status, apply
+from pyjobq.errors import IllegalTransition, PyjobqError
+
+S, E = Status, Event
+EXPECTED = {
+    (S.PENDING, E.CLAIM): S.RUNNING,
+    (S.PENDING, E.PARK): S.PAUSED,
+    (S.PENDING, E.CANCEL): S.CANCELLED,
+    (S.PENDING, E.FAIL): S.FAILED,
+    (S.RUNNING, E.SUCCEED): S.DONE,
+    (S.RUNNING, E.RETRY): S.PENDING,
+    (S.RUNNING, E.FAIL): S.FAILED,
+    (S.RUNNING, E.RECOVER): S.PENDING,
+    (S.RUNNING, E.PARK): S.PAUSED,
+    (S.RUNNING, E.CANCEL): S.CANCELLED,
+    (S.PAUSED, E.UNPARK): S.PENDING,
+    (S.PAUSED, E.CANCEL): S.CANCELLED,
+    (S.PAUSED, E.FAIL): S.FAILED,
+    (S.FAILED, E.REVIVE): S.PENDING,
+    (S.CANCELLED, E.REVIVE): S.PENDING,
+}
+ILLEGAL = [key for key in itertools.product(Status, Event) if key not in EXPECTED]
+
+
+def test_the_table_is_exactly_the_expected_moves() -> None:
+    assert TRANSITIONS == EXPECTED
+
+
+@pytest.mark.parametrize("status,event", sorted(EXPECTED, key=str))
+def test_legal_move(status: Status, event: Event) -> None:
+    assert apply(status, event) is EXPECTED[(status, event)]
+    assert apply(status.value, event.value) is EXPECTED[(status, event)]
+
+
+@pytest.mark.parametrize("status,event", ILLEGAL)
+def test_illegal_move_raises_naming_status_and_event(status: Status, event: Event) -> None:
+    with pytest.raises(IllegalTransition) as info:
+        apply(status, event)
+    assert (info.value.status, info.value.event) == (status.value, event.value)
+    assert repr(status.value) in str(info.value) and repr(event.value) in str(info.value)
+    assert isinstance(info.value, PyjobqError)
+
+
+def test_done_is_a_dead_end() -> None:
+    assert [e for e in Event if (S.DONE, e) in TRANSITIONS] == []
+
+
+@pytest.mark.parametrize("status,event", [("sleeping", "claim"), ("pending", "explode"), ("", "")])
+def test_unknown_strings_raise_illegal_transition(status: str, event: str) -> None:
+    with pytest.raises(IllegalTransition) as info:
+        apply(status, event)
+    assert (info.value.status, info.value.event) == (status, event)
+
+
+def test_terminal_statuses() -> None:
+    assert TERMINAL == {S.DONE, S.FAILED, S.CANCELLED}
