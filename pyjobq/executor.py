@@ -305,6 +305,8 @@ class ExecutorSide:
                 future.set_exception(PyjobqError(str(msg.get("error"))))
         elif kind == "job-update":
             self._apply_update(msg["job"])
+        elif kind == "worker_error":
+            log.error("pyjobq's scheduler worker failed to start: %s", msg["message"])
 
     def _on_channel(self, data: Any) -> None:
         try:

@@ -18,6 +18,8 @@ import js  # type: ignore[import-not-found]
 
 from ..config import Settings
 from ..executor import ExecutorSide
+from pyodide.ffi import to_js  # type: ignore[import-not-found]
+
 from .ports import BroadcastChannelPort, PortLink, js_object
 
 _worker_blob_url: str | None = None
@@ -40,7 +42,7 @@ def worker_url(settings: Settings, source: str) -> str:
     global _worker_blob_url
     if _worker_blob_url is None:
         code = resources.files("pyjobq.browser").joinpath("worker.mjs").read_text()
-        blob = js.Blob.new([code], js_object({"type": "text/javascript"}))
+        blob = js.Blob.new(to_js([code]), js_object({"type": "text/javascript"}))
         _worker_blob_url = str(js.URL.createObjectURL(blob))
     return _worker_blob_url + "#" + urlencode({
         "db": settings.db_name,

@@ -44,6 +44,7 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "ready": {"source": _STR},
     "job-update": {"job": (dict,), "source": _STR},
     "progress": {"job_id": _STR},
+    "worker_error": {"message": _STR},
 }
 
 
