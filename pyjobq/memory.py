@@ -364,7 +364,8 @@ class FakeLocks:
             await req.granted
             req.task = asyncio.ensure_future(callback(FakeLock(name, mode)))
             await asyncio.wait({req.task, req.stolen}, return_when=asyncio.FIRST_COMPLETED)
-            if req.stolen.done():
+            # crash() cancels ``stolen`` too; a dead context's request ends cancelled, not stolen.
+            if req.stolen.done() and not req.stolen.cancelled():
                 raise LockStolen(f"lock {name!r} was stolen")
             return req.task.result()
         finally:
