@@ -1,0 +1,214 @@
+"""The Store contract (pyjobq.core.ports.Store), as plain async checks.
+
+Each ``check_*`` takes a fresh, empty store and raises AssertionError (or lets an
+unexpected exception through) when the store breaks the contract. No pytest in
+here: the same module runs on CPython against :class:`pyjobq.memory.MemoryStore`
+(tests/test_memory_store.py) and inside Pyodide against the IndexedDB store::
+
+    for check in store_contract.CHECKS:
+        await check(await make_fresh_store())
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from pyjobq.core.records import JobRecord, NewJob
+from pyjobq.core.status import Status
+
+T0 = 1_700_000_000_000.0
+
+
+def make_record(job_id: str, *, created_at: float = T0, status: str = "pending", type: str = "t",
+                group: str | None = None, next_retry_at: float | None = None, **changes: Any) -> JobRecord:
+    """A stored record; ``next_retry_at`` defaults to ``created_at`` for pending, None otherwise."""
+    record = NewJob(id=job_id, reconstructor="fetch", type=type, group=group,
+                    params={"method": "POST", "path": f"/{job_id}", "body": {"n": [1, 2]}}).to_record(created_at)
+    if next_retry_at is None and status == "pending":
+        next_retry_at = created_at
+    return record.evolve(status=Status(status), next_retry_at=next_retry_at, **changes)
+
+
+def _ids(records: list[JobRecord]) -> list[str]:
+    return [r.id for r in records]
+
+
+async def _raises(exc_type: type[BaseException], awaitable: Awaitable[Any]) -> BaseException:
+    try:
+        await awaitable
+    except exc_type as exc:
+        return exc
+    raise AssertionError(f"expected {exc_type.__name__}")
+
+
+async def check_add_then_get(store: Any) -> None:
+    a, b = make_record("a"), make_record("b", created_at=T0 + 1, group="g", label="L")
+    await store.add([a, b])
+    assert await store.get("a") == a
+    assert await store.get("b") == b
+
+
+async def check_get_missing_is_none(store: Any) -> None:
+    assert await store.get("nope") is None
+
+
+async def check_add_empty_batch(store: Any) -> None:
+    await store.add([])
+    assert await store.all() == []
+
+
+async def check_add_duplicate_raises_and_adds_none_of_the_batch(store: Any) -> None:
+    old = make_record("a", label="original")
+    await store.add([old])
+    exc = await _raises(KeyError, store.add([make_record("new1"), make_record("a", label="dup"),
+                                             make_record("new2")]))
+    assert "a" in str(exc)
+    assert await store.all() == [old]
+
+
+async def check_add_same_id_twice_in_one_batch_adds_none(store: Any) -> None:
+    await _raises(KeyError, store.add([make_record("x"), make_record("y"), make_record("x")]))
+    assert await store.all() == []
+
+
+async def check_update_read_modify_write(store: Any) -> None:
+    a = make_record("a")
+    await store.add([a])
+    seen: list[JobRecord] = []
+
+    def change(cur: JobRecord) -> JobRecord:
+        seen.append(cur)
+        return cur.evolve(attempts=cur.attempts + 1, status=Status.RUNNING, next_retry_at=None, owner="tab")
+
+    expected = a.evolve(attempts=1, status=Status.RUNNING, next_retry_at=None, owner="tab")
+    assert await store.update("a", change) == expected
+    assert seen == [a]
+    assert await store.get("a") == expected
+    assert (await store.update("a", change)).attempts == 2
+
+
+async def check_update_missing_returns_none_without_calling(store: Any) -> None:
+    calls: list[JobRecord] = []
+    assert await store.update("nope", lambda cur: calls.append(cur) or cur) is None
+    assert calls == []
+    assert await store.all() == []
+
+
+async def check_update_returning_none_leaves_it(store: Any) -> None:
+    a = make_record("a")
+    await store.add([a])
+    assert await store.update("a", lambda cur: None) == a
+    assert await store.get("a") == a
+
+
+async def check_put_many_inserts_and_replaces(store: Any) -> None:
+    a = make_record("a")
+    await store.add([a])
+    a2, b = a.evolve(status=Status.DONE, next_retry_at=None, result={"ok": 1}), make_record("b", created_at=T0 + 1)
+    await store.put_many([a2, b])
+    assert await store.all() == [a2, b]
+
+
+async def check_delete_many_ignores_missing(store: Any) -> None:
+    await store.add([make_record("a"), make_record("b", created_at=T0 + 1), make_record("c", created_at=T0 + 2)])
+    await store.delete_many(["a", "missing", "c"])
+    assert _ids(await store.all()) == ["b"]
+    await store.delete_many([])
+    assert _ids(await store.all()) == ["b"]
+
+
+async def check_by_status_oldest_first(store: Any) -> None:
+    await store.add([
+        make_record("p2", created_at=T0 + 2),
+        make_record("r1", created_at=T0 + 1, status="running"),
+        make_record("p1b", created_at=T0 + 1),
+        make_record("p1a", created_at=T0 + 1),
+        make_record("p0", created_at=T0),
+    ])
+    assert _ids(await store.by_status("pending")) == ["p0", "p1a", "p1b", "p2"]
+    assert _ids(await store.by_status(Status.RUNNING)) == ["r1"]
+    assert await store.by_status("failed") == []
+
+
+async def check_by_group_oldest_first(store: Any) -> None:
+    await store.add([
+        make_record("g2", created_at=T0 + 2, group="g", status="done"),
+        make_record("h1", created_at=T0 + 1, group="h"),
+        make_record("g1", created_at=T0 + 1, group="g"),
+        make_record("none", created_at=T0),
+    ])
+    assert _ids(await store.by_group("g")) == ["g1", "g2"]
+    assert await store.by_group("nothing") == []
+
+
+async def check_due_only_pending_ready_oldest_first(store: Any) -> None:
+    await store.add([
+        make_record("late", created_at=T0, next_retry_at=T0 + 100),
+        make_record("b", created_at=T0 + 2, next_retry_at=T0 + 50),
+        make_record("a", created_at=T0 + 1, next_retry_at=T0 + 10),
+        make_record("edge", created_at=T0 + 3, next_retry_at=T0 + 60),
+        make_record("run", created_at=T0, status="running"),
+        make_record("done", created_at=T0, status="done"),
+        make_record("paused", created_at=T0, status="paused", yield_lock="fg"),
+        make_record("failed", created_at=T0, status="failed"),
+    ])
+    assert _ids(await store.due(T0 + 60)) == ["a", "b", "edge"]
+    assert _ids(await store.due(T0 + 1000)) == ["late", "a", "b", "edge"]
+    assert await store.due(T0) == []
+
+
+async def check_next_due_at(store: Any) -> None:
+    assert await store.next_due_at() is None
+    await store.add([make_record("done", status="done"), make_record("run", status="running")])
+    assert await store.next_due_at() is None
+    await store.add([make_record("x", next_retry_at=T0 + 500), make_record("y", next_retry_at=T0 + 20)])
+    assert await store.next_due_at() == T0 + 20
+
+
+async def check_all_oldest_first(store: Any) -> None:
+    assert await store.all() == []
+    await store.add([make_record("c", created_at=T0 + 1), make_record("b", created_at=T0 + 1),
+                     make_record("a", created_at=T0 + 2, status="failed")])
+    assert _ids(await store.all()) == ["b", "c", "a"]
+
+
+async def check_returned_records_are_copies(store: Any) -> None:
+    a = make_record("a")
+    await store.add([a])
+    a._params["body"]["n"].append("added after add")  # the caller's object changing later
+    got = await store.get("a")
+    assert got._params == {"method": "POST", "path": "/a", "body": {"n": [1, 2]}}
+    got._params["body"]["n"].append("mutated")
+    (await store.all())[0]._params["path"] = "/mutated"
+    assert (await store.get("a"))._params == {"method": "POST", "path": "/a", "body": {"n": [1, 2]}}
+
+
+async def check_record_round_trips_every_field(store: Any) -> None:
+    full = make_record("a", status="failed", group="g", label="L", result={"r": [1, None, "x"]}, error="boom",
+                       http_status=409, code="conflict", attempts=3, max_attempts=4, given_back=2,
+                       updated_at=T0 + 5)
+    paused = make_record("b", status="paused", yield_lock="fg")
+    running = make_record("c", status="running", owner="tab-1", attempts=1)
+    await store.add([full, paused, running])
+    assert await store.all() == [full, paused, running]
+
+
+CHECKS: list[Callable[[Any], Awaitable[None]]] = [
+    check_add_then_get,
+    check_get_missing_is_none,
+    check_add_empty_batch,
+    check_add_duplicate_raises_and_adds_none_of_the_batch,
+    check_add_same_id_twice_in_one_batch_adds_none,
+    check_update_read_modify_write,
+    check_update_missing_returns_none_without_calling,
+    check_update_returning_none_leaves_it,
+    check_put_many_inserts_and_replaces,
+    check_delete_many_ignores_missing,
+    check_by_status_oldest_first,
+    check_by_group_oldest_first,
+    check_due_only_pending_ready_oldest_first,
+    check_next_due_at,
+    check_all_oldest_first,
+    check_returned_records_are_copies,
+    check_record_round_trips_every_field,
+]
