@@ -12,9 +12,15 @@ status, ``X-Job-Id``):
 - ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
                         matches the current token (default ``t0``), else echo
 - ``/api/slow?ms=N``    echo after N ms
+- ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60 s);
+                        a released key stays released until reset. ``GET /__control/holding``
+                        lists the keys of requests blocked right now, one entry per request.
+
+Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was answered).
 
 Control: ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
-``POST /__control/token {"token"}``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
+``POST /__control/token {"token"}``, ``POST /__control/release {"key"}`` (no key: every key held
+now), ``GET /__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
 """
 
 from __future__ import annotations
@@ -56,9 +62,18 @@ class State:
         self.reset()
 
     def reset(self) -> None:
+        # Let any request still blocked on a hold go, so no handler thread outlives a test.
+        for event in getattr(self, "holds", {}).values():
+            event.set()
         self.log: list[dict] = []
         self.scripts: dict[str, list[dict]] = {}
         self.token = DEFAULT_TOKEN
+        self.holds: dict[str, threading.Event] = {}
+        self.holding: list[str] = []
+
+    def hold_event(self, key: str) -> threading.Event:
+        with self.lock:
+            return self.holds.setdefault(key, threading.Event())
 
     def next_scripted(self, key: str) -> dict | None:
         with self.lock:
@@ -103,6 +118,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _record(self, path: str, status: int) -> None:
         entry = {
+            "started": self._started,
             "time": time.time(),
             "method": self.command,
             "path": path,
@@ -115,6 +131,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- dispatch ---------------------------------------------------------------------
     def _handle(self) -> None:
         self._status = 0
+        self._started = time.time()
         url = urllib.parse.urlsplit(self.path)
         path = url.path
         body = self._read_body()
@@ -177,6 +194,18 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != f"Bearer {token}":
                 return self._json(401, {"code": "token_expired"})
             return self._echo(full, body)
+        if m := re.fullmatch(r"/api/hold/([^/]+)", path):
+            key = urllib.parse.unquote(m.group(1))
+            event = self.state.hold_event(key)
+            with self.state.lock:
+                self.state.holding.append(key)
+            try:
+                event.wait(60)
+            finally:
+                with self.state.lock:
+                    if key in self.state.holding:
+                        self.state.holding.remove(key)
+            return self._echo(full, body)
         if path == "/api/slow":
             ms = int((query.get("ms") or ["0"])[0])
             time.sleep(ms / 1000)
@@ -201,6 +230,18 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.scripts[str(data["key"])] = list(data.get("responses") or [])
             return self._json(200, {"ok": True})
+        if path == "/__control/release" and self.command == "POST":
+            if "key" in data:
+                keys = [str(data["key"])]
+            else:
+                with st.lock:
+                    keys = list(st.holding)
+            for key in keys:
+                st.hold_event(key).set()
+            return self._json(200, {"ok": True, "released": keys})
+        if path == "/__control/holding" and self.command == "GET":
+            with st.lock:
+                return self._json(200, list(st.holding))
         if path == "/__control/token" and self.command == "POST":
             with st.lock:
                 st.token = str(data["token"])

@@ -84,3 +84,33 @@ def test_auth_token(base):
 def test_slow(base):
     status, _, body = call(base + "/api/slow?ms=20", "DELETE")
     assert status == 200 and json.loads(body)["method"] == "DELETE"
+
+
+def test_hold_blocks_until_released(base):
+    results: dict[str, int] = {}
+
+    def hit(name: str, key: str) -> None:
+        results[name] = call(base + f"/api/hold/{key}", "POST", {"n": name})[0]
+
+    threads = [threading.Thread(target=hit, args=(n, k)) for n, k in (("a", "k1"), ("b", "k2"))]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        if sorted(json.loads(call(base + "/__control/holding")[2])) == ["k1", "k2"]:
+            break
+        threading.Event().wait(0.01)
+    assert sorted(json.loads(call(base + "/__control/holding")[2])) == ["k1", "k2"]
+    assert results == {}
+    assert json.loads(call(base + "/__control/release", "POST", {"key": "k1"})[2])["released"] == ["k1"]
+    threads[0].join(5)
+    assert results == {"a": 200}
+    assert json.loads(call(base + "/__control/holding")[2]) == ["k2"]
+    # A released key stays released; releasing without a key lets every held request go.
+    assert call(base + "/api/hold/k1")[0] == 200
+    call(base + "/__control/release", "POST", {})
+    threads[1].join(5)
+    assert results == {"a": 200, "b": 200}
+    log = json.loads(call(base + "/__control/log")[2])
+    assert [e["path"] for e in log] == ["/api/hold/k1", "/api/hold/k1", "/api/hold/k2"]
+    assert all(e["started"] <= e["time"] for e in log)
+    assert log[2]["time"] - log[2]["started"] > 0  # k2 was held across the release of k1
