@@ -28,7 +28,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 _QUEUE_NAMES = frozenset({
-    "enqueue_fetch", "enqueue_persistent", "register_reconstructor", "set_transport", "job",
+    "enqueue", "suspend_type", "resume_type", "report_progress", "enqueue_fetch", "enqueue_persistent", "register_reconstructor", "set_transport", "job",
     "query_all", "delete_job", "delete_group", "cancel_job", "retry_job", "retry_all",
     "cleanup_old", "on_update", "updates", "wake", "stop", "Job", "JobUpdate",
 })

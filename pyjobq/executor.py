@@ -13,13 +13,14 @@ in the CPython simulation.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from .abort import AbortSignal
 from .core import messages
 from .core.messages import BadMessage, make
-from .core.ports import Channel, Link
+from .core.ports import Channel, Clock, Link, LockManager, LockStolen
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, Outcome, check_json, new_id
 from .errors import (
     InvalidJobError,
@@ -31,6 +32,28 @@ from .fetch import FETCH, Answer, code_from_body, make_fetch
 log = logging.getLogger("pyjobq")
 
 _TERMINAL = frozenset({"done", "failed", "cancelled"})
+#: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
+VOLATILE = "volatile"
+
+# Which job the current task runs, for report_progress(); asyncio copies it into the task.
+_current_run: contextvars.ContextVar[tuple["ExecutorSide", Any, str] | None] = \
+    contextvars.ContextVar("pyjobq_current_run", default=None)
+
+
+def report_progress(fraction: float, note: str | None = None) -> None:
+    """From inside an executor: tell every job table how far along the job is.
+
+    ``fraction`` is clamped to 0..1. Progress travels in a ``job-update`` and is
+    not stored. Outside an executor this raises :class:`PyjobqError`.
+    """
+    current = _current_run.get()
+    if current is None:
+        raise PyjobqError("report_progress() was called outside a running job's executor")
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise InvalidJobError(f"progress must be a number between 0 and 1, got {fraction!r}")
+    _side, link, job_id = current
+    link.send(make("progress", job_id=job_id, progress=min(1.0, max(0.0, float(fraction))),
+                   note=None if note is None else str(note)))
 
 
 class JobUpdate(dict):  # type: ignore[type-arg]
@@ -104,9 +127,20 @@ class ExecutorSide:
         source: str,
         reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
         transport: Callable[..., Any] | None = None,
+        clock: Clock | None = None,
+        locks: LockManager | None = None,
+        yields: Mapping[str, str] | None = None,
     ) -> None:
+        from .memory import LoopClock
+
         self._link = link
         self._channel = channel
+        self._clock = clock or LoopClock()
+        self._locks = locks
+        self._yields = dict(yields or {})
+        self._closures: dict[str, Callable[[AbortSignal], Any]] = {}
+        self._volatile: Any = None  # the in-tab Scheduler of volatile jobs, made on first use
+        self._volatile_link: Link | None = None
         self.source = source  # the id our scheduler stamps on its updates
         self.transport = transport
         self._registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
@@ -172,10 +206,10 @@ class ExecutorSide:
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
-        if not batch:
-            return
-        future = self._request(make("enqueue", jobs=[new.to_message() for new, _ in batch]))
+        if batch:
+            self._track_stored(self._request(make("enqueue", jobs=[new.to_message() for new, _ in batch])), batch)
 
+    def _track_stored(self, future: asyncio.Future[Any], batch: list[tuple[NewJob, Job]]) -> None:
         def stored(f: asyncio.Future[Any]) -> None:
             error = f.exception() if not f.cancelled() else PyjobqError("enqueue was cancelled")
             for new, job in batch:
@@ -184,6 +218,7 @@ class ExecutorSide:
                     continue
                 job._stored.set_exception(error)
                 self._jobs.pop(new.id, None)
+                self._closures.pop(new.id, None)
                 job._settle(Outcome(id=new.id, status="failed", error=f"not stored: {error}", code="not_stored"))
 
         future.add_done_callback(stored)
@@ -210,32 +245,98 @@ class ExecutorSide:
         self._request(make("get_job", job_id=job_id)).add_done_callback(found)
         return job
 
+    # ------------------------------------------------------------ volatile jobs
+
+    def _volatile_engine(self) -> Link:
+        """Volatile jobs run on the same engine as persistent ones — a
+        :class:`~pyjobq.scheduler.Scheduler` — over a memory store that only this
+        tab holds: same lanes, same backoff, nothing written to IndexedDB."""
+        if self._volatile_link is None:
+            from .memory import ChannelHub, LockHub, MemoryStore, link_pair
+            from .scheduler import Scheduler
+
+            mine, theirs = link_pair()
+            mine.subscribe(self._on_link)
+            self._volatile = Scheduler(
+                store=MemoryStore(), locks=LockHub().client(),
+                channel=ChannelHub().channel("volatile"),  # heard by no other tab
+                link=theirs, clock=self._clock, lock_name="volatile",
+                source=self.source + ":volatile", volatile=True,
+            )
+            self._volatile.start()
+            self._volatile_link = mine
+        return self._volatile_link
+
+    def enqueue(
+        self,
+        executor: Callable[[AbortSignal], Any],
+        *,
+        id: str | None = None,
+        type: str = "default",
+        label: str | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> Job:
+        if not callable(executor):
+            raise InvalidJobError(f"executor must be an async callable taking the abort signal, got {executor!r}")
+        if id is not None and id in self._jobs:
+            return self._jobs[id]  # a duplicate outstanding id: the same job, the same done
+        new = NewJob(id=id if id is not None else new_id(), reconstructor=VOLATILE, params=None,
+                     type=type, label=label, max_attempts=max_attempts)
+        job = Job(new.id)
+        self._jobs[new.id] = job
+        self._closures[new.id] = executor
+        link = self._volatile_engine()
+        self._track_stored(self._request(make("enqueue", jobs=[new.to_message()]), link), [(new, job)])
+        return job
+
+    async def suspend_type(self, job_type: str) -> None:
+        """Pause this tab's volatile jobs of ``job_type`` (future ones too), abort the running
+        one and return once it has settled. Harmless when already suspended."""
+        await self._request(make("suspend_type", job_type=job_type), self._volatile_engine())
+
+    async def resume_type(self, job_type: str) -> None:
+        """Return this tab's paused volatile jobs of ``job_type`` to the queue."""
+        await self._request(make("resume_type", job_type=job_type), self._volatile_engine())
+
+    async def _either(self, msg: dict[str, Any]) -> Any:
+        """A request about one job id: this tab's volatile engine knows it, or the persistent one."""
+        if msg.get("job_id") in self._closures and self._volatile_link is not None:
+            return await self._request(msg, self._volatile_link)
+        return await self._request(msg)
+
     # ------------------------------------------------------------ requests
 
-    def _request(self, msg: dict[str, Any]) -> asyncio.Future[Any]:
+    def _request(self, msg: dict[str, Any], link: Link | None = None) -> asyncio.Future[Any]:
         request_id = new_id()
         future = asyncio.get_event_loop().create_future()
         self._requests[request_id] = future
-        self._link.send({**msg, "request_id": request_id})
+        (link or self._link).send({**msg, "request_id": request_id})
         return future
 
     async def query_all(self) -> list[dict[str, Any]]:
-        return await self._request(make("query_all"))
+        """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
+        records = await self._request(make("query_all"))
+        if self._volatile_link is not None:
+            records += await self._request(make("query_all"), self._volatile_link)
+        return records
 
     async def delete_job(self, job_id: str) -> bool:
-        return await self._request(make("delete_job", job_id=job_id))
+        return await self._either(make("delete_job", job_id=job_id))
 
     async def delete_group(self, group: str) -> int:
         return await self._request(make("delete_group", group=group))
 
     async def cancel_job(self, job_id: str) -> bool:
-        return await self._request(make("cancel_job", job_id=job_id))
+        return await self._either(make("cancel_job", job_id=job_id))
 
     async def retry_job(self, job_id: str) -> bool:
-        return await self._request(make("retry_job", job_id=job_id))
+        return await self._either(make("retry_job", job_id=job_id))
 
     async def retry_all(self) -> int:
-        return await self._request(make("retry_all"))
+        count = await self._request(make("retry_all"))
+        if self._volatile_link is not None:
+            count += await self._request(make("retry_all"), self._volatile_link)
+        return count
 
     async def cleanup_old(self) -> int:
         return await self._request(make("cleanup_old"))
@@ -272,7 +373,13 @@ class ExecutorSide:
                 listener(update)
             except Exception:
                 log.exception("pyjobq: a job-update listener raised")
-        handle = self._jobs.get(job.get("id"))  # type: ignore[arg-type]
+        job_id = job.get("id")
+        if job.get("deleted") or job.get("status") in _TERMINAL:
+            # A retried volatile job runs its closure again, so keep closures of
+            # failed and cancelled jobs until they are deleted.
+            if job.get("deleted") or job.get("status") == "done":
+                self._closures.pop(job_id, None)  # type: ignore[arg-type]
+        handle = self._jobs.get(job_id)  # type: ignore[arg-type]
         if handle is None:
             return
         if job.get("deleted"):
@@ -292,9 +399,14 @@ class ExecutorSide:
             return
         kind = msg["type"]
         if kind == "run":
-            asyncio.ensure_future(self._run(msg))
+            link = self._volatile_link if msg["job_id"] in self._closures and self._volatile_link else self._link
+            asyncio.ensure_future(self._run(msg, link))
         elif kind == "abandon_run":
             self._abandon(msg["job_id"])
+        elif kind == "abort_run":
+            running = self._running.get(msg["job_id"])
+            if running is not None:
+                running[1].abort(msg.get("reason") or "aborted")
         elif kind == "reply":
             future = self._requests.pop(msg["request_id"], None)
             if future is None or future.done():
@@ -325,25 +437,34 @@ class ExecutorSide:
             signal.abort("abandoned")
             task.cancel()
 
-    async def _run(self, msg: dict[str, Any]) -> None:
+    async def _run(self, msg: dict[str, Any], link: Link) -> None:
         job_id = msg["job_id"]
         name = msg["reconstructor"]
-        factory = self._registry.get(name)
-        if factory is None:
-            self._send_result(job_id, error_fields(OrphanedJobError(name)))
-            return
-        try:
-            executor = factory(msg.get("params"))
-        except Exception as exc:
-            fields = error_fields(exc)
-            fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
-                          terminal=True, code="reconstructor_failed")
-            self._send_result(job_id, fields)
-            return
+        executor = self._closures.get(job_id)
+        if executor is None:
+            factory = self._registry.get(name)
+            if factory is None:
+                self._send_result(job_id, error_fields(OrphanedJobError(name)), link)
+                return
+            try:
+                executor = factory(msg.get("params"))
+            except Exception as exc:
+                fields = error_fields(exc)
+                fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
+                              terminal=True, code="reconstructor_failed")
+                self._send_result(job_id, fields, link)
+                return
         signal = AbortSignal()
-        task = asyncio.ensure_future(executor(signal))
+        token = _current_run.set((self, link, job_id))
+        try:
+            task = asyncio.ensure_future(executor(signal))
+        finally:
+            _current_run.reset(token)
         self._running[job_id] = (task, signal)
-        self._link.send(make("run_started", job_id=job_id))
+        link.send(make("run_started", job_id=job_id))
+        yield_lock = self._yields.get(msg.get("job_type", ""))
+        if yield_lock and self._locks is not None and link is self._link:
+            self._hold_shared(yield_lock, task, signal)
         fields: dict[str, Any]
         try:
             fields = {"ok": True, "result": await task}
@@ -365,10 +486,25 @@ class ExecutorSide:
                 # Repeating the work would produce the same result: fail at once.
                 fields = error_fields(exc)
                 fields.update(terminal=True, code="result_not_cloneable")
-        self._send_result(job_id, fields)
+        self._send_result(job_id, fields, link)
 
-    def _send_result(self, job_id: str, fields: dict[str, Any]) -> None:
-        self._link.send(make("run_result", job_id=job_id, **fields))
+    def _send_result(self, job_id: str, fields: dict[str, Any], link: Link) -> None:
+        link.send(make("run_result", job_id=job_id, **fields))
+
+    def _hold_shared(self, lock: str, task: asyncio.Future[Any], signal: AbortSignal) -> None:
+        """Hold the job type's yield lock in shared mode while it runs: foreground work that
+        takes it with ``steal: true`` rejects this request, which aborts the job's signal
+        (spec: "Yielding")."""
+        assert self._locks is not None
+
+        async def hold(_lock: Any) -> None:
+            await asyncio.wait({task})
+
+        def released(request: asyncio.Future[Any]) -> None:
+            if not request.cancelled() and isinstance(request.exception(), LockStolen):
+                signal.abort(f"yield lock {lock!r} was taken")
+
+        asyncio.ensure_future(self._locks.request(lock, hold, mode="shared")).add_done_callback(released)
 
     # ------------------------------------------------------------ stop
 

@@ -12,7 +12,8 @@ from typing import Any, AsyncIterator, Callable
 
 from . import config as _config
 from . import services as _services
-from .executor import ExecutorSide, Job, JobUpdate
+from .abort import AbortSignal
+from .executor import ExecutorSide, Job, JobUpdate, report_progress
 
 SERVICE_NAME = "job-queue"
 
@@ -64,6 +65,49 @@ def enqueue_fetch(
     """
     return _queue().enqueue_fetch(method, path, body, type=type, group=group, label=label,
                                   max_attempts=max_attempts, delay_ms=delay_ms)
+
+
+def enqueue(
+    executor: Callable[[AbortSignal], Any],
+    *,
+    id: str | None = None,
+    type: str = "default",
+    label: str | None = None,
+    max_attempts: int = 5,
+) -> Job:
+    """Queue a volatile job: ``await executor(signal)`` runs in this tab with the same backoff.
+
+    Nothing is written to IndexedDB: the job is seen only by this tab (in
+    :func:`query_all`, marked ``volatile``) and is lost on reload. The executor
+    gets an :class:`~pyjobq.AbortSignal`; to stop on request it raises
+    :class:`~pyjobq.Interrupted` (the attempt is given back), and
+    :class:`~pyjobq.Terminal` fails the job at once.
+
+    Args:
+        executor: an async callable taking the abort signal; its return value
+            (JSON-like) becomes the outcome's ``result``.
+        id: a caller-chosen id; enqueueing an id that is still outstanding returns
+            the existing job (the same ``done``).
+        type: the job's lane, and what :func:`suspend_type` pauses.
+        label: a readable name for job tables.
+        max_attempts: counted tries before the job fails.
+
+    Raises:
+        InvalidJobError: ``executor`` is not callable, or an argument is out of range.
+    """
+    return _queue().enqueue(executor, id=id, type=type, label=label, max_attempts=max_attempts)
+
+
+async def suspend_type(type: str) -> None:
+    """Pause this tab's volatile jobs of ``type`` — pending ones and future ones — and abort
+    the running one; returns once it has settled. Its attempt does not count and its
+    ``done`` stays pending. Other types keep running. Calling it twice is harmless."""
+    await _queue().suspend_type(type)
+
+
+async def resume_type(type: str) -> None:
+    """Return this tab's paused volatile jobs of ``type`` to the queue."""
+    await _queue().resume_type(type)
 
 
 def enqueue_persistent(

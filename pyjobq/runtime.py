@@ -37,6 +37,8 @@ def start_memory(settings: Settings, source: str) -> ExecutorSide:
         source=source,
         reconstructors=settings.reconstructors,
         transport=settings.transport,
+        locks=hub["locks"].client(),
+        yields=settings.yields,
     )
     scheduler = Scheduler(
         store=hub["stores"].setdefault(settings.db_name, MemoryStore()),

@@ -54,6 +54,7 @@ class _InFlight:
     type: str
     started: bool = False
     deadline: Timer | None = None
+    settled: asyncio.Future[None] | None = None
 
 
 class Scheduler:
@@ -71,6 +72,7 @@ class Scheduler:
         handshake_timeout_ms: float = DEFAULT_HANDSHAKE_MS,
         random: Callable[[], float] = _random.random,
         is_online: Callable[[], bool] = lambda: True,
+        volatile: bool = False,
     ) -> None:
         self.store = store
         self._locks = locks
@@ -92,6 +94,9 @@ class Scheduler:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = False
+        #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
+        self.volatile = volatile
+        self._suspended: set[str] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -202,6 +207,13 @@ class Scheduler:
         held = await self._locks.held() if self._yields else {}
         progressed = False
         for record in picks:
+            if record.type in self._suspended:
+                self._publish(await self.store.update(
+                    record.id,
+                    lambda cur: policy.park(cur, now, None) if cur.status is Status.PENDING else None,
+                ))
+                progressed = True
+                continue
             yield_lock = self._yields.get(record.type)
             if yield_lock and held.get(yield_lock) == "exclusive":
                 parked = await self.store.update(
@@ -319,17 +331,20 @@ class Scheduler:
                 held_lock = yield_lock
         now = self._clock.now()
         online = self._is_online()
+        suspended = outcome.interrupted and flight.type in self._suspended
 
         def change(cur: JobRecord) -> JobRecord | None:
             if cur.status is not Status.RUNNING or cur.owner != self.source:
                 return None
-            return policy.settle(cur, outcome, now=now, online=online,
-                                 backoff=self._backoff, held_yield_lock=held_lock)
+            return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
+                                 held_yield_lock=held_lock, suspended=suspended)
 
         try:
             self._publish(await self.store.update(job_id, change))
         finally:
             self._in_flight.pop(job_id, None)
+            if flight.settled is not None and not flight.settled.done():
+                flight.settled.set_result(None)
             self._kick.set()
         if held_lock:
             self._watch(held_lock)
@@ -349,6 +364,8 @@ class Scheduler:
             self._spawn(self._run_result(msg))
         elif kind == "wake":
             self.wake()
+        elif kind == "progress":
+            self._progress(msg)
         elif kind in _REQUESTS:
             self._spawn(self._answer(msg))
         else:
@@ -369,6 +386,16 @@ class Scheduler:
             job.get("deleted") or job.get("status") == Status.CANCELLED.value
         ):
             self._abandon(job_id)
+
+    def _progress(self, msg: dict[str, Any]) -> None:
+        """Progress travels in a job-update and is not stored: it is only news."""
+        if msg["job_id"] not in self._in_flight:
+            return
+        job = {"id": msg["job_id"], "status": Status.RUNNING.value, "progress": msg.get("progress"),
+               "progress_note": msg.get("note"), "progress_only": True}
+        if self.volatile:
+            job["volatile"] = True
+        self._post(make("job-update", source=self.source, job=job))
 
     def _abandon(self, job_id: str) -> None:
         flight = self._in_flight.pop(job_id, None)
@@ -402,7 +429,53 @@ class Scheduler:
         return len(records)
 
     async def _do_query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
-        return [record.to_dict() for record in await self.store.all()]
+        return [
+            {**record.to_dict(), "volatile": True} if self.volatile else record.to_dict()
+            for record in await self.store.all()
+        ]
+
+    async def _do_suspend_type(self, msg: dict[str, Any]) -> int:
+        """Park pending jobs of the type (future ones too), abort its running one, and
+        answer once that run has settled (spec: "Suspending volatile work")."""
+        job_type = msg["job_type"]
+        self._suspended.add(job_type)
+        now = self._clock.now()
+        parked = 0
+        for record in await self.store.by_status(Status.PENDING):
+            if record.type == job_type:
+                updated = await self.store.update(
+                    record.id,
+                    lambda cur: policy.park(cur, now, None) if cur.status is Status.PENDING else None,
+                )
+                if updated is not None and updated.status is Status.PAUSED:
+                    parked += 1
+                    self._publish(updated)
+        running = [f for f in self._in_flight.values() if f.type == job_type]
+        for flight in running:
+            if flight.settled is None:
+                flight.settled = asyncio.get_event_loop().create_future()
+            self._link.send(make("abort_run", job_id=flight.job_id, reason=f"type {job_type!r} suspended"))
+        for flight in running:
+            assert flight.settled is not None
+            await flight.settled
+        return parked
+
+    async def _do_resume_type(self, msg: dict[str, Any]) -> int:
+        job_type = msg["job_type"]
+        self._suspended.discard(job_type)
+        now = self._clock.now()
+        count = 0
+        for record in await self.store.by_status(Status.PAUSED):
+            if record.type == job_type and record.yield_lock is None:
+                updated = await self.store.update(
+                    record.id,
+                    lambda cur: policy.unpark(cur, now) if cur.status is Status.PAUSED else None,
+                )
+                if updated is not None and updated.status is Status.PENDING:
+                    count += 1
+                    self._publish(updated)
+        self.wake()
+        return count
 
     async def _do_get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         record = await self.store.get(msg["job_id"])
@@ -419,9 +492,9 @@ class Scheduler:
         await self.store.delete_many([r.id for r in existing])
         for record in existing:
             self._abandon(record.id)
-            self._post(make("job-update", source=self.source, job={
-                **record.summary(), "deleted": True, "error": "deleted", "code": "deleted",
-            }))
+            self._post(make("job-update", source=self.source, job=self._summary(
+                record, deleted=True, error="deleted", code="deleted",
+            )))
         return len(existing)
 
     async def _do_cancel_job(self, msg: dict[str, Any]) -> bool:
@@ -467,9 +540,16 @@ class Scheduler:
 
     # ------------------------------------------------------------ updates
 
-    def _publish(self, record: JobRecord | None) -> None:
+    def _publish(self, record: JobRecord | None, **extra: Any) -> None:
         if record is not None:
-            self._post(make("job-update", source=self.source, job=record.summary()))
+            self._post(make("job-update", source=self.source, job=self._summary(record, **extra)))
+
+    def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
+        summary = record.summary()
+        if self.volatile:
+            summary["volatile"] = True
+        summary.update(extra)
+        return summary
 
     def _post(self, update: dict[str, Any]) -> None:
         # To this page directly (it still hears us after it closed its channel),
@@ -483,7 +563,7 @@ class Scheduler:
 
 _REQUESTS = frozenset({
     "enqueue", "query_all", "get_job", "delete_job", "delete_group",
-    "cancel_job", "retry_job", "retry_all", "cleanup_old",
+    "cancel_job", "retry_job", "retry_all", "cleanup_old", "suspend_type", "resume_type",
 })
 
 

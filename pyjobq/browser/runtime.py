@@ -20,7 +20,7 @@ from ..config import Settings
 from ..executor import ExecutorSide
 from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
-from .ports import BroadcastChannelPort, PortLink, js_object
+from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
 _worker_blob_url: str | None = None
 
@@ -63,6 +63,8 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         source=source,
         reconstructors=settings.reconstructors,
         transport=settings.transport,
+        locks=WebLocks(),
+        yields=settings.yields,
     )
     side.worker = worker  # type: ignore[attr-defined]
     return side

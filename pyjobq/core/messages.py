@@ -45,6 +45,9 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "job-update": {"job": (dict,), "source": _STR},
     "progress": {"job_id": _STR},
     "worker_error": {"message": _STR},
+    "abort_run": {"job_id": _STR},
+    "suspend_type": {"job_type": _STR, "request_id": _OPT_STR},
+    "resume_type": {"job_type": _STR, "request_id": _OPT_STR},
 }
 
 

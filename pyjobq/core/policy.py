@@ -14,7 +14,8 @@ its page every time eventually stops.
 Order of the branches (spec: "Retry timing and special HTTP statuses"):
 
 1. ok → done.
-2. interrupted → attempt given back; parked if its yield lock is held, else pending now.
+2. interrupted → attempt given back; parked if its yield lock is held or its type is
+   suspended, else pending now.
 3. terminal, or HTTP 403/409/422 → failed at once, whatever ``max_attempts`` says.
 4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``.
 5. offline → pending on the ordinary ladder, attempt given back.
@@ -68,15 +69,21 @@ def settle(
     online: bool,
     backoff: Callable[[int], float],
     held_yield_lock: str | None = None,
+    suspended: bool = False,
 ) -> JobRecord:
-    """Apply a page's ``run_result`` to the running record it answers."""
+    """Apply a page's ``run_result`` to the running record it answers.
+
+    ``held_yield_lock`` names the job type's yield lock when someone holds it
+    exclusively; ``suspended`` says the job's (volatile) type is suspended. Either
+    parks an interrupted job instead of re-queueing it.
+    """
     if outcome.ok:
         return _move(record, Event.SUCCEED, now, result=outcome.result, error=None,
                      http_status=outcome.status, code=None)
     failure = dict(error=outcome.error or "failed", http_status=outcome.status, code=outcome.code)
     given_back = dict(attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if outcome.interrupted:
-        if held_yield_lock is not None:
+        if held_yield_lock is not None or suspended:
             return _move(record, Event.PARK, now, yield_lock=held_yield_lock, **given_back, **failure)
         return _move(record, Event.RETRY, now, next_retry_at=now, **given_back, **failure)
     if outcome.terminal or outcome.status in TERMINAL_STATUSES:
