@@ -69,7 +69,8 @@ class _Transaction:
         self.future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
         self._proxies: list[Any] = []
         self.tx.oncomplete = self._proxy(lambda _e: self._finish(None))
-        self.tx.onerror = self._proxy(lambda _e: self._finish(_error(what, self.tx.error)))
+        # A request's error bubbles here before the transaction has its own .error set.
+        self.tx.onerror = self._proxy(lambda e: self._finish(_error(what, e.target.error or self.tx.error)))
         self.tx.onabort = self._proxy(lambda _e: self._finish(_error(what, self.tx.error or "aborted")))
 
     def _proxy(self, fn: Callable[..., Any]) -> Any:

@@ -1,0 +1,93 @@
+"""Web Locks and BroadcastChannel behind pyjobq's ports, in real Chromium."""
+
+from pytest_pyodide import run_in_pyodide
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_web_locks_exclusive_shared_steal_and_held(selenium):
+    import asyncio
+
+    from pyjobq.browser.ports import WebLocks
+    from pyjobq.core.ports import LockStolen
+
+    locks = WebLocks()
+    order = []
+    release = asyncio.get_event_loop().create_future()
+
+    async def hold(lock):
+        order.append("held")
+        await release
+        order.append("victim kept running")
+        return "result"
+
+    victim = asyncio.ensure_future(locks.request("L", hold))
+    await asyncio.sleep(0.05)
+    assert await locks.held() == {"L": "exclusive"}
+
+    # ifAvailable on a held lock hands the callback None.
+    async def probe(lock):
+        return lock
+
+    assert await locks.request("L", probe, if_available=True) is None
+
+    # steal: the victim's request raises LockStolen while its callback keeps running.
+    async def thief(lock):
+        return "stolen"
+
+    assert await locks.request("L", thief, steal=True) == "stolen"
+    try:
+        await victim
+    except LockStolen:
+        order.append("victim told")
+    release.set_result(None)
+    await asyncio.sleep(0.05)
+    assert order == ["held", "victim told", "victim kept running"]
+
+    # shared requests coexist.
+    gate = asyncio.get_event_loop().create_future()
+
+    async def shared(lock):
+        await gate
+        return lock is not None
+
+    a = asyncio.ensure_future(locks.request("S", shared, mode="shared"))
+    b = asyncio.ensure_future(locks.request("S", shared, mode="shared"))
+    await asyncio.sleep(0.05)
+    assert await locks.held() == {"S": "shared"}
+    gate.set_result(None)
+    assert await a is True and await b is True
+    assert await locks.held() == {}
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_broadcast_channel_reaches_other_objects_and_rejects_foreign_data(selenium):
+    import asyncio
+
+    import js
+
+    from pyjobq.browser.ports import BroadcastChannelPort
+
+    a, b = BroadcastChannelPort("ports-test"), BroadcastChannelPort("ports-test")
+    got = []
+    unsubscribe = b.subscribe(got.append)
+    a.post({"v": 1, "type": "wake"})
+    # Foreign senders: an object and text that is not JSON both arrive as None.
+    raw = js.BroadcastChannel.new("ports-test")
+    raw.postMessage("not json {")
+    raw.postMessage(js.Object.new())
+    for _ in range(50):
+        if len(got) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert got == [{"v": 1, "type": "wake"}, None, None]
+    unsubscribe()
+    a.post({"v": 1, "type": "wake"})
+    await asyncio.sleep(0.05)
+    assert len(got) == 3
+    a.close(), b.close(), raw.close()
+    try:
+        a.post({"v": 1, "type": "wake"})
+    except Exception as exc:
+        assert "InvalidStateError" in str(exc)
+    else:
+        raise AssertionError("posting on a closed channel must throw")
