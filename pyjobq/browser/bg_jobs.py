@@ -1,0 +1,104 @@
+"""The bridge between the page's queue and ``<bg-jobs>`` (see ``bg_jobs.mjs``).
+
+The element's module ships in this package and is imported from a Blob URL, so
+a page needs nothing served beyond Pyodide and pyjobq's wheel. JavaScript reaches
+Python through one proxy, ``call(op, arg, resolve, reject)``, which runs a queue
+operation as a task and settles the JS promise with JSON text: no Python future
+ever crosses to JS (DESIGN.md: the PyodideFuture crash). Python reaches the
+element through ``bridge.emit(text)`` for every ``job-update``. The bridge asks
+the queue for everything (``retry_job``, ``delete_job``, ``retry_all``); it
+never opens the database itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from importlib import resources
+from typing import Any
+
+import js  # type: ignore[import-not-found]
+from pyodide.code import run_js  # type: ignore[import-not-found]
+from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
+
+from ..errors import PyjobqError
+from .ports import js_object
+
+log = logging.getLogger("pyjobq")
+
+
+def _public(record: Any) -> dict[str, Any]:
+    # _params may be large (and is the caller's data): the table never shows it.
+    return {k: v for k, v in dict(record).items() if not str(k).startswith("_")}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+async def load_module() -> Any:
+    """Import ``bg_jobs.mjs`` from a Blob URL; returns the JS module namespace."""
+    code = resources.files("pyjobq.browser").joinpath("bg_jobs.mjs").read_text()
+    blob = js.Blob.new(to_js([code]), js_object({"type": "text/javascript"}))
+    url = js.URL.createObjectURL(blob)
+    try:
+        return await run_js("(u) => import(u)")(url)
+    finally:
+        # The module is evaluated once imported; the URL is no longer needed.
+        js.URL.revokeObjectURL(url)
+
+
+class Bridge:
+    """One page's link from ``<bg-jobs>`` to ``queue``. :meth:`close` releases everything it made."""
+
+    def __init__(self, module: Any, queue: Any) -> None:
+        self._module = module
+        self._queue = queue
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._call = create_proxy(self._on_call)
+        self.js = module.makeBridge(self._call)
+        self._unsubscribe = queue.on_update(self._on_update)
+        module.install(self.js)
+
+    def _on_update(self, update: Any) -> None:
+        self.js.emit(_dumps(_public(update)))
+
+    def _on_call(self, op: str, arg: Any, resolve: Any, reject: Any) -> None:
+        task = asyncio.ensure_future(self._do(str(op), arg))
+        self._tasks.add(task)
+
+        def settle(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if t.cancelled():
+                reject(f"{op} was cancelled")
+            elif t.exception() is not None:
+                exc = t.exception()
+                reject(js.Error.new(str(exc) or type(exc).__name__))
+            else:
+                resolve(t.result())
+
+        task.add_done_callback(settle)
+
+    async def _do(self, op: str, arg: Any) -> str:
+        q = self._queue
+        if op == "snapshot":
+            return _dumps([_public(r) for r in await q.query_all()])
+        if op == "retry":
+            return _dumps(await q.retry_job(str(arg)))
+        if op == "remove":
+            return _dumps(await q.delete_job(str(arg)))
+        if op == "retry_all":
+            return _dumps(await q.retry_all())
+        raise PyjobqError(f"<bg-jobs> asked for an unknown operation {op!r}")
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self._module.uninstall(self.js)
+        for task in list(self._tasks):
+            task.cancel()
+        self._call.destroy()
+
+
+def has_dom() -> bool:
+    return hasattr(js, "customElements") and hasattr(js, "document")
