@@ -3,24 +3,36 @@
 // configured with a transport that sends to the test server.
 const { expect } = require("@playwright/test");
 
-/** Python that configures the queue with a fetch transport to the test server. */
-function configurePython({ reconstructors = "", extra = "" } = {}) {
+/**
+ * Python that configures the queue with a fetch transport to the test server.
+ * Every request the transport sends is recorded in the page's `runs` list as
+ * {path, start, end} (Date.now() ms, comparable across pages), `end` null while in flight.
+ * `transport: false` configures no transport at all.
+ */
+function configurePython({ reconstructors = "", extra = "", transport = true } = {}) {
   return `
 import json, asyncio, pyjobq
+import js
 from pyodide.http import pyfetch
+
+runs = []
 
 async def send(method, path, body):
     # Read on every replay: a test may change window.token between tries.
-    import js
     headers = {"Content-Type": "application/json"}
     token = getattr(js.window, "token", None)
     if token:
         headers["Authorization"] = "Bearer " + str(token)
     kw = {} if body is None else {"body": json.dumps(body)}
-    return await pyfetch(path, method=method, headers=headers, **kw)
+    run = {"path": path, "start": js.Date.now(), "end": None}
+    runs.append(run)
+    try:
+        return await pyfetch(path, method=method, headers=headers, **kw)
+    finally:
+        run["end"] = js.Date.now()
 
 ${reconstructors}
-pyjobq.configure(transport=send${extra})
+pyjobq.configure(${[transport ? "transport=send" : "", extra.replace(/^\s*,\s*/, "")].filter(Boolean).join(", ")})
 from pyjobq import queue
 updates = []
 queue.on_update(lambda u: updates.append(dict(u)))
@@ -52,4 +64,20 @@ async function resetServer(request) {
   expect(res.ok()).toBeTruthy();
 }
 
-module.exports = { openQueuePage, py, configurePython, resetServer };
+/** The test server's request log: [{started, time, method, path, status, job_id}]. */
+async function serverLog(request) {
+  return (await request.get("/__control/log")).json();
+}
+
+/** Keys of /api/hold/<key> requests blocked on the server right now (one entry per request). */
+async function holding(request) {
+  return (await request.get("/__control/holding")).json();
+}
+
+/** Let /api/hold/<key> requests go (all keys held now when key is omitted). */
+async function release(request, key) {
+  const res = await request.post("/__control/release", { data: key === undefined ? {} : { key } });
+  expect(res.ok()).toBeTruthy();
+}
+
+module.exports = { openQueuePage, py, configurePython, resetServer, serverLog, holding, release };
