@@ -509,8 +509,11 @@ class ExecutorSide:
     # ------------------------------------------------------------ stop
 
     def stop(self) -> None:
-        """Close the channel: updates from other tabs stop; our worker's answers still arrive
-        over the link, and any that come after this are handled or dropped without error."""
+        """Clear the volatile retry wake and close the channel (spec: "The queue registers as
+        the job-queue service"). The queue still runs: updates from other tabs stop, our
+        worker's answers still arrive over the link and are handled or dropped without error."""
+        if self._volatile is not None:
+            self._volatile.clear_retry_timer()
         if self._channel_open:
             self._channel_open = False
             self._channel.close()

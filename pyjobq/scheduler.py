@@ -121,6 +121,12 @@ class Scheduler:
         self._unsubscribe = []
         self._kick.set()
 
+    def clear_retry_timer(self) -> None:
+        """Drop the pending retry wake; the next enqueue or wake() arms it again."""
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+
     @property
     def in_flight(self) -> frozenset[str]:
         return frozenset(self._in_flight)
