@@ -38,22 +38,25 @@ const STYLE = `
   }
 }
 .panel { background: var(--bg-jobs-bg); border: 1px solid var(--bg-jobs-border); border-radius: 10px; overflow: hidden; }
-.bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 12px; padding: 10px 12px; border-bottom: 1px solid var(--bg-jobs-border); }
+.bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 14px; padding: 12px; border-bottom: 1px solid var(--bg-jobs-border); text-align: left; font-weight: 400; }
+.title { font-weight: 650; font-size: 15px; margin-right: 4px; }
+.title .sub { font-weight: 400; color: var(--bg-jobs-muted); font-size: 12px; margin-left: 6px; }
+.title .sub::before { content: ""; display: inline-block; width: 6px; height: 6px; border-radius: 50%; background: #1a7f37; margin-right: 4px; vertical-align: 1px; }
+.title .sub.off::before { background: var(--bg-jobs-muted); }
 .counts { display: flex; flex-wrap: wrap; gap: 6px; margin: 0; padding: 0; list-style: none; flex: 1; }
 .counts li { display: inline-flex; align-items: center; gap: 6px; }
 .counts li.zero { opacity: .45; }
 .counts b { font-variant-numeric: tabular-nums; }
 .scroll { overflow-x: auto; }
 table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
-caption { text-align: left; padding: 10px 12px 0; font-weight: 600; font-size: 15px; }
-caption .sub { font-weight: 400; color: var(--bg-jobs-muted); font-size: 13px; margin-left: 6px; }
+caption { padding: 0; }
 th, td { padding: 7px 12px; text-align: left; vertical-align: top; border-bottom: 1px solid var(--bg-jobs-border); }
 thead th { font-size: 12px; font-weight: 600; color: var(--bg-jobs-muted); text-transform: uppercase; letter-spacing: .04em; white-space: nowrap; }
 tbody tr:nth-child(even) { background: var(--bg-jobs-stripe); }
 tbody tr:last-child > * { border-bottom: 0; }
-tbody th { font-weight: 600; }
+tbody th { font-weight: 600; min-width: 14ch; }
 .job-label { overflow-wrap: anywhere; }
-.job-id { display: block; font: 11px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--bg-jobs-muted); font-weight: 400; }
+.job-id { display: block; width: fit-content; font: 11px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--bg-jobs-muted); font-weight: 400; }
 .scope { display: inline-block; margin-left: 6px; padding: 0 6px; border-radius: 999px; font-size: 11px; font-weight: 500; border: 1px solid var(--bg-jobs-border); color: var(--bg-jobs-muted); vertical-align: 1px; }
 .type { font: 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .pill { display: inline-flex; align-items: center; gap: 5px; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; white-space: nowrap; border: 1px solid transparent; }
@@ -75,17 +78,18 @@ tbody th { font-weight: 600; }
 .s-running.pill::before { animation: pulse 1.2s ease-in-out infinite; }
 @keyframes pulse { 50% { opacity: .25; } }
 @media (prefers-reduced-motion: reduce) { .s-running.pill::before { animation: none; } }
-.progress { display: flex; align-items: center; gap: 6px; margin-top: 5px; font-size: 12px; color: var(--bg-jobs-muted); }
+.progress { display: flex; white-space: nowrap; align-items: center; gap: 6px; margin-top: 5px; font-size: 12px; color: var(--bg-jobs-muted); }
 progress { width: 90px; height: 8px; accent-color: var(--bg-jobs-accent); }
 .muted { color: var(--bg-jobs-muted); }
 .error { max-width: 34ch; }
 .error-msg { display: block; overflow-wrap: anywhere; color: var(--bg-jobs-fg); font-size: 13px; }
 .code { display: inline-block; margin-right: 6px; padding: 0 5px; border-radius: 4px; font: 11px/1.6 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: var(--bg-jobs-stripe); border: 1px solid var(--bg-jobs-border); }
 .actions { white-space: nowrap; text-align: right; }
+.when { white-space: nowrap; }
 button { font: inherit; font-size: 13px; padding: 3px 10px; border-radius: 6px; border: 1px solid var(--bg-jobs-border); background: var(--bg-jobs-bg); color: var(--bg-jobs-fg); cursor: pointer; }
-button:hover:not(:disabled) { border-color: var(--bg-jobs-muted); }
+button:hover:not([aria-disabled="true"]) { border-color: var(--bg-jobs-muted); }
 button:focus-visible { outline: 2px solid var(--bg-jobs-accent); outline-offset: 2px; }
-button:disabled { opacity: .5; cursor: default; }
+button[aria-disabled="true"] { opacity: .5; cursor: default; }
 button.retry { color: var(--bg-jobs-accent); }
 button.delete { margin-left: 6px; }
 button.delete:hover { color: #cf222e; border-color: #cf222e; }
@@ -113,6 +117,7 @@ function jobName(job) {
 }
 
 function retryIn(job, now) {
+  if (job.status === "paused") return job.yield_lock ? `when ${job.yield_lock} is free` : "type suspended";
   if (job.status !== "pending" || typeof job.next_retry_at !== "number") return "";
   const s = Math.ceil((job.next_retry_at - now) / 1000);
   if (s <= 0) return "due now";
@@ -149,9 +154,10 @@ export class BgJobs extends HTMLElement {
       this._counts.append(li);
     }
     this._retryAll = el("button", { type: "button", class: "retry", "aria-label": "Retry all failed and cancelled jobs", text: "Retry all failed" });
-    this._retryAll.disabled = true;
+    this._retryAll.setAttribute("aria-disabled", "true");
     this._retryAll.addEventListener("click", () => this._act(this._retryAll, () => this._bridge.retry_all()));
-    this._sub = el("span", { class: "sub", text: "connecting…" });
+    this._sub = el("span", { class: "sub off", text: "connecting…" });
+    this._title = el("span", { class: "title", id: "title" }, document.createTextNode("Background jobs"), this._sub);
     this._tbody = el("tbody");
     this._empty = el("tr", { class: "empty" }, el("td", { colspan: "7", text: "No jobs yet." }));
     this._tbody.append(this._empty);
@@ -159,14 +165,12 @@ export class BgJobs extends HTMLElement {
     for (const h of ["Job", "Type", "Status", "Attempts", "Next retry", "Last error", "Actions"]) {
       head.append(el("th", { scope: "col", text: h }));
     }
-    this._table = el("table", { tabindex: "-1" },
-      el("caption", {}, document.createTextNode("Background jobs"), this._sub),
-      el("thead", {}, head), this._tbody);
+    // The caption carries the counts and "Retry all"; the table is named by its title alone.
     this._note = el("div", { class: "note", role: "status" });
-    root.append(el("div", { class: "panel", part: "panel" },
-      el("div", { class: "bar" }, this._counts, this._retryAll),
-      this._note,
-      el("div", { class: "scroll" }, this._table)));
+    this._table = el("table", { tabindex: "-1", "aria-labelledby": "title" },
+      el("caption", {}, el("div", { class: "bar" }, this._title, this._counts, this._retryAll), this._note),
+      el("thead", {}, head), this._tbody);
+    root.append(el("div", { class: "panel", part: "panel" }, el("div", { class: "scroll" }, this._table)));
   }
 
   /** Set a bridge for this element only (instead of globalThis.__pyjobq_bridge). */
@@ -197,7 +201,7 @@ export class BgJobs extends HTMLElement {
     this._disconnect();
     const bridge = this._own || globalThis.__pyjobq_bridge || null;
     this._bridge = bridge;
-    if (!bridge) { this._sub.textContent = "waiting for the queue…"; return; }
+    if (!bridge) { this._sub.textContent = "waiting for the queue…"; this._sub.className = "sub off"; return; }
     const generation = this._generation;
     this._unsubscribe = bridge.subscribe((text) => {
       const job = parse(text);
@@ -208,6 +212,7 @@ export class BgJobs extends HTMLElement {
       if (generation !== this._generation) return;
       for (const job of records) this._merge(job, true);
       this._sub.textContent = "live";
+      this._sub.className = "sub";
       this._render();
     } catch (err) {
       this._sub.textContent = "";
@@ -270,7 +275,7 @@ export class BgJobs extends HTMLElement {
       li.classList.toggle("zero", counts[s] === 0);
     }
     const revivable = counts.failed + counts.cancelled;
-    this._retryAll.disabled = revivable === 0;
+    this._retryAll.setAttribute("aria-disabled", String(revivable === 0));
     this._retryAll.textContent = revivable ? `Retry all failed (${revivable})` : "Retry all failed";
 
     // Rows whose job is gone: if focus was inside, hand it to a neighbour.
@@ -281,7 +286,7 @@ export class BgJobs extends HTMLElement {
       row.tr.remove();
       this._rows.delete(id);
       if (hadFocus) {
-        const target = neighbour && neighbour.querySelector("button:not([hidden]):not(:disabled)");
+        const target = neighbour && neighbour.querySelector("button:not([hidden])");
         (target || this._table).focus();
       }
     }
@@ -310,7 +315,7 @@ export class BgJobs extends HTMLElement {
     r.pct = el("span");
     r.progress = el("div", { class: "progress" }, r.bar, r.pct);
     r.attempts = el("td");
-    r.retryIn = el("td");
+    r.retryIn = el("td", { class: "when" });
     r.code = el("span", { class: "code" });
     r.http = el("span", { class: "code" });
     r.msg = el("span", { class: "error-msg" });
@@ -335,7 +340,8 @@ export class BgJobs extends HTMLElement {
     r.tr.dataset.status = job.status;
     r.label.textContent = name;
     r.scope.hidden = job.volatile !== true;
-    r.id.textContent = String(job.id);
+    r.id.textContent = String(job.id).slice(0, 12);
+    r.id.title = String(job.id);
     r.type.textContent = job.type || "";
     r.pill.className = `pill s-${STATUSES.includes(job.status) ? job.status : "cancelled"}`;
     r.pill.textContent = String(job.status);
@@ -349,17 +355,21 @@ export class BgJobs extends HTMLElement {
     }
     r.attempts.textContent = `${job.attempts ?? 0} / ${job.max_attempts ?? "?"}`;
     r.retryIn.textContent = retryIn(job, now) || "—";
-    r.retryIn.className = retryIn(job, now) ? "" : "muted";
+    r.retryIn.className = retryIn(job, now) ? "when" : "when muted";
     const failedish = job.status !== "done" && (job.error || job.code || job.http_status);
     r.code.hidden = !(failedish && job.code);
     r.code.textContent = job.code ? String(job.code) : "";
     r.http.hidden = !(failedish && job.http_status);
     r.http.textContent = job.http_status ? `HTTP ${job.http_status}` : "";
     r.http.title = r.http.textContent;
-    r.msg.textContent = failedish && job.error ? String(job.error) : "";
+    // "cancelled" / "deleted" say no more than their code: show the code alone.
+    r.msg.textContent = failedish && job.error && job.error !== job.code ? String(job.error) : "";
     if (!failedish) r.msg.textContent = "—";
     r.msg.className = failedish ? "error-msg" : "error-msg muted";
-    r.retry.hidden = !RETRYABLE.has(job.status);
+    const retryable = RETRYABLE.has(job.status);
+    // Hiding a focused button would drop focus on the floor: hand it to Delete first.
+    if (!retryable && this.shadowRoot.activeElement === r.retry) r.del.focus();
+    r.retry.hidden = !retryable;
     r.retry.setAttribute("aria-label", `Retry ${name}`);
     r.del.setAttribute("aria-label", `Delete ${name}`);
   }
@@ -371,21 +381,24 @@ export class BgJobs extends HTMLElement {
       if (!job) continue;
       const text = retryIn(job, now);
       row.retryIn.textContent = text || "—";
-      row.retryIn.className = text ? "" : "muted";
+      row.retryIn.className = text ? "when" : "when muted";
     }
   }
 
+  // Buttons are never `disabled` while busy: disabling a focused button drops focus (the
+  // focus fixup rule), so keyboard users would be thrown back to the top of the page.
   async _act(button, action) {
-    if (!this._bridge) return;
-    button.disabled = true;
+    if (!this._bridge || button.getAttribute("aria-disabled") === "true" || button.dataset.busy) return;
+    button.dataset.busy = "1";
+    button.setAttribute("aria-busy", "true");
     this._note.textContent = "";
     try {
       await action();
     } catch (err) {
       this._note.textContent = `The queue refused: ${err && err.message ? err.message : err}`;
     } finally {
-      button.disabled = false;
-      if (button === this._retryAll) this._retryAll.disabled = !(this._countItems.failed.n.textContent !== "0" || this._countItems.cancelled.n.textContent !== "0");
+      delete button.dataset.busy;
+      button.removeAttribute("aria-busy");
     }
   }
 }

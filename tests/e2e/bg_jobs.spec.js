@@ -1,0 +1,179 @@
+// @ts-check
+// <bg-jobs>: the live jobs table, driven through a real queue (scheduler worker, IndexedDB,
+// the test server). The element is defined by Python (pyjobq.ui.install()); the page adds
+// no JavaScript of its own beyond creating the element.
+const fs = require("fs");
+const path = require("path");
+const { test, expect } = require("@playwright/test");
+const { openQueuePage, py, resetServer } = require("./helpers");
+
+const SHOTS = path.join(__dirname, "..", "..", "build", "test-results", "screenshots");
+
+async function openTable(context, baseURL, options = {}) {
+  const page = await openQueuePage(context, baseURL, options);
+  await py(page, `
+from pyjobq import ui
+await ui.install()
+await ui.install()  # idempotent
+"ok"`);
+  await page.evaluate(() => {
+    document.body.style.cssText = "margin:0;padding:16px;background:#f0f2f5;width:1100px";
+    document.body.append(document.createElement("bg-jobs"));
+  });
+  return page;
+}
+
+/** Enqueue a job and return its id (Python literal arguments). */
+async function enqueue(page, args) {
+  return py(page, `job = queue.enqueue_fetch(${args})\nawait job.stored\njob.id`);
+}
+
+const row = (page, id) => page.locator(`bg-jobs tr[data-job-id="${id}"]`);
+const count = (page, status) =>
+  page.locator("bg-jobs .counts li").filter({ hasText: status }).locator("b");
+
+async function shoot(locator, name) {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await locator.screenshot({ path: path.join(SHOTS, name), animations: "disabled" });
+}
+
+test("counts and rows for every status, live from the queue", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  const page = await openTable(context, baseURL, { extra: `, yields={"heavy": "fg-lock"}` });
+  // Foreground work holds the lock that "heavy" jobs yield to: they park as paused.
+  await page.evaluate(() => new Promise((held) => {
+    navigator.locks.request("fg-lock", () => { held(); return new Promise(() => {}); });
+  }));
+
+  const done = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/echo/notes", {"text": "hi"}, type="notes", label="save note")
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  const failed = await py(page, `
+job = queue.enqueue_fetch("PUT", "/api/status/500", {}, type="upload", label="upload photo", max_attempts=1)
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  const refused = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/status/403", {}, type="publish", label="publish post")
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  const running = await enqueue(page, `"GET", "/api/slow?ms=20000", type="sync", label="sync inbox"`);
+  const pending = await enqueue(page, `"POST", "/api/echo/digest", type="digest", label="send digest", delay_ms=120000`);
+  const cancelled = await enqueue(page, `"POST", "/api/echo/export", type="export", label="export CSV", delay_ms=120000`);
+  expect(await py(page, `await queue.cancel_job(${JSON.stringify(cancelled)})`)).toBe(true);
+  const paused = await enqueue(page, `"POST", "/api/echo/decode", type="heavy", label="decode audio"`);
+
+  await expect(row(page, running)).toHaveAttribute("data-status", "running");
+  await expect(row(page, paused)).toHaveAttribute("data-status", "paused", { timeout: 15_000 });
+  // Progress arrives as a progress-only job-update; the row keeps its other fields.
+  await page.evaluate((id) => globalThis.__pyjobq_bridge.emit(JSON.stringify(
+    { id, status: "running", progress: 0.42, progress_note: "3 of 7 folders", progress_only: true })), running);
+
+  for (const [status, n] of Object.entries({ pending: 1, running: 1, paused: 1, done: 1, failed: 2, cancelled: 1 })) {
+    await expect(count(page, status)).toHaveText(String(n));
+  }
+  await expect(row(page, done).locator(".pill")).toHaveText("done");
+  await expect(row(page, failed)).toContainText("1 / 1");
+  await expect(row(page, failed)).toContainText("status_500");
+  await expect(row(page, failed)).toContainText("HTTP 500");
+  await expect(row(page, refused)).toContainText("status_403");
+  await expect(row(page, refused)).toContainText("1 / 5"); // a 403 fails on its first attempt
+  await expect(row(page, pending)).toContainText(/in 1 min \d+ s|in 2 min 0 s/);
+  await expect(row(page, running).locator("progress")).toHaveJSProperty("value", 0.42);
+  await expect(row(page, running)).toContainText("42%");
+  await expect(row(page, running)).toContainText("sync inbox");
+  await expect(row(page, paused)).toContainText("when fg-lock is free");
+  await expect(page.getByRole("button", { name: "Retry upload photo" })).toBeVisible();
+  await expect(page.getByRole("button", { name: "Retry export CSV" })).toBeVisible();
+  await expect(page.getByRole("button", { name: "Retry save note" })).toBeHidden();
+  await expect(page.getByRole("table", { name: /Background jobs/ })).toBeVisible();
+  await expect(page.getByRole("columnheader")).toHaveCount(7);
+
+  // The countdown ticks once a second without an update.
+  const before = await row(page, pending).locator("td").nth(3).textContent();
+  await expect(row(page, pending).locator("td").nth(3)).not.toHaveText(before || "", { timeout: 3_000 });
+
+  await shoot(page.locator("bg-jobs"), "bg-jobs-all-statuses.png");
+});
+
+test("retry: a failed job runs again and the server sees the second request", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  const page = await openTable(context, baseURL);
+  await request.post("/__control/script", { data: { key: "flaky", responses: [{ status: 500, body: { code: "server_down" } }, { status: 200, body: { ok: true } }] } });
+  const id = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/script/flaky", {"n": 1}, label="save note", max_attempts=1)
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  await expect(row(page, id)).toHaveAttribute("data-status", "failed");
+  await expect(row(page, id)).toContainText("server_down");
+  await expect(count(page, "failed")).toHaveText("1");
+
+  await page.getByRole("button", { name: "Retry save note" }).click();
+  await expect(row(page, id)).toHaveAttribute("data-status", /pending|running|done/);
+  await expect(row(page, id)).toHaveAttribute("data-status", "done", { timeout: 15_000 });
+  await expect(count(page, "failed")).toHaveText("0");
+  const log = await (await request.get("/__control/log")).json();
+  expect(log.filter((r) => r.path === "/api/script/flaky").map((r) => r.status)).toEqual([500, 200]);
+});
+
+test("delete: the row disappears and the record is gone from query_all", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  // Jobs filed in another tab show up live in this tab's table.
+  const other = await openQueuePage(context, baseURL);
+  const page = await openTable(context, baseURL);
+  const keep = await enqueue(other, `"POST", "/api/echo/a", type="a", label="keep me", delay_ms=120000`);
+  const drop = await enqueue(other, `"POST", "/api/echo/b", type="b", label="drop me", delay_ms=120000`);
+  await expect(row(page, drop)).toBeVisible();
+  await page.getByRole("button", { name: "Delete drop me" }).click();
+  await expect(row(page, drop)).toHaveCount(0);
+  await expect(row(page, keep)).toBeVisible();
+  await expect(count(page, "pending")).toHaveText("1");
+  for (const tab of [page, other]) {
+    const ids = await py(tab, `json.dumps([r["id"] for r in await queue.query_all()])`);
+    expect(ids).toEqual([keep]);
+  }
+});
+
+test("a label is text: markup in it is shown, never run", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  const page = await openTable(context, baseURL);
+  const label = "<img src=x onerror=window.xss=1>";
+  const id = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/status/403", {}, label=${JSON.stringify(label)})
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  await expect(row(page, id).locator(".job-label")).toHaveText(label);
+  await expect(page.getByRole("button", { name: `Retry ${label}` })).toBeVisible();
+  expect(await page.locator("bg-jobs img").count()).toBe(0);
+  await page.waitForTimeout(300); // an onerror would have fired by now
+  expect(await page.evaluate(() => typeof window.xss)).toBe("undefined");
+});
+
+test("keyboard: Tab reaches the buttons and Enter retries", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  const page = await openTable(context, baseURL);
+  const id = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/status/500", {}, label="send mail", max_attempts=1)
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  await expect(row(page, id)).toHaveAttribute("data-status", "failed");
+  const focused = () => page.evaluate(() => {
+    const host = document.activeElement;
+    const inner = host && host.shadowRoot && host.shadowRoot.activeElement;
+    return inner ? inner.getAttribute("aria-label") : null;
+  });
+  const seen = [];
+  for (let i = 0; i < 6 && !seen.includes("Retry send mail"); i++) {
+    await page.keyboard.press("Tab");
+    seen.push(await focused());
+  }
+  // Tab order: "Retry all", then the row's Retry and Delete.
+  expect(seen).toEqual(["Retry all failed and cancelled jobs", "Retry send mail"]);
+  await expect(page.locator("bg-jobs button.retry").nth(1)).toBeFocused();
+  await page.keyboard.press("Enter");
+  await expect(row(page, id)).not.toHaveAttribute("data-status", "failed");
+  await expect.poll(async () => (await (await request.get("/__control/log")).json())
+    .filter((r) => r.path === "/api/status/500").length).toBe(2);
+  // The row was patched in place and Retry hid itself: focus moved to the row's Delete.
+  expect(await focused()).toBe("Delete send mail");
+});
