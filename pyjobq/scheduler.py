@@ -392,6 +392,13 @@ class Scheduler:
             job.get("deleted") or job.get("status") == Status.CANCELLED.value
         ):
             self._abandon(job_id)
+        # Another tab has persistent work under way: queue up on the lease, so that if that
+        # tab goes away mid-run this one takes over (its pass recovers the running record)
+        # with no enqueue, online event or retry timer of its own to prompt it. If the
+        # other tab finishes normally, our pass finds nothing to do and ends.
+        elif not self.volatile and not job.get("volatile") and not job.get("progress_only") \
+                and job.get("status") in (Status.PENDING.value, Status.RUNNING.value):
+            self.wake()
 
     def _progress(self, msg: dict[str, Any]) -> None:
         """Progress travels in a job-update and is not stored: it is only news."""
