@@ -97,6 +97,7 @@ class Scheduler:
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
         self.volatile = volatile
         self._suspended: set[str] = set()
+        self._last_created = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -433,13 +434,19 @@ class Scheduler:
             self._link.send(make("reply", request_id=request_id, ok=True, value=value))
 
     async def _do_enqueue(self, msg: dict[str, Any]) -> int:
-        now = self._clock.now()
-        records = [NewJob.from_message(job).to_record(now) for job in msg["jobs"]]
+        jobs = [NewJob.from_message(job) for job in msg["jobs"]]
+        records = [job.to_record(self._stamp()) for job in jobs]
         await self.store.add(records)
         for record in records:
             self._publish(record)
         self.wake()
         return len(records)
+
+    def _stamp(self) -> float:
+        """A created_at that strictly increases on this scheduler, so jobs filed in one
+        millisecond still drain in filing order (lanes order by created_at, then id)."""
+        self._last_created = max(self._clock.now(), self._last_created + 0.001)
+        return self._last_created
 
     async def _do_query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
         return [

@@ -441,10 +441,6 @@ def test_a_crashed_lease_holders_run_is_recovered_by_the_next_tab() -> None:
     run(main)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "jobs filed in the same millisecond share created_at and are ordered by their random uuid4 id, "
-    "so one type's lane can run them out of filing order (spec: 'work a caller files several of in "
-    "a row still drains one after the other')"))
 def test_one_type_drains_in_filing_order_within_one_millisecond() -> None:
     async def main() -> None:
         with DeterministicIds(descending=True):  # as a uuid4 may happen to sort
