@@ -434,8 +434,11 @@ class Scheduler:
             self._link.send(make("reply", request_id=request_id, ok=True, value=value))
 
     async def _do_enqueue(self, msg: dict[str, Any]) -> int:
+        now = self._clock.now()
         jobs = [NewJob.from_message(job) for job in msg["jobs"]]
-        records = [job.to_record(self._stamp()) for job in jobs]
+        # The stamp only orders the burst; a job is due at now + delay_ms, or one filed in
+        # the same millisecond as another would wait for the clock to pass its stamp.
+        records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms) for job in jobs]
         await self.store.add(records)
         for record in records:
             self._publish(record)
