@@ -21,6 +21,8 @@ SERVICE_NAME = "job-queue"
 settings = _config.read(__name__)
 
 _side: ExecutorSide | None = None
+#: The records this tab has heard of, newest state of each, for a notebook's synchronous display.
+_known: dict[str, dict[str, Any]] = {}
 
 
 def _queue() -> ExecutorSide:
@@ -29,8 +31,27 @@ def _queue() -> ExecutorSide:
         from .runtime import start
 
         _side = start(_config.settings())
+        _side.on_update(_remember)
         _services.register(SERVICE_NAME, _side)
     return _side
+
+
+def _remember(update: JobUpdate) -> None:
+    job_id = update.get("id")
+    if not isinstance(job_id, str):
+        return
+    if update.get("deleted"):
+        _known.pop(job_id, None)
+    else:
+        _known[job_id] = {**_known.get(job_id, {}), **update}
+
+
+def _repr_html_() -> str:
+    """In a notebook, ``queue`` displays as a table of the jobs this tab knows of — every
+    record as of the last :func:`query_all`, updated live by ``job-update`` events since."""
+    from .ui import jobs_html
+
+    return jobs_html(sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"])))
 
 
 def enqueue_fetch(
@@ -147,8 +168,11 @@ def job(job_id: str) -> Job:
 
 
 async def query_all() -> list[dict[str, Any]]:
-    """Every persistent record (with ``_params``), oldest first."""
-    return await _queue().query_all()
+    """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs."""
+    records = await _queue().query_all()
+    _known.clear()
+    _known.update((r["id"], r) for r in records)
+    return records
 
 
 async def delete_job(job_id: str) -> bool:

@@ -1,0 +1,77 @@
+"""The public queue module on plain CPython (in-process scheduler on the memory adapters).
+
+Each test runs in a fresh interpreter: importing pyjobq.queue reads the names for good.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_repr_html_shows_known_jobs_escaped() -> None:
+    out = run_python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        async def send(method, path, body):
+            return Response(500 if path == "/bad" else 200, {"code": "boom"} if path == "/bad" else {})
+
+        pyjobq.configure(transport=send)
+        from pyjobq import queue
+
+        async def main():
+            ok = queue.enqueue_fetch("POST", "/ok", label="<b>save</b>")
+            bad = queue.enqueue_fetch("POST", "/bad", label="publish", max_attempts=1)
+            await ok.done, await bad.done
+            html = queue._repr_html_()
+            assert "&lt;b&gt;save&lt;/b&gt;" in html and "<b>save</b>" not in html, html
+            assert "publish" in html and "failed" in html and "boom" in html, html
+            await queue.delete_job(ok.id)
+            assert "save" not in queue._repr_html_()
+            print("ok")
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_configure_after_the_queue_is_imported_raises_and_names_the_fix() -> None:
+    out = run_python("""
+        import pyjobq
+        pyjobq.configure(db_name="app-jobs")
+        from pyjobq import queue
+        assert queue.settings.db_name == "app-jobs"
+        try:
+            pyjobq.configure(db_name="other")
+        except pyjobq.ConfigurationError as exc:
+            assert "first module your page loads" in str(exc) and "app-jobs" in str(exc)
+            print("raised")
+    """)
+    assert out.strip() == "raised"
+
+
+def test_the_queue_registers_as_the_job_queue_service() -> None:
+    out = run_python("""
+        import asyncio
+        from pyjobq import queue, services
+
+        async def main():
+            queue.wake()
+            print(services.get("job-queue") is queue._side)
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "True"
