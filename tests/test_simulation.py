@@ -16,8 +16,11 @@ terminal status. Nothing reads the wall clock, so a seed replays exactly:
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
 import random
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,6 +301,30 @@ async def simulate(seed: int) -> Sim:
     return sim
 
 
+class Watchdog:
+    """A seed that never yields the loop (a livelock on fakes that never suspend) hangs for good:
+    after ``seconds`` of wall time, print the seed, how to replay it and every stack, then exit."""
+
+    def __init__(self, seed: int, seconds: float = 60.0) -> None:
+        self._timer = threading.Timer(seconds, self._fire, args=(seed, seconds))
+        self._timer.daemon = True
+
+    @staticmethod
+    def _fire(seed: int, seconds: float) -> None:
+        sys.__stderr__.write(
+            f"\nsimulation seed {seed} hung for {seconds:.0f} s (the loop never went quiet)\n"
+            f"replay: PYJOBQ_SEED={seed} .venv/bin/python -m pytest tests/test_simulation.py -q\n")
+        faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
+        os._exit(1)
+
+    def __enter__(self) -> "Watchdog":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
 def run_seed(seed: int) -> Sim:
     sim_box: list[Sim] = []
 
@@ -307,7 +334,7 @@ def run_seed(seed: int) -> Sim:
         sim_box.append(await simulate(seed))
         assert errors == [], errors
 
-    with DeterministicIds():
+    with DeterministicIds(), Watchdog(seed):
         try:
             asyncio.run(main())
         except AssertionError as exc:
