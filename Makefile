@@ -66,8 +66,9 @@ check-core:
 demo: build
 	node scripts/demo.mjs
 
+# Full figures (minutes; a command, never a timed test). `make bench BENCH_ARGS=--smoke` for tiny sizes.
 bench: build
-	node scripts/bench.mjs
+	node scripts/bench.mjs $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache test-results playwright-report

@@ -9,6 +9,9 @@ self.onmessage = (event) => early.push(event.data);
 try {
   const { loadPyodide } = await import(params.index + "pyodide.mjs");
   const pyodide = await loadPyodide({ indexURL: params.index });
+  // Debugging hook: the worker's Pyodide, for DevTools' worker console and scripts/bench.mjs
+  // (wasm heap, live-proxy counts). Nothing in pyjobq reads it.
+  self.pyodide = pyodide;
   await pyodide.loadPackage(JSON.parse(params.packages || '["pyjobq"]'), { messageCallback: () => {} });
   self.onmessage = null;
   const main = pyodide.pyimport("pyjobq.browser.worker_main");

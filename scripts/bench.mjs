@@ -1,0 +1,406 @@
+#!/usr/bin/env node
+// pyjobq benchmarks against the floor (`make bench`; DESIGN.md "Benchmarks").
+//
+// Every figure is measured in this run beside its baseline, and printed as a ratio.
+// Drives /usr/bin/chromium (CHROMIUM_PATH) headless with the flags of playwright.config.js,
+// serving build/site with tests/server.py on a free port. Writes build/bench.json and
+// build/bench.png (an SVG chart screenshotted by the same Chromium: no network, no new deps).
+//
+//   node scripts/bench.mjs            the full sizes (1,000 jobs, 10,000 burst, 100,000 records)
+//   node scripts/bench.mjs --smoke    tiny sizes (BENCH_SMOKE=1 too): proves the harness, not speed
+//   --out DIR                         where bench.json / bench.png go (default build/)
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const require = createRequire(import.meta.url);
+const { chromium } = require("@playwright/test");
+// The same Chromium flags as the Playwright tests.
+const CHROMIUM_ARGS = require(path.join(ROOT, "playwright.config.js")).use.launchOptions.args;
+
+const argv = process.argv.slice(2);
+const SMOKE = argv.includes("--smoke") || ["1", "true", "yes"].includes(String(process.env.BENCH_SMOKE || "").toLowerCase());
+const OUT = path.resolve(ROOT, argv.includes("--out") ? argv[argv.indexOf("--out") + 1] : "build");
+const SITE = path.resolve(ROOT, process.env.BENCH_SITE || "build/site"); // BENCH_SITE: another built site
+
+const SIZES = SMOKE
+  ? { jobs: 20, burst: 50, roundTrips: 20, records: 300, small: 100, passes: 3, volatile: 20, leak: 20, loads: 1, tabs: 2 }
+  : { jobs: 1000, burst: 10000, roundTrips: 1000, records: 100000, small: 100, passes: 20, volatile: 1000, leak: 10000, loads: 3, tabs: 3 };
+
+// performance.now() is coarsened to 0.1 ms on a page that is not cross-origin isolated: a
+// round trip that reads 0 is counted as one tick in the ratios.
+const CLOCK_MS = 0.1;
+const log = (...a) => console.error("[bench]", ...a);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)]; };
+
+// ---------------------------------------------------------------- server and browser
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+    srv.on("error", reject);
+  });
+}
+
+async function startServer() {
+  const port = await freePort();
+  const py = fs.existsSync(path.join(ROOT, ".venv/bin/python")) ? path.join(ROOT, ".venv/bin/python") : "python3";
+  const proc = spawn(py, [path.join(ROOT, "tests/server.py"), "--port", String(port), "--root", SITE], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  proc.stderr.on("data", (d) => { stderr += d; });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try { if ((await fetch(`${base}/__control/log`)).ok) return { base, proc }; } catch { /* not up yet */ }
+    if (proc.exitCode !== null) break;
+    await sleep(50);
+  }
+  proc.kill();
+  throw new Error(`tests/server.py did not start on ${base}: ${stderr}`);
+}
+
+async function openBenchPage(context, base, db) {
+  const page = await context.newPage();
+  page.on("console", (m) => { if (m.type() === "error") log(`[page error] ${m.text()}`); });
+  page.on("pageerror", (e) => log(`[page exception] ${e}`));
+  await page.goto(`${base}/bench/index.html`);
+  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 120_000 });
+  // A transport answering at once: the figures measure the queue, not a network.
+  await py(page, `
+import asyncio, json, time
+import js, pyjobq
+from pyjobq.testing import Response
+
+async def transport(method, path, body):
+    return Response(200, {"ok": True})
+
+pyjobq.configure(db_name=${JSON.stringify(db)}, lock_name=${JSON.stringify(db + "-lock")},
+                 channel_name=${JSON.stringify(db)}, transport=transport)
+from pyjobq import queue
+
+async def persistent(n, types, **kw):
+    t0 = js.performance.now()
+    jobs = [queue.enqueue_fetch("POST", "/bench", {"i": i}, type=f"t{i % types}", **kw) for i in range(n)]
+    outs = await asyncio.gather(*(j.done for j in jobs))
+    ms = js.performance.now() - t0
+    return json.dumps({"ms": ms, "jobs_per_s": n / ms * 1000, "not_done": sum(o.status != "done" for o in outs)})
+
+async def in_batches(total, batch, types):
+    # Enqueued a batch at a time, so a long run stays a steady state rather than one backlog.
+    not_done = 0
+    for _ in range(max(1, total // batch)):
+        not_done += json.loads(await persistent(batch, types))["not_done"]
+    return json.dumps({"not_done": not_done})
+
+async def burst(n):
+    t0 = js.performance.now()
+    jobs = [queue.enqueue_fetch("POST", "/bench", {"i": i}, delay_ms=3_600_000) for i in range(n)]
+    await asyncio.gather(*(j.stored for j in jobs))
+    return json.dumps({"ms": js.performance.now() - t0})
+
+async def one_job():
+    t0 = js.performance.now()
+    out = await queue.enqueue_fetch("POST", "/bench", None, type="probe").done
+    return json.dumps({"ms": js.performance.now() - t0, "status": out.status})
+
+async def noop(signal):
+    return None
+
+async def volatile(n):
+    t0 = js.performance.now()
+    jobs = [queue.enqueue(noop) for _ in range(n)]
+    outs = await asyncio.gather(*(j.done for j in jobs))
+    ms = js.performance.now() - t0
+    return json.dumps({"ms": ms, "jobs_per_s": n / ms * 1000, "not_done": sum(o.status != "done" for o in outs)})
+
+async def bare_noop():
+    return None
+
+async def bare_tasks(n):
+    # One lane runs its jobs one after another: so do these tasks.
+    t0 = js.performance.now()
+    for _ in range(n):
+        await asyncio.ensure_future(bare_noop())
+    ms = js.performance.now() - t0
+    return json.dumps({"ms": ms, "jobs_per_s": n / ms * 1000})
+"ok"
+`);
+  // Start the queue (and its worker) with one job, so later figures exclude the load.
+  const first = await py(page, "await one_job()");
+  if (first.status !== "done") throw new Error(`the warm-up job ended ${first.status}`);
+  return page;
+}
+
+const py = (page, code) => page.evaluate((c) => window.py(c), code);
+const bench = (page, fn, ...args) => page.evaluate(([f, a]) => window.bench[f](...a), [fn, args]);
+
+// ---------------------------------------------------------------- memory of the browser's processes
+
+function descendants(rootPid) {
+  const children = new Map();
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(name));
+    } catch { /* gone */ }
+  }
+  const out = [];
+  const walk = (pid) => { out.push(pid); for (const c of children.get(pid) || []) walk(c); };
+  walk(rootPid);
+  return out;
+}
+
+/** Proportional set size (MB) of this script's Chromium and all its processes; null off Linux. */
+function browserPssMB() {
+  if (!fs.existsSync("/proc/self/smaps_rollup")) return null;
+  let kb = 0;
+  for (const pid of descendants(process.pid)) {
+    let cmd = "";
+    try { cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8"); } catch { continue; }
+    if (!/chrom/i.test(cmd.split("\0")[0])) continue;
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"));
+      if (m) kb += Number(m[1]);
+    } catch { /* gone */ }
+  }
+  return kb / 1024;
+}
+
+// ---------------------------------------------------------------- the figures
+
+async function measure(browser, base, stamp) {
+  const r = {};
+  const ctx = await browser.newContext();
+
+  // Persistent throughput, handshake, volatile, leaks: one page, one queue.
+  log("page A: persistent throughput");
+  const a = await openBenchPage(ctx, base, `bench-a-${stamp}`);
+  const floor1 = await bench(a, "floorJobs", SIZES.jobs, `bench-floor-${stamp}`);
+  await bench(a, "ask", { cmd: "trace" }); // clear
+  r.one_type = await py(a, `await persistent(${SIZES.jobs}, 1)`);
+  r.handshake = await bench(a, "handshakes");
+  r.round_trip = await bench(a, "roundTrips", SIZES.roundTrips);
+  r.four_types = await py(a, `await persistent(${SIZES.jobs}, 4)`);
+  const floor2 = await bench(a, "floorJobs", SIZES.jobs, `bench-floor-${stamp}`);
+  r.floor = { runs: [floor1.jobs_per_s, floor2.jobs_per_s], jobs_per_s: (floor1.jobs_per_s + floor2.jobs_per_s) / 2 };
+
+  log("page A: volatile");
+  r.bare_tasks = await py(a, `await bare_tasks(${SIZES.volatile})`);
+  r.volatile = await py(a, `await volatile(${SIZES.volatile})`);
+
+  log(`page A: memory across ${SIZES.leak} jobs`);
+  await py(a, `await persistent(${Math.min(100, SIZES.leak)}, 1)`); // warm
+  const before = { page: await bench(a, "pageMemory", { trackProxies: true }), worker: await bench(a, "ask", { cmd: "memory", track: true }) };
+  const leak = await py(a, `await in_batches(${SIZES.leak}, ${Math.min(100, SIZES.leak)}, 4)`);
+  await sleep(200);
+  const after = { page: await bench(a, "pageMemory"), worker: await bench(a, "ask", { cmd: "memory" }) };
+  r.memory = { jobs: SIZES.leak, not_done: leak.not_done, before, after };
+  await a.close();
+
+  log("page B: enqueue burst");
+  const b = await openBenchPage(ctx, base, `bench-b-${stamp}`);
+  r.raw_put = await bench(b, "rawPut", SIZES.burst, `bench-raw-${stamp}`);
+  r.burst = await py(b, `await burst(${SIZES.burst})`);
+  await b.close();
+
+  log("page C: a pass among 100 records, then among many");
+  const c = await openBenchPage(ctx, base, `bench-c-${stamp}`);
+  const passes = async () => {
+    const xs = [];
+    for (let i = 0; i < SIZES.passes; i++) xs.push((await py(c, "await one_job()")).ms);
+    return { ms: median(xs), runs: xs };
+  };
+  const db = `bench-c-${stamp}`;
+  // Mostly done, a few pending (waiting out a backoff) and failed: 100 in all (the probe
+  // jobs already there count as done).
+  await bench(c, "seed", db, { done: SIZES.small - 11, pending: 5, failed: 5, prefix: "small" });
+  await passes(); // warm
+  r.pass_small = { ...(await passes()), records: await bench(c, "seed", db, {}) };
+  await bench(c, "seed", db, { done: SIZES.records - SIZES.small - 10, pending: 5, failed: 5, prefix: "large" });
+  r.pass_large = { ...(await passes()), records: await bench(c, "seed", db, {}) };
+  await c.close();
+  await ctx.close();
+
+  log("page load -> first job, against bare loadPyodide (fresh context each)");
+  const loads = { first_job: [], bare: [] };
+  for (let i = 0; i < SIZES.loads; i++) {
+    for (const [key, url] of [["bare", "bare-load.html"], ["first_job", "first-job.html"]]) {
+      const lc = await browser.newContext();
+      const p = await lc.newPage();
+      await p.goto(`${base}/bench/${url}`);
+      await p.waitForFunction(() => window.benchResult, null, { timeout: 120_000 });
+      const res = await p.evaluate(() => window.benchResult);
+      if (res.status !== "done") throw new Error(`${url}: ${res.status}`);
+      loads[key].push(res.ms);
+      await lc.close();
+    }
+  }
+  r.first_job = { ms: median(loads.first_job), runs: loads.first_job };
+  r.bare_load = { ms: median(loads.bare), runs: loads.bare };
+
+  log(`tabs: memory of ${SIZES.tabs} tabs`);
+  const tc = await browser.newContext();
+  await sleep(500);
+  const pss = [browserPssMB()];
+  const tabs = [];
+  for (let i = 0; i < SIZES.tabs; i++) {
+    tabs.push(await openBenchPage(tc, base, `bench-tabs-${stamp}`));
+    await sleep(1000);
+    pss.push(browserPssMB());
+  }
+  const workerPyodides = [];
+  for (const t of tabs) workerPyodides.push((await bench(t, "ask", { cmd: "memory" })).error ? 0 : 1);
+  r.tabs = { pss_mb: pss, worker_pyodides: workerPyodides };
+  await tc.close();
+  return r;
+}
+
+// ---------------------------------------------------------------- the table
+
+function rows(r) {
+  const ratio = (x, y) => x / y;
+  const m = r.memory;
+  const live = m.after.page.live_proxies + m.after.worker.live_proxies;
+  const pss = r.tabs.pss_mb;
+  const firstTab = pss[0] == null ? NaN : pss[1] - pss[0];
+  const extra = pss[0] == null ? NaN : (pss[pss.length - 1] - pss[1]) / (pss.length - 2);
+  const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "n/a");
+  return [
+    { key: "one_type", figure: `persistent jobs/s, one type, ${SIZES.jobs} jobs`, value: r.one_type.jobs_per_s, unit: "jobs/s",
+      baseline: "raw-JS floor (3 readwrite tx + 1 worker round trip per job)", base: r.floor.jobs_per_s,
+      ratio: ratio(r.one_type.jobs_per_s, r.floor.jobs_per_s), target: [">=", 0.5] },
+    { key: "four_types", figure: `persistent jobs/s, four types, ${SIZES.jobs} jobs`, value: r.four_types.jobs_per_s, unit: "jobs/s",
+      baseline: "the same floor", base: r.floor.jobs_per_s,
+      ratio: ratio(r.four_types.jobs_per_s, r.floor.jobs_per_s), target: [">=", 1.0] },
+    { key: "burst", figure: `enqueue_fetch x${SIZES.burst} burst, until stored`, value: r.burst.ms, unit: "ms",
+      baseline: `raw-JS put of ${SIZES.burst} records in one tx`, base: r.raw_put.ms,
+      ratio: ratio(r.burst.ms, r.raw_put.ms), target: ["<=", 3] },
+    { key: "handshake_p50", figure: "run -> run_started handshake, p50", value: r.handshake.p50, unit: "ms",
+      baseline: "raw-JS worker round trip, p50", base: r.round_trip.p50,
+      ratio: ratio(r.handshake.p50, Math.max(r.round_trip.p50, CLOCK_MS)), target: ["abs<=", 1], absolute: r.handshake.p50 },
+    { key: "handshake_p99", figure: "run -> run_started handshake, p99", value: r.handshake.p99, unit: "ms",
+      baseline: "raw-JS worker round trip, p99", base: r.round_trip.p99,
+      ratio: ratio(r.handshake.p99, Math.max(r.round_trip.p99, CLOCK_MS)), target: null },
+    { key: "first_job", figure: "page load -> first persistent job done", value: r.first_job.ms, unit: "ms",
+      baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load.ms,
+      ratio: ratio(r.first_job.ms, r.bare_load.ms), target: ["<=", 1.2] },
+    { key: "volatile", figure: `volatile no-op jobs/s, ${SIZES.volatile} jobs`, value: r.volatile.jobs_per_s, unit: "jobs/s",
+      baseline: "bare asyncio tasks, one after another", base: r.bare_tasks.jobs_per_s,
+      ratio: ratio(r.volatile.jobs_per_s, r.bare_tasks.jobs_per_s), target: [">=", 0.3] },
+    { key: "pass", figure: `one pass (enqueue -> done) among ${r.pass_large.records} records`, value: r.pass_large.ms, unit: "ms",
+      baseline: `the same among ${r.pass_small.records} records`, base: r.pass_small.ms,
+      ratio: ratio(r.pass_large.ms, r.pass_small.ms), target: ["<=", 1.5] },
+    { key: "wasm_heap_page", figure: `page wasm heap after ${m.jobs} jobs`, value: m.after.page.wasm_heap / 2 ** 20, unit: "MiB",
+      baseline: "before", base: m.before.page.wasm_heap / 2 ** 20,
+      ratio: ratio(m.after.page.wasm_heap, m.before.page.wasm_heap), target: ["<=", 1.0] },
+    { key: "wasm_heap_worker", figure: `worker wasm heap after ${m.jobs} jobs`, value: m.after.worker.wasm_heap / 2 ** 20, unit: "MiB",
+      baseline: "before", base: m.before.worker.wasm_heap / 2 ** 20,
+      ratio: ratio(m.after.worker.wasm_heap, m.before.worker.wasm_heap), target: ["<=", 1.0] },
+    { key: "py_objects", figure: `live Python objects (page + worker) after ${m.jobs} jobs`,
+      value: m.after.page.py_objects + m.after.worker.py_objects, unit: "objects",
+      baseline: "before", base: m.before.page.py_objects + m.before.worker.py_objects,
+      ratio: ratio(m.after.page.py_objects + m.after.worker.py_objects, m.before.page.py_objects + m.before.worker.py_objects),
+      target: null },
+    { key: "proxies", figure: `PyProxies made during ${m.jobs} jobs, still live (page + worker)`, value: live, unit: "proxies",
+      baseline: "0 tracked before (ratio: per job)", base: 0, ratio: live / m.jobs, target: ["<=", 0],
+      note: `page ${m.after.page.live_proxies}, worker ${m.after.worker.live_proxies}` },
+    { key: "tab_memory", figure: `memory of each extra tab (${pss.length - 2} extra)`, value: extra, unit: "MB PSS",
+      baseline: "the first tab", base: firstTab, ratio: ratio(extra, firstTab), target: ["<=", 0.6],
+      note: `a waiting tab's worker loaded Pyodide: ${r.tabs.worker_pyodides.slice(1).every(Boolean) ? "yes" : "no"}` },
+  ].map((row) => {
+    const [op, t] = row.target || [];
+    const x = op === "abs<=" ? row.absolute : row.ratio;
+    row.met = !row.target ? null : op === ">=" ? x >= t : x <= t + 1e-9;
+    row.value_s = fmt(row.value, row.unit === "ms" && row.value < 10 ? 3 : row.unit === "MiB" ? 1 : 0);
+    row.base_s = fmt(row.base, row.unit === "ms" && row.base < 10 ? 3 : row.unit === "MiB" ? 1 : 0);
+    return row;
+  });
+}
+
+function table(rs) {
+  const head = ["figure", "value", "baseline", "base", "ratio", "target", "met"];
+  const lines = rs.map((x) => [
+    x.figure, `${x.value_s} ${x.unit}`, x.baseline, `${x.base_s} ${x.unit}`,
+    Number.isFinite(x.ratio) ? x.ratio.toFixed(x.key === "proxies" ? 4 : 2) : "n/a",
+    !x.target ? "-" : x.target[0] === "abs<=" ? `<= ${x.target[1]} ms` : `${x.target[0]} ${x.target[1]}x`,
+    x.met === null ? "-" : x.met ? "yes" : "NO",
+  ]);
+  const w = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const row = (cells) => "| " + cells.map((c, i) => c.padEnd(w[i])).join(" | ") + " |";
+  return [row(head), "|" + w.map((n) => "-".repeat(n + 2)).join("|") + "|", ...lines.map(row)].join("\n");
+}
+
+function chartSvg(rs, meta) {
+  const W = 900, rowH = 34, left = 330, right = 60, top = 50;
+  const H = top + rs.length * rowH + 40;
+  const lg = (x) => Math.log10(Math.max(1e-3, Math.min(1e3, x)));
+  const lo = -2, hi = 2; // 0.01x .. 100x
+  const X = (x) => left + ((lg(x) - lo) / (hi - lo)) * (W - left - right);
+  const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;");
+  let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`;
+  svg += `<rect width="100%" height="100%" fill="white"/>`;
+  svg += `<text x="10" y="20" font-size="15" font-weight="bold">pyjobq against its baselines (ratio, log scale)${meta.smoke ? " — SMOKE sizes" : ""}</text>`;
+  svg += `<text x="10" y="38" fill="#555">${esc(meta.machine)}</text>`;
+  for (const t of [0.01, 0.1, 0.3, 1, 3, 10, 100]) {
+    svg += `<line x1="${X(t)}" x2="${X(t)}" y1="${top}" y2="${H - 30}" stroke="#ddd"/>`;
+    svg += `<text x="${X(t)}" y="${H - 14}" text-anchor="middle" fill="#555">${t}x</text>`;
+  }
+  rs.forEach((x, i) => {
+    const y = top + i * rowH;
+    const r = x.key === "proxies" ? 1 + x.ratio : x.ratio; // proxies: 1 + leaked per job
+    const color = x.met === null ? "#888" : x.met ? "#2a8a3a" : "#c0392b";
+    svg += `<text x="${left - 8}" y="${y + 20}" text-anchor="end">${esc(x.figure.slice(0, 52))}</text>`;
+    svg += `<rect x="${X(1)}" y="${y + 8}" width="${Math.max(1, Math.abs(X(r) - X(1)))}" height="18" fill="${color}" transform="${r < 1 ? `translate(${X(r) - X(1)},0)` : ""}"/>`;
+    if (x.target && x.target[0] !== "abs<=") {
+      const tx = X(x.key === "proxies" ? 1 : x.target[1]);
+      svg += `<line x1="${tx}" x2="${tx}" y1="${y + 4}" y2="${y + 30}" stroke="black" stroke-width="2" stroke-dasharray="3,2"/>`;
+    }
+    svg += `<text x="${Math.min(W - 40, Math.max(X(r), X(1)) + 4)}" y="${y + 21}" fill="#222">${Number.isFinite(x.ratio) ? x.ratio.toFixed(2) : "n/a"}</text>`;
+  });
+  return svg + "</svg>";
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  if (!fs.existsSync(path.join(SITE, "bench", "index.html"))) throw new Error("build/site/bench is missing: run `make build`");
+  const { base, proc } = await startServer();
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS,
+  });
+  try {
+    const info = JSON.parse(fs.readFileSync(path.join(SITE, "build-info.json"), "utf8"));
+    const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model?.trim() || "?"}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ` +
+      `Chromium ${browser.version()}, Pyodide ${info.pyodide}, load avg ${os.loadavg()[0].toFixed(1)}`;
+    log(`${SMOKE ? "SMOKE sizes" : "full sizes"}; ${machine}`);
+    const t0 = Date.now();
+    const raw = await measure(browser, base, Date.now().toString(36));
+    const rs = rows(raw);
+    const meta = { smoke: SMOKE, sizes: SIZES, machine, load_after: os.loadavg()[0], seconds: (Date.now() - t0) / 1000, date: new Date().toISOString() };
+    fs.mkdirSync(OUT, { recursive: true });
+    fs.writeFileSync(path.join(OUT, "bench.json"), JSON.stringify({ meta, rows: rs, raw }, null, 1) + "\n");
+    const page = await browser.newPage({ viewport: { width: 900, height: 600 } });
+    await page.setContent(`<body style="margin:0">${chartSvg(rs, meta)}</body>`);
+    await page.locator("svg").screenshot({ path: path.join(OUT, "bench.png") });
+    await page.close();
+    console.log(`pyjobq bench${SMOKE ? " (SMOKE sizes: not figures)" : ""} — ${machine}`);
+    console.log(table(rs));
+    console.log(`wrote ${path.relative(process.cwd(), path.join(OUT, "bench.json"))} and bench.png in ${meta.seconds.toFixed(0)} s`);
+  } finally {
+    await browser.close();
+    proc.kill();
+  }
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,41 @@
+// pyjobq's IndexedDB schema (pyjobq/browser/idb.py), restated in JS for the raw baselines
+// and for seeding: database version 1, store "jobs" keyed on id, four indexes.
+export const INDEXES = {
+  by_status: "status",
+  by_group: "group",
+  by_group_status: ["group", "status"],
+  by_next_retry: "next_retry_at",
+};
+
+export function openDb(name) {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(name, 1);
+    req.onupgradeneeded = () => {
+      const store = req.result.createObjectStore("jobs", { keyPath: "id" });
+      for (const [index, keyPath] of Object.entries(INDEXES)) store.createIndex(index, keyPath);
+    };
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+export function txDone(tx) {
+  return new Promise((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(tx.error);
+  });
+}
+
+/** A record shaped like JobRecord.to_dict() after to_js (None fields are absent). */
+export function record(id, status, { type = "bench", now = Date.now(), nextRetryAt } = {}) {
+  const r = {
+    id, type, status, attempts: status === "pending" ? 0 : 1, max_attempts: 5,
+    created_at: now, updated_at: now, _reconstructor: "fetch",
+    _params: { method: "POST", path: "/bench", body: { n: 1 } }, given_back: 0,
+  };
+  if (status === "pending") r.next_retry_at = nextRetryAt ?? now;
+  if (status === "done") { r.result = { ok: true }; r.http_status = 200; }
+  if (status === "failed") { r.error = "HTTPError: POST /bench answered 500"; r.http_status = 500; }
+  return r;
+}
