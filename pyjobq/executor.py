@@ -56,6 +56,12 @@ def report_progress(fraction: float, note: str | None = None) -> None:
                    note=None if note is None else str(note)))
 
 
+def current_job_id() -> str | None:
+    """From inside an executor: the id of the job it runs; None outside one."""
+    current = _current_run.get()
+    return None if current is None else current[2]
+
+
 class JobUpdate(dict):  # type: ignore[type-arg]
     """A ``job-update``: the record's fields (no ``_params``), as a dict with attribute access."""
 

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from .core.ports import LockStolen, Message, Unsubscribe
-from .core.records import JobRecord
+from .core.records import DueKey, JobRecord
 from .core.status import Status
+
+
+#: Statuses whose ``next_retry_at`` means "not before": pending, and a running lease.
+_TIMED = ("pending", "running")
 
 
 def _copy(value: Any) -> Any:
@@ -90,9 +94,19 @@ class MemoryStore:
             if r.get("status") == "pending" and r.get("next_retry_at") is not None and r["next_retry_at"] <= now
         )
 
-    async def next_due_at(self) -> float | None:
+    async def due_keys(self, now: float) -> list[DueKey]:
+        keys = [
+            DueKey(r["id"], r["type"], r["created_at"], Status(r["status"]))
+            for r in self._rows.values()
+            if r.get("status") in _TIMED and r.get("next_retry_at") is not None and r["next_retry_at"] <= now
+        ]
+        keys.sort(key=lambda k: (k.created_at, k.id))
+        return keys
+
+    async def next_due_at(self, after: float | None = None) -> float | None:
         times = [r["next_retry_at"] for r in self._rows.values()
-                 if r.get("status") == "pending" and r.get("next_retry_at") is not None]
+                 if r.get("status") in _TIMED and r.get("next_retry_at") is not None
+                 and (after is None or r["next_retry_at"] > after)]
         return min(times) if times else None
 
     async def all(self) -> list[JobRecord]:

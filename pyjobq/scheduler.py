@@ -19,6 +19,13 @@ then waits for a ``run_result``, a wake or the retry timer. It ends only once
 nothing is in flight and nothing is due, so recovery never races this page's
 own runs. After a pass one timer is armed for the soonest ``next_retry_at``.
 
+The outbox mode (:class:`pyjobq.outbox.Outbox`) is this same loop with three
+options: ``lease_ms`` makes claims leases (``next_retry_at`` on the running
+record) instead of relying on recovery under a common lock, so processors that
+share a store but no lock reclaim a lease that ran out as due work;
+``on_success="delete"`` removes a record once done; and ``backoff`` takes the
+outbox's ladder. The defaults are the job queue's.
+
 The scheduler never runs user code: it posts ``run`` and the page answers
 ``run_started`` then ``run_result``. Only the handshake is timed.
 
@@ -73,7 +80,26 @@ class Scheduler:
         random: Callable[[], float] = _random.random,
         is_online: Callable[[], bool] = lambda: True,
         volatile: bool = False,
+        lease_ms: float | None = None,
+        on_success: str = "keep",
+        backoff: Callable[[int], float] | None = None,
     ) -> None:
+        """The job queue's engine; the keyword options after ``volatile`` select the outbox mode.
+
+        Args:
+            lease_ms: None (the job queue): a running record is freed by lock-based
+                recovery inside the processor lease. A number: claims are leases of
+                that length and a running record whose lease ran out is claimable
+                again — for stores shared by processors that hold no common lock
+                (the outbox). Lock-based recovery is then off.
+            on_success: ``"keep"`` (the job queue) stores a ``done`` record;
+                ``"delete"`` removes it once done has been published (the outbox).
+            backoff: the retry ladder; default :func:`~pyjobq.core.backoff.make_backoff`.
+        """
+        if on_success not in ("keep", "delete"):
+            raise ValueError(f"on_success must be 'keep' or 'delete', got {on_success!r}")
+        if lease_ms is not None and not lease_ms > 0:
+            raise ValueError(f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
         self.store = store
         self._locks = locks
         self._channel = channel
@@ -83,7 +109,9 @@ class Scheduler:
         self.source = source
         self._yields = dict(yields or {})
         self._handshake_ms = handshake_timeout_ms
-        self._backoff = make_backoff(random)
+        self._backoff = backoff if backoff is not None else make_backoff(random)
+        self._lease_ms = lease_ms
+        self._on_success = on_success
         self._is_online = is_online
         self._in_flight: dict[str, _InFlight] = {}
         self._kick = asyncio.Event()
@@ -172,7 +200,9 @@ class Scheduler:
         while not self._stopped:
             self._kick.clear()
             self._wanted = False
-            await self._recover()
+            if self._lease_ms is None:
+                # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
+                await self._recover()
             await self._unpark_free()
             progressed = await self._start_ready()
             if not self._in_flight and not progressed:
@@ -208,7 +238,8 @@ class Scheduler:
     async def _start_ready(self) -> bool:
         now = self._clock.now()
         busy = {flight.type for flight in self._in_flight.values()}
-        picks = lanes.pick(await self.store.due(now), busy)
+        due = [k for k in await self.store.due_keys(now) if k.id not in self._in_flight]
+        picks = lanes.pick(due, busy, leases=self._lease_ms is not None)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
@@ -231,17 +262,28 @@ class Scheduler:
                 self._watch(yield_lock)
                 progressed = True
                 continue
-            claimed = await self.store.update(
-                record.id,
-                lambda cur: policy.claim(cur, now, self.source) if cur.status is Status.PENDING else None,
-            )
-            if claimed is None or claimed.status is Status.PENDING:
+            took: list[bool] = []
+            claimed = await self.store.update(record.id, lambda cur: self._claim(cur, now, took))
+            if claimed is None or not took:
                 continue  # deleted or changed by another tab meanwhile
             progressed = True
             self._publish(claimed)
             if claimed.status is Status.RUNNING:
                 self._hand_off(claimed)
         return progressed
+
+    def _claim(self, cur: JobRecord, now: float, took: list[bool]) -> JobRecord | None:
+        """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
+        if cur.id in self._in_flight:
+            return None
+        if cur.status is Status.PENDING:
+            took.append(True)
+            return policy.claim(cur, now, self.source, self._lease_ms)
+        if (self._lease_ms is not None and cur.status is Status.RUNNING
+                and cur.next_retry_at is not None and cur.next_retry_at <= now):
+            took.append(True)
+            return policy.reclaim(cur, now, self.source, self._lease_ms)
+        return None
 
     def _hand_off(self, record: JobRecord) -> None:
         flight = _InFlight(record.id, record.type)
@@ -264,7 +306,10 @@ class Scheduler:
             self._retry_timer = None
         if self._stopped:
             return
-        due_at = await self.store.next_due_at()
+        # While runs are in flight, work already due is waiting for its lane and the
+        # run's result wakes the loop; a timer for it would fire at once, again and again.
+        after = self._clock.now() if self._in_flight else None
+        due_at = await self.store.next_due_at(after)
         if due_at is not None:
             self._retry_timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self.wake)
 
@@ -340,14 +385,22 @@ class Scheduler:
         online = self._is_online()
         suspended = outcome.interrupted and flight.type in self._suspended
 
+        applied: list[bool] = []
+
         def change(cur: JobRecord) -> JobRecord | None:
             if cur.status is not Status.RUNNING or cur.owner != self.source:
                 return None
+            applied.append(True)
             return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
                                  held_yield_lock=held_lock, suspended=suspended)
 
         try:
-            self._publish(await self.store.update(job_id, change))
+            settled = await self.store.update(job_id, change)
+            self._publish(settled)
+            if self._on_success == "delete" and applied and settled is not None and settled.status is Status.DONE:
+                # Done was published first, so whoever waits on the job sees it succeed.
+                await self.store.delete_many([job_id])
+                self._publish(settled, deleted=True)
         finally:
             self._in_flight.pop(job_id, None)
             if flight.settled is not None and not flight.settled.done():

@@ -165,6 +165,38 @@ async def check_next_due_at(store: Any) -> None:
     assert await store.next_due_at() == T0 + 20
 
 
+async def check_due_keys_pending_and_ran_out_leases_oldest_first(store: Any) -> None:
+    assert await store.due_keys(T0) == []
+    await store.add([
+        make_record("late", created_at=T0, next_retry_at=T0 + 100),
+        make_record("b", created_at=T0 + 2, next_retry_at=T0 + 50, type="u"),
+        make_record("a", created_at=T0 + 1, next_retry_at=T0 + 10),
+        make_record("lease", created_at=T0 + 3, status="running", owner="gone", next_retry_at=T0 + 60),
+        make_record("held", created_at=T0, status="running", owner="tab", next_retry_at=T0 + 500),
+        make_record("locked", created_at=T0, status="running", owner="tab"),
+        make_record("done", created_at=T0, status="done"),
+        make_record("failed", created_at=T0, status="failed"),
+    ])
+    keys = await store.due_keys(T0 + 60)
+    assert [(k.id, k.type, k.created_at, k.status) for k in keys] == [
+        ("a", "t", T0 + 1, Status.PENDING), ("b", "u", T0 + 2, Status.PENDING),
+        ("lease", "t", T0 + 3, Status.RUNNING),
+    ]
+    assert [k.id for k in await store.due_keys(T0 + 1000)] == ["held", "late", "a", "b", "lease"]
+
+
+async def check_next_due_at_counts_leases_and_skips_up_to_after(store: Any) -> None:
+    await store.add([
+        make_record("p", next_retry_at=T0 + 20),
+        make_record("lease", status="running", owner="tab", next_retry_at=T0 + 10),
+        make_record("q", next_retry_at=T0 + 30),
+    ])
+    assert await store.next_due_at() == T0 + 10
+    assert await store.next_due_at(after=T0 + 10) == T0 + 20
+    assert await store.next_due_at(after=T0 + 25) == T0 + 30
+    assert await store.next_due_at(after=T0 + 30) is None
+
+
 async def check_all_oldest_first(store: Any) -> None:
     assert await store.all() == []
     await store.add([make_record("c", created_at=T0 + 1), make_record("b", created_at=T0 + 1),
@@ -208,6 +240,8 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_by_group_oldest_first,
     check_due_only_pending_ready_oldest_first,
     check_next_due_at,
+    check_due_keys_pending_and_ran_out_leases_oldest_first,
+    check_next_due_at_counts_leases_and_skips_up_to_after,
     check_all_oldest_first,
     check_returned_records_are_copies,
     check_record_round_trips_every_field,

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
 
-from ..core.records import JobRecord, RecordError
+from ..core.records import DueKey, JobRecord, RecordError
 from ..core.status import Status
 from ..errors import PyjobqError
 
@@ -271,11 +271,36 @@ class IndexedDBStore:
         records = await self._get_all("by_next_retry", js.IDBKeyRange.upperBound(now), "due")
         return [r for r in records if r.status is Status.PENDING]
 
-    async def next_due_at(self) -> float | None:
+    async def due_keys(self, now: float) -> list[DueKey]:
+        t = await self._tx("readonly", "due_keys")
+        keys: list[DueKey] = []
+
+        # A value cursor over the index, reading four fields through the proxy:
+        # the payload stays in JavaScript, never decoded into Python.
+        def step(cursor: Any) -> None:
+            if cursor is None:
+                return
+            value = cursor.value
+            if value.status in ("pending", "running"):
+                keys.append(DueKey(str(cursor.primaryKey), str(value.type), float(value.created_at),
+                                   Status(value.status)))
+            cursor.continue_()  # fires the same request's success event again
+
+        cursor_request = t.store.index("by_next_retry").openCursor(js.IDBKeyRange.upperBound(now))
+        t.then(cursor_request, step)
+        await t
+        keys.sort(key=lambda k: (k.created_at, k.id))
+        return keys
+
+    async def next_due_at(self, after: float | None = None) -> float | None:
         t = await self._tx("readonly", "next_due_at")
         first: list[Any] = []
-        # The index is ordered by next_retry_at: its first key is the soonest.
-        t.then(t.store.index("by_next_retry").openKeyCursor(), lambda c: first.append(c.key if c else None))
+        # The index is ordered by next_retry_at: its first key (past ``after``) is the soonest.
+        # Only pending records and running leases carry next_retry_at (see records.py).
+        query = None if after is None else js.IDBKeyRange.lowerBound(after, True)
+        index = t.store.index("by_next_retry")
+        request = index.openKeyCursor() if query is None else index.openKeyCursor(query)
+        t.then(request, lambda c: first.append(c.key if c else None))
         await t
         return float(first[0]) if first and first[0] is not None else None
 

@@ -8,21 +8,28 @@ database, one processor lease and one retry ladder — the lanes live inside the
 
 from __future__ import annotations
 
-from typing import Collection, Iterable, Mapping
+from typing import Collection, Iterable, Mapping, TypeVar
 
-from .records import JobRecord
+from .records import DueKey, JobRecord
 from .status import Status
 
+R = TypeVar("R", JobRecord, DueKey)
 
-def order_key(record: JobRecord) -> tuple[float, str]:
+
+def order_key(record: JobRecord | DueKey) -> tuple[float, str]:
     return (record.created_at, record.id)
 
 
-def pick(due: Iterable[JobRecord], busy_types: Collection[str]) -> list[JobRecord]:
-    """The oldest due pending job of every type not in ``busy_types``, oldest first."""
-    oldest: dict[str, JobRecord] = {}
+def pick(due: Iterable[R], busy_types: Collection[str], *, leases: bool = False) -> list[R]:
+    """The oldest due pending job of every type not in ``busy_types``, oldest first.
+
+    With ``leases`` a due *running* record counts too: the store lists a running
+    record as due only once its lease has run out, so it is claimable again.
+    """
+    claimable = (Status.PENDING, Status.RUNNING) if leases else (Status.PENDING,)
+    oldest: dict[str, R] = {}
     for record in due:
-        if record.status is not Status.PENDING or record.type in busy_types:
+        if record.status not in claimable or record.type in busy_types:
             continue
         held = oldest.get(record.type)
         if held is None or order_key(record) < order_key(held):

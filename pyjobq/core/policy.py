@@ -26,7 +26,7 @@ Every function here returns a new record; none performs I/O.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from .records import JobRecord, RunResult
 from .status import Event, Status, apply
@@ -50,15 +50,33 @@ def _move(record: JobRecord, event: Event, now: float, **changes: object) -> Job
     return record.evolve(status=status, updated_at=now, **changes)
 
 
-def claim(record: JobRecord, now: float, owner: str) -> JobRecord:
-    """Hand a pending job to a page: running with one more attempt, or failed if none is left."""
+def claim(record: JobRecord, now: float, owner: str, lease_ms: float | None = None) -> JobRecord:
+    """Hand a pending job to a page: running with one more attempt, or failed if none is left.
+
+    With ``lease_ms`` the claim is a lease (the outbox's ``reservedTo``): the running
+    record's ``next_retry_at`` is ``now + lease_ms``, after which :func:`reclaim` may
+    take it. Without, the job queue's lock-based :func:`recover` is what frees it.
+    """
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
             error=f"no attempts left ({record.attempts} of {record.max_attempts} spent)",
             code=record.code or "attempts_exhausted",
         )
-    return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner)
+    lease = None if lease_ms is None else now + lease_ms
+    return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner, next_retry_at=lease)
+
+
+def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRecord:
+    """A running record whose lease ran out, claimed again in one write.
+
+    Its holder is presumed gone, so this is :func:`recover` (the dead run spent its
+    attempt; failed at the ceiling) followed by :func:`claim` under a new lease.
+    """
+    recovered = recover(record, now)
+    if recovered.status is not Status.PENDING:
+        return recovered
+    return claim(recovered, now, owner, lease_ms)
 
 
 def settle(
@@ -125,6 +143,24 @@ def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> 
 
 def cancel(record: JobRecord, now: float) -> JobRecord:
     return _move(record, Event.CANCEL, now, error="cancelled", code="cancelled")
+
+
+def prunable(
+    failed: Sequence[JobRecord], now: float, *, max_age_ms: float | None, max_count: int | None
+) -> list[str]:
+    """Ids of failed records to delete: older than ``max_age_ms``, and the oldest beyond ``max_count``.
+
+    The job queue never calls this — it keeps failed records until ``delete_job``
+    (spec: "Startup and cleanup"). It is the outbox's ``prune`` option.
+    """
+    ordered = sorted((r for r in failed if r.status is Status.FAILED), key=lambda r: (r.updated_at, r.id))
+    doomed: list[str] = []
+    if max_age_ms is not None:
+        doomed = [r.id for r in ordered if r.updated_at < now - max_age_ms]
+    kept = [r for r in ordered if r.id not in set(doomed)]
+    if max_count is not None and len(kept) > max_count:
+        doomed += [r.id for r in kept[: len(kept) - max_count]]
+    return doomed
 
 
 def revive(record: JobRecord, now: float) -> JobRecord:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from .records import JobRecord
+from .records import DueKey, JobRecord
 
 Message = dict[str, Any]
 Unsubscribe = Callable[[], None]
@@ -55,8 +55,22 @@ class Store(Protocol):
     async def due(self, now: float) -> list[JobRecord]:
         """Pending records with ``next_retry_at <= now``, oldest first (through the by_next_retry index)."""
 
-    async def next_due_at(self) -> float | None:
-        """The smallest ``next_retry_at`` of any pending record, or None."""
+    async def due_keys(self, now: float) -> list[DueKey]:
+        """What a claim may take at ``now``, oldest (created_at, id) first; [] when none.
+
+        Pending records with ``next_retry_at <= now``, and running records whose
+        lease (``next_retry_at``, set on running records only in lease mode) ended
+        ``<= now``. Read through the ``by_next_retry`` index without decoding
+        payloads; the claim then reads the one record it takes (``update``).
+        """
+
+    async def next_due_at(self, after: float | None = None) -> float | None:
+        """The smallest ``next_retry_at`` of any pending record or running lease, or None.
+
+        With ``after``, the smallest one strictly greater than ``after``: the next
+        moment something *becomes* due, skipping work already due but waiting for
+        its lane.
+        """
 
     async def all(self) -> list[JobRecord]:
         """Every record, oldest first."""

@@ -4,7 +4,10 @@ The stored form is a flat JSON-like dict (the IndexedDB value). ``_reconstructor
 and ``_params`` are how a persistent job is rebuilt after a reload (spec:
 "Rebuilding a closure after reload"); they are never the closure itself and
 never credentials. ``next_retry_at`` is set only while a record is pending, so
-the ``by_next_retry`` index holds exactly the records waiting to run.
+the ``by_next_retry`` index holds exactly the records waiting to run — or, when
+the scheduler runs on leases (``Scheduler(lease_ms=...)``, the outbox mode), on a
+running record as the end of its lease: the outbox's ``reservedTo``, one field for
+"not before" whatever the status, so a lease that ran out is found by the same index.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import math
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from ..errors import InvalidJobError, PyjobqError
 from .status import TERMINAL, Status
@@ -204,6 +207,18 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "owner": (str,),
 }
 _OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code", "yield_lock", "owner"})
+
+
+class DueKey(NamedTuple):
+    """What a claim reads of a due record before its one ``get``: no payload.
+
+    ``status`` is ``pending``, or ``running`` for a lease that ran out.
+    """
+
+    id: str
+    type: str
+    created_at: float
+    status: Status
 
 
 @dataclass(frozen=True)
