@@ -7,6 +7,7 @@ then use the queue (``pyjobq.enqueue_fetch`` and the rest load
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .abort import AbortSignal
@@ -27,16 +28,21 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+# Silent by default: the host decides where pyjobq's log records go.
+logging.getLogger("pyjobq").addHandler(logging.NullHandler())
+
 _QUEUE_NAMES = frozenset({
     "enqueue", "suspend_type", "resume_type", "report_progress", "enqueue_fetch", "enqueue_persistent", "register_reconstructor", "set_transport", "job",
     "query_all", "delete_job", "delete_group", "cancel_job", "retry_job", "retry_all",
     "cleanup_old", "on_update", "updates", "wake", "stop", "Job", "JobUpdate",
 })
 
+_OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
+
 __all__ = sorted({
     "AbortSignal", "ConfigurationError", "HTTPError", "IllegalTransition", "Interrupted",
     "InvalidJobError", "JobError", "NoTransportError", "OrphanedJobError", "Outcome",
-    "PyjobqError", "Terminal", "configure", *_QUEUE_NAMES,
+    "PyjobqError", "Terminal", "configure", *_QUEUE_NAMES, *_OUTBOX_NAMES,
 })
 
 
@@ -46,4 +52,9 @@ def __getattr__(name: str) -> Any:
         from . import queue
 
         return getattr(queue, name)
+    if name in _OUTBOX_NAMES:
+        # The outbox reads no configured names: importing it leaves configure() open.
+        from . import outbox
+
+        return getattr(outbox, name)
     raise AttributeError(f"module 'pyjobq' has no attribute {name!r}")

@@ -1,0 +1,506 @@
+"""The outbox facade on the job queue's engine, on the memory store and a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+import pyjobq
+from pyjobq.core.backoff import make_backoff
+from pyjobq.core.records import NewJob
+from pyjobq.core.status import Status
+from pyjobq.errors import InvalidJobError
+from pyjobq.memory import FakeClock, MemoryStore
+from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
+from tabs import settle
+
+DAY = 24 * 3600 * 1000.0
+
+
+def run(main: Any) -> None:
+    asyncio.run(main())
+
+
+class Calls:
+    """Handlers that record what they were called with; ``fail`` makes process raise."""
+
+    def __init__(self) -> None:
+        self.processed: list[OutboxEntry] = []
+        self.results: list[Any] = []
+        self.exhausted: list[str] = []
+        self.rolled_back: list[str] = []
+        self.fail: Exception | None = None
+
+    async def process(self, entry: OutboxEntry, **kw: Any) -> None:
+        self.processed.append(entry)
+        if "result" in kw:
+            self.results.append(kw["result"])
+        if self.fail is not None:
+            raise self.fail
+
+    def on_exhausted(self, entry: OutboxEntry) -> None:
+        self.exhausted.append(entry.id)
+
+    async def rollback(self, entry: OutboxEntry) -> None:
+        self.rolled_back.append(entry.id)
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("add", "get", "update", "put_many", "delete_many", "by_status", "by_group",
+                    "due", "due_keys", "next_due_at", "all"):
+            object.__getattribute__(self, "calls").append(name)
+        return object.__getattribute__(self, name)
+
+
+def make(store: MemoryStore | None = None, clock: FakeClock | None = None, **kw: Any) -> tuple[Outbox, Calls]:
+    calls = Calls()
+    handlers = kw.pop("handlers", None) or {
+        "send": OutboxHandler(process=calls.process, on_exhausted=calls.on_exhausted),
+        "react": {"process": calls.process, "rollback": calls.rollback},
+    }
+    kw.setdefault("poll_interval_ms", 0)
+    kw.setdefault("backoff", outbox_backoff(random=lambda: 0.5))
+    box = Outbox(store if store is not None else MemoryStore(), handlers,
+                 clock=clock or FakeClock(), **kw)
+    return box, calls
+
+
+def stored(job_id: str, type_: str, created_at: float, **changes: Any) -> dict[str, Any]:
+    record = NewJob(id=job_id, reconstructor=type_, type=type_, params={"n": job_id}).to_record(created_at)
+    if "status" in changes:
+        changes["status"] = Status(changes["status"])
+    return record.evolve(**changes).to_dict()
+
+
+# ---------------------------------------------------------------- the facade and the store port
+
+def test_outbox_is_exported_and_drives_the_engine_on_the_injected_store() -> None:
+    async def main() -> None:
+        assert pyjobq.Outbox is Outbox and "Outbox" in pyjobq.__all__
+        store = MemoryStore()
+        box, calls = make(store)
+        assert box._scheduler.store is store  # one engine, on the port it was given
+        box.start()
+        job = await box.enqueue("send", {"text": "hi"})
+        await settle()
+        assert [(e.id, e.type, e.payload, e.attempts) for e in calls.processed] == [(job.id, "send", {"text": "hi"}, 1)]
+        assert (await job.done).status == "done"
+        assert await store.all() == []  # success deletes
+        box.stop()
+    run(main)
+
+
+def test_enqueue_refuses_unknown_types_and_unstorable_payloads() -> None:
+    async def main() -> None:
+        box, _ = make()
+        box.start()
+        with pytest.raises(InvalidJobError):
+            await box.enqueue("nope", {})
+        with pytest.raises(InvalidJobError):
+            await box.enqueue("send", {"x": object()})
+        box.stop()
+    run(main)
+
+
+# ---------------------------------------------------------------- claims
+
+def test_claims_are_fifo_by_created_at_among_due_entries() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        t = clock.now()
+        store.put_raw(stored("young", "send", t - 10, next_retry_at=t))
+        store.put_raw(stored("old-not-due", "send", t - 30, next_retry_at=t + 500))
+        store.put_raw(stored("old", "send", t - 20, next_retry_at=t - 1))
+        box, calls = make(store, clock)
+        box.start()
+        await settle()
+        assert [e.id for e in calls.processed] == ["old", "young"]
+        clock.advance(500)
+        await settle()
+        assert [e.id for e in calls.processed] == ["old", "young", "old-not-due"]
+        box.stop()
+    run(main)
+
+
+def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
+    async def main() -> None:
+        store = CountingStore()
+        box, calls = make(store, prune=False)
+        box.start()
+        await box.enqueue("send", {"big": "x" * 1000})
+        await box.enqueue("send", {"big": "y" * 1000})
+        await settle()
+        assert len(calls.processed) == 2
+        assert "due_keys" in store.calls
+        assert "due" not in store.calls and "all" not in store.calls
+        # Per entry: the claim is one read-modify-write of the one record it takes.
+        assert store.calls.count("update") == 4  # claim + settle, twice
+        box.stop()
+    run(main)
+
+
+def test_a_lease_that_ran_out_is_claimable_again_and_a_live_one_is_not() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        t = clock.now()
+        store.put_raw(stored("expired", "send", t - 100, status="running", owner="dead-tab", attempts=1,
+                             next_retry_at=t - 1))
+        store.put_raw(stored("held", "send", t - 50, status="running", owner="other-tab", attempts=1,
+                             next_retry_at=t + 5000))
+        box, calls = make(store, clock)
+        box.start()
+        await settle()
+        assert [(e.id, e.attempts) for e in calls.processed] == [("expired", 2)]
+        assert (await store.get("held")).owner == "other-tab"
+        # One timer, armed for the lease's end: no polling in between.
+        assert clock.next_timer_at() == t + 5000
+        clock.advance(4999)
+        await settle()
+        assert len(calls.processed) == 1
+        clock.advance(1)
+        await settle()
+        assert [e.id for e in calls.processed] == ["expired", "held"]
+        assert await store.all() == []
+        box.stop()
+    run(main)
+
+
+def test_claims_are_leases_on_the_running_record() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        gate = asyncio.get_running_loop().create_future()
+        box, _ = make(store, clock, lease_ms=10_000, handlers={"send": {"process": lambda e: gate}})
+        box.start()
+        job = await box.enqueue("send", 1)
+        await settle()
+        record = await store.get(job.id)
+        assert (record.status, record.owner, record.next_retry_at) == (Status.RUNNING, box.source, clock.now() + 10_000)
+        # A second entry of the type is due but waits for its lane: the one timer is for
+        # the lease's end, not a zero-delay timer that would wake the loop again and again.
+        second = await box.enqueue("send", 2)
+        await settle()
+        assert (await store.get(second.id)).status is Status.PENDING
+        assert clock.next_timer_at() == clock.now() + 10_000
+        gate.set_result(None)
+        await settle()
+        assert await store.get(job.id) is None and await store.get(second.id) is None
+        box.stop()
+    run(main)
+
+
+# ---------------------------------------------------------------- failures
+
+def test_failure_backs_off_minus_jitter_and_arms_one_timer() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock)
+        calls.fail = RuntimeError("server down")
+        box.start()
+        job = await box.enqueue("send", 1)
+        await settle()
+        record = await store.get(job.id)
+        # min(1000·2^0, 30000) minus 0.5·20 %.
+        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 1, clock.now() + 900)
+        assert clock.next_timer_at() == record.next_retry_at
+        clock.advance(900)
+        await settle()
+        assert (await store.get(job.id)).next_retry_at == clock.now() + 1800
+        calls.fail = None
+        clock.advance(1800)
+        await settle()
+        assert len(calls.processed) == 3 and await store.all() == []
+        box.stop()
+    run(main)
+
+
+def test_the_default_backoff_subtracts_up_to_20_percent() -> None:
+    ladder = outbox_backoff(random=lambda: 0.999)
+    assert 800 < ladder(1) <= 1000 and 24_000 < ladder(9) <= 30_000
+    assert outbox_backoff(random=lambda: 0.0)(3) == 4000
+    assert make_backoff(lambda: 0.5)(1) == 1150  # the job queue's: plus up to 30 %
+
+    async def main() -> None:
+        box, _ = make(backoff=None)
+        assert box._scheduler._backoff.jitter == -0.20
+    run(main)
+
+
+def test_offline_failure_costs_no_attempt_and_logs_skip(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        online = {"now": False}
+        box, calls = make(store, clock, is_online=lambda: online["now"])
+        calls.fail = OSError("Failed to fetch")
+        box.start()
+        job = await box.enqueue("send", 1)
+        await settle()
+        record = await store.get(job.id)
+        assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 0, 1)
+        assert [r.phase for r in caplog.records if getattr(r, "outbox_event", None)] == ["start", "skip"]
+        box.stop()
+    caplog.set_level(logging.INFO, logger="pyjobq")
+    run(main)
+
+
+def test_coming_back_online_drains() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        listeners: list[Any] = []
+
+        def subscribe_online(callback: Any) -> Any:
+            listeners.append(callback)
+            return lambda: listeners.remove(callback)
+
+        box, calls = make(store, clock, subscribe_online=subscribe_online)
+        box.start()
+        await settle()
+        store.put_raw(stored("from-another-tab", "send", clock.now()))  # no wake reached us
+        await settle()
+        assert calls.processed == []
+        listeners[0](True)
+        await settle()
+        assert [e.id for e in calls.processed] == ["from-another-tab"]
+        box.stop()
+        assert listeners == []  # stop() unsubscribes
+    run(main)
+
+
+def test_wake_and_the_watchdog_drain() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock, poll_interval_ms=30_000)
+        box.start()
+        await settle()
+        store.put_raw(stored("a", "send", clock.now()))
+        clock.advance(29_999)
+        await settle()
+        assert calls.processed == []
+        clock.advance(1)
+        await settle()
+        assert [e.id for e in calls.processed] == ["a"]
+        store.put_raw(stored("b", "send", clock.now()))
+        box.wake()
+        await settle()
+        assert [e.id for e in calls.processed] == ["a", "b"]
+        box.stop()
+        store.put_raw(stored("c", "send", clock.now()))
+        clock.advance(60_000)
+        await settle()
+        assert len(calls.processed) == 2  # stopped: no watchdog, no drain
+    run(main)
+
+
+def test_non_retryable_error_exhausts_at_once_and_is_kept_for_manual_retry() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        box, calls = make(store, is_retryable_error=lambda err: not isinstance(err, ValueError))
+        calls.fail = ValueError("bad payload")
+        box.start()
+        job = await box.enqueue("send", 1)
+        await settle()
+        assert calls.exhausted == [job.id]
+        failed = await box.list_failed()
+        assert [(e.id, e.status, e.attempts) for e in failed] == [(job.id, "failed", 1)]
+        assert "bad payload" in failed[0].error
+        calls.fail = None
+        assert await box.retry(job.id) is True
+        await settle()
+        assert await store.all() == [] and len(calls.processed) == 2
+        box.stop()
+    run(main)
+
+
+def test_the_handlers_classifier_wins_over_the_options() -> None:
+    async def main() -> None:
+        calls = Calls()
+        calls.fail = ValueError("x")
+        box, _ = make(handlers={"send": OutboxHandler(process=calls.process, on_exhausted=calls.on_exhausted,
+                                                     is_retryable_error=lambda e: False)},
+                      is_retryable_error=lambda e: True)
+        box.start()
+        job = await box.enqueue("send", 1)
+        await settle()
+        assert calls.exhausted == [job.id]
+        box.stop()
+    run(main)
+
+
+def test_max_attempts_without_on_exhausted_rolls_back_then_deletes() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock)
+        calls.fail = RuntimeError("no")
+        box.start()
+        job = await box.enqueue("react", {"emoji": "+1"}, max_attempts=2)
+        await settle()
+        clock.advance(900)
+        await settle()
+        assert calls.rolled_back == [job.id] and calls.exhausted == []
+        assert await store.all() == []
+        box.stop()
+    run(main)
+
+
+def test_a_rollback_cut_short_is_finished_by_the_next_start() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        store.put_raw(stored("left", "react", clock.now(), status="failed", next_retry_at=None, attempts=5))
+        store.put_raw(stored("kept", "send", clock.now(), status="failed", next_retry_at=None, attempts=5))
+        box, calls = make(store, clock)
+        box.start()
+        await settle()
+        assert calls.rolled_back == ["left"] and calls.exhausted == []
+        assert [r.id for r in await store.all()] == ["kept"]
+        box.stop()
+    run(main)
+
+
+def test_unknown_type_warns_and_deletes(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        store.put_raw(stored("ghost", "gone/type", clock.now()))
+        store.put_raw(stored("fetchy", "fetch", clock.now()))  # not the built-in fetch here
+        box, calls = make(store, clock)
+        box.start()
+        await settle()
+        assert await store.all() == [] and calls.processed == []
+        warned = [r for r in caplog.records if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
+        assert sorted(r.entry_type for r in warned) == ["fetch", "gone/type"]
+        box.stop()
+    caplog.set_level(logging.INFO, logger="pyjobq")
+    run(main)
+
+
+# ---------------------------------------------------------------- transport
+
+def test_transport_result_is_handed_to_process() -> None:
+    async def main() -> None:
+        class Transport:
+            def __init__(self) -> None:
+                self.fail = True
+
+            async def send(self, entry: OutboxEntry) -> Any:
+                if self.fail:
+                    raise ConnectionError("worker busy")
+                return {"sent": entry.payload}
+
+        transport = Transport()
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock, transport=transport)
+        box.start()
+        job = await box.enqueue("send", 7)
+        await settle()
+        assert calls.processed == [] and (await store.get(job.id)).attempts == 1  # send error: the retry path
+        transport.fail = False
+        clock.advance(900)
+        await settle()
+        assert calls.results == [{"sent": 7}] and await store.all() == []
+        box.stop()
+    run(main)
+
+
+# ---------------------------------------------------------------- yielding, pruning, activity, logging
+
+@pytest.mark.parametrize("every,expected", [(1, 3), (2, 1), (0, 0)])
+def test_yield_every(every: int, expected: int) -> None:
+    async def main() -> None:
+        idles: list[int] = []
+
+        async def idle() -> None:
+            idles.append(1)
+
+        box, calls = make(yield_every=every, idle=idle)
+        box.start()
+        for n in range(3):
+            await box.enqueue("send", n)
+        await settle()
+        assert len(calls.processed) == 3 and len(idles) == expected
+        box.stop()
+    run(main)
+
+
+def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        t = clock.now()
+
+        def fill(store: MemoryStore) -> None:
+            store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed", next_retry_at=None,
+                                 updated_at=t - 91 * DAY))
+            for n in range(201):
+                store.put_raw(stored(f"f{n:03d}", "send", t - 1000 + n, status="failed", next_retry_at=None,
+                                     updated_at=t - 1000 + n))
+
+        store = MemoryStore()
+        fill(store)
+        box, _ = make(store, clock)
+        box.start()
+        await settle()
+        ids = [r.id for r in await store.all()]
+        assert len(ids) == 200 and "ancient" not in ids and "f000" not in ids and "f200" in ids
+        box.stop()
+
+        kept = MemoryStore()
+        fill(kept)
+        box, _ = make(kept, clock, prune=False)
+        box.start()
+        await settle()
+        assert len(await kept.all()) == 202
+        box.stop()
+
+        small = MemoryStore()
+        fill(small)
+        box, _ = make(small, clock, prune=Prune(max_age_ms=None, max_failed=5))
+        box.start()
+        await settle()
+        assert [r.id for r in await small.all()] == ["f196", "f197", "f198", "f199", "f200"]
+        box.stop()
+    run(main)
+
+
+def test_on_activity_hears_every_change() -> None:
+    async def main() -> None:
+        seen: list[tuple[str, bool]] = []
+        box, _ = make(on_activity=lambda u: seen.append((u["status"], bool(u.get("deleted")))))
+        box.start()
+        await box.enqueue("send", 1)
+        await settle()
+        assert seen == [("pending", False), ("running", False), ("done", False), ("done", True)]
+        box.stop()
+    run(main)
+
+
+def test_logging_is_silent_by_default_with_one_structured_event_per_step(
+        caplog: pytest.LogCaptureFixture) -> None:
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("pyjobq").handlers)
+
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock)
+        calls.fail = RuntimeError("boom")
+        box.start()
+        job = await box.enqueue("send", 1, max_attempts=2)
+        await settle()
+        clock.advance(900)
+        await settle()
+        calls.fail = None
+        await box.retry(job.id)
+        await settle()
+        box.stop()
+        return job.id
+
+    caplog.set_level(logging.INFO, logger="pyjobq")
+    job_id = asyncio.run(main())
+    events = [r for r in caplog.records if getattr(r, "outbox_event", None) == "outbox-process"]
+    assert [r.phase for r in events] == ["start", "retry", "start", "error", "start", "done"]
+    assert {r.entry_id for r in events} == {job_id} and {r.entry_type for r in events} == {"send"}
+    assert [r.attempt for r in events] == [1, 1, 2, 2, 1, 1]
+    assert events[3].levelno == logging.WARNING and "boom" in events[3].error
