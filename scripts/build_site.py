@@ -8,6 +8,9 @@ fetched from jsDelivr) is useless as is. This script lays out::
     build/site/
         pyodide/        core files from node_modules/pyodide + pure-Python wheels
                         + a pyodide-lock.json regenerated from exactly those wheels
+        pyscript/       PyScript's browser bundle (node_modules/@pyscript/core/dist,
+                        without source maps): pages load /pyscript/core.js and point
+                        its config at /pyodide/pyodide.mjs instead of its default CDN
         **              everything under web/ (demo and test pages)
 
 Steps: build pyjobq's wheel (hatchling, no isolation: the backend is pinned in the venv),
@@ -128,10 +131,10 @@ def write_lock(base_lock: Path, pyodide_dir: Path, wheels: list[Path]) -> None:
     log(f"pyodide-lock.json: {', '.join(sorted(spec.packages))}")
 
 
-def copy_tree(src: Path, dst: Path) -> int:
+def copy_tree(src: Path, dst: Path, skip_suffixes: tuple[str, ...] = ()) -> int:
     n = 0
     for path in sorted(src.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(skip_suffixes):
             target = dst / path.relative_to(src)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -173,6 +176,14 @@ def main() -> int:
         local_wheels.append(pyodide_dir / whl.name)
     write_lock(npm_pyodide / "pyodide-lock.json", pyodide_dir, local_wheels)
 
+    # PyScript's dist is a set of ES modules that import each other by relative name
+    # (core.js -> core-<hash>.js -> lazily toml/zip/pyodide_graph/...): ship all of it.
+    pyscript_dist = args.node_modules / "@pyscript" / "core" / "dist"
+    if not (pyscript_dist / "core.js").is_file():
+        raise SystemExit(f"{pyscript_dist} is missing: run `make setup` (npm ci) first")
+    n = copy_tree(pyscript_dist, tmp / "pyscript", skip_suffixes=(".map",))
+    log(f"copied {n} PyScript files")
+
     if args.web.is_dir():
         n = copy_tree(args.web, tmp)
         log(f"copied {n} files from {args.web.name}/")
@@ -180,7 +191,11 @@ def main() -> int:
     # Small manifest for tests and benchmarks that want to know what they run against.
     pkg = json.loads((npm_pyodide / "package.json").read_text())
     (tmp / "build-info.json").write_text(
-        json.dumps({"pyodide": pkg["version"], "pyjobq_wheel": pyjobq_whl.name}, indent=1) + "\n"
+        json.dumps({
+            "pyodide": pkg["version"],
+            "pyscript": json.loads((pyscript_dist.parent / "package.json").read_text())["version"],
+            "pyjobq_wheel": pyjobq_whl.name,
+        }, indent=1) + "\n"
     )
 
     if out.exists():
