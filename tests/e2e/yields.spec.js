@@ -123,6 +123,7 @@ json.dumps({"status": _o.status, "result": _o.result, "error": _o.error})
 });
 
 test("a volatile job runs in its tab only: listed there as volatile, unseen elsewhere, not in IndexedDB", async ({ context, baseURL }) => {
+  test.setTimeout(120_000); // two Pyodide pages and their workers on a shared 2-core machine
   const a = await openQueuePage(context, baseURL);
   const b = await openQueuePage(context, baseURL);
   const out = await py(a, `
