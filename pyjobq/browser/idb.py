@@ -278,7 +278,7 @@ class IndexedDBStore:
         # A value cursor over the index, reading four fields through the proxy:
         # the payload stays in JavaScript, never decoded into Python.
         def step(cursor: Any) -> None:
-            if cursor is None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
                 return
             value = cursor.value
             if value.status in ("pending", "running"):
