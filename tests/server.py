@@ -12,13 +12,19 @@ status, ``X-Job-Id``):
 - ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
                         matches the current token (default ``t0``), else echo
 - ``/api/slow?ms=N``    echo after N ms
+- ``/api/chaos/<key>``  the chaos run's endpoint: 401 unless ``Authorization: Bearer <token>``
+                        matches the current token, else at random (seeded by ``POST /__control/chaos
+                        {"seed"}``) 200, 500, 429, a slow 200, or a token expiry (the token rotates and
+                        this request gets 401). Logged with ``job_id`` = key and ``aborted`` when the
+                        client went away before the answer (a crashed or closed tab).
+- ``/api/token``        ``{"token": <current token>}``: the chaos transport's token refresh.
 - ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60 s);
                         a released key stays released until reset. ``GET /__control/holding``
                         lists the keys of requests blocked right now, one entry per request.
 
 Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was answered).
 
-Control: ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
+Control: ``POST /__control/chaos {"seed", "weights"}``, ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
 ``POST /__control/token {"token"}``, ``POST /__control/release {"key"}`` (no key: every key held
 now), ``GET /__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
 """
@@ -28,6 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 import mimetypes
+import random
+import select
+import socket
 import posixpath
 import re
 import sys
@@ -52,6 +61,8 @@ MIME = {
 }
 
 DEFAULT_TOKEN = "t0"
+#: How often each answer of /api/chaos/<key> comes up (relative weights).
+CHAOS_WEIGHTS = {"ok": 50, "error": 15, "throttled": 10, "slow": 15, "expire": 10}
 
 
 class State:
@@ -70,6 +81,9 @@ class State:
         self.token = DEFAULT_TOKEN
         self.holds: dict[str, threading.Event] = {}
         self.holding: list[str] = []
+        self.chaos = random.Random(0)
+        self.chaos_weights = dict(CHAOS_WEIGHTS)
+        self.token_serial = 0
 
     def hold_event(self, key: str) -> threading.Event:
         with self.lock:
@@ -116,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, obj) -> None:
         self._send(status, json.dumps(obj).encode(), "application/json")
 
-    def _record(self, path: str, status: int) -> None:
+    def _record(self, path: str, status: int, **extra) -> None:
         entry = {
             "started": self._started,
             "time": time.time(),
@@ -124,9 +138,45 @@ class Handler(BaseHTTPRequestHandler):
             "path": path,
             "status": status,
             "job_id": self.headers.get("X-Job-Id"),
+            **extra,
         }
         with self.state.lock:
             self.state.log.append(entry)
+
+    def _client_gone(self) -> bool:
+        """True once the client closed the connection (its tab crashed, closed or reloaded)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _chaos(self, key: str, body: bytes) -> None:
+        st = self.state
+        with st.lock:
+            token = st.token
+            outcome = st.chaos.choices(list(st.chaos_weights), weights=list(st.chaos_weights.values()))[0]
+            delay = st.chaos.uniform(0.3, 1.5)
+            if outcome == "expire" and self.headers.get("Authorization") == f"Bearer {token}":
+                st.token_serial += 1
+                st.token = f"t{st.token_serial}"
+        if self.headers.get("Authorization") != f"Bearer {token}" or outcome == "expire":
+            return self._json(401, {"code": "token_expired"})
+        if outcome == "slow":
+            # Sleep in small steps and notice a client that went away: the log's end time is
+            # then when the run stopped, which is what "running in two places at once" compares.
+            end = time.time() + delay
+            while time.time() < end:
+                if self._client_gone():
+                    self._status = 0
+                    self._aborted = True
+                    return
+                time.sleep(0.005)
+        if outcome == "error":
+            return self._json(500, {"code": "status_500"})
+        if outcome == "throttled":
+            return self._json(429, {"code": "status_429"})
+        return self._echo(self.path, body)
 
     # -- dispatch ---------------------------------------------------------------------
     def _handle(self) -> None:
@@ -139,8 +189,14 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/__control/"):
                 self._control(path, body)
             elif path.startswith("/api/"):
-                self._api(path, urllib.parse.parse_qs(url.query), body)
-                self._record(self.path, self._status)
+                self._aborted = False
+                chaos = re.fullmatch(r"/api/chaos/([^/]+)", path)
+                try:
+                    self._api(path, urllib.parse.parse_qs(url.query), body)
+                finally:
+                    # Logged even when the answer could not be written (the client went away).
+                    extra = {"job_id": urllib.parse.unquote(chaos.group(1))} if chaos else {}
+                    self._record(self.path, self._status, aborted=self._aborted, **extra)
             elif self.command in ("GET", "HEAD"):
                 self._static(path)
             else:
@@ -175,6 +231,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _api(self, path: str, query: dict, body: bytes) -> None:
         full = self.path
+        if m := re.fullmatch(r"/api/chaos/([^/]+)", path):
+            return self._chaos(urllib.parse.unquote(m.group(1)), body)
+        if path == "/api/token":
+            with self.state.lock:
+                return self._json(200, {"token": self.state.token})
         if path.startswith("/api/echo"):
             return self._echo(full, body)
         if m := re.fullmatch(r"/api/status/(\d{3})", path):
@@ -242,6 +303,11 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/__control/holding" and self.command == "GET":
             with st.lock:
                 return self._json(200, list(st.holding))
+        if path == "/__control/chaos" and self.command == "POST":
+            with st.lock:
+                st.chaos = random.Random(data.get("seed", 0))
+                st.chaos_weights = {**CHAOS_WEIGHTS, **(data.get("weights") or {})}
+            return self._json(200, {"ok": True})
         if path == "/__control/token" and self.command == "POST":
             with st.lock:
                 st.token = str(data["token"])

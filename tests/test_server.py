@@ -114,3 +114,31 @@ def test_hold_blocks_until_released(base):
     assert [e["path"] for e in log] == ["/api/hold/k1", "/api/hold/k1", "/api/hold/k2"]
     assert all(e["started"] <= e["time"] for e in log)
     assert log[2]["time"] - log[2]["started"] > 0  # k2 was held across the release of k1
+
+
+def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
+    call(base + "/__control/chaos", "POST", {"seed": 7})
+    token = json.loads(call(base + "/api/token")[2])["token"]
+    assert call(base + "/api/chaos/k0", "POST", {"a": 1})[0] == 401  # no token: 401
+    statuses = []
+    for i in range(60):
+        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i}, {"Authorization": f"Bearer {token}"})[0]
+        if status == 401:  # an expiry: refresh, as the chaos transport does
+            token = json.loads(call(base + "/api/token")[2])["token"]
+        statuses.append(status)
+    assert {200, 401, 429, 500} <= set(statuses)
+    log = [e for e in json.loads(call(base + "/__control/log")[2]) if e["path"].startswith("/api/chaos/")]
+    assert [e["job_id"] for e in log[1:]] == [f"k{i}" for i in range(60)]
+    assert all(e["started"] <= e["time"] and e["aborted"] is False for e in log)
+    # The same seed gives the same answers.
+    call(base + "/__control/reset", "POST", {})
+    call(base + "/__control/chaos", "POST", {"seed": 7})
+    token = json.loads(call(base + "/api/token")[2])["token"]
+    call(base + "/api/chaos/k0", "POST", {"a": 1})
+    again = []
+    for i in range(60):
+        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i}, {"Authorization": f"Bearer {token}"})[0]
+        if status == 401:
+            token = json.loads(call(base + "/api/token")[2])["token"]
+        again.append(status)
+    assert again == statuses
