@@ -350,6 +350,10 @@ class ExecutorSide:
     def wake(self) -> None:
         self._link.send(make("wake"))
 
+    def back_online(self) -> None:
+        """The page came back online: jobs waiting out an offline failure become due now."""
+        self._link.send(make("online"))
+
     # ------------------------------------------------------------ events
 
     def on_update(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:

@@ -232,7 +232,7 @@ class Outbox:
         self._running = True
         self._unsubscribe.append(self._side.on_update(self._on_update))
         if self._subscribe_online is not None:
-            self._unsubscribe.append(self._subscribe_online(lambda *_: self.wake()))
+            self._unsubscribe.append(self._subscribe_online(lambda *_: self._back_online()))
         self._spawn(self._startup())
         self._scheduler.start()
         self._arm_watchdog()
@@ -241,6 +241,11 @@ class Outbox:
         """Drain soon: the host calls this on resume, on another tab's enqueue, on connectivity."""
         if self._running:
             self._scheduler.wake()
+
+    def _back_online(self) -> None:
+        # Entries released by an offline failure are due at once, not at their ladder slot.
+        if self._running:
+            self._scheduler.back_online()
 
     def stop(self) -> None:
         """Stop claiming and cancel the timers. A process() already running finishes; its entry's

@@ -150,6 +150,17 @@ class Scheduler:
         self._unsubscribe = []
         self._kick.set()
 
+    def back_online(self) -> None:
+        """The ``online`` event: jobs waiting out an offline failure are due now; process."""
+        self._spawn(self._back_online())
+
+    async def _back_online(self) -> None:
+        now = self._clock.now()
+        for record in await self.store.by_status(Status.PENDING):
+            if record.code == policy.OFFLINE:
+                self._publish(await self.store.update(record.id, lambda cur: policy.back_online(cur, now)))
+        self.wake()
+
     def clear_retry_timer(self) -> None:
         """Drop the pending retry wake; the next enqueue or wake() arms it again."""
         if self._retry_timer is not None:
@@ -424,6 +435,8 @@ class Scheduler:
             self._spawn(self._run_result(msg))
         elif kind == "wake":
             self.wake()
+        elif kind == "online":
+            self.back_online()
         elif kind == "progress":
             self._progress(msg)
         elif kind in _REQUESTS:

@@ -456,3 +456,24 @@ def test_one_type_drains_in_filing_order_within_one_millisecond() -> None:
                 await settle()
             assert order == ["/first", "/second", "/third"]
     run(main)
+
+
+def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() -> None:
+    async def main() -> None:
+        world = World()
+        server = Server(OSError("network unreachable"))
+        tab = world.open_tab(transport=server)
+        world.online = False
+        job = tab.side.enqueue_fetch("POST", "/x")
+        await settle()
+        waiting = await world.store.get(job.id)
+        assert (waiting.status, waiting.attempts, waiting.code) == ("pending", 0, "offline")
+        assert waiting.next_retry_at > world.clock.now()
+        world.online = True
+        tab.side.back_online()  # the page's `online` event, forwarded to its scheduler
+        await settle()
+        assert len(server.calls) == 2  # no clock moved: the online event alone ran it
+        outcome = await job.done
+        assert (outcome.status, outcome.code) == ("done", None)
+        assert (await world.store.get(job.id)).attempts == 1
+    run(main)

@@ -18,7 +18,7 @@ import js  # type: ignore[import-not-found]
 
 from ..config import Settings
 from ..executor import ExecutorSide
-from pyodide.ffi import to_js  # type: ignore[import-not-found]
+from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
 
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
@@ -67,4 +67,9 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         yields=settings.yields,
     )
     side.worker = worker  # type: ignore[attr-defined]
+    # Chromium does not always fire `online` inside a dedicated worker when the page's
+    # network comes back (seen under DevTools' offline emulation); the page's own event
+    # is forwarded so the scheduler runs jobs that were waiting out the disconnection.
+    side.online_listener = create_proxy(lambda _event: side.back_online())  # type: ignore[attr-defined]
+    js.globalThis.addEventListener("online", side.online_listener)  # type: ignore[attr-defined]
     return side

@@ -39,7 +39,7 @@ def start(params_json: str, early: Any) -> None:
         is_online=lambda: bool(js.navigator.onLine),
     )
     scheduler.start()
-    _online_proxy = create_proxy(lambda _event: scheduler.wake() if scheduler else None)
+    _online_proxy = create_proxy(lambda _event: scheduler.back_online() if scheduler else None)
     js.self.addEventListener("online", _online_proxy)
     for data in early:
         link.deliver(data)

@@ -28,6 +28,7 @@ _ANY = (object,)
 _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "enqueue": {"jobs": (list,), "request_id": _OPT_STR},
     "wake": {},
+    "online": {},
     "run": {"job_id": _STR, "reconstructor": _STR, "params": _ANY, "job_type": _STR, "attempt": (int,)},
     "run_started": {"job_id": _STR},
     "run_result": {"job_id": _STR, "ok": (bool,)},

@@ -37,6 +37,8 @@ from .status import Event, Status, apply
 TERMINAL_STATUSES = frozenset({403, 409, 422})
 UNAUTHORIZED = 401
 AUTH_RETRY_MS = 60_000.0
+#: The code of a failure with no network below: coming back online makes such jobs due at once.
+OFFLINE = "offline"
 
 
 def _move(record: JobRecord, event: Event, now: float, **changes: object) -> JobRecord:
@@ -112,10 +114,21 @@ def settle(
         # The ladder climbs with every try, counted or not, so an offline job
         # backs off to the cap and re-checks by itself without an online event.
         delay = backoff(record.attempts + record.given_back)
+        failure["code"] = outcome.code or OFFLINE
         return _move(record, Event.RETRY, now, next_retry_at=now + delay, **given_back, **failure)
     if record.attempts >= record.max_attempts:
         return _move(record, Event.FAIL, now, **failure)
     return _move(record, Event.RETRY, now, next_retry_at=now + backoff(record.attempts), **failure)
+
+
+def back_online(record: JobRecord, now: float) -> JobRecord | None:
+    """A pending job waiting out an offline failure is due now that the network is back
+    (spec: "capped, so the job re-checks by itself … and sooner when [an online event] is")."""
+    if record.status is not Status.PENDING or record.code != OFFLINE:
+        return None
+    if record.next_retry_at is not None and record.next_retry_at <= now:
+        return None
+    return record.evolve(next_retry_at=now, updated_at=now)
 
 
 def recover(record: JobRecord, now: float) -> JobRecord:

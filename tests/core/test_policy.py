@@ -119,7 +119,7 @@ def test_offline_failure_gives_the_attempt_back_and_climbs_the_ladder() -> None:
     running = policy.claim(fresh(), T0, "a")
     first = settle(running, T0, online=False, ok=False, error="TypeError: Failed to fetch")
     assert first == running.evolve(status=Status.PENDING, owner=None, updated_at=T0, next_retry_at=T0 + 1000,
-                                   attempts=0, given_back=1, error="TypeError: Failed to fetch")
+                                   attempts=0, given_back=1, error="TypeError: Failed to fetch", code="offline")
     second = settle(policy.claim(first, T0, "a"), T0, online=False, ok=False, error="x")
     # The ladder counts every try, counted or not: 2 s next, not 1 s again.
     assert (second.attempts, second.given_back, second.next_retry_at) == (0, 2, T0 + 2000)
@@ -277,3 +277,22 @@ def test_attempts_never_exceed_max_attempts(seed: int) -> None:
             record = policy.revive(record, now) if record.status is not Status.DONE else fresh()
         assert 0 <= record.attempts <= record.max_attempts, record
         now += 1000
+
+
+def test_offline_failure_is_coded_offline_and_back_online_makes_it_due_now() -> None:
+    from pyjobq.core.policy import back_online
+
+    NOW = T0 + 5
+    record = policy.claim(fresh(), T0 + 1, "tab-a")
+    waiting = policy.settle(record, RunResult(ok=False, error="TypeError: Failed to fetch"),
+                            now=NOW, online=False, backoff=lambda a: 4000.0)
+    assert (waiting.status, waiting.code, waiting.next_retry_at, waiting.attempts) == ("pending", "offline", NOW + 4000, 0)
+    due = back_online(waiting, NOW + 10)
+    assert due == waiting.evolve(next_retry_at=NOW + 10, updated_at=NOW + 10)
+    # Only offline waits are pulled forward: a 401 keeps its 60 s, a due job is left alone.
+    unauthorized = policy.settle(record, RunResult(ok=False, status=401), now=NOW, online=True, backoff=lambda a: 1.0)
+    assert back_online(unauthorized, NOW + 10) is None
+    assert back_online(due, NOW + 20) is None
+    # A server-named code survives an offline failure; only an unnamed one is coded offline.
+    named = policy.settle(record, RunResult(ok=False, code="busy"), now=NOW, online=False, backoff=lambda a: 1.0)
+    assert named.code == "busy"
