@@ -180,13 +180,9 @@ test("offline: failures cost no attempt, and the job completes once back online"
   expect(log.map((e) => e.status)).toEqual([200]);
 });
 
-// FIXME: going online does not run an offline-backed-off job any sooner: it waits out its
-// ladder slot (~4-5 s here). Two causes: (1) under Playwright's setOffline Chromium flips the
-// dedicated worker's navigator.onLine but fires no `online` event in the worker (the page
-// does get one), and the scheduler listens only in the worker; (2) even when woken, a pass
-// only starts *due* jobs, and the `online` wake does not make jobs given back for being
-// offline due now. Spec: "capped, so the job re-checks by itself ... and sooner when one is".
-test.fixme("offline: the online event runs the waiting job before its next ladder slot", async ({ context, baseURL, request }) => {
+// Spec: "capped, so the job re-checks by itself ... and sooner when [an online event] is".
+// Chromium fires no `online` in the dedicated worker under setOffline; the page forwards its own.
+test("offline: the online event runs the waiting job before its next ladder slot", async ({ context, baseURL, request }) => {
   await resetServer(request);
   const page = await openQueuePage(context, baseURL);
   const id = await offlineJob(page, context);
