@@ -15,7 +15,7 @@ status, ``X-Job-Id``):
 - ``/api/chaos/<key>``  the chaos run's endpoint: 401 unless ``Authorization: Bearer <token>``
                         matches the current token, else at random (seeded by ``POST /__control/chaos
                         {"seed"}``) 200, 500, 429, a slow 200, or a token expiry (the token rotates and
-                        this request gets 401). Logged with ``job_id`` = key and ``aborted`` when the
+                        this request gets 401); ``?fail=always`` answers 500 once past the token. Logged with ``job_id`` = key and ``aborted`` when the
                         client went away before the answer (a crashed or closed tab).
 - ``/api/token``        ``{"token": <current token>}``: the chaos transport's token refresh.
 - ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60 s);
@@ -162,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.token = f"t{st.token_serial}"
         if self.headers.get("Authorization") != f"Bearer {token}" or outcome == "expire":
             return self._json(401, {"code": "token_expired"})
+        if "fail=always" in self.path:  # a doomed job: every counted try fails
+            return self._json(500, {"code": "status_500"})
         if outcome == "slow":
             # Sleep in small steps and notice a client that went away: the log's end time is
             # then when the run stopped, which is what "running in two places at once" compares.
