@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
 
 from ..core.records import DueKey, JobRecord, RecordError
+from ..core.records import check_json
 from ..core.status import Status
-from ..errors import PyjobqError
+from ..errors import InvalidJobError, PyjobqError
 
 log = logging.getLogger("pyjobq")
 
@@ -108,14 +109,69 @@ class _Transaction:
         return self.future.__await__()
 
 
-def _records(values: Any) -> list[JobRecord]:
-    records = []
-    for value in values:
-        data = value.to_py()
-        try:
-            records.append(JobRecord.from_dict(data))
-        except RecordError as exc:
-            log.error("pyjobq: skipped a malformed record in IndexedDB: %s", exc)
+_STATUSES = frozenset(s.value for s in Status)
+#: The code of a record failed because its stored value is not a job record.
+MALFORMED = "malformed_record"
+
+
+def _malformed(raw: Any, exc: Exception) -> JobRecord:
+    """A stored value that is not a valid job record, as a failed record keeping that value whole.
+
+    Skipping it would leave it in the indexes for ever, where a pass trips over it on every
+    look; failing it in one write takes it out of the due index and shows it, with its raw
+    value under ``_params``, to whoever inspects the queue (spec: "Startup and cleanup":
+    failed records are kept until delete_job).
+    """
+    data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    raw_id = data.get("id")
+    now = float(js.Date.now())
+    try:
+        kept = check_json(raw, "the stored value")
+    except InvalidJobError:
+        kept = repr(raw)
+
+    def text(name: str, default: str | None) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) and value else default
+
+    created = data.get("created_at")
+    return JobRecord(
+        id=raw_id if isinstance(raw_id, str) and raw_id else str(raw_id),
+        type=text("type", "malformed") or "malformed",
+        status=Status.FAILED,
+        attempts=0,
+        max_attempts=1,
+        created_at=float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else now,
+        updated_at=now,
+        _reconstructor="malformed",
+        _params=kept,
+        group=text("group", None),
+        label=text("label", None),
+        error=f"malformed job record in IndexedDB, failed so the queue runs on "
+              f"(its stored value is kept whole under _params): {exc}",
+        code=MALFORMED,
+    )
+
+
+def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
+    """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record)."""
+    data = value.to_py() if hasattr(value, "to_py") else value
+    try:
+        return JobRecord.from_dict(data)
+    except RecordError as exc:
+        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        bad.append((data.get("id") if isinstance(data, Mapping) else None, _malformed(data, exc)))
+        return None
+
+
+def _put_failed(store: Any, key: Any, record: JobRecord) -> None:
+    if key != record.id and key is not None:
+        store.delete(key)  # a non-str key: the failed record is filed under its str form
+    store.put(_to_js(record.to_dict()))
+
+
+def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
+    records = [r for r in (_decode(value, bad) for value in values) if r is not None]
     records.sort(key=lambda r: (r.created_at, r.id))
     return records
 
@@ -217,7 +273,12 @@ class IndexedDBStore:
         await t
         if not found or found[0] is None:
             return None
-        return JobRecord.from_dict(found[0].to_py())
+        bad: list[tuple[Any, JobRecord]] = []
+        record = _decode(found[0], bad)
+        if bad:
+            await self._fail_malformed(bad)
+            return bad[0][1]
+        return record
 
     async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
         t = await self._tx("readwrite", "update")
@@ -227,7 +288,13 @@ class IndexedDBStore:
             if value is None:
                 after.append(None)
                 return
-            current = JobRecord.from_dict(value.to_py())
+            bad: list[tuple[Any, JobRecord]] = []
+            current = _decode(value, bad)
+            if current is None:
+                # Failed in this same transaction; the change is not applied to a failed record.
+                _put_failed(t.store, *bad[0])
+                after.append(bad[0][1])
+                return
             new = change(current)
             if new is None:
                 after.append(current)
@@ -259,7 +326,18 @@ class IndexedDBStore:
         found: list[Any] = []
         t.then(source.getAll(query) if query is not None else source.getAll(), found.append)
         await t
-        return _records(found[0]) if found else []
+        bad: list[tuple[Any, JobRecord]] = []
+        records = _records(found[0], bad) if found else []
+        if bad:
+            await self._fail_malformed(bad)
+        return records
+
+    async def _fail_malformed(self, bad: list[tuple[Any, JobRecord]]) -> None:
+        """Fail every malformed value found by a read, in one write."""
+        t = await self._tx("readwrite", "fail_malformed")
+        for key, record in bad:
+            _put_failed(t.store, key, record)
+        await t
 
     async def by_status(self, status: str) -> list[JobRecord]:
         return await self._get_all("by_status", Status(status).value, "by_status")
@@ -274,6 +352,7 @@ class IndexedDBStore:
     async def due_keys(self, now: float) -> list[DueKey]:
         t = await self._tx("readonly", "due_keys")
         keys: list[DueKey] = []
+        bad: list[tuple[Any, JobRecord]] = []
 
         # A value cursor over the index, reading four fields through the proxy:
         # the payload stays in JavaScript, never decoded into Python.
@@ -281,14 +360,24 @@ class IndexedDBStore:
             if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
                 return
             value = cursor.value
-            if value.status in ("pending", "running"):
-                keys.append(DueKey(str(cursor.primaryKey), str(value.type), float(value.created_at),
-                                   Status(value.status)))
+            # A missing property raises AttributeError through the proxy: read with defaults.
+            status, type_ = getattr(value, "status", None), getattr(value, "type", None)
+            created = getattr(value, "created_at", None)
+            if status in ("pending", "running"):
+                if isinstance(type_, str) and isinstance(created, (int, float)) \
+                        and not isinstance(created, bool) and isinstance(cursor.primaryKey, str):
+                    keys.append(DueKey(cursor.primaryKey, type_, float(created), Status(status)))
+                else:
+                    _decode(value, bad)  # due, but not a record a pass can run: failed below
+            elif status not in _STATUSES:
+                _decode(value, bad)
             cursor.continue_()  # fires the same request's success event again
 
         cursor_request = t.store.index("by_next_retry").openCursor(js.IDBKeyRange.upperBound(now))
         t.then(cursor_request, step)
         await t
+        if bad:
+            await self._fail_malformed(bad)
         keys.sort(key=lambda k: (k.created_at, k.id))
         return keys
 

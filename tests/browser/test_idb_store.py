@@ -94,3 +94,58 @@ async def test_schema_and_indexes(selenium):
     assert await store.next_due_at() == 5.0
     store.close()
     assert js.indexedDB is not None
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(selenium):
+    """A value in the store with missing or mistyped fields is failed with a clear error
+    (code ``malformed_record``), its raw value kept under ``_params``; reads and the due
+    scan carry on with the valid records (docs/bad-input.md)."""
+    import js
+    from pyodide.ffi import to_js
+
+    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.core.records import NewJob
+
+    store = IndexedDBStore("malformed")
+    good = NewJob(id="good", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
+    await store.add([good])
+    db = await store._open()
+    tx = db.transaction("jobs", "readwrite")
+    raw = [
+        {"id": "no-type", "status": "pending", "next_retry_at": 0.5, "created_at": 1.0, "_params": {"keep": "me"}},
+        {"id": "bad-attempts", "type": "t", "status": "pending", "attempts": "two", "max_attempts": 5,
+         "created_at": 2.0, "updated_at": 2.0, "_reconstructor": "fetch", "_params": None, "next_retry_at": 0.7},
+        {"id": 42, "type": "t", "status": "weird", "next_retry_at": 0.6},
+        {"id": "no-status", "type": "t", "created_at": 3.0},
+    ]
+    for value in raw:
+        tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
+    done = js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await done
+
+    keys = await store.due_keys(10.0)  # the scheduler's look at due work: it runs on
+    # Its four fields are fine, so "bad-attempts" is due; the claim's update fails it instead.
+    assert [k.id for k in keys] == ["good", "bad-attempts"]
+    claimed = await store.update("bad-attempts", lambda cur: cur.evolve(attempts=cur.attempts + 1))
+    assert claimed.status.value == "failed"
+    for job_id in ("no-type", "bad-attempts", "42"):
+        failed = await store.get(job_id)
+        assert failed is not None and failed.status.value == "failed", job_id
+        assert failed.code == MALFORMED and "malformed job record" in failed.error
+    assert (await store.get("no-type"))._params["_params"] == {"keep": "me"}
+    assert (await store.get("42"))._params["id"] == 42
+    # The one not in the due index is failed by the next read that meets it.
+    everything = {r.id: r for r in await store.all()}
+    assert set(everything) >= {"good"}
+    after = {r.id: r for r in await store.all()}
+    assert after["no-status"].status.value == "failed" and after["no-status"]._params["created_at"] == 3.0
+    assert after["good"].status.value == "pending"
+    # An update that meets a malformed value fails it in its own transaction, change not applied.
+    tx = db.transaction("jobs", "readwrite")
+    tx.objectStore("jobs").put(to_js({"id": "late", "status": "running"}, dict_converter=js.Object.fromEntries))
+    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    updated = await store.update("late", lambda cur: cur.evolve(attempts=9))
+    assert updated.status.value == "failed" and updated.attempts == 0
+    assert (await store.get("late")).code == MALFORMED
+    store.close()
