@@ -18,7 +18,10 @@ const CHROMIUM_ARGS = [
 module.exports = defineConfig({
   testDir: "tests/e2e",
   outputDir: "build/test-results",
-  timeout: 60_000,
+  // Generous on purpose: each page boots two Pyodides (page + scheduler worker) on a 2-core
+  // machine, and the tests assert behaviour, never timings.
+  timeout: 120_000,
+  expect: { timeout: 30_000 },
   workers: 1, // 2-core machines; each page holds a ~160 MB Pyodide
   fullyParallel: false,
   forbidOnly: !!process.env.CI,

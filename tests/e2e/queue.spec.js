@@ -161,7 +161,7 @@ json.dumps(job.id)
     expect(rec.status).not.toBe("failed");
     expect(rec.attempts).toBeLessThanOrEqual(1);
     return rec.given_back;
-  }, { timeout: 20_000, intervals: [150] }).toBeGreaterThanOrEqual(3);
+  }, { timeout: 45_000, intervals: [150] }).toBeGreaterThanOrEqual(3);
   const rec = await record(page, id);
   expect(rec).toMatchObject({ status: "pending", attempts: 0 });
   expect(rec.next_retry_at - rec.updated_at).toBeGreaterThanOrEqual(3_500);
