@@ -4,7 +4,10 @@
 // it from reaching for the network. The site under test is build/site (`make build`).
 const { defineConfig } = require("@playwright/test");
 
-const PORT = 8123;
+// E2E_PORT / E2E_SITE: a private server and site, for running beside another engineer's run
+// on the same machine (the default server is reused when it is already up).
+const PORT = Number(process.env.E2E_PORT || 8123);
+const SITE = process.env.E2E_SITE || "build/site";
 const BASE_URL = `http://127.0.0.1:${PORT}`;
 const CHROMIUM_ARGS = [
   "--no-sandbox",
@@ -39,7 +42,7 @@ module.exports = defineConfig({
   },
   projects: [{ name: "chromium" }],
   webServer: {
-    command: `.venv/bin/python tests/server.py --port ${PORT} --root build/site`,
+    command: `.venv/bin/python tests/server.py --port ${PORT} --root ${SITE}`,
     url: `${BASE_URL}/__control/log`,
     reuseExistingServer: !process.env.CI,
     timeout: 30_000,

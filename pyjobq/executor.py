@@ -156,6 +156,9 @@ class ExecutorSide:
         self._running: dict[str, tuple[asyncio.Future[Any], AbortSignal]] = {}
         self._listeners: list[Callable[[JobUpdate], None]] = []
         self._batch: list[tuple[NewJob, Job]] = []
+        self._via_worker: set[str] = set()  # ids of requests waiting on the scheduler worker
+        #: Why the scheduler worker stopped for good (``stopped``); its requests fail with it.
+        self.worker_stopped: str | None = None
         self._unsubscribe = [link.subscribe(self._on_link), channel.subscribe(self._on_channel)]
         self._channel_open = True
 
@@ -315,8 +318,14 @@ class ExecutorSide:
     def _request(self, msg: dict[str, Any], link: Link | None = None) -> asyncio.Future[Any]:
         request_id = new_id()
         future = asyncio.get_event_loop().create_future()
+        link = link or self._link
+        if link is self._link:
+            if self.worker_stopped is not None:
+                future.set_exception(PyjobqError(self.worker_stopped))
+                return future
+            self._via_worker.add(request_id)
         self._requests[request_id] = future
-        (link or self._link).send({**msg, "request_id": request_id})
+        link.send({**msg, "request_id": request_id})
         return future
 
     async def query_all(self) -> list[dict[str, Any]]:
@@ -418,6 +427,7 @@ class ExecutorSide:
             if running is not None:
                 running[1].abort(msg.get("reason") or "aborted")
         elif kind == "reply":
+            self._via_worker.discard(msg["request_id"])
             future = self._requests.pop(msg["request_id"], None)
             if future is None or future.done():
                 return
@@ -429,6 +439,19 @@ class ExecutorSide:
             self._apply_update(msg["job"])
         elif kind == "worker_error":
             log.error("pyjobq's scheduler worker failed to start: %s", msg["message"])
+        elif kind == "stopped":
+            self._worker_stopped(msg["reason"])
+
+    def _worker_stopped(self, reason: str) -> None:
+        """The scheduler worker stopped for good: fail what waits on it, and every later
+        request at once, with its reason (it tells the user to reload). Volatile jobs run on."""
+        log.error("pyjobq: persistent jobs stopped on this page: %s", reason)
+        self.worker_stopped = reason
+        for request_id in list(self._via_worker):
+            future = self._requests.pop(request_id, None)
+            if future is not None and not future.done():
+                future.set_exception(PyjobqError(reason))
+        self._via_worker.clear()
 
     def _on_channel(self, data: Any) -> None:
         try:

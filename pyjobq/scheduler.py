@@ -441,6 +441,8 @@ class Scheduler:
             self._progress(msg)
         elif kind in _REQUESTS:
             self._spawn(self._answer(msg))
+        elif kind == "debug_counts":
+            pass  # answered by the worker's host (pyjobq/browser/worker_main.py)
         else:
             log.warning("pyjobq scheduler ignored a %r message from its page", kind)
 

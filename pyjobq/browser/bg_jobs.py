@@ -20,9 +20,10 @@ from typing import Any
 
 import js  # type: ignore[import-not-found]
 from pyodide.code import run_js  # type: ignore[import-not-found]
-from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
 from ..errors import PyjobqError
+from . import proxies
 from .ports import js_object
 
 log = logging.getLogger("pyjobq")
@@ -56,7 +57,7 @@ class Bridge:
         self._module = module
         self._queue = queue
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._call = create_proxy(self._on_call)
+        self._call = proxies.create(self._on_call)
         self.js = module.makeBridge(self._call)
         self._unsubscribe = queue.on_update(self._on_update)
         module.install(self.js)
@@ -97,7 +98,7 @@ class Bridge:
         self._module.uninstall(self.js)
         for task in list(self._tasks):
             task.cancel()
-        self._call.destroy()
+        proxies.destroy(self._call)
 
 
 def has_dom() -> bool:

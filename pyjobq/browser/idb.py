@@ -24,12 +24,13 @@ import logging
 from typing import Any, Callable, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
 from ..core.records import DueKey, JobRecord, RecordError
 from ..core.records import check_json
 from ..core.status import Status
 from ..errors import InvalidJobError, PyjobqError
+from . import proxies
 
 log = logging.getLogger("pyjobq")
 
@@ -45,6 +46,10 @@ INDEXES: dict[str, Any] = {
 
 class StorageError(PyjobqError):
     """IndexedDB refused an operation (quota exceeded, blocked, closed by a newer version)."""
+
+
+class DatabaseUpgradedError(StorageError):
+    """Another tab opened the database at a newer version: this page's code is out of date."""
 
 
 def _to_js(value: dict[str, Any]) -> Any:
@@ -75,7 +80,7 @@ class _Transaction:
         self.tx.onabort = self._proxy(lambda _e: self._finish(_error(what, self.tx.error or "aborted")))
 
     def _proxy(self, fn: Callable[..., Any]) -> Any:
-        proxy = create_proxy(fn)
+        proxy = proxies.create(fn)
         self._proxies.append(proxy)
         return proxy
 
@@ -102,7 +107,7 @@ class _Transaction:
 
     def _release(self) -> None:
         for proxy in self._proxies:
-            proxy.destroy()
+            proxies.destroy(proxy)
         self._proxies = []
 
     def __await__(self) -> Any:
@@ -177,15 +182,27 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
 
 
 class IndexedDBStore:
-    """:class:`~pyjobq.core.ports.Store` over the application-named IndexedDB database."""
+    """:class:`~pyjobq.core.ports.Store` over the application-named IndexedDB database.
 
-    def __init__(self, db_name: str) -> None:
+    When another tab opens the database at a newer version (``versionchange``), the
+    store closes its connection so that upgrade is not blocked, calls ``on_upgraded``
+    with a message telling the user to reload, and from then on every operation raises
+    :class:`DatabaseUpgradedError` with that message at once: the page with the newer
+    code owns the database now, and reopening it at version 1 could only fail.
+    """
+
+    def __init__(self, db_name: str, on_upgraded: Callable[[str], None] | None = None) -> None:
         self.db_name = db_name
+        self.on_upgraded = on_upgraded
         self._db: Any = None
         self._opening: asyncio.Future[Any] | None = None
-        self._on_versionchange: Any = None
+        self._unlisten: Callable[[], None] | None = None
+        #: Why this store no longer works, once another tab upgraded the database.
+        self.upgraded: str | None = None
 
     async def _open(self) -> Any:
+        if self.upgraded is not None:
+            raise DatabaseUpgradedError(self.upgraded)
         if self._db is not None:
             return self._db
         if self._opening is None:
@@ -199,11 +216,11 @@ class IndexedDBStore:
         loop = asyncio.get_event_loop()
         opened: asyncio.Future[Any] = loop.create_future()
         request = js.indexedDB.open(self.db_name, DB_VERSION)
-        proxies: list[Any] = []
+        made: list[Any] = []
 
         def proxy(fn: Callable[..., Any]) -> Any:
-            p = create_proxy(fn)
-            proxies.append(p)
+            p = proxies.create(fn)
+            made.append(p)
             return p
 
         def upgrade(_event: Any) -> None:
@@ -231,27 +248,47 @@ class IndexedDBStore:
         try:
             db = await opened
         finally:
-            for p in proxies:
-                p.destroy()
-        self._on_versionchange = create_proxy(self._versionchange)
-        db.addEventListener("versionchange", self._on_versionchange)
+            for p in made:
+                proxies.destroy(p)
+        self._unlisten = proxies.listen(db, "versionchange", self._versionchange)
         self._db = db
         return db
 
-    def _versionchange(self, _event: Any) -> None:
-        # Another tab wants a newer schema: get out of its way rather than block it.
-        log.warning("pyjobq: database %r is being upgraded by another tab; closing it here", self.db_name)
-        self.close()
+    def _versionchange(self, event: Any) -> None:
+        # Another tab wants a newer schema (or deletes the database): get out of its way
+        # rather than block it, and say what the user must do.
+        new_version = getattr(event, "newVersion", None)
+        if new_version:
+            what = f"was upgraded to version {int(new_version)} by another tab"
+        else:
+            what = "was deleted by another tab"
+        self.upgraded = (
+            f"IndexedDB database {self.db_name!r} {what}; this page runs older code "
+            f"(schema version {DB_VERSION}) and has stopped using it. Reload this page: "
+            "the page with the newer code owns the database now."
+        )
+        # The listener running right now can't be destroyed from inside its own call.
+        asyncio.get_event_loop().call_soon(self.close)
+        if self._db is not None:
+            self._db.close()  # at once: a later close would still block the upgrade a turn
+        if self.on_upgraded is not None:
+            self.on_upgraded(self.upgraded)
+        else:
+            log.error("pyjobq: %s", self.upgraded)
 
     def close(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         if self._db is not None:
-            self._db.removeEventListener("versionchange", self._on_versionchange)
-            self._on_versionchange.destroy()
             self._db.close()
             self._db = None
 
     async def _tx(self, mode: str, what: str) -> _Transaction:
-        return _Transaction(await self._open(), mode, what)
+        db = await self._open()
+        if self.upgraded is not None:  # upgraded while this operation waited for the open
+            raise DatabaseUpgradedError(self.upgraded)
+        return _Transaction(db, mode, what)
 
     # ------------------------------------------------------------ the Store contract
 

@@ -14,9 +14,10 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import JsException, create_proxy, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
 
 from ..core.ports import LockStolen, Message, Unsubscribe
+from . import proxies
 
 log = logging.getLogger("pyjobq")
 
@@ -40,12 +41,11 @@ class _Listeners:
     def __init__(self, target: Any) -> None:
         self._target = target
         self._subscribers: list[Callable[[Message], None]] = []
-        self._proxy: Any = None
+        self._unlisten: Callable[[], None] | None = None
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
-        if self._proxy is None:
-            self._proxy = create_proxy(self._on_message)
-            self._target.addEventListener("message", self._proxy)
+        if self._unlisten is None:
+            self._unlisten = proxies.listen(self._target, "message", self._on_message)
         self._subscribers.append(callback)
 
         def unsubscribe() -> None:
@@ -68,10 +68,9 @@ class _Listeners:
         self.deliver(event.data)
 
     def close(self) -> None:
-        if self._proxy is not None:
-            self._target.removeEventListener("message", self._proxy)
-            self._proxy.destroy()
-            self._proxy = None
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
 
 
 class BroadcastChannelPort:
@@ -148,13 +147,13 @@ class WebLocks:
 
             # The lock is held until this promise settles; it carries no Python object,
             # so nothing crosses into JS that a .then could destroy.
-            promise_executor = create_proxy(executor)
+            promise_executor = proxies.create(executor)
             try:
                 return js.Promise.new(promise_executor)
             finally:
-                promise_executor.destroy()
+                proxies.destroy(promise_executor)
 
-        proxy = create_proxy(granted)
+        proxy = proxies.create(granted)
         options = js_object({"mode": mode, "ifAvailable": if_available, "steal": steal})
         try:
             await js.navigator.locks.request(name, options, proxy)
@@ -163,7 +162,7 @@ class WebLocks:
                 raise LockStolen(f"lock {name!r} was stolen") from None
             raise
         finally:
-            proxy.destroy()
+            proxies.destroy(proxy)
         return await outcome
 
     async def held(self) -> dict[str, str]:

@@ -18,8 +18,9 @@ import js  # type: ignore[import-not-found]
 
 from ..config import Settings
 from ..executor import ExecutorSide
-from pyodide.ffi import create_proxy, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
+from . import proxies
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
 _worker_blob_url: str | None = None
@@ -70,6 +71,6 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
     # Chromium does not always fire `online` inside a dedicated worker when the page's
     # network comes back (seen under DevTools' offline emulation); the page's own event
     # is forwarded so the scheduler runs jobs that were waiting out the disconnection.
-    side.online_listener = create_proxy(lambda _event: side.back_online())  # type: ignore[attr-defined]
-    js.globalThis.addEventListener("online", side.online_listener)  # type: ignore[attr-defined]
+    side.unlisten_online = proxies.listen(  # type: ignore[attr-defined]
+        js.globalThis, "online", lambda _event: side.back_online())
     return side

@@ -7,27 +7,29 @@ import logging
 from typing import Any
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
 
+from ..core import messages
 from ..memory import LoopClock
 from ..scheduler import Scheduler
 from .idb import IndexedDBStore
+from . import proxies
 from .ports import BroadcastChannelPort, PortLink, WebLocks
 
 log = logging.getLogger("pyjobq")
 
 #: The running scheduler, for debugging from the worker's console.
 scheduler: Scheduler | None = None
-_online_proxy: Any = None
+_unlisten_online: Any = None
 
 
 def start(params_json: str, early: Any) -> None:
     """Called once by ``worker.mjs`` with the URL's parameters and the buffered messages."""
-    global scheduler, _online_proxy
+    global scheduler, _unlisten_online
     params = json.loads(params_json)
     link = PortLink(js.self)
+    link.subscribe(lambda data: _debug_counts(link, data))
     scheduler = Scheduler(
-        store=IndexedDBStore(params["db"]),
+        store=IndexedDBStore(params["db"], on_upgraded=lambda reason: _upgraded(link, reason)),
         locks=WebLocks(),
         channel=BroadcastChannelPort(params["channel"]),
         link=link,
@@ -39,8 +41,30 @@ def start(params_json: str, early: Any) -> None:
         is_online=lambda: bool(js.navigator.onLine),
     )
     scheduler.start()
-    _online_proxy = create_proxy(lambda _event: scheduler.back_online() if scheduler else None)
-    js.self.addEventListener("online", _online_proxy)
+    _unlisten_online = proxies.listen(
+        js.self, "online", lambda _event: scheduler.back_online() if scheduler else None)
     for data in early:
         link.deliver(data)
     early.destroy() if hasattr(early, "destroy") else None
+
+
+def _upgraded(link: PortLink, reason: str) -> None:
+    """Another tab upgraded the database: stop processing for good and tell the page why."""
+    log.error("pyjobq: the scheduler stopped: %s", reason)
+    if scheduler is not None:
+        # Ends the pass and releases the processor lease, so a tab with the newer code takes over.
+        scheduler.stop()
+    link.send(messages.make("stopped", reason=reason))
+
+
+def _debug_counts(link: PortLink, data: Any) -> None:
+    """Answer ``debug_counts``: this worker's live proxies and listeners (tests, DevTools)."""
+    if not (isinstance(data, dict) and data.get("type") == "debug_counts"):
+        return
+    try:
+        msg = messages.parse(data)
+    except messages.BadMessage:
+        return  # the scheduler's own handler logs what it ignores
+    if msg.get("trace"):
+        proxies.trace_pyodide_proxies()
+    link.send(messages.make("reply", request_id=msg["request_id"], ok=True, value=proxies.counts()))

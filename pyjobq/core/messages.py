@@ -8,8 +8,11 @@ nothing read from a message is ever executed.
 
 Executor → scheduler: ``enqueue``, ``wake``, ``run_started``, ``run_result``,
 ``delete_job``, ``delete_group``, ``cancel_job``, ``retry_job``, ``retry_all``,
-``query_all``, ``get_job``, ``cleanup_old``.
-Scheduler → executor: ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``.
+``query_all``, ``get_job``, ``cleanup_old``, ``debug_counts`` (a debugging aid: the
+worker's live proxy and listener counts, see :mod:`pyjobq.browser.proxies`).
+Scheduler → executor: ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``,
+``stopped`` (the worker stopped for good — another tab upgraded the database — with the
+reason to show; the executor side fails its requests with it).
 Across tabs (BroadcastChannel): ``job-update``.
 """
 
@@ -49,6 +52,8 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "abort_run": {"job_id": _STR},
     "suspend_type": {"job_type": _STR, "request_id": _OPT_STR},
     "resume_type": {"job_type": _STR, "request_id": _OPT_STR},
+    "stopped": {"reason": _STR},
+    "debug_counts": {"request_id": _STR, "trace": (bool, type(None))},
 }
 
 

@@ -28,6 +28,9 @@ VALID = [
     make("ready", source="s"),
     make("job-update", job={"id": "j"}, source="s"),
     make("progress", job_id="j"),
+    make("stopped", reason="reload this page"),
+    make("debug_counts", request_id="r"),
+    make("debug_counts", request_id="r", trace=True),
 ]
 
 
@@ -68,6 +71,9 @@ def test_make_rejects_an_unknown_type() -> None:
     ({"v": 1, "type": "reply", "request_id": "r", "ok": None}, "reply.ok must be bool, got NoneType"),
     ({"v": 1, "type": "job-update", "job": [], "source": "s"}, "job-update.job must be dict, got list"),
     ({"v": 1, "type": "ready", "source": None}, "ready.source must be str, got NoneType"),
+    ({"v": 1, "type": "stopped"}, "stopped.reason must be str, got NoneType"),
+    ({"v": 1, "type": "debug_counts", "request_id": "r", "trace": 1}, "debug_counts.trace must be bool, got int"),
+    ({"v": 1, "type": "debug_counts", "trace": True}, "debug_counts.request_id must be str, got NoneType"),
 ])
 def test_parse_rejects(data: object, message: str) -> None:
     with pytest.raises(BadMessage) as info:
