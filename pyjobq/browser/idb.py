@@ -24,7 +24,7 @@ import logging
 from typing import Any, Callable, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import to_js  # type: ignore[import-not-found]
+from pyodide.ffi import jsnull, to_js  # type: ignore[import-not-found]
 
 from ..core.records import DueKey, JobRecord, RecordError
 from ..core.records import check_json
@@ -158,9 +158,19 @@ def _malformed(raw: Any, exc: Exception) -> JobRecord:
     )
 
 
+def _nulls_to_none(value: Any) -> Any:
+    """JavaScript ``null`` arrives from ``to_py`` as ``jsnull``, not None (Pyodide 314): a
+    record written by other code (or a body holding null) would otherwise be malformed."""
+    if isinstance(value, dict):
+        return {k: _nulls_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulls_to_none(v) for v in value]
+    return None if value is jsnull else value
+
+
 def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
     """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record)."""
-    data = value.to_py() if hasattr(value, "to_py") else value
+    data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
     try:
         return JobRecord.from_dict(data)
     except RecordError as exc:
