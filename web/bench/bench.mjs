@@ -121,16 +121,26 @@ export function ask(request) {
   });
 }
 
-/** Handshake latencies (ms, worker clock) of every run traced since the last clear. */
+/** Handshake latencies (ms, worker clock) of every run traced since the last clear, and where
+ *  a serial lane's time goes: run -> run_started (handshake), run_started -> run_result (the
+ *  page runs the job), run_result -> the next run (the scheduler settles, publishes, claims). */
 export async function handshakes() {
   const { trace } = await ask({ cmd: "trace" });
   const sent = new Map();
-  const times = [];
+  const started = new Map();
+  const times = [], running = [], between = [];
+  let lastResult = null;
   for (const [dir, type, id, t] of trace) {
-    if (dir === "out" && type === "run") sent.set(id, t);
-    else if (dir === "in" && type === "run_started" && sent.has(id)) { times.push(t - sent.get(id)); sent.delete(id); }
+    if (dir === "out" && type === "run") {
+      sent.set(id, t);
+      if (lastResult !== null) between.push(t - lastResult);
+    } else if (dir === "in" && type === "run_started" && sent.has(id)) {
+      times.push(t - sent.get(id)); sent.delete(id); started.set(id, t);
+    } else if (dir === "in" && type === "run_result" && started.has(id)) {
+      running.push(t - started.get(id)); started.delete(id); lastResult = t;
+    }
   }
-  return stats(times);
+  return { ...stats(times), page_runs: stats(running), scheduler_between_runs: stats(between) };
 }
 
 /** Live-object figures of this page's Pyodide. */
