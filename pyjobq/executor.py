@@ -28,6 +28,7 @@ from .errors import (
     PyjobqError,
 )
 from .fetch import FETCH, Answer, code_from_body, make_fetch
+from .lease import LEASE_MESSAGES
 
 log = logging.getLogger("pyjobq")
 
@@ -161,6 +162,9 @@ class ExecutorSide:
         self.worker_stopped: str | None = None
         self._unsubscribe = [link.subscribe(self._on_link), channel.subscribe(self._on_channel)]
         self._channel_open = True
+        #: The page-held processor lease (:class:`pyjobq.lease.LeaseHolder`) when this side
+        #: has a document; None in a worker host and in plain CPython.
+        self.lease_holder: Any = None
 
     # ------------------------------------------------------------ persistent jobs
 
@@ -419,6 +423,14 @@ class ExecutorSide:
         kind = msg["type"]
         if kind == "run":
             link = self._volatile_link if msg["job_id"] in self._closures and self._volatile_link else self._link
+            if link is self._link and self.lease_holder is not None and self.lease_holder.refusing:
+                # Claimed after this page let the lease go (freeze/pagehide), before the worker
+                # knew: give it back unspent for whoever holds the lease now (pyjobq/lease.py).
+                self._send_result(msg["job_id"], {
+                    "ok": False, "interrupted": True, "code": "lease_revoked",
+                    "error": "the page let the processor lease go (frozen or hidden) before this run began",
+                }, link)
+                return
             asyncio.ensure_future(self._run(msg, link))
         elif kind == "abandon_run":
             self._abandon(msg["job_id"])
@@ -437,6 +449,8 @@ class ExecutorSide:
                 future.set_exception(PyjobqError(str(msg.get("error"))))
         elif kind == "job-update":
             self._apply_update(msg["job"])
+        elif kind in LEASE_MESSAGES:
+            pass  # the LeaseHolder's
         elif kind == "worker_error":
             log.error("pyjobq's scheduler worker failed to start: %s", msg["message"])
         elif kind == "stopped":

@@ -253,8 +253,24 @@ class MemoryLink:
     def _receive(self, message: Message) -> None:
         if self.closed:
             return
+        if self.held is not None:  # a frozen context runs no task: the message waits
+            self.held.append(message)
+            return
         for listener in list(self._listeners):
             listener(message)
+
+    #: Messages waiting while this end's context is frozen (:meth:`freeze`); None when it is not.
+    held: list[Message] | None = None
+
+    def freeze(self) -> None:
+        """This end's context is frozen: hold what arrives until :meth:`thaw`, in order."""
+        if self.held is None:
+            self.held = []
+
+    def thaw(self) -> None:
+        held, self.held = self.held or [], None
+        for message in held:
+            self._receive(message)
 
     def close(self) -> None:
         self.closed = True

@@ -29,6 +29,30 @@ outbox's ladder. The defaults are the job queue's.
 The scheduler never runs user code: it posts ``run`` and the page answers
 ``run_started`` then ``run_result``. Only the handshake is timed.
 
+Frozen and back/forward-cached tabs
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A frozen page keeps its Web Locks and its dedicated worker freezes with it, so a
+lease held by the worker would stop the queue for every tab while that tab sits
+frozen or in the back/forward cache. So the lease is a port
+(:class:`~pyjobq.core.ports.Lease`): in a worker whose page has a document, the
+page holds the lock for it and lets go synchronously in ``freeze``/``pagehide``
+(:mod:`pyjobq.lease` has the messages, and why the page rather than the worker).
+A revoked pass claims nothing more, returns at once and asks for the lease
+again; the page grants it on ``resume``/``pageshow``.
+
+What makes that safe is the *run lock*: before claiming a job the scheduler
+takes ``<lock_name>:run:<job id>`` (``ifAvailable``) and holds it until the
+run's outcome is stored. Recovery skips running records whose run lock is held,
+and a type with such a record is busy in the lanes, so the tab that takes the
+lease from a frozen one neither runs the frozen job a second time nor starts a
+second job of its type; the frozen tab finishes it on resume and stores the
+outcome as its owner. A discarded document releases its run locks, and its
+running records are then ordinary orphans, recovered by the next pass. Simpler
+schemes fail: a worker-held lease is not released while frozen; a page-held
+lease without run locks lets the next holder recover — and so double — the
+frozen run; recovering by a time limit would bound runs, which the spec forbids
+("Only the handshake is bounded").
+
 All decisions come from :mod:`pyjobq.core`; this module only carries them out
 through the ports, so the same code runs in a worker and in the CPython
 multi-tab simulation.
@@ -45,9 +69,10 @@ from typing import Any, Callable, Mapping
 from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import BadMessage, make
-from .core.ports import Channel, Clock, Link, LockManager, Store, Timer
+from .core.ports import Channel, Clock, Lease, Link, LockManager, Store, Timer
 from .core.records import JobRecord, NewJob, RunResult
 from .core.status import TERMINAL, Status
+from .lease import LEASE_MESSAGES
 
 log = logging.getLogger("pyjobq")
 
@@ -62,6 +87,7 @@ class _InFlight:
     started: bool = False
     deadline: Timer | None = None
     settled: asyncio.Future[None] | None = None
+    release_run_lock: Callable[[], None] | None = None
 
 
 class Scheduler:
@@ -83,6 +109,7 @@ class Scheduler:
         lease_ms: float | None = None,
         on_success: str = "keep",
         backoff: Callable[[int], float] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         """The job queue's engine; the keyword options after ``volatile`` select the outbox mode.
 
@@ -95,6 +122,9 @@ class Scheduler:
             on_success: ``"keep"`` (the job queue) stores a ``done`` record;
                 ``"delete"`` removes it once done has been published (the outbox).
             backoff: the retry ladder; default :func:`~pyjobq.core.backoff.make_backoff`.
+            lease: the processor lease; default a :class:`~pyjobq.lease.LockLease` on
+                ``lock_name`` held by this scheduler. A worker whose page has a document
+                gets a :class:`~pyjobq.lease.LinkLease` (the page holds the lock).
         """
         if on_success not in ("keep", "delete"):
             raise ValueError(f"on_success must be 'keep' or 'delete', got {on_success!r}")
@@ -126,6 +156,17 @@ class Scheduler:
         self.volatile = volatile
         self._suspended: set[str] = set()
         self._last_created = 0.0
+        if lease is None:
+            from .lease import LockLease
+
+            lease = LockLease(locks, lock_name)
+        self._lease = lease
+        self._revoked = False
+        # Run locks guard lock-based recovery; on leases (the outbox) and in the in-tab volatile
+        # engine nothing else recovers a running record, so they would only cost a request.
+        self._run_locks = lease_ms is None and not volatile
+        #: Types with a running record whose run lock another page holds: busy in the lanes.
+        self._busy_elsewhere: set[str] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -145,6 +186,7 @@ class Scheduler:
         for flight in self._in_flight.values():
             if flight.deadline is not None:
                 flight.deadline.cancel()
+            _release_run_lock(flight)
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -197,7 +239,10 @@ class Scheduler:
             while not self._stopped:
                 if self._wanted:
                     self._wanted = False
-                    await self._locks.request(self._lock_name, self._drain)
+                    self._revoked = False
+                    if not await self._lease.hold(self._drain, self._on_revoked):
+                        # Taken away mid-pass (the page froze): ask again; the page grants it on resume.
+                        self._wanted = True
                     continue
                 await self._arm_retry_timer()
                 if not self._wanted:
@@ -207,24 +252,40 @@ class Scheduler:
         except Exception:
             log.exception("pyjobq scheduler pass failed; it runs again on the next wake")
 
-    async def _drain(self, _lock: Any) -> None:
-        while not self._stopped:
+    def _on_revoked(self) -> None:
+        self._revoked = True
+        self._kick.set()
+
+    async def _drain(self) -> None:
+        while not self._stopped and not self._revoked:
             self._kick.clear()
             self._wanted = False
             if self._lease_ms is None:
                 # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                 await self._recover()
             await self._unpark_free()
+            if self._revoked:
+                return
             progressed = await self._start_ready()
             if not self._in_flight and not progressed:
                 return
-            if not progressed:
+            if not progressed and not self._revoked:
                 await self._arm_retry_timer()
                 await self._kick.wait()
 
     async def _recover(self) -> None:
         now = self._clock.now()
-        for record in lanes.orphans(await self.store.by_status(Status.RUNNING), self._in_flight):
+        running = lanes.orphans(await self.store.by_status(Status.RUNNING), self._in_flight)
+        elsewhere: set[str] = set()
+        if running and self._run_locks:
+            held = await self._locks.held()
+            elsewhere = {r.id for r in running if lanes.run_lock(self._lock_name, r.id) in held}
+        self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
+        for job_id in sorted(elsewhere):
+            # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
+            # worker dies with the run lock, and a frozen tab may be discarded later.
+            self._watch(lanes.run_lock(self._lock_name, job_id))
+        for record in lanes.orphans(running, self._in_flight, elsewhere):
             def change(cur: JobRecord) -> JobRecord | None:
                 if cur.status is not Status.RUNNING or cur.id in self._in_flight:
                     return None
@@ -248,7 +309,7 @@ class Scheduler:
 
     async def _start_ready(self) -> bool:
         now = self._clock.now()
-        busy = {flight.type for flight in self._in_flight.values()}
+        busy = {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere
         due = [k for k in await self.store.due_keys(now) if k.id not in self._in_flight]
         picks = lanes.pick(due, busy, leases=self._lease_ms is not None)
         if not picks:
@@ -256,6 +317,8 @@ class Scheduler:
         held = await self._locks.held() if self._yields else {}
         progressed = False
         for record in picks:
+            if self._revoked:
+                break  # the page let the lease go: claim nothing more
             if record.type in self._suspended:
                 self._publish(await self.store.update(
                     record.id,
@@ -273,15 +336,49 @@ class Scheduler:
                 self._watch(yield_lock)
                 progressed = True
                 continue
+            release = None
+            if self._run_locks:
+                release = await self._take_run_lock(record.id)
+                if release is None:
+                    # Another page still holds it (storing its run's outcome): wake when it lets go.
+                    self._watch(lanes.run_lock(self._lock_name, record.id))
+                    continue
             took: list[bool] = []
-            claimed = await self.store.update(record.id, lambda cur: self._claim(cur, now, took))
+            try:
+                claimed = await self.store.update(record.id, lambda cur: self._claim(cur, now, took))
+            except BaseException:
+                if release is not None:
+                    release()
+                raise
+            if release is not None and (claimed is None or not took or claimed.status is not Status.RUNNING):
+                release()
             if claimed is None or not took:
                 continue  # deleted or changed by another tab meanwhile
             progressed = True
             self._publish(claimed)
             if claimed.status is Status.RUNNING:
-                self._hand_off(claimed)
+                self._hand_off(claimed, release)
         return progressed
+
+    async def _take_run_lock(self, job_id: str) -> Callable[[], None] | None:
+        """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
+        loop = asyncio.get_event_loop()
+        granted: asyncio.Future[bool] = loop.create_future()
+        let_go: asyncio.Future[None] = loop.create_future()
+
+        async def hold(lock: Any) -> None:
+            if not lock:
+                granted.set_result(False)
+                return
+            granted.set_result(True)
+            await let_go
+
+        def release() -> None:
+            if not let_go.done():
+                let_go.set_result(None)
+
+        self._spawn(self._locks.request(lanes.run_lock(self._lock_name, job_id), hold, if_available=True))
+        return release if await granted else None
 
     def _claim(self, cur: JobRecord, now: float, took: list[bool]) -> JobRecord | None:
         """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
@@ -296,8 +393,8 @@ class Scheduler:
             return policy.reclaim(cur, now, self.source, self._lease_ms)
         return None
 
-    def _hand_off(self, record: JobRecord) -> None:
-        flight = _InFlight(record.id, record.type)
+    def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
+        flight = _InFlight(record.id, record.type, release_run_lock=release_run_lock)
         self._in_flight[record.id] = flight
         flight.deadline = self._clock.call_later(
             self._handshake_ms, lambda: self._spawn(self._handshake_expired(record.id))
@@ -368,6 +465,7 @@ class Scheduler:
             )
 
         self._publish(await self.store.update(job_id, change))
+        _release_run_lock(flight)
         self._kick.set()
 
     async def _run_result(self, msg: dict[str, Any]) -> None:
@@ -414,6 +512,7 @@ class Scheduler:
                 self._publish(settled, deleted=True)
         finally:
             self._in_flight.pop(job_id, None)
+            _release_run_lock(flight)
             if flight.settled is not None and not flight.settled.done():
                 flight.settled.set_result(None)
             self._kick.set()
@@ -441,6 +540,8 @@ class Scheduler:
             self._progress(msg)
         elif kind in _REQUESTS:
             self._spawn(self._answer(msg))
+        elif kind in LEASE_MESSAGES:
+            pass  # the LinkLease's (pyjobq/lease.py)
         elif kind == "debug_counts":
             pass  # answered by the worker's host (pyjobq/browser/worker_main.py)
         else:
@@ -485,6 +586,7 @@ class Scheduler:
             return
         if flight.deadline is not None:
             flight.deadline.cancel()
+        _release_run_lock(flight)  # deleted or cancelled: there is no outcome left to store
         self._link.send(make("abandon_run", job_id=job_id))
         self._kick.set()
 
@@ -656,6 +758,12 @@ _REQUESTS = frozenset({
     "enqueue", "query_all", "get_job", "delete_job", "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "suspend_type", "resume_type",
 })
+
+
+def _release_run_lock(flight: _InFlight) -> None:
+    release, flight.release_run_lock = flight.release_run_lock, None
+    if release is not None:
+        release()
 
 
 def _opt(value: Any, kind: type) -> Any:

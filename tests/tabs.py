@@ -16,6 +16,7 @@ from typing import Any, Callable
 from pyjobq import executor as _executor
 from pyjobq.core.ports import LockStolen  # noqa: F401  (re-exported for tests)
 from pyjobq.executor import ExecutorSide
+from pyjobq.lease import LeaseHolder, LinkLease, fake_grab
 from pyjobq.memory import ChannelHub, FakeClock, LockHub, MemoryStore, link_pair
 from pyjobq.scheduler import Scheduler
 
@@ -70,20 +71,120 @@ class GuardedStore:
         return guarded
 
 
+class _DeferrableTimer:
+    inner: Any = None
+    cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.inner.cancel()
+
+
+class FreezableClock:
+    """One tab's view of the world clock: a frozen context's timers fire only once it thaws."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+        self.deferred: list[Callable[[], None]] | None = None
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> Any:
+        timer = _DeferrableTimer()
+
+        def fire() -> None:
+            if self.deferred is not None:
+                self.deferred.append(lambda: timer.cancelled or callback())
+            else:
+                callback()
+
+        timer.inner = self._clock.call_later(delay_ms, fire)
+        return timer
+
+    def freeze(self) -> None:
+        if self.deferred is None:
+            self.deferred = []
+
+    def thaw(self) -> None:
+        deferred, self.deferred = self.deferred or [], None
+        for callback in deferred:
+            callback()
+
+
+class FreezableChannel:
+    """One context's BroadcastChannel: what arrives while it is frozen is delivered on thaw."""
+
+    def __init__(self, channel: Any) -> None:
+        self._channel = channel
+        self.held: list[Any] | None = None
+
+    def post(self, message: Any) -> None:
+        self._channel.post(message)
+
+    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
+        def receive(message: Any) -> None:
+            if self.held is not None:
+                self.held.append((callback, message))
+            else:
+                callback(message)
+
+        return self._channel.subscribe(receive)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def freeze(self) -> None:
+        if self.held is None:
+            self.held = []
+
+    def thaw(self) -> None:
+        held, self.held = self.held or [], None
+        for callback, message in held:
+            callback(message)
+
+
 class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any, reconstructors: dict | None,
-                 handshake_timeout_ms: float, yields: dict | None) -> None:
-        self.world, self.name, self.alive = world, name, True
+                 handshake_timeout_ms: float, yields: dict | None, page_lease: bool = False) -> None:
+        self.world, self.name, self.alive, self.frozen = world, name, True, False
         self.page_link, self.worker_link = link_pair()
         self.locks = world.locks.client()
-        self.side = ExecutorSide(link=self.page_link, channel=world.channels.channel(CHANNEL), source=name,
+        self.page_locks = world.locks.client()  # the page's own navigator.locks
+        self.clock = FreezableClock(world.clock)
+        self.page_channel = FreezableChannel(world.channels.channel(CHANNEL))
+        self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL))
+        self.side = ExecutorSide(link=self.page_link, channel=self.page_channel, source=name,
                                  reconstructors=reconstructors, transport=transport)
+        lease = None
+        if page_lease:
+            # The browser's arrangement for a page with a document: the page holds the lease.
+            self.side.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
+            lease = LinkLease(self.worker_link)
         self.scheduler = Scheduler(
-            store=GuardedStore(world.store, self), locks=self.locks, channel=world.channels.channel(CHANNEL),
-            link=self.worker_link, clock=world.clock, lock_name=LOCK, source=name, yields=yields,
+            store=GuardedStore(world.store, self), locks=self.locks, channel=self.worker_channel,
+            link=self.worker_link, clock=self.clock, lock_name=LOCK, source=name, yields=yields,
             handshake_timeout_ms=handshake_timeout_ms, random=world.random, is_online=lambda: world.online,
+            lease=lease,
         )
         self.scheduler.start()
+
+    def freeze(self) -> None:
+        """``freeze`` (or ``pagehide`` into the back/forward cache): the page's handler runs, then
+        the page and its worker stop — no message, timer or channel message reaches them."""
+        self.frozen = True
+        if self.side.lease_holder is not None:
+            self.side.lease_holder.freeze()
+        for part in (self.page_link, self.worker_link, self.clock, self.page_channel, self.worker_channel):
+            part.freeze()
+
+    def resume(self) -> None:
+        """``resume`` / ``pageshow``: the page's handler runs first, then what waited is delivered."""
+        self.frozen = False
+        if self.side.lease_holder is not None:
+            self.side.lease_holder.resume()
+        for part in (self.worker_link, self.page_link, self.clock, self.worker_channel, self.page_channel):
+            part.thaw()
 
     def crash(self) -> None:
         """The tab is gone: its worker stops, its tasks die, its locks are released, its ports close."""
@@ -98,10 +199,12 @@ class Tab:
         for task in sorted(tasks, key=_creation_order):
             task.cancel()
         self.locks.crash()
+        self.page_locks.crash()
         self.page_link.close()
         self.worker_link.close()
         side.stop()
         sched._channel.close()
+        self.frozen = False
 
 
 def _creation_order(task: asyncio.Future[Any]) -> int:
@@ -122,15 +225,21 @@ class World:
         self._names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None, reconstructors: dict | None = None,
-                 handshake_timeout_ms: float = 10_000.0, yields: dict | None = None) -> Tab:
+                 handshake_timeout_ms: float = 10_000.0, yields: dict | None = None,
+                 page_lease: bool = False) -> Tab:
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
-                  handshake_timeout_ms=handshake_timeout_ms, yields=yields)
+                  handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease)
         self.tabs.append(tab)
         return tab
 
     @property
     def live(self) -> list[Tab]:
         return [t for t in self.tabs if t.alive]
+
+    @property
+    def awake(self) -> list[Tab]:
+        """Live tabs that are not frozen: only these run code."""
+        return [t for t in self.tabs if t.alive and not t.frozen]
 
     async def advance(self, ms: float) -> None:
         """Move the clock, firing timers, and let everything they start run."""

@@ -4,7 +4,9 @@ Several simulated tabs (ExecutorSide + Scheduler on one shared MemoryStore,
 LockHub, ChannelHub and FakeClock) are driven by a seeded schedule of steps:
 enqueues, transport outcomes (200, 500, 404, 401 storms, 403/409/422, slow
 answers released later, terminal and interrupted errors), offline spells, tab
-crashes, reloads, deletes and clock jumps. After every step the loop settles
+crashes, reloads, deletes, clock jumps, and tabs frozen and resumed (``freeze`` /
+``pagehide``: each page holds the lease for its worker, as in the browser, and a
+frozen tab may be discarded). After every step the loop settles
 and the invariants are checked; after the faults stop, every job must reach a
 terminal status. Nothing reads the wall clock, so a seed replays exactly:
 
@@ -84,7 +86,10 @@ class Sim:
         if not tab.alive:
             self.world.violations.append(f"dead tab {tab.name} called the transport for {job_id}")
         job_type = self.jobs[job_id].type
+        frozen = {t.name for t in self.world.live if t.frozen}
         for running_id, where in self.executing.items():
+            if where in frozen and self.jobs[running_id].deleted:
+                continue  # deleted while its page was frozen: the page drops it on resume
             if self.jobs[running_id].type == job_type and running_id != job_id:
                 self.world.violations.append(
                     f"{job_id} and {running_id} of type {job_type} run at once ({tab.name}, {where})")
@@ -130,7 +135,7 @@ class Sim:
 
     def open_tab(self) -> Tab:
         transport = self.transport_for()
-        tab = self.world.open_tab(transport=transport)
+        tab = self.world.open_tab(transport=transport, page_lease=True)
         transport.bind(tab)
         return tab
 
@@ -142,13 +147,16 @@ class Sim:
 
     async def step(self) -> None:
         rng, world = self.rng, self.world
-        live = world.live
+        live = world.awake  # a frozen tab runs nothing: it is only resumed or discarded
         kind = rng.choices(
             ["enqueue", "release", "advance", "offline", "online", "storm", "calm", "crash", "reload",
-             "open", "delete", "wake"],
-            weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3],
+             "open", "delete", "wake", "freeze", "resume"],
+            weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3, 3, 4],
         )[0]
-        if not live:
+        frozen = [t for t in world.live if t.frozen]
+        if kind == "resume" and not frozen:
+            return
+        if not live and kind != "resume":
             kind = "open"
         if kind == "enqueue":
             tab = rng.choice(live)
@@ -187,14 +195,22 @@ class Sim:
         elif kind in ("storm", "calm"):
             self.storm_401 = kind == "storm"
             detail = ""
-        elif kind in ("crash", "reload"):
+        elif kind == "freeze":
             tab = rng.choice(live)
+            tab.freeze()
+            detail = tab.name
+        elif kind == "resume":
+            tab = rng.choice(frozen)
+            tab.resume()
+            detail = tab.name
+        elif kind in ("crash", "reload"):
+            tab = rng.choice(world.live)  # a frozen tab may be discarded
             self.crash(tab)
             detail = tab.name
             if kind == "reload":
                 detail += f" -> {self.open_tab().name}"
         elif kind == "open":
-            if len(live) >= MAX_TABS:
+            if len(world.live) >= MAX_TABS:
                 return
             detail = self.open_tab().name
         elif kind == "delete":
@@ -226,7 +242,10 @@ class Sim:
             assert self.counted.get(job.job_id, 0) <= record["max_attempts"], (
                 f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts {record['max_attempts']}")
         running = {i for i, r in stored.items() if r["status"] == "running"}
-        assert set(self.executing) <= running, f"executing {self.executing} but running records {running}"
+        # A frozen page cannot hear that its job was deleted meanwhile: it drops the run on resume.
+        frozen = {t.name for t in world.live if t.frozen}
+        executing = {j for j, where in self.executing.items() if where not in frozen}
+        assert executing <= running, f"executing {self.executing} but running records {running}"
 
     async def finish(self) -> None:
         """Faults stop: online, every answer 200, the clock moves on; every job must end."""
@@ -234,6 +253,9 @@ class Sim:
         self.storm_401 = False
         self.world.online = True
         self.trace.append("-- faults stop --")
+        for tab in self.world.live:
+            if tab.frozen:
+                tab.resume()
         for _, future in self.slow:
             if not future.done():
                 future.set_result(200)
@@ -382,4 +404,5 @@ def test_the_simulation_exercises_what_it_claims() -> None:
         steps |= {line.split()[0] for line in sim.trace}
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
-    assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete"} <= steps
+    assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
+            "freeze", "resume"} <= steps

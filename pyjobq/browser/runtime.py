@@ -21,6 +21,7 @@ from ..executor import ExecutorSide
 from pyodide.ffi import to_js  # type: ignore[import-not-found]
 
 from . import proxies
+from . import lifecycle
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
 _worker_blob_url: str | None = None
@@ -53,6 +54,8 @@ def worker_url(settings: Settings, source: str) -> str:
         "source": source,
         "handshake_ms": str(settings.handshake_timeout_ms),
         "index": index_url(),
+        # A page can be frozen: it holds the processor lease for its worker (pyjobq/lease.py).
+        "lease": "page" if lifecycle.has_document() else "worker",
     })
 
 
@@ -68,6 +71,9 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         yields=settings.yields,
     )
     side.worker = worker  # type: ignore[attr-defined]
+    if lifecycle.has_document():
+        side.unhold_lease = lifecycle.hold_lease_on_page(  # type: ignore[attr-defined]
+            side, side._link, settings.lock_name)  # type: ignore[arg-type]
     # Chromium does not always fire `online` inside a dedicated worker when the page's
     # network comes back (seen under DevTools' offline emulation); the page's own event
     # is forwarded so the scheduler runs jobs that were waiting out the disconnection.

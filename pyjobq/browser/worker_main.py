@@ -10,6 +10,7 @@ import js  # type: ignore[import-not-found]
 
 from ..core import messages
 from ..memory import LoopClock
+from ..lease import LinkLease
 from ..scheduler import Scheduler
 from .idb import IndexedDBStore
 from . import proxies
@@ -39,6 +40,8 @@ def start(params_json: str, early: Any) -> None:
         yields=json.loads(params.get("yields") or "{}"),
         handshake_timeout_ms=float(params.get("handshake_ms") or 10_000),
         is_online=lambda: bool(js.navigator.onLine),
+        # A page with a document holds the lease for us and lets go when frozen (pyjobq/lease.py).
+        lease=LinkLease(link) if params.get("lease") == "page" else None,
     )
     scheduler.start()
     _unlisten_online = proxies.listen(

@@ -37,9 +37,24 @@ def pick(due: Iterable[R], busy_types: Collection[str], *, leases: bool = False)
     return sorted(oldest.values(), key=order_key)
 
 
-def orphans(running: Iterable[JobRecord], in_flight: Collection[str]) -> list[JobRecord]:
-    """Running records this page is not running: inside the lease, their page is gone."""
-    return [r for r in running if r.status is Status.RUNNING and r.id not in in_flight]
+def run_lock(lock_name: str, job_id: str) -> str:
+    """The Web Lock a scheduler holds from before it claims a job until its outcome is stored.
+
+    Its holder's document outlives a freeze but not a discard, so a running record whose
+    run lock is held is another page's run (perhaps a frozen one), never an orphan.
+    """
+    return f"{lock_name}:run:{job_id}"
+
+
+def orphans(running: Iterable[JobRecord], in_flight: Collection[str],
+            held_elsewhere: Collection[str] = ()) -> list[JobRecord]:
+    """Running records nobody is running: not this page's, and no run lock held on them.
+
+    ``held_elsewhere`` holds the ids whose run lock another page holds (a frozen tab's
+    run, or one its worker handed off before its lease was revoked).
+    """
+    return [r for r in running
+            if r.status is Status.RUNNING and r.id not in in_flight and r.id not in held_elsewhere]
 
 
 def unparkable(paused: Iterable[JobRecord], held: Mapping[str, str]) -> list[JobRecord]:

@@ -13,6 +13,11 @@ worker's live proxy and listener counts, see :mod:`pyjobq.browser.proxies`).
 Scheduler → executor: ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``,
 ``stopped`` (the worker stopped for good — another tab upgraded the database — with the
 reason to show; the executor side fails its requests with it).
+The processor lease, when the page holds it for its worker (see :mod:`pyjobq.lease`):
+scheduler → executor ``lease_request`` (take the lock for me) and ``lease_released``
+(done with grant ``epoch``, or acknowledging its revocation); executor → scheduler
+``lease_granted`` (the page holds the lock, grant number ``epoch``) and ``lease_revoked``
+(the page let it go on ``freeze``/``pagehide``).
 Across tabs (BroadcastChannel): ``job-update``.
 """
 
@@ -52,6 +57,10 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "abort_run": {"job_id": _STR},
     "suspend_type": {"job_type": _STR, "request_id": _OPT_STR},
     "resume_type": {"job_type": _STR, "request_id": _OPT_STR},
+    "lease_request": {},
+    "lease_granted": {"epoch": (int,)},
+    "lease_revoked": {"epoch": (int,)},
+    "lease_released": {"epoch": (int,)},
     "stopped": {"reason": _STR},
     "debug_counts": {"request_id": _STR, "trace": (bool, type(None))},
 }

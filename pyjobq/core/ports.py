@@ -127,5 +127,24 @@ class LockManager(Protocol):
         """Lock names currently held, each mapped to ``"exclusive"`` or ``"shared"``."""
 
 
+class Lease(Protocol):
+    """The processor lease (spec: "Preventing duplicate execution across tabs").
+
+    Only its holder claims jobs and recovers orphans. In a worker whose page has a
+    document the page holds the Web Lock for it and can take it back at ``freeze`` or
+    ``pagehide`` (:class:`pyjobq.lease.LinkLease`); elsewhere the scheduler holds the
+    lock itself and it is never taken back (:class:`pyjobq.lease.LockLease`).
+    """
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        """Wait for the lease, then hold it while ``callback()`` runs.
+
+        ``on_revoked()`` is called, at most once, if the lease is taken away while the
+        callback runs: the callback must then stop claiming and return soon. Runs
+        already handed to the page carry on (their run locks keep them from being
+        recovered). Returns False when the lease was revoked, True otherwise.
+        """
+
+
 class LockStolen(Exception):
     """The lock was taken from its holder with ``steal: true``."""

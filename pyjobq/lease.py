@@ -1,0 +1,244 @@
+"""The processor lease, held by the scheduler or by its page.
+
+Theory of operation
+-------------------
+Only the holder of the processor lease claims jobs (spec: "Preventing duplicate
+execution across tabs"). Where the lease lives decides what a frozen tab does to
+every other tab:
+
+* :class:`LockLease` — the scheduler holds the Web Lock itself. Right for an
+  executor side with no document (a JupyterLite kernel, a PyScript worker): it is
+  never frozen on its own, and a closed or crashed one releases the lock.
+* :class:`LinkLease` + :class:`LeaseHolder` — the *page* holds the lock for its
+  worker. A page that is frozen (``freeze``) or put in the back/forward cache
+  (``pagehide``) keeps its Web Locks, and its dedicated worker is frozen with it,
+  so a worker-held lease would stop the queue for every tab. The page releases a
+  lock synchronously inside its ``freeze`` handler (measured, docs/decisions.md);
+  a worker cannot be relied on to (it freezes too, and releases only from a later
+  asyncio callback). So the page holds it and lets go on ``freeze``/``pagehide``.
+
+The messages (all on the worker link, which is FIFO)::
+
+    worker -> page   lease_request             take the lock for me
+    page -> worker   lease_granted{epoch}      I hold it; grant number epoch
+    worker -> page   lease_released{epoch}     done with it (or: I saw it revoked)
+    page -> worker   lease_revoked{epoch}      I let it go (freeze/pagehide)
+
+After a revocation the page refuses ``run`` until the worker's ``lease_released``
+for that epoch arrives: a run the worker claimed before it learnt of the
+revocation is answered as interrupted, which gives its attempt back and leaves it
+pending for whoever holds the lease now. Runs already on the page carry on
+through the freeze; what keeps another tab from recovering (and so doubling)
+them is the per-job *run lock* their scheduler holds from before the claim until
+the outcome is stored (:func:`pyjobq.core.lanes.run_lock`). A frozen document
+keeps it; a discarded one releases it, and its running record is then an orphan
+the next holder recovers — so a frozen run is neither doubled nor lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+from .core.messages import BadMessage, make, parse
+from .core.ports import Link, LockManager
+
+log = logging.getLogger("pyjobq")
+
+#: The link messages of the page-held lease; the scheduler and executor side leave them to this module.
+LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released"})
+
+#: ``grab(name, on_granted) -> cancel``: request the exclusive lock ``name``; once it is held
+#: call ``on_granted(release)``, where ``release()`` lets it go at once (inside a ``freeze``
+#: handler, before the page stops). ``cancel()`` drops a request not yet granted.
+Grab = Callable[[str, Callable[[Callable[[], None]], None]], Callable[[], None]]
+
+
+class LockLease:
+    """The scheduler holds the lock itself (an executor side with no document)."""
+
+    def __init__(self, locks: LockManager, name: str) -> None:
+        self._locks = locks
+        self._name = name
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        async def run(_lock: Any) -> None:
+            await callback()
+
+        await self._locks.request(self._name, run)
+        return True
+
+
+class LinkLease:
+    """The worker's side of a page-held lease: ask the page, hold while it says so."""
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+        self._granted: asyncio.Future[int] | None = None
+        self._epoch: int | None = None  # the grant being held
+        self._on_revoked: Callable[[], None] | None = None
+        self._unsubscribe = link.subscribe(self._on_link)
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        self._granted = asyncio.get_event_loop().create_future()
+        self._link.send(make("lease_request"))
+        epoch = await self._granted
+        self._epoch, self._on_revoked = epoch, on_revoked
+        revoked = False
+        try:
+            await callback()
+        finally:
+            revoked = self._epoch is None
+            self._epoch, self._on_revoked, self._granted = None, None, None
+            # Sent after every run the callback handed off: the page stops refusing runs here.
+            self._link.send(make("lease_released", epoch=epoch))
+        return not revoked
+
+    def _on_link(self, data: Any) -> None:
+        if not (isinstance(data, dict) and data.get("type") in LEASE_MESSAGES):
+            return
+        try:
+            msg = parse(data)
+        except BadMessage:
+            return  # the scheduler's own handler logs it
+        if msg["type"] == "lease_granted":
+            if self._granted is not None and not self._granted.done():
+                self._granted.set_result(msg["epoch"])
+            else:  # a grant nobody waits for (cannot happen on a FIFO link): hand it back
+                self._link.send(make("lease_released", epoch=msg["epoch"]))
+        elif msg["type"] == "lease_revoked" and msg["epoch"] == self._epoch:
+            self._epoch = None
+            on_revoked, self._on_revoked = self._on_revoked, None
+            if on_revoked is not None:
+                on_revoked()
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+class LeaseHolder:
+    """The page's side of a page-held lease: hold the lock for the worker, let go when frozen.
+
+    ``freeze()`` is for the ``freeze`` and ``pagehide`` events, ``resume()`` for
+    ``resume`` and ``pageshow``; both are idempotent.
+    """
+
+    def __init__(self, link: Link, grab: Grab, name: str) -> None:
+        self._link = link
+        self._grab = grab
+        self._name = name
+        self._epoch = 0
+        self._release: Callable[[], None] | None = None  # set while the lock is held
+        self._cancel: Callable[[], None] | None = None  # set while a request is queued
+        self._wanted = False
+        self._refusing = 0  # the last revoked epoch the worker has not acknowledged; 0: none
+        self.frozen = False
+        self._unsubscribe = link.subscribe(self._on_link)
+
+    @property
+    def holding(self) -> bool:
+        return self._release is not None
+
+    @property
+    def refusing(self) -> bool:
+        """True between a revocation and the worker's acknowledgement: ``run`` is refused then."""
+        return self._refusing != 0
+
+    def _on_link(self, data: Any) -> None:
+        if not (isinstance(data, dict) and data.get("type") in LEASE_MESSAGES):
+            return
+        try:
+            msg = parse(data)
+        except BadMessage:
+            return
+        if msg["type"] == "lease_request":
+            self._wanted = True
+            self._request()
+        elif msg["type"] == "lease_released":
+            epoch = msg["epoch"]
+            if epoch == self._epoch and self._release is not None:
+                self._let_go()
+            if self._refusing and epoch >= self._refusing:
+                self._refusing = 0
+
+    def _request(self) -> None:
+        if self.frozen or not self._wanted or self._release is not None or self._cancel is not None:
+            return
+
+        def granted(release: Callable[[], None]) -> None:
+            self._cancel = None
+            if self.frozen:  # granted as the page froze: not ours to keep
+                release()
+                self._request()
+                return
+            self._wanted = False
+            self._epoch += 1
+            self._release = release
+            self._link.send(make("lease_granted", epoch=self._epoch))
+
+        self._cancel = self._grab(self._name, granted)
+
+    def _let_go(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def freeze(self) -> None:
+        """``freeze`` / ``pagehide``: release the lock now, before the page (and its worker) stop."""
+        if self.frozen:
+            return
+        self.frozen = True
+        if self._cancel is not None:
+            # A queued request granted while frozen would hold the lock for a page that cannot run.
+            cancel, self._cancel = self._cancel, None
+            cancel()
+        if self._release is not None:
+            self._let_go()
+            self._refusing = self._epoch
+            self._link.send(make("lease_revoked", epoch=self._epoch))
+            # The worker acknowledges and asks again; the request waits for resume().
+
+    def resume(self) -> None:
+        """``resume`` / ``pageshow``: take the lease back if the worker wants it."""
+        if not self.frozen:
+            return
+        self.frozen = False
+        self._request()
+
+    def close(self) -> None:
+        self._unsubscribe()
+        if self._cancel is not None:
+            self._cancel()
+            self._cancel = None
+        self._let_go()
+
+
+def fake_grab(locks: LockManager) -> Grab:
+    """A :data:`Grab` on any :class:`~pyjobq.core.ports.LockManager` (CPython tests, the simulation)."""
+
+    def grab(name: str, on_granted: Callable[[Callable[[], None]], None]) -> Callable[[], None]:
+        loop = asyncio.get_event_loop()
+        let_go: asyncio.Future[None] = loop.create_future()
+        cancelled = False
+
+        def release() -> None:
+            if not let_go.done():
+                let_go.set_result(None)
+
+        async def hold(_lock: Any) -> None:
+            if cancelled:
+                return
+            on_granted(release)
+            await let_go
+
+        task = asyncio.ensure_future(locks.request(name, hold))
+
+        def cancel() -> None:
+            nonlocal cancelled
+            cancelled = True
+            task.cancel()
+
+        return cancel
+
+    return grab

@@ -1,0 +1,225 @@
+"""The page-held processor lease (pyjobq/lease.py) and frozen tabs, on the memory fakes.
+
+A frozen tab (``freeze``, or ``pagehide`` into the back/forward cache) lets the lease go in
+its handler; then neither its page nor its worker runs until it resumes. Another tab must
+take over, must not run the frozen tab's job a second time, and the frozen job must finish
+once when its tab resumes (or be recovered once if the frozen tab is discarded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pyjobq.core.lanes import run_lock
+from pyjobq.core.messages import make
+from pyjobq.lease import LeaseHolder, fake_grab
+from pyjobq.memory import LockHub, link_pair
+from pyjobq.testing import Response
+from tabs import LOCK, World, settle
+from test_executor_scheduler import Server, run
+
+
+def test_the_holder_grants_releases_and_lets_go_when_frozen() -> None:
+    async def main() -> None:
+        hub = LockHub()
+        page, worker = link_pair()
+        heard: list[dict[str, Any]] = []
+        worker.subscribe(heard.append)
+        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK)
+
+        worker.send(make("lease_request"))
+        await settle()
+        assert heard == [make("lease_granted", epoch=1)] and hub.held() == {LOCK: "exclusive"}
+        worker.send(make("lease_released", epoch=1))
+        await settle()
+        assert hub.held() == {} and not holder.holding
+
+        worker.send(make("lease_request"))
+        await settle()
+        assert heard[-1] == make("lease_granted", epoch=2)
+        holder.freeze()
+        await settle()
+        assert heard[-1] == make("lease_revoked", epoch=2)
+        assert hub.held() == {} and holder.refusing  # released in the handler; runs refused until acked
+        worker.send(make("lease_released", epoch=2))
+        worker.send(make("lease_request"))
+        await settle()
+        assert not holder.refusing and hub.held() == {}  # frozen: the request waits for resume
+        holder.resume()
+        await settle()
+        assert heard[-1] == make("lease_granted", epoch=3) and hub.held() == {LOCK: "exclusive"}
+    run(main)
+
+
+def test_a_queued_request_is_dropped_on_freeze_and_made_again_on_resume() -> None:
+    async def main() -> None:
+        hub = LockHub()
+        other = hub.client()
+        let_go = asyncio.get_running_loop().create_future()
+
+        async def hold(_lock: Any) -> None:
+            await let_go
+
+        other_task = asyncio.ensure_future(other.request(LOCK, hold))
+        page, worker = link_pair()
+        heard: list[dict[str, Any]] = []
+        worker.subscribe(heard.append)
+        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK)
+        worker.send(make("lease_request"))
+        await settle()
+        holder.freeze()
+        let_go.set_result(None)
+        await other_task
+        await settle()
+        # Granted to nobody while frozen: a frozen page holding it would stop every tab.
+        assert heard == [] and hub.held() == {}
+        holder.resume()
+        await settle()
+        assert heard == [make("lease_granted", epoch=1)] and hub.held() == {LOCK: "exclusive"}
+    run(main)
+
+
+def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> None:
+    async def main() -> None:
+        world = World()
+        server_a, server_b = Server("hold"), Server()
+        a = world.open_tab(transport=server_a, page_lease=True)
+        b = world.open_tab(transport=server_b, page_lease=True)
+        long_job = a.side.enqueue_fetch("POST", "/decode", type="upload")
+        await settle()
+        assert server_a.holding == ["/decode"]
+        assert world.locks.held()[run_lock(LOCK, long_job.id)] == "exclusive"
+
+        a.freeze()
+        await settle()
+        # B's enqueues: another type runs on B at once; a second upload waits for A's lane.
+        quick = b.side.enqueue_fetch("POST", "/save", type="save")
+        later_upload = b.side.enqueue_fetch("POST", "/upload-2", type="upload")
+        await settle()
+        assert (await quick.done).status == "done"
+        assert [c[1] for c in server_b.calls] == ["/save"]  # not /decode, not /upload-2
+        record = await world.store.get(long_job.id)
+        assert (record.status, record.owner, record.attempts) == ("running", a.name, 1)
+        await world.advance(120_000)  # however long A stays frozen, B never recovers its run
+        assert (await world.store.get(long_job.id)).status == "running"
+        assert [c[1] for c in server_b.calls] == ["/save"]
+
+        a.resume()
+        await settle()
+        server_a.release("/decode")
+        await settle()
+        assert (await long_job.done).status == "done"
+        assert (await later_upload.done).status == "done"
+        record = await world.store.get(long_job.id)
+        assert (record.status, record.attempts) == ("done", 1)
+        calls = [c[1] for c in server_a.calls + server_b.calls]
+        assert sorted(calls) == ["/decode", "/save", "/upload-2"]  # each exactly once
+        assert {k for k in world.locks.held() if ":run:" in k} == set()
+    run(main)
+
+
+def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
+    async def main() -> None:
+        world = World()
+        server = Server()
+        a = world.open_tab(transport=server, page_lease=True)
+        await settle()
+        holder = a.side.lease_holder
+        # The worker claims and posts `run` while the page is letting the lease go: the
+        # page refuses the run, the worker gives the attempt back and asks for the lease again.
+        job = a.side.enqueue_fetch("POST", "/late")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        refused: list[str] = []
+        original = a.side._send_result
+
+        def spy(job_id: str, fields: dict[str, Any], link: Any) -> None:
+            if fields.get("code") == "lease_revoked":
+                refused.append(job_id)
+            original(job_id, fields, link)
+
+        a.side._send_result = spy  # type: ignore[method-assign]
+        for _ in range(20):
+            if holder.holding:
+                holder.freeze()
+                holder.resume()  # a pagehide/pageshow pair, the worker never frozen
+                break
+            await asyncio.sleep(0)
+        await settle()
+        assert (await job.done).status == "done"
+        record = await world.store.get(job.id)
+        assert record.attempts == 1 and [c[1] for c in server.calls] == ["/late"]
+        assert refused == [job.id] and record.given_back == 1
+    run(main)
+
+
+def test_a_frozen_tab_that_is_discarded_has_its_run_recovered_once() -> None:
+    async def main() -> None:
+        world = World()
+        server_a, server_b = Server("hold"), Server()
+        a = world.open_tab(transport=server_a, page_lease=True)
+        b = world.open_tab(transport=server_b, page_lease=True)
+        job = a.side.enqueue_fetch("POST", "/decode", type="upload")
+        await settle()
+        a.freeze()
+        await settle()
+        # B woke on A's update, took the lease A let go and skipped the run A's lock guards;
+        # the browser then discards the frozen page, its locks going with it: B is woken by that.
+        a.crash()
+        await settle()
+        record = await world.store.get(job.id)
+        assert (record.status, record.attempts) == ("done", 2)  # the dead run spent one
+        assert [c[1] for c in server_b.calls] == ["/decode"]
+        assert server_a.cancelled == ["/decode"]
+    run(main)
+
+
+def test_a_frozen_tab_resumes_its_lease_after_the_other_tab_is_done() -> None:
+    async def main() -> None:
+        world = World()
+        server_a, server_b = Server(), Server()
+        a = world.open_tab(transport=server_a, page_lease=True)
+        b = world.open_tab(transport=server_b, page_lease=True)
+        await settle()
+        a.freeze()
+        await settle()
+        job = b.side.enqueue_fetch("POST", "/x")
+        await settle()
+        assert (await job.done).status == "done"
+        a.resume()
+        await settle()
+        after = a.side.enqueue_fetch("POST", "/y")
+        await settle()
+        assert (await after.done).status == "done"
+        assert [c[1] for c in server_a.calls] == ["/y"] and world.locks.held() == {}
+    run(main)
+
+
+def test_stale_and_foreign_lease_messages_change_nothing() -> None:
+    async def main() -> None:
+        world = World()
+        a = world.open_tab(transport=Server(), page_lease=True)
+        await settle()
+        a.worker_link.send(make("lease_released", epoch=99))  # never granted
+        a.page_link.send(make("lease_revoked", epoch=99))  # not the grant held
+        a.page_link.send({"v": 1, "type": "lease_granted", "epoch": "1"})  # malformed: ignored
+        await settle()
+        job = a.side.enqueue_fetch("POST", "/z")
+        await settle()
+        assert (await job.done).status == "done" and world.locks.held() == {}
+    run(main)
+
+
+def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
+    async def main() -> None:
+        world = World()
+        server = Server("hold")
+        a = world.open_tab(transport=server)
+        job = a.side.enqueue_fetch("POST", "/w")
+        await settle()
+        assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, job.id): "exclusive"}
+        server.release("/w", Response(200, {}))
+        await settle()
+        assert (await job.done).status == "done" and world.locks.held() == {}
+    run(main)
