@@ -20,12 +20,29 @@ log = logging.getLogger("pyjobq")
 
 #: The running scheduler, for debugging from the worker's console.
 scheduler: Scheduler | None = None
+
+
+class ConsoleHandler(logging.Handler):
+    """The worker is pyjobq's own context, with no application code to configure logging:
+    its warnings and errors go to DevTools' console (the library logger is otherwise silent)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = "pyjobq worker: " + self.format(record)
+            if record.levelno >= logging.ERROR:
+                js.console.error(text)
+            else:
+                js.console.warn(text)
+        except Exception:  # logging must never take the scheduler down
+            self.handleError(record)
 _unlisten_online: Any = None
 
 
 def start(params_json: str, early: Any) -> None:
     """Called once by ``worker.mjs`` with the URL's parameters and the buffered messages."""
     global scheduler, _unlisten_online
+    if not any(isinstance(h, ConsoleHandler) for h in log.handlers):
+        log.addHandler(ConsoleHandler(logging.WARNING))
     params = json.loads(params_json)
     link = PortLink(js.self)
     link.subscribe(lambda data: _debug_counts(link, data))

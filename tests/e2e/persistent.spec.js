@@ -47,3 +47,18 @@ json.dumps({"id": job.id, "status": out.status, "result": out.result, "http_stat
   const log = await (await request.get("/__control/log")).json();
   expect(log.filter((r) => r.path === "/api/echo/notes")).toHaveLength(1);
 });
+
+test("the worker's warnings reach the DevTools console", async ({ context, baseURL }) => {
+  const page = await openQueuePage(context, baseURL);
+  const warnings = [];
+  page.on("console", (msg) => { if (msg.type() === "warning") warnings.push(msg.text()); });
+  // A foreign message on the channel: the scheduler worker ignores it and says so.
+  await py(page, `
+queue.enqueue_fetch("POST", "/api/echo/console", None)
+import js
+js.BroadcastChannel.new("ui-jobs").postMessage("not a pyjobq message")
+"ok"
+`);
+  await expect.poll(() => warnings.join("\n")).toContain("pyjobq worker: ");
+  expect(warnings.join("\n")).toContain("ignored a channel message");
+});
