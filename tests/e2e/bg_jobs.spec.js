@@ -9,7 +9,9 @@ const { openQueuePage, py, resetServer } = require("./helpers");
 
 // Each test loads two or three Pyodides on a 2-core machine that other suites share:
 // generous waits, so a busy machine does not read as a broken table.
-const expect = baseExpect.configure({ timeout: 15_000 });
+// A tab's own scheduler worker boots a second Pyodide; under load its first answer (the
+// table's snapshot, a delete) can take tens of seconds while other tabs' updates already show.
+const expect = baseExpect.configure({ timeout: 45_000 });
 test.beforeEach(() => test.slow());
 
 const SHOTS = path.join(__dirname, "..", "..", "build", "test-results", "screenshots");
