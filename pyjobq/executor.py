@@ -431,7 +431,9 @@ class ExecutorSide:
                     "error": "the page let the processor lease go (frozen or hidden) before this run began",
                 }, link)
                 return
-            asyncio.ensure_future(self._run(msg, link))
+            started = self._start_run(msg, link)
+            if started is not None:
+                asyncio.ensure_future(self._finish_run(msg["job_id"], started, link))
         elif kind == "abandon_run":
             self._abandon(msg["job_id"])
         elif kind == "abort_run":
@@ -484,7 +486,10 @@ class ExecutorSide:
             signal.abort("abandoned")
             task.cancel()
 
-    async def _run(self, msg: dict[str, Any], link: Link) -> None:
+    def _start_run(self, msg: dict[str, Any], link: Link) -> asyncio.Future[Any] | None:
+        """Rebuild the executor, start it and say ``run_started`` — all in the ``run`` message's
+        own event, so the handshake costs no extra turn of the event loop. Returns the task,
+        or None when the run was answered at once (orphaned, or the factory raised)."""
         job_id = msg["job_id"]
         name = msg["reconstructor"]
         executor = self._closures.get(job_id)
@@ -492,7 +497,7 @@ class ExecutorSide:
             factory = self._registry.get(name)
             if factory is None:
                 self._send_result(job_id, error_fields(OrphanedJobError(name)), link)
-                return
+                return None
             try:
                 executor = factory(msg.get("params"))
             except Exception as exc:
@@ -500,7 +505,7 @@ class ExecutorSide:
                 fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
                               terminal=True, code="reconstructor_failed")
                 self._send_result(job_id, fields, link)
-                return
+                return None
         signal = AbortSignal()
         token = _current_run.set((self, link, job_id))
         try:
@@ -512,6 +517,10 @@ class ExecutorSide:
         yield_lock = self._yields.get(msg.get("job_type", ""))
         if yield_lock and self._locks is not None and link is self._link:
             self._hold_shared(yield_lock, task, signal)
+        return task
+
+    async def _finish_run(self, job_id: str, task: asyncio.Future[Any], link: Link) -> None:
+        """Await the executor and answer ``run_result`` (only these fields survive the closure)."""
         fields: dict[str, Any]
         try:
             fields = {"ok": True, "result": await task}

@@ -477,3 +477,30 @@ def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() 
         assert (outcome.status, outcome.code) == ("done", None)
         assert (await world.store.get(job.id)).attempts == 1
     run(main)
+
+
+def test_run_started_leaves_in_the_run_messages_own_event() -> None:
+    """The handshake costs no extra event-loop turn: the page posts run_started while
+    handling run, so it is delivered on the very next turn."""
+    from pyjobq.core.messages import make
+    from pyjobq.executor import ExecutorSide
+    from pyjobq.memory import ChannelHub, link_pair
+
+    async def main() -> None:
+        page_end, worker_end = link_pair()
+        heard: list[str] = []
+        worker_end.subscribe(lambda msg: heard.append(msg["type"]))
+        steps: list[str] = []
+
+        async def work(signal: Any) -> str:
+            steps.append("executor ran")
+            return "ok"
+
+        side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
+                            reconstructors={"k": lambda params: work})
+        side._on_link(make("run", job_id="j", reconstructor="k", params=None, job_type="t", attempt=1))
+        await asyncio.sleep(0)  # one turn: the answer posted during the handler is delivered
+        assert heard == ["run_started"]
+        await settle()
+        assert heard == ["run_started", "run_result"] and steps == ["executor ran"]
+    run(main)
