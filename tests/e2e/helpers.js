@@ -51,7 +51,13 @@ async function openQueuePage(context, baseURL, options = {}) {
   await page.goto("/tests/harness.html");
   await page.waitForFunction(() => window.pyReady === true, null, { timeout: 30_000 });
   await py(page, configurePython(options));
+  await queueReady(page);
   return page;
+}
+
+/** Wait until the page's scheduler worker answers (it boots its own Pyodide: seconds). */
+async function queueReady(page) {
+  await py(page, "await asyncio.wait_for(queue.query_all(), 60)\n'ok'");
 }
 
 /** Run Python on a page; a JSON string result comes back decoded. */
@@ -80,4 +86,4 @@ async function release(request, key) {
   expect(res.ok()).toBeTruthy();
 }
 
-module.exports = { openQueuePage, py, configurePython, resetServer, serverLog, holding, release };
+module.exports = { openQueuePage, queueReady, py, configurePython, resetServer, serverLog, holding, release };
