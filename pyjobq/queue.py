@@ -8,6 +8,7 @@ worker on first use and registers itself as the ``job-queue`` service.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, AsyncIterator, Callable
 
 from . import config as _config
@@ -22,7 +23,11 @@ settings = _config.read(__name__)
 
 _side: ExecutorSide | None = None
 #: The records this tab has heard of, newest state of each, for a notebook's synchronous display.
-_known: dict[str, dict[str, Any]] = {}
+#: Unfinished jobs are always kept; finished ones beyond the newest KNOWN_FINISHED are forgotten
+#: (they stay in the store: query_all() shows them), so a long session's memory stays flat.
+_known: OrderedDict[str, dict[str, Any]] = OrderedDict()
+KNOWN_FINISHED = 200
+_FINISHED = frozenset({"done", "failed", "cancelled"})
 
 
 def _queue() -> ExecutorSide:
@@ -42,8 +47,15 @@ def _remember(update: JobUpdate) -> None:
         return
     if update.get("deleted"):
         _known.pop(job_id, None)
-    else:
-        _known[job_id] = {**_known.get(job_id, {}), **update}
+        return
+    _known[job_id] = {**_known.pop(job_id, {}), **update}
+    _forget_finished()
+
+
+def _forget_finished() -> None:
+    finished = [k for k, r in _known.items() if r.get("status") in _FINISHED]
+    for job_id in finished[: max(0, len(finished) - KNOWN_FINISHED)]:
+        del _known[job_id]
 
 
 def _repr_html_() -> str:
@@ -172,6 +184,7 @@ async def query_all() -> list[dict[str, Any]]:
     records = await _queue().query_all()
     _known.clear()
     _known.update((r["id"], r) for r in records)
+    _forget_finished()
     return records
 
 

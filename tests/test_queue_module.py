@@ -75,3 +75,33 @@ def test_the_queue_registers_as_the_job_queue_service() -> None:
         asyncio.run(main())
     """)
     assert out.strip() == "True"
+
+
+def test_the_notebook_view_keeps_unfinished_jobs_and_only_the_newest_finished_ones() -> None:
+    out = run_python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        async def send(method, path, body):
+            return Response(200, {})
+
+        pyjobq.configure(transport=send)
+        from pyjobq import queue
+        queue.KNOWN_FINISHED = 5
+
+        async def main():
+            waiting = queue.enqueue_fetch("POST", "/later", delay_ms=3_600_000, label="waits")
+            for n in range(12):
+                await queue.enqueue_fetch("POST", f"/n{n}", label=f"job {n}").done
+            await asyncio.sleep(0.05)
+            statuses = [r["status"] for r in queue._known.values()]
+            labels = [r["label"] for r in queue._known.values()]
+            assert statuses.count("done") == 5 and "pending" in statuses, statuses
+            assert labels[-5:] == [f"job {n}" for n in range(7, 12)] and "waits" in labels, labels
+            assert len(await queue.query_all()) == 13  # the store still holds every record
+            assert len(queue._known) == 6
+            print("ok")
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
