@@ -40,6 +40,7 @@ import random as _random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
+from .tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
 from .core.ports import Clock, Store
@@ -220,7 +221,7 @@ class Outbox:
         self._handled = 0
         self._watchdog: Any = None
         self._unsubscribe: list[Callable[[], None]] = []
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
         self._running = False
 
     # ------------------------------------------------------------ lifecycle
@@ -271,14 +272,7 @@ class Outbox:
         self._arm_watchdog()
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._reap)
-
-    def _reap(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.log.error("pyjobq outbox task failed", exc_info=task.exception())
+        self._tasks.spawn(coro)
 
     async def _startup(self) -> None:
         if self._prune is not None:

@@ -66,6 +66,7 @@ import random as _random
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from .tasks import TaskSet
 from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import BadMessage, make
@@ -149,7 +150,7 @@ class Scheduler:
         self._pass_task: asyncio.Future[None] | None = None
         self._retry_timer: Timer | None = None
         self._watching: set[str] = set()
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = TaskSet(log, "pyjobq scheduler task failed")
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = False
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
@@ -223,14 +224,7 @@ class Scheduler:
             self._pass_task = asyncio.ensure_future(self._pass())
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._reap)
-
-    def _reap(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("pyjobq scheduler task failed", exc_info=task.exception())
+        self._tasks.spawn(coro)
 
     # ------------------------------------------------------------ the pass
 
