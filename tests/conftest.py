@@ -2,9 +2,9 @@
 
 Browser tests (tests/browser, via pytest-pyodide) need Chromium; everything else runs on
 plain CPython and must not pay for it. pytest-pyodide's own ``playwright_browsers`` fixture
-calls ``playwright.chromium.launch()``, which wants a browser that ``playwright install``
-downloads — impossible offline — so it is overridden here to launch Debian's chromium by
-path. Like the original it is module-scoped and only instantiated by tests that request a
+calls ``playwright.chromium.launch()``, which wants Playwright's own bundled browser —
+never present here, since nothing but the package registries is reachable — so it is
+overridden here to launch Debian's chromium by path. Like the original it is module-scoped and only instantiated by tests that request a
 ``selenium*`` fixture, so CPython tests never start a browser.
 """
 
