@@ -20,12 +20,25 @@ download the wheels pinned in ``scripts/pyodide-wheels.txt`` from PyPI once into
 here are dropped, so ``loadPackage`` fails fast with "not found" instead of hanging on a
 CDN request; names in the lock carry a sha256 that Pyodide checks on load.
 
+It also lays out ``build/cdn/``: what a user's page reaches on the public registries,
+rebuilt offline, for the host tests (tests/e2e/cdn.js routes the real host names to it)::
+
+    build/cdn/
+        pyodide/v<version>/full/   a stock-shaped distribution per Pyodide version users meet
+                                   (314.0.7 = ours, 314.0.2 = PyScript 0.7.31's default,
+                                   314.0.6 = jupyterlite-pyodide-kernel 0.8.6's): core files
+                                   and the pure wheels of ``scripts/cdn-wheels.txt``, its lock
+                                   regenerated from the stock one — without pyjobq, like the CDN
+        pypi/simple/pyjobq/index.json   a PEP 691 JSON page, as PyPI's Simple API answers
+        pypi/files/<wheel>              pyjobq's wheel, where that page points
+
 Needs Python >= 3.12 (pyodide-lock 0.2.1) — run it with the venv's python.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -115,6 +128,63 @@ def fetch_pinned_wheels(pins: list[str], cache: Path) -> list[Path]:
     return found
 
 
+#: The Pyodide versions a user's page loads from the CDN (npm package folder per version).
+CDN_PYODIDES = {
+    "314.0.7": "pyodide",          # ours, and what the README's CDN example names
+    "314.0.2": "pyodide-314.0.2",  # @pyscript/core 0.7.31's default interpreter
+    "314.0.6": "pyodide-314.0.6",  # jupyterlite-pyodide-kernel 0.8.6's default
+}
+
+
+def build_distribution(npm_pyodide: Path, wheels: list[Path], out: Path) -> None:
+    """Lay out one offline Pyodide distribution in ``out``: the npm package's core files,
+    ``wheels``, and a lock regenerated from the package's own lock with exactly those."""
+    if not (npm_pyodide / "pyodide.asm.wasm").is_file():
+        raise SystemExit(f"{npm_pyodide} is missing: run `make setup` (npm ci) first")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in PYODIDE_CORE_FILES:
+        shutil.copy2(npm_pyodide / name, out / name)
+    local = []
+    for whl in wheels:
+        shutil.copy2(whl, out / whl.name)
+        local.append(out / whl.name)
+    write_lock(npm_pyodide / "pyodide-lock.json", out, local)
+
+
+def build_cdn(node_modules: Path, pyjobq_whl: Path, out: Path) -> None:
+    """``build/cdn``: the stand-in for the CDN and PyPI that users' pages reach (see above)."""
+    wheels = fetch_pinned_wheels(read_pins(ROOT / "scripts" / "cdn-wheels.txt"), ROOT / "build" / "wheel-cache")
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for version, folder in CDN_PYODIDES.items():
+        build_distribution(node_modules / folder, wheels, tmp / "pyodide" / f"v{version}" / "full")
+    files = tmp / "pypi" / "files"
+    files.mkdir(parents=True)
+    shutil.copy2(pyjobq_whl, files / pyjobq_whl.name)
+    digest = hashlib.sha256(pyjobq_whl.read_bytes()).hexdigest()
+    page = tmp / "pypi" / "simple" / "pyjobq"
+    page.mkdir(parents=True)
+    (page / "index.json").write_text(json.dumps({
+        "meta": {"api-version": "1.1"},
+        "name": "pyjobq",
+        "versions": [pyjobq_whl.name.split("-")[1]],
+        "files": [{
+            "filename": pyjobq_whl.name,
+            "url": f"https://files.pythonhosted.org/packages/pyjobq/{pyjobq_whl.name}",
+            "hashes": {"sha256": digest},
+            "requires-python": ">=3.11",
+            "size": pyjobq_whl.stat().st_size,
+            "upload-time": "2026-12-01T00:00:00.000000Z",
+            "yanked": False,
+        }],
+    }, indent=1) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: Pyodide {', '.join(CDN_PYODIDES)}")
+
+
 def write_lock(base_lock: Path, pyodide_dir: Path, wheels: list[Path]) -> None:
     from pyodide_lock import PyodideLockSpec
     from pyodide_lock.utils import add_wheels_to_spec
@@ -166,15 +236,7 @@ def main() -> int:
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    pyodide_dir = tmp / "pyodide"
-    pyodide_dir.mkdir(parents=True)
-    for name in PYODIDE_CORE_FILES:
-        shutil.copy2(npm_pyodide / name, pyodide_dir / name)
-    local_wheels = []
-    for whl in [pyjobq_whl, *extra]:
-        shutil.copy2(whl, pyodide_dir / whl.name)
-        local_wheels.append(pyodide_dir / whl.name)
-    write_lock(npm_pyodide / "pyodide-lock.json", pyodide_dir, local_wheels)
+    build_distribution(npm_pyodide, [pyjobq_whl, *extra], tmp / "pyodide")
 
     # PyScript's dist is a set of ES modules that import each other by relative name
     # (core.js -> core-<hash>.js -> lazily toml/zip/pyodide_graph/...): ship all of it.
@@ -201,6 +263,7 @@ def main() -> int:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
+    build_cdn(args.node_modules, pyjobq_whl, build_dir / "cdn")
     log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} in {time.monotonic() - t0:.1f}s")
     return 0
 
