@@ -24,6 +24,7 @@ from .errors import (
     OrphanedJobError,
     PyjobqError,
     Terminal,
+    WorkerUnavailable,
 )
 
 __version__ = "0.1.0"
@@ -42,7 +43,7 @@ _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 __all__ = sorted({
     "AbortSignal", "ConfigurationError", "HTTPError", "IllegalTransition", "Interrupted",
     "InvalidJobError", "JobError", "NoTransportError", "OrphanedJobError", "Outcome",
-    "PyjobqError", "Terminal", "configure", *_QUEUE_NAMES, *_OUTBOX_NAMES,
+    "PyjobqError", "Terminal", "WorkerUnavailable", "configure", *_QUEUE_NAMES, *_OUTBOX_NAMES,
 })
 
 

@@ -14,7 +14,7 @@ release also makes stored jobs unreachable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ConfigurationError
 
@@ -35,6 +35,13 @@ class Settings:
     reconstructors: Mapping[str, Factory] = field(default_factory=dict)
     transport: Transport | None = None
     handshake_timeout_ms: float = 10_000.0
+    #: Where the scheduler worker loads Pyodide from; None: the page's own distribution.
+    pyodide_url: str | None = None
+    #: A served copy of pyjobq's worker script (a CSP that forbids ``blob:`` workers); None: a Blob URL.
+    worker_url: str | None = None
+    #: What the worker installs with ``loadPackage``; None: the pyjobq files this page imported.
+    worker_packages: tuple[str, ...] | None = None
+    worker_start_timeout_ms: float = 60_000.0
 
 
 _settings = Settings()
@@ -52,6 +59,10 @@ def configure(
     reconstructors: Mapping[str, Factory] = _UNSET,
     yields: Mapping[str, str] = _UNSET,
     handshake_timeout_ms: float = _UNSET,
+    pyodide_url: str | None = _UNSET,
+    worker_url: str | None = _UNSET,
+    worker_packages: Sequence[str] | None = _UNSET,
+    worker_start_timeout_ms: float = _UNSET,
 ) -> None:
     """Set the queue's names and hooks. Call it in the first module your page loads.
 
@@ -64,6 +75,16 @@ def configure(
         reconstructors: ``{name: factory}`` for persistent job kinds this page runs.
         yields: ``{job_type: lock_name}``: jobs of the type pause while that lock is held.
         handshake_timeout_ms: how long the scheduler waits for ``run_started``.
+        pyodide_url: the Pyodide distribution (its folder URL, ending in ``/``) the scheduler
+            worker loads. Default: the one this page's Pyodide came from, on whatever origin.
+        worker_url: the URL of a served copy of pyjobq's worker script
+            (``pyjobq/browser/worker.mjs`` in the wheel), for pages whose
+            Content-Security-Policy forbids ``blob:`` workers. Default: a Blob URL.
+        worker_packages: package names (from the distribution's lock) or wheel URLs the
+            worker installs with ``loadPackage`` — e.g. a self-hosted pyjobq wheel. Default:
+            the worker runs the very pyjobq files this page imported, however they got here.
+        worker_start_timeout_ms: how long the page waits for the worker to say it is ready
+            before failing persistent jobs with :class:`~pyjobq.WorkerUnavailable` (60 s).
 
     Omitted fields keep their value. It may be called more than once before the
     queue is imported, as long as no name is given two different values.
@@ -115,6 +136,29 @@ def configure(
                 or not handshake_timeout_ms > 0:
             raise ConfigurationError(f"handshake_timeout_ms must be a number > 0, got {handshake_timeout_ms!r}")
         changes["handshake_timeout_ms"] = float(handshake_timeout_ms)
+    for name, value in (("pyodide_url", pyodide_url), ("worker_url", worker_url)):
+        if value is _UNSET:
+            continue
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigurationError(f"{name} must be a non-empty URL str or None, got {value!r}")
+        if name == "pyodide_url" and value is not None and not value.endswith("/"):
+            value += "/"  # a folder: pyodide.mjs, the .wasm and the lock sit in it
+        changes[name] = value
+    if worker_packages is not _UNSET:
+        if worker_packages is not None and (
+            isinstance(worker_packages, str) or not isinstance(worker_packages, Sequence)
+            or not worker_packages or not all(isinstance(p, str) and p for p in worker_packages)
+        ):
+            raise ConfigurationError(
+                "worker_packages must be a non-empty list of package names or wheel URLs, or None, "
+                f"got {worker_packages!r}"
+            )
+        changes["worker_packages"] = None if worker_packages is None else tuple(worker_packages)
+    if worker_start_timeout_ms is not _UNSET:
+        if isinstance(worker_start_timeout_ms, bool) or not isinstance(worker_start_timeout_ms, (int, float)) \
+                or not worker_start_timeout_ms > 0:
+            raise ConfigurationError(f"worker_start_timeout_ms must be a number > 0, got {worker_start_timeout_ms!r}")
+        changes["worker_start_timeout_ms"] = float(worker_start_timeout_ms)
     _settings = replace(_settings, **changes)
     _explicit.update(k for k in changes if k.endswith("_name"))
 

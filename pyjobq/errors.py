@@ -110,3 +110,63 @@ class OrphanedJobError(PyjobqError):
             "or pyjobq.register_reconstructor before the queue runs."
         )
         self.reconstructor = reconstructor
+
+
+#: What to do when the scheduler worker failed at each stage of its start (``worker_error.stage``).
+WORKER_ADVICE = {
+    "script": (
+        "The browser refused or could not run the worker's script. If the page sends a "
+        "Content-Security-Policy, allow `worker-src blob:` — or serve pyjobq's worker script "
+        "yourself and pass its URL as pyjobq.configure(worker_url=...) (see the troubleshooting "
+        "guide, 'The scheduler worker did not start')."
+    ),
+    "import": (
+        "The worker loads the page's own Pyodide distribution and could not import pyodide.mjs "
+        "from it. Check that the URL serves Pyodide to workers (CORS headers on another origin; "
+        "`script-src` in a Content-Security-Policy), or name the distribution with "
+        "pyjobq.configure(pyodide_url='https://.../full/')."
+    ),
+    "load": (
+        "Pyodide failed to start inside the worker. Check the browser console for the "
+        "distribution's own error (a blocked .wasm or python_stdlib.zip download, a CSP without "
+        "'wasm-unsafe-eval'), or name another distribution with pyjobq.configure(pyodide_url=...)."
+    ),
+    "install": (
+        "pyjobq could not be installed in the worker. By default the page hands the worker the "
+        "very pyjobq files it imported; if pyjobq.configure(worker_packages=[...]) is set, check "
+        "that each name is in the distribution's lock or each URL serves a wheel."
+    ),
+    "start": (
+        "pyjobq's scheduler raised while starting. This is a bug in pyjobq: please report it "
+        "with the message above."
+    ),
+    "timeout": (
+        "The worker never said it was ready. A download may be hanging (the Pyodide "
+        "distribution's host), or the page may be too busy; reload, and if it persists raise "
+        "pyjobq.configure(worker_start_timeout_ms=...) or check the Network panel."
+    ),
+}
+
+
+class WorkerUnavailable(PyjobqError):
+    """Persistent jobs cannot run on this page: the scheduler worker did not start, or stopped.
+
+    ``code`` is ``worker_not_started`` or ``worker_stopped``; ``worker_message`` is what the
+    worker (or the browser) said. Volatile jobs are not affected.
+    """
+
+    def __init__(self, message: str, *, code: str = "worker_not_started", worker_message: str = "",
+                 stage: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.worker_message = worker_message
+        self.stage = stage
+
+    @classmethod
+    def not_started(cls, stage: str, worker_message: str) -> "WorkerUnavailable":
+        advice = WORKER_ADVICE.get(stage, WORKER_ADVICE["start"])
+        return cls(
+            f"pyjobq's scheduler worker did not start ({stage}), so persistent jobs cannot run "
+            f"on this page. The worker said: {worker_message.strip() or '(nothing)'}. {advice}",
+            code="worker_not_started", worker_message=worker_message, stage=stage,
+        )

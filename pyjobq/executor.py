@@ -26,6 +26,7 @@ from .errors import (
     InvalidJobError,
     OrphanedJobError,
     PyjobqError,
+    WorkerUnavailable,
 )
 from .fetch import FETCH, Answer, code_from_body, make_fetch
 from .lease import LEASE_MESSAGES
@@ -89,6 +90,9 @@ class Job:
         self._stored: asyncio.Future[None] = loop.create_future()
         # An unobserved storage error is reported through done; don't warn twice.
         self._stored.add_done_callback(lambda f: f.cancelled() or f.exception())
+        # done raises only when this page can no longer learn the outcome (WorkerUnavailable);
+        # an application that never awaits it must not get "exception never retrieved".
+        self._done.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     @property
     def done(self) -> asyncio.Future[Outcome]:
@@ -101,6 +105,11 @@ class Job:
     def _settle(self, outcome: Outcome) -> None:
         if not self._done.done():
             self._done.set_result(outcome)
+
+    def _lose(self, error: BaseException) -> None:
+        """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
+        if not self._done.done():
+            self._done.set_exception(error)
 
     def __repr__(self) -> str:
         state = self._done.result().status if self._done.done() else "outstanding"
@@ -158,8 +167,14 @@ class ExecutorSide:
         self._listeners: list[Callable[[JobUpdate], None]] = []
         self._batch: list[tuple[NewJob, Job]] = []
         self._via_worker: set[str] = set()  # ids of requests waiting on the scheduler worker
-        #: Why the scheduler worker stopped for good (``stopped``); its requests fail with it.
-        self.worker_stopped: str | None = None
+        #: Why persistent jobs cannot run here: the worker did not start or stopped for good.
+        #: Every request to it fails with this error, at once. None while it is usable.
+        self.unavailable: WorkerUnavailable | None = None
+        #: Called once with that error (the browser runtime writes it to the console).
+        self.on_unavailable: Callable[[WorkerUnavailable], None] | None = None
+        #: True once the scheduler said ``ready``.
+        self.worker_ready = False
+        self._ready_timer: Any = None
         self._unsubscribe = [link.subscribe(self._on_link), channel.subscribe(self._on_channel)]
         self._channel_open = True
         #: The page-held processor lease (:class:`pyjobq.lease.LeaseHolder`) when this side
@@ -232,7 +247,8 @@ class ExecutorSide:
                 job._stored.set_exception(error)
                 self._jobs.pop(new.id, None)
                 self._closures.pop(new.id, None)
-                job._settle(Outcome(id=new.id, status="failed", error=f"not stored: {error}", code="not_stored"))
+                code = error.code if isinstance(error, WorkerUnavailable) else "not_stored"
+                job._settle(Outcome(id=new.id, status="failed", error=f"not stored: {error}", code=code))
 
         future.add_done_callback(stored)
 
@@ -246,7 +262,13 @@ class ExecutorSide:
         self._jobs[job_id] = job
 
         def found(f: asyncio.Future[Any]) -> None:
-            record = None if f.cancelled() or f.exception() else f.result()
+            error = PyjobqError("the lookup was cancelled") if f.cancelled() else f.exception()
+            if error is not None:
+                # The record may well exist: say why this page cannot tell, never "not found".
+                self._jobs.pop(job_id, None)
+                job._lose(error)
+                return
+            record = f.result()
             if record is None:
                 self._jobs.pop(job_id, None)
                 job._settle(Outcome(id=job_id, status="failed", error=f"no job with id {job_id!r}",
@@ -324,8 +346,8 @@ class ExecutorSide:
         future = asyncio.get_event_loop().create_future()
         link = link or self._link
         if link is self._link:
-            if self.worker_stopped is not None:
-                future.set_exception(PyjobqError(self.worker_stopped))
+            if self.unavailable is not None:
+                future.set_exception(self.unavailable)
                 return future
             self._via_worker.add(request_id)
         self._requests[request_id] = future
@@ -453,21 +475,56 @@ class ExecutorSide:
             self._apply_update(msg["job"])
         elif kind in LEASE_MESSAGES:
             pass  # the LeaseHolder's
+        elif kind == "ready":
+            self.worker_ready = True
+            if self._ready_timer is not None:
+                self._ready_timer.cancel()
+                self._ready_timer = None
         elif kind == "worker_error":
-            log.error("pyjobq's scheduler worker failed to start: %s", msg["message"])
+            stage = msg.get("stage")
+            self.scheduler_unavailable(WorkerUnavailable.not_started(
+                stage if isinstance(stage, str) else "start", msg["message"]))
         elif kind == "stopped":
-            self._worker_stopped(msg["reason"])
+            self.scheduler_unavailable(WorkerUnavailable(
+                f"persistent jobs stopped on this page: {msg['reason']}",
+                code="worker_stopped", worker_message=msg["reason"]))
 
-    def _worker_stopped(self, reason: str) -> None:
-        """The scheduler worker stopped for good: fail what waits on it, and every later
-        request at once, with its reason (it tells the user to reload). Volatile jobs run on."""
-        log.error("pyjobq: persistent jobs stopped on this page: %s", reason)
-        self.worker_stopped = reason
+    def expect_ready(self, timeout_ms: float) -> None:
+        """Unless the scheduler says ``ready`` within ``timeout_ms``, persistent jobs fail with
+        a :class:`WorkerUnavailable` (code ``worker_not_started``): no request waits for ever."""
+        def check() -> None:
+            self._ready_timer = None
+            if not self.worker_ready:
+                self.scheduler_unavailable(WorkerUnavailable.not_started(
+                    "timeout", f"no answer within {timeout_ms / 1000:g} s of starting the worker"))
+
+        self._ready_timer = self._clock.call_later(timeout_ms, check)
+
+    def scheduler_unavailable(self, error: WorkerUnavailable) -> None:
+        """The scheduler worker did not start, or stopped for good: fail every request that
+        waits on it and every later one at once with ``error``, and make each persistent
+        job's ``done`` raise it (this page can no longer learn their outcomes). Volatile jobs
+        run on. Only the first call counts."""
+        if self.unavailable is not None:
+            return
+        self.unavailable = error
+        log.error("pyjobq: %s", error)
         for request_id in list(self._via_worker):
             future = self._requests.pop(request_id, None)
             if future is not None and not future.done():
-                future.set_exception(PyjobqError(reason))
+                future.set_exception(error)
         self._via_worker.clear()
+        # Jobs filed this turn fail through their enqueue request, which now fails at once.
+        self._flush()
+        for job_id, handle in list(self._jobs.items()):
+            if job_id not in self._closures and handle._stored.done():
+                self._jobs.pop(job_id, None)
+                handle._lose(error)
+        if self.on_unavailable is not None:
+            try:
+                self.on_unavailable(error)
+            except Exception:
+                log.exception("pyjobq: the on_unavailable hook raised")
 
     def _on_channel(self, data: Any) -> None:
         try:
