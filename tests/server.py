@@ -6,7 +6,7 @@ Static files come from ``--root`` with ``Cache-Control: no-store``. The fake API
 every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, path,
 status, ``X-Job-Id``):
 
-- ``/api/echo...``      200 ``{"method","path","body","job_id"}``
+- ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the README's examples)
 - ``/api/status/NNN``   status NNN, ``{"code": "status_NNN", "error": {"code": "status_NNN"}}``
 - ``/api/script/<key>`` next scripted response for key (the last one repeats); unknown key → echo
 - ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
@@ -238,7 +238,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/token":
             with self.state.lock:
                 return self._json(200, {"token": self.state.token})
-        if path.startswith("/api/echo"):
+        if path.startswith(("/api/echo", "/api/notes")):
             return self._echo(full, body)
         if m := re.fullmatch(r"/api/status/(\d{3})", path):
             code = int(m.group(1))
@@ -322,6 +322,11 @@ class Handler(BaseHTTPRequestHandler):
         if not target.is_relative_to(self.root):
             return self._json(403, {"code": "forbidden"})
         if target.is_dir():
+            if not path.endswith("/"):
+                # As http.server and static hosts do: the folder's index.html links relative
+                # URLs, which resolve against the slash (JupyterLite opens /lite/notebooks?path=…).
+                query = urllib.parse.urlsplit(self.path).query
+                return self._send(301, b"", "text/plain", {"Location": path + "/" + ("?" + query if query else "")})
             target = target / "index.html"
         if not target.is_file():
             return self._send(404, b"not found\n", "text/plain")

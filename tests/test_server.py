@@ -43,6 +43,17 @@ def test_static_mime_types_and_no_store(base):
     assert call(base + "/../etc/passwd")[0] in (403, 404)
 
 
+def test_folder_without_slash_redirects_keeping_the_query(base, tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "index.html").write_text("<p>app</p>")
+    opener = urllib.request.build_opener(type("NoRedirect", (urllib.request.HTTPRedirectHandler,), {
+        "redirect_request": lambda self, *args: None}))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        opener.open(base + "/app?path=a.ipynb")
+    assert (err.value.code, err.value.headers["Location"]) == (301, "/app/?path=a.ipynb")
+    assert call(base + "/app/")[2] == b"<p>app</p>"
+
+
 def test_echo_and_log(base):
     status, _, body = call(base + "/api/echo/x?y=1", "PATCH", {"a": 1}, {"X-Job-Id": "j1"})
     assert status == 200

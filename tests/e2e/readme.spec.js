@@ -1,31 +1,137 @@
 // @ts-check
-// The README's quickstart runs as written: its app.py block, on a page with Pyodide and pyjobq.
+// Every example in the README's "Use it in your page" runs as written, in the setup it names:
+// - cdn.html: Pyodide from the CDN (another origin, a stock lock without pyjobq), pyjobq from
+//   PyPI through micropip — and a second tab hears the first tab's job finish;
+// - pyscript.html / pyscript-worker.html: PyScript from the CDN on its default interpreter
+//   (Pyodide 314.0.2 from the CDN), pyjobq through its `packages` config, on the main thread
+//   and with the `worker` attribute;
+// - self-hosted.html: a distribution on the app's own origin whose lock lists pyjobq.
+// The CDN and PyPI are answered offline from build/cdn (registries.js). Each page is served at
+// /readme/<name> with the README's app.py beside it, byte for byte as the README has them.
 const fs = require("fs");
 const path = require("path");
 const { test, expect } = require("@playwright/test");
-const { py, resetServer } = require("./helpers");
+const { useRegistries } = require("./registries");
 
-function quickstartPython() {
-  const readme = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
-  const after = readme.split("with `app.py`:")[1];
-  const match = after && after.match(/```python\n([\s\S]*?)```/);
-  if (!match) throw new Error("README.md has no app.py quickstart block");
+const README = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
+
+/** The fenced block right after `<!-- example: NAME -->` in the README. */
+function example(name) {
+  const after = README.split(`<!-- example: ${name} -->`)[1];
+  const match = after && after.match(/^\s*```[a-z]*\n([\s\S]*?)```/);
+  if (!match) throw new Error(`README.md has no example ${name}`);
   return match[1];
 }
 
-test("the README quickstart runs as written", async ({ page, baseURL, request }) => {
-  await resetServer(request);
-  await page.context().route((url) => !url.href.startsWith(/** @type {string} */ (baseURL)), (r) => r.abort());
-  const printed = [];
-  page.on("console", (msg) => printed.push(msg.text()));
-  await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 30_000 });
-  await py(page, quickstartPython());
-  const result = await py(page, `json.dumps([outcome.status, outcome.http_status, outcome.result["body"]])`);
-  expect(result).toEqual(["done", 200, { text: "hello" }]);
-  expect(printed.some((line) => line.startsWith("done 200"))).toBeTruthy();
-  expect(printed).toContain("{'width': 64}");
-  // It ran under the names it configured.
-  const dbs = await page.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
-  expect(dbs).toContain("notes-jobs");
+/** Serve the README's examples under /readme/ for every page of `context`. */
+async function serveExamples(context, baseURL) {
+  await context.route(`${baseURL}/readme/*`, (route) => {
+    const name = new URL(route.request().url()).pathname.split("/").pop() || "";
+    const type = name.endsWith(".py") ? "text/x-python; charset=utf-8" : "text/html; charset=utf-8";
+    return route.fulfill({ status: 200, contentType: type, body: example(name) });
+  });
+}
+
+/** Console lines of `page`, as they come (Python's print reaches the console in every host). */
+function consoleOf(page, tag) {
+  const lines = [];
+  page.on("console", (msg) => {
+    lines.push(msg.text());
+    if (msg.type() === "error") console.log(`[${tag} console error] ${msg.text()}`);
+  });
+  page.on("pageerror", (err) => console.log(`[${tag} page error] ${err.message}`));
+  return lines;
+}
+
+/** Wait for the line starting with `prefix` and return its words after the prefix. */
+async function printed(lines, prefix, timeout = 90_000) {
+  await expect.poll(() => lines.find((l) => l.startsWith(prefix)), { timeout, intervals: [250] }).toBeTruthy();
+  return /** @type {string} */ (lines.find((l) => l.startsWith(prefix))).slice(prefix.length).trim().split(/\s+/);
+}
+
+async function storedRecord(page, id) {
+  return page.evaluate(async (jobId) => {
+    const db = await new Promise((resolve, reject) => {
+      const r = indexedDB.open("notes-jobs");
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+    try {
+      return await new Promise((resolve, reject) => {
+        const q = db.transaction("jobs").objectStore("jobs").get(jobId);
+        q.onsuccess = () => resolve(q.result ?? null);
+        q.onerror = () => reject(q.error);
+      });
+    } finally {
+      db.close();
+    }
+  }, id);
+}
+
+/** Run one example page to the end of app.py; returns the saved job's id. */
+async function runExample(page, lines, name) {
+  await page.goto(`/readme/${name}`);
+  const [id, status, httpStatus] = await printed(lines, "saved:");
+  expect([status, httpStatus]).toEqual(["done", "200"]);
+  expect(await printed(lines, "thumbnail:")).toEqual(["{'width':", "64}"]);
+  const record = await storedRecord(page, id);
+  expect(record).toMatchObject({ status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } } });
+  return id;
+}
+
+test.describe("README examples, as written", () => {
+  test.describe.configure({ timeout: 180_000 });
+
+  test("cdn.html: Pyodide from the CDN, pyjobq from PyPI; another tab sees the job finish", async ({ context, baseURL }) => {
+    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
+    await serveExamples(context, baseURL);
+    const tabB = await context.newPage();
+    const linesB = consoleOf(tabB, "tab B");
+    await runExample(tabB, linesB, "cdn.html");
+    const tabA = await context.newPage();
+    const linesA = consoleOf(tabA, "tab A");
+    const idA = await runExample(tabA, linesA, "cdn.html");
+    // Tab B's queue hears tab A's job reach done (job-update over the BroadcastChannel).
+    await expect.poll(() => linesB.includes(`update: ${idA} done`), { timeout: 30_000 }).toBe(true);
+
+    // The worker loaded Pyodide from the CDN too (a distribution whose lock lacks pyjobq), and
+    // pyjobq came from PyPI's Simple API — nothing from the app's own origin but app.py.
+    expect(served).toContain("https://cdn.jsdelivr.net/pyodide/v314.0.7/full/pyodide.asm.wasm");
+    expect(served).toContain("https://pypi.org/simple/pyjobq/");
+    expect(served.some((u) => u.startsWith("https://files.pythonhosted.org/packages/pyjobq/pyjobq-"))).toBe(true);
+    const lock = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "..", "build", "cdn", "pyodide", "v314.0.7", "full", "pyodide-lock.json"), "utf8"));
+    expect(Object.keys(lock.packages)).not.toContain("pyjobq");
+    expect(leaks).toEqual([]);
+  });
+
+  for (const name of ["pyscript.html", "pyscript-worker.html"]) {
+    test(`${name}: PyScript on its default interpreter, pyjobq from its packages config`, async ({ context, baseURL }) => {
+      const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
+      await serveExamples(context, baseURL);
+      const page = await context.newPage();
+      const lines = consoleOf(page, name);
+      await runExample(page, lines, name);
+      // The app ran where the example says: with `worker`, PyScript's own worker hosts it (and
+      // pyjobq's scheduler worker beside it); without, only pyjobq's scheduler is a worker.
+      const scheduler = (w) => w.url().includes("#db=notes-jobs");
+      const others = page.workers().filter((w) => !scheduler(w));
+      console.log(`[${name}] workers: ${page.workers().map((w) => w.url().slice(0, 60)).join(", ")}`);
+      expect(page.workers().filter(scheduler).length).toBe(1);
+      expect(others.length).toBe(name === "pyscript-worker.html" ? 1 : 0);
+      // PyScript's own default: Pyodide 314.0.2 from the CDN, for the page and pyjobq's worker.
+      expect(served).toContain("https://cdn.jsdelivr.net/pyodide/v314.0.2/full/pyodide.asm.wasm");
+      expect(served).toContain("https://pypi.org/simple/pyjobq/");
+      expect(leaks).toEqual([]);
+    });
+  }
+
+  test("self-hosted.html: a distribution on the app's origin whose lock lists pyjobq", async ({ context, baseURL }) => {
+    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
+    await serveExamples(context, baseURL);
+    const page = await context.newPage();
+    const lines = consoleOf(page, "self-hosted");
+    await runExample(page, lines, "self-hosted.html");
+    expect(served).toEqual([]);
+    expect(leaks).toEqual([]);
+  });
 });
