@@ -1,6 +1,7 @@
 # pyjobq toolchain. Everything runs offline except package registries (PyPI, npm, apt).
 #   make setup       chromium, node_modules, .venv (each only when missing or stale)
-#   make build       build/site: offline Pyodide distribution + pyjobq wheel + web/
+#   make build       build/site: offline Pyodide distribution + pyjobq wheel + web/,
+#                    and build/site/lite: a JupyterLite site (rebuilt when its inputs change)
 #   make test        build, then CPython + pytest-pyodide tests, then Playwright tests
 #   make check-core  pyjobq.core imports on the system CPython 3.11, without Pyodide
 #   make demo|bench  node scripts/demo.mjs | scripts/bench.mjs against build/site
@@ -31,17 +32,18 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-$(VENV_STAMP): requirements-dev.txt
+$(VENV_STAMP): requirements-dev.txt requirements-jupyterlite.txt
 	@if ! [ -x $(VPY) ] || ! $(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	  py="$$($(find_py312))"; \
 	  [ -n "$$py" ] || { echo "no Python >= 3.12 found (python3.12 or ~/.pyenv/versions/3.12*)" >&2; exit 1; }; \
 	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
 	fi
-	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-jupyterlite.txt
 	touch $@
 
 build: setup
 	$(VPY) scripts/build_site.py
+	$(VPY) scripts/build_jupyterlite.py
 
 # Both suites always run so both summaries print; the target fails if either failed.
 test: build check-core

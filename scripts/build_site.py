@@ -249,6 +249,9 @@ def main() -> int:
     if args.web.is_dir():
         n = copy_tree(args.web, tmp)
         log(f"copied {n} files from {args.web.name}/")
+    # A served copy of the worker script, as a page under a CSP without blob: workers serves
+    # it (configure(worker_url="/pyjobq-worker.mjs"); tests/e2e/worker_start.spec.js).
+    shutil.copy2(ROOT / "pyjobq" / "browser" / "worker.mjs", tmp / "pyjobq-worker.mjs")
 
     # Small manifest for tests and benchmarks that want to know what they run against.
     pkg = json.loads((npm_pyodide / "package.json").read_text())

@@ -34,6 +34,7 @@ to do — and that message goes to the console, whatever the app did with Python
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -71,6 +72,15 @@ def page_index_url() -> str | None:
     return _folder(url)
 
 
+def absolute(url: str) -> str:
+    """``url`` resolved against this context's location (a Blob-URL worker host, such as
+    PyScript's, can only resolve a path against its origin)."""
+    try:
+        return str(js.URL.new(url, js.location.href).href)
+    except Exception:
+        return str(js.URL.new(url, js.location.origin).href)
+
+
 def _folder(url: Any) -> str | None:
     if not isinstance(url, str) or not url:
         return None
@@ -91,7 +101,7 @@ def distribution(settings: Settings) -> tuple[str, str | None, str | None]:
         base = _folder(pyodide_js.lockfileBaseUrl)
     except Exception:
         pass  # an older Pyodide: the worker reads the lock from the index URL
-    index = settings.pyodide_url or page_index_url() or base
+    index = absolute(settings.pyodide_url) if settings.pyodide_url else page_index_url() or base
     if index is None:
         raise WorkerUnavailable.not_started(
             "import", "could not tell where this page's Pyodide distribution was loaded from")
@@ -131,7 +141,7 @@ def _add_tree(archive: zipfile.ZipFile, folder: Any, prefix: str) -> None:
 def worker_url(settings: Settings, source: str, index: str) -> str:
     global _worker_blob_url
     if settings.worker_url is not None:
-        base = str(js.URL.new(settings.worker_url, js.location.href).href).split("#", 1)[0]
+        base = absolute(settings.worker_url).split("#", 1)[0]
     else:
         if _worker_blob_url is None:
             code = resources.files("pyjobq.browser").joinpath("worker.mjs").read_text()
@@ -172,6 +182,13 @@ class _NoWorker:
         return lambda: None
 
 
+def _unavailable(settings: Settings, source: str, error: WorkerUnavailable) -> ExecutorSide:
+    """An executor side with no worker at all: persistent calls raise ``error``, volatile run."""
+    side = _side(settings, source, _NoWorker())
+    side.scheduler_unavailable(error)
+    return side
+
+
 def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
     side = ExecutorSide(
         link=link,
@@ -186,31 +203,75 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
     return side
 
 
+class _StartWatch:
+    """Turns the browser's signs that the worker's script will never run into one failure:
+    a ``securitypolicyviolation`` naming its URL (the page's CSP refused it: the only event
+    that says so) or an ``error`` event before ``ready`` (blocked, missing, or it threw).
+    Listens from before the worker is constructed until it says ``ready``."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.split("#", 1)[0]
+        self._side: ExecutorSide | None = None
+        self._early: str | None = None
+        self._unlisten = [proxies.listen(js.globalThis, "securitypolicyviolation", self._on_violation)]
+
+    def attach(self, side: ExecutorSide, worker: Any) -> None:
+        self._side = side
+        self._unlisten.append(proxies.listen(worker, "error", self._on_error))
+        self._unlisten.append(side._link.subscribe(self._on_message))
+        if self._early is not None:
+            self._fail(self._early)
+
+    def _on_message(self, data: Any) -> None:
+        if isinstance(data, dict) and data.get("type") in ("ready", "worker_error"):
+            self.close()
+
+    def _on_violation(self, event: Any) -> None:
+        blocked = str(getattr(event, "blockedURI", "") or "")
+        if not blocked or not (self._url.startswith(blocked) or blocked == "blob"):
+            return
+        self._fail(
+            f"the page's Content Security Policy refused the worker script {blocked} "
+            f"({getattr(event, 'effectiveDirective', '')}: \"{getattr(event, 'originalPolicy', '')}\")")
+
+    def _on_error(self, event: Any) -> None:
+        # The browser gives no details for a script it refused to load; a CSP violation, if
+        # that is why, is reported by its own event, which may come a moment later.
+        detail = str(getattr(event, "message", "") or "") or (
+            "the worker script failed to load or raised before it could report why "
+            "(the browser gives no details: see the console and the Network panel)")
+        asyncio.get_event_loop().call_later(0.2, lambda: self._fail(detail))
+
+    def _fail(self, message: str) -> None:
+        if self._side is None:
+            self._early = self._early or message
+            return
+        if not self._side.worker_ready:
+            self._side.scheduler_unavailable(WorkerUnavailable.not_started("script", message))
+        self.close()
+
+    def close(self) -> None:
+        for unlisten in self._unlisten:
+            unlisten()
+        self._unlisten.clear()
+
+
 def start_browser(settings: Settings, source: str) -> ExecutorSide:
     try:
         index, lock_json, lock_base = distribution(settings)
-        worker: Any = js.Worker.new(worker_url(settings, source, index), js_object({"type": "module"}))
-    except (JsException, WorkerUnavailable) as exc:
-        # A CSP that forbids the worker's URL throws right here (SecurityError).
-        side = _side(settings, source, _NoWorker())
-        side.scheduler_unavailable(exc if isinstance(exc, WorkerUnavailable)
-                                   else WorkerUnavailable.not_started("script", str(exc)))
-        return side
+        url = worker_url(settings, source, index)
+    except WorkerUnavailable as exc:
+        return _unavailable(settings, source, exc)
+    start = _StartWatch(url)
+    try:
+        worker: Any = js.Worker.new(url, js_object({"type": "module"}))
+    except JsException as exc:
+        # A worker_url on another origin, or a malformed one, throws right here.
+        start.close()
+        return _unavailable(settings, source, WorkerUnavailable.not_started("script", str(exc)))
     side = _side(settings, source, PortLink(worker))
     side.worker = worker  # type: ignore[attr-defined]
-
-    def on_error(event: Any) -> None:
-        # Before `ready` an error event means the script itself failed (blocked, 404, syntax);
-        # the browser gives no details for a script it refused to load.
-        message = str(getattr(event, "message", "") or "") or (
-            "the worker script failed to load or raised before it could report why "
-            "(the browser gives no details: see the console and the Network panel)")
-        if side.worker_ready:
-            js.console.error("pyjobq worker: " + message)
-        else:
-            side.scheduler_unavailable(WorkerUnavailable.not_started("script", message))
-
-    side.unlisten_error = proxies.listen(worker, "error", on_error)  # type: ignore[attr-defined]
+    start.attach(side, worker)
     side.expect_ready(settings.worker_start_timeout_ms)
     boot: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json, "lockfile_base": lock_base}
     transfer = []
