@@ -11,8 +11,8 @@ const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
-/** Configure a transport and import the queue — nothing else: no call into the queue. */
-const ONLY_IMPORT = `
+/** Configure a transport — importing pyjobq for configure() starts nothing. */
+const CONFIGURE = `
 import json, asyncio, pyjobq
 from pyodide.http import pyfetch
 
@@ -21,6 +21,11 @@ async def send(method, path, body):
     return await pyfetch(path, method=method, headers={"Content-Type": "application/json"}, **kw)
 
 pyjobq.configure(transport=send)
+"configured"
+`;
+
+/** Configure, then import the queue — nothing else: no call into the queue. */
+const ONLY_IMPORT = `${CONFIGURE}
 from pyjobq import queue
 "imported"
 `;
@@ -77,7 +82,9 @@ job.id`);
   await page.reload(); // long before the delay has passed
   await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
   expect(await storedRecord(page, id)).toMatchObject({ status: "pending" });
-  expect(await py(page, ONLY_IMPORT)).toBe("imported");
+  expect(await py(page, CONFIGURE)).toBe("configured");
+  expect(page.workers().filter((w) => w.url().includes("#db="))).toEqual([]); // configure() starts nothing
+  expect(await py(page, "from pyjobq import queue\n'imported'")).toBe("imported");
 
   await expect.poll(async () => (await storedRecord(page, id))?.status, { intervals: [250] }).toBe("done");
   const sent = (await serverLog(request)).filter((r) => r.path === "/api/echo/reload-debounced");
