@@ -1,7 +1,39 @@
 // @ts-check
 // Shared helpers for the multi-tab tests: open a page running pyjobq on its main thread,
 // configured with a transport that sends to the test server.
+const fs = require("fs");
+const path = require("path");
 const { expect } = require("@playwright/test");
+
+const README = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
+
+/** The fenced block right after \`<!-- example: NAME -->\` in the README, as written. */
+function readmeExample(name) {
+  const after = README.split(`<!-- example: ${name} -->`)[1];
+  const match = after && after.match(/^\s*```[a-z]*\n([\s\S]*?)```/);
+  if (!match) throw new Error(`README.md has no example ${name}`);
+  return match[1];
+}
+
+/** A job's record read straight from the origin's IndexedDB (no pyjobq call), or null. */
+async function storedRecord(page, id, dbName = "ui-jobs") {
+  return page.evaluate(async ([name, jobId]) => {
+    const db = await new Promise((resolve, reject) => {
+      const r = indexedDB.open(name);
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+    try {
+      return await new Promise((resolve, reject) => {
+        const q = db.transaction("jobs").objectStore("jobs").get(jobId);
+        q.onsuccess = () => resolve(q.result ?? null);
+        q.onerror = () => reject(q.error);
+      });
+    } finally {
+      db.close();
+    }
+  }, [dbName, id]);
+}
 
 /**
  * Python that configures the queue with a fetch transport to the test server.
@@ -96,4 +128,4 @@ async function release(request, key) {
   expect(res.ok()).toBeTruthy();
 }
 
-module.exports = { openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog, holding, release };
+module.exports = { readmeExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog, holding, release };

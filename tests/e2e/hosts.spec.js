@@ -8,6 +8,7 @@
 // Each test uses its own /api/echo/hosts-*-<key> path: the shared test server's log may be
 // reset by other runs, so nothing here reads it.
 const { test, expect } = require("@playwright/test");
+const { storedRecord } = require("./helpers");
 
 /** Abort every request that leaves the test server, and remember it so the test can fail on it. */
 async function offline(context, baseURL) {
@@ -21,27 +22,6 @@ async function offline(context, baseURL) {
 
 function uniqueKey() {
   return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-}
-
-/** The record for `id` in the origin's IndexedDB (default database name), read from `page`. */
-async function storedRecord(page, id) {
-  return page.evaluate(async (jobId) => {
-    const db = await new Promise((resolve, reject) => {
-      const r = indexedDB.open("ui-jobs");
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
-    try {
-      const store = db.transaction("jobs").objectStore("jobs");
-      return await new Promise((resolve, reject) => {
-        const q = store.get(jobId);
-        q.onsuccess = () => resolve(q.result ?? null);
-        q.onerror = () => reject(q.error);
-      });
-    } finally {
-      db.close();
-    }
-  }, id);
 }
 
 function logPageErrors(page, tag) {

@@ -16,10 +16,10 @@ const fs = require("fs");
 const path = require("path");
 const { test, expect } = require("@playwright/test");
 const { useRegistries } = require("./registries");
+const { readmeExample: example, storedRecord } = require("./helpers");
 
 const ROOT = path.join(__dirname, "..", "..");
 const LITE = path.join(path.resolve(ROOT, process.env.E2E_SITE || path.join("build", "site")), "lite");
-const README = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
 
 // Two Pyodides boot per notebook (the kernel's, then the scheduler worker's) on a 2-core
 // machine: patient, and no timing is asserted.
@@ -101,34 +101,6 @@ async function runCell(notebook, index, source, timeout = CELL_MS) {
   return cell.locator(".jp-OutputArea");
 }
 
-/** The record for `id` in the origin's IndexedDB database `dbName`, read from `page`. */
-async function storedRecord(page, dbName, id) {
-  return page.evaluate(async ([name, jobId]) => {
-    const db = await new Promise((resolve, reject) => {
-      const r = indexedDB.open(name);
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
-    try {
-      return await new Promise((resolve, reject) => {
-        const q = db.transaction("jobs").objectStore("jobs").get(jobId);
-        q.onsuccess = () => resolve(q.result ?? null);
-        q.onerror = () => reject(q.error);
-      });
-    } finally {
-      db.close();
-    }
-  }, [dbName, id]);
-}
-
-/** The fenced block right after `<!-- example: NAME -->` in the README (as readme.spec.js reads it). */
-function example(name) {
-  const after = README.split(`<!-- example: ${name} -->`)[1];
-  const match = after && after.match(/^\s*```[a-z]*\n([\s\S]*?)```/);
-  if (!match) throw new Error(`README.md has no example ${name}`);
-  return match[1];
-}
-
 /** The README's JupyterLite example as cells: `# %% next cell: app.py as above` stands for app.py. */
 function readmeCells() {
   return example("jupyterlite").split(/^# %% next cell(.*)\n/m).reduce((cells, part, i) => {
@@ -200,7 +172,7 @@ print(json.dumps(out.result, sort_keys=True))`);
   await expect(table.locator("tbody tr").filter({ hasText: id })).toContainText("done");
 
   // The record is in the origin's IndexedDB under the default name, which the page shares.
-  expect(await storedRecord(notebook, "ui-jobs", id)).toMatchObject({
+  expect(await storedRecord(notebook, id, "ui-jobs")).toMatchObject({
     id, status: "done", _params: { method: "POST", path: apiPath, body: { host: "jupyterlite" } },
   });
 
@@ -248,7 +220,7 @@ test("the README's JupyterLite example runs as written, pyjobq from PyPI", async
 
   const table = (await runCell(notebook, 2, cells[2])).locator('[data-mime-type="text/html"] table.pyjobq-jobs');
   await expect(table).toContainText(/** @type {string} */ (id));
-  expect(await storedRecord(notebook, "notes-jobs", id)).toMatchObject({
+  expect(await storedRecord(notebook, id, "notes-jobs")).toMatchObject({
     status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } },
   });
 

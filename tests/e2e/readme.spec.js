@@ -12,16 +12,7 @@ const fs = require("fs");
 const path = require("path");
 const { test, expect } = require("@playwright/test");
 const { useRegistries } = require("./registries");
-
-const README = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
-
-/** The fenced block right after `<!-- example: NAME -->` in the README. */
-function example(name) {
-  const after = README.split(`<!-- example: ${name} -->`)[1];
-  const match = after && after.match(/^\s*```[a-z]*\n([\s\S]*?)```/);
-  if (!match) throw new Error(`README.md has no example ${name}`);
-  return match[1];
-}
+const { readmeExample: example, storedRecord } = require("./helpers");
 
 /** Serve the README's examples under /readme/ for every page of `context`. */
 async function serveExamples(context, baseURL) {
@@ -49,32 +40,13 @@ async function printed(lines, prefix, timeout = 90_000) {
   return /** @type {string} */ (lines.find((l) => l.startsWith(prefix))).slice(prefix.length).trim().split(/\s+/);
 }
 
-async function storedRecord(page, id) {
-  return page.evaluate(async (jobId) => {
-    const db = await new Promise((resolve, reject) => {
-      const r = indexedDB.open("notes-jobs");
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
-    try {
-      return await new Promise((resolve, reject) => {
-        const q = db.transaction("jobs").objectStore("jobs").get(jobId);
-        q.onsuccess = () => resolve(q.result ?? null);
-        q.onerror = () => reject(q.error);
-      });
-    } finally {
-      db.close();
-    }
-  }, id);
-}
-
 /** Run one example page to the end of app.py; returns the saved job's id. */
 async function runExample(page, lines, name) {
   await page.goto(`/readme/${name}`);
   const [id, status, httpStatus] = await printed(lines, "saved:");
   expect([status, httpStatus]).toEqual(["done", "200"]);
   expect(await printed(lines, "thumbnail:")).toEqual(["{'width':", "64}"]);
-  const record = await storedRecord(page, id);
+  const record = await storedRecord(page, id, "notes-jobs");
   expect(record).toMatchObject({ status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } } });
   return id;
 }

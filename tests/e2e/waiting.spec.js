@@ -7,7 +7,7 @@
 // - a waiting tab's worker has no Pyodide, yet the tab stores, queries and deletes at once (its
 //   delete ends a run in the other tab); when the holder closes it loads Pyodide and drains.
 const { test, expect: baseExpect } = require("@playwright/test");
-const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release } = require("./helpers");
+const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release, storedRecord } = require("./helpers");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -45,26 +45,6 @@ async function workerHasPyodide(page) {
   const worker = page.workers().find((w) => w.url().includes("#db="));
   if (!worker) throw new Error("the page has no pyjobq scheduler worker");
   return worker.evaluate(() => typeof self.pyodide !== "undefined");
-}
-
-/** The stored record, read straight from IndexedDB (no pyjobq call). */
-async function storedRecord(page, id) {
-  return page.evaluate(async (jobId) => {
-    const db = await new Promise((resolve, reject) => {
-      const r = indexedDB.open("ui-jobs");
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
-    try {
-      return await new Promise((resolve, reject) => {
-        const q = db.transaction("jobs").objectStore("jobs").get(jobId);
-        q.onsuccess = () => resolve(q.result ?? null);
-        q.onerror = () => reject(q.error);
-      });
-    } finally {
-      db.close();
-    }
-  }, id);
 }
 
 test.afterEach(async ({ request }) => {
