@@ -214,10 +214,10 @@ def _creation_order(task: asyncio.Future[Any]) -> int:
 
 class World:
     def __init__(self, random: Callable[[], float] = lambda: 0.0) -> None:
-        self.store = MemoryStore()
+        self.clock = FakeClock()
+        self.store = MemoryStore(clock=self.clock)
         self.locks = LockHub()
         self.channels = ChannelHub()
-        self.clock = FakeClock()
         self.random = random
         self.online = True
         self.tabs: list[Tab] = []
