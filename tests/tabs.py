@@ -155,7 +155,8 @@ class Tab:
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.side = ExecutorSide(link=self.page_link, channel=self.page_channel, source=name,
-                                 reconstructors=reconstructors, transport=transport)
+                                 reconstructors=reconstructors, transport=transport,
+                                 is_online=lambda: world.online)
         lease = None
         if page_lease:
             # The browser's arrangement for a page with a document: the page holds the lease.
@@ -192,7 +193,7 @@ class Tab:
         sched, side = self.scheduler, self.side
         sched.stop()
         for job_id in sorted(side._running):
-            side._abandon(job_id)
+            side._abandon(job_id, at_once=True)
         tasks = list(sched._tasks)
         if sched._pass_task is not None:
             tasks.append(sched._pass_task)

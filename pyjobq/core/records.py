@@ -400,4 +400,6 @@ class RunResult:
     code: str | None = None
     terminal: bool = False
     interrupted: bool = False
+    #: The page's word on whether it was offline when the attempt failed; None: it did not say.
+    offline: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
