@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from .core.ports import LockStolen, Message, Unsubscribe
-from .core.records import DueKey, ForeignRecord, JobRecord, RecordError, malformed
+from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import Status
 
 
@@ -62,6 +62,8 @@ class MemoryStore:
         """(the record, whether it was just failed as malformed); (None, False) for a foreign one."""
         row = self._rows[key]
         try:
+            if depth(row, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # before a copy that would recurse
+                raise RecordError(f"job record {str(row.get('id'))[:80]!r} nests deeper than {MAX_DEPTH} levels")
             return self._decode(row), False
         except ForeignRecord:
             return None, False

@@ -315,7 +315,8 @@ class Scheduler:
         elsewhere: set[str] = set()
         if running and self._run_locks:
             held = await self._locks.held()
-            elsewhere = {r.id for r in running if lanes.run_lock(self._lock_name, r.id) in held}
+            # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
+            elsewhere = {r.id for r in running if held.get(lanes.run_lock(self._lock_name, r.id)) == "exclusive"}
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
