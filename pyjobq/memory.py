@@ -255,7 +255,13 @@ class ChannelHub:
         loop = asyncio.get_running_loop()
         for ch in list(self._open):
             if ch is not sender and ch.name == sender.name:
-                loop.call_soon(ch._receive, _copy(message))
+                loop.call_soon(self._arrive, sender, ch, _copy(message))
+
+    @staticmethod
+    def _arrive(sender: "MemoryChannel", receiver: "MemoryChannel", message: Message) -> None:
+        if sender.dead:
+            return  # its context crashed: what it posted and was not yet delivered dies with it
+        receiver._receive(message)
 
 
 class MemoryChannel:
@@ -264,6 +270,13 @@ class MemoryChannel:
         self.name = name
         self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
+        #: Its context crashed (:meth:`crash`): messages it posted are no longer delivered.
+        self.dead = False
+
+    def crash(self) -> None:
+        """The context holding this channel died: close it, and drop what it posted in flight."""
+        self.dead = True
+        self.close()
 
     def post(self, message: Message) -> None:
         if self.closed:

@@ -64,9 +64,15 @@ class GuardedStore:
             return attr
 
         async def guarded(*args: Any, **kw: Any) -> Any:
+            hook = self._tab.world.store_hook
+            if hook is not None:  # a fault just before this tab's own store operation
+                await hook(self._tab, name, "before")
             if not self._tab.alive:
                 self._tab.world.violations.append(f"dead tab {self._tab.name} wrote to the store ({name})")
-            return await attr(*args, **kw)
+            result = await attr(*args, **kw)
+            if hook is not None:  # ... or just after it, before the tab acts on what it did
+                await hook(self._tab, name, "after")
+            return result
 
         return guarded
 
@@ -134,6 +140,9 @@ class FreezableChannel:
     def close(self) -> None:
         self._channel.close()
 
+    def crash(self) -> None:
+        self._channel.crash()
+
     def freeze(self) -> None:
         if self.held is None:
             self.held = []
@@ -148,6 +157,7 @@ class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any, reconstructors: dict | None,
                  handshake_timeout_ms: float, yields: dict | None, page_lease: bool = False) -> None:
         self.world, self.name, self.alive, self.frozen = world, name, True, False
+        self._thaw_waiters: list[asyncio.Future[None]] = []
         self.page_link, self.worker_link = link_pair()
         self.locks = world.locks.client()
         self.page_locks = world.locks.client()  # the page's own navigator.locks
@@ -170,6 +180,13 @@ class Tab:
         )
         self.scheduler.start()
 
+    async def thawed(self) -> None:
+        """Wait while this tab is frozen (code that was mid-way when it froze resumes after)."""
+        while self.frozen and self.alive:
+            waiter = asyncio.get_running_loop().create_future()
+            self._thaw_waiters.append(waiter)
+            await waiter
+
     def freeze(self) -> None:
         """``freeze`` (or ``pagehide`` into the back/forward cache): the page's handler runs, then
         the page and its worker stop — no message, timer or channel message reaches them."""
@@ -186,6 +203,10 @@ class Tab:
             self.side.lease_holder.resume()
         for part in (self.worker_link, self.page_link, self.clock, self.worker_channel, self.page_channel):
             part.thaw()
+        waiters, self._thaw_waiters = self._thaw_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def crash(self) -> None:
         """The tab is gone: its worker stops, its tasks die, its locks are released, its ports close."""
@@ -203,9 +224,13 @@ class Tab:
         self.page_locks.crash()
         self.page_link.close()
         self.worker_link.close()
+        for channel in (side._channel, sched._channel):
+            channel.crash()  # what either posted and is not yet delivered dies with the tab
         side.stop()
         sched._channel.close()
         self.frozen = False
+        for waiter in getattr(self, "_thaw_waiters", []):
+            waiter.cancel()
 
 
 def _creation_order(task: asyncio.Future[Any]) -> int:
@@ -223,6 +248,9 @@ class World:
         self.online = True
         self.tabs: list[Tab] = []
         self.violations: list[str] = []
+        #: ``await hook(tab, operation, "before"|"after")`` around every store operation of a tab's
+        #: scheduler: where the simulation freezes or crashes a tab in the middle of a pass.
+        self.store_hook: Callable[[Any, str, str], Any] | None = None
         self._names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None, reconstructors: dict | None = None,

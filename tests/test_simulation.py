@@ -6,13 +6,20 @@ enqueues, transport outcomes (200, 500, 404, 401 storms, 403/409/422, slow
 answers released later, terminal and interrupted errors), offline spells, tab
 crashes, reloads, deletes, clock jumps, and tabs frozen and resumed (``freeze`` /
 ``pagehide``: each page holds the lease for its worker, as in the browser, and a
-frozen tab may be discarded). After every step the loop settles
-and the invariants are checked; after the faults stop, every job must reach a
-terminal status. Nothing reads the wall clock, so a seed replays exactly:
+frozen tab may be discarded). Faults also strike *in the middle of a pass*: just before
+or after any of a tab's own store operations — between its run lock and its claim, between the
+claim and the hand-off, inside recovery, while storing an outcome — the tab may be frozen (and
+resumed by a later step) or crash, and the fakes behave as the browser does there (a crashed
+tab's queued lock requests and undelivered channel messages die with it). Half the tabs'
+transports take the run's AbortSignal and end a slow request when it fires, as a transport that
+hands it to ``fetch`` does. After every step the loop settles and the invariants are checked;
+after the faults stop, every job must reach a terminal status. Nothing reads the wall clock, so
+a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
 
-``PYJOBQ_SEEDS=5000`` runs more seeds than the default 1,000.
+``PYJOBQ_SEEDS=5000`` runs more seeds than the default 1,000; ``make soak`` runs 20,000
+(``scripts/soak.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ STEPS = 30
 MAX_TABS = 4
 TYPES = ("save", "upload", "sync")
 UNCOUNTED = "uncounted"
+#: Chances, at each of a tab's store operations while faults run, that the tab crashes or
+#: freezes right there (before the operation, or after it and before the tab acts on it).
+MID_PASS_CRASH = 0.004
+MID_PASS_FREEZE = 0.008
 
 
 @dataclass
@@ -69,16 +80,34 @@ class Sim:
 
     # ------------------------------------------------------------ the fake transport
 
-    def transport_for(self, tab: Tab | None = None) -> Any:
+    def transport_for(self, tab: Tab | None = None, *, heeds_signal: bool = False) -> Any:
         holder: dict[str, Tab] = {}
 
-        async def transport(method: str, path: str, body: Any) -> Any:
-            return await self.call(holder["tab"], method, path, body)
+        if heeds_signal:
+            async def transport(method: str, path: str, body: Any, signal: Any) -> Any:
+                return await self.call(holder["tab"], method, path, body, signal)
+        else:
+            async def transport(method: str, path: str, body: Any) -> Any:  # type: ignore[misc]
+                return await self.call(holder["tab"], method, path, body)
 
         transport.bind = lambda t: holder.__setitem__("tab", t)  # type: ignore[attr-defined]
         return transport
 
-    async def call(self, tab: Tab, method: str, path: str, body: Any) -> Any:
+    async def mid_pass(self, tab: Tab, operation: str, phase: str) -> None:
+        """The store hook: crash or freeze ``tab`` right at one of its own store operations."""
+        if not self.faults or not tab.alive or tab.frozen:
+            return
+        draw = self.rng.random()
+        if draw < MID_PASS_CRASH:
+            self.trace.append(f"crash-mid {tab.name} {phase} {operation}")
+            self.crash(tab)
+            raise asyncio.CancelledError()  # the tab's code stops right here
+        if draw < MID_PASS_CRASH + MID_PASS_FREEZE:
+            self.trace.append(f"freeze-mid {tab.name} {phase} {operation}")
+            tab.freeze()
+            await tab.thawed()
+
+    async def call(self, tab: Tab, method: str, path: str, body: Any, signal: Any = None) -> Any:
         job_id = self.by_path[path]
         other = self.executing.get(job_id)
         if other is not None:
@@ -103,9 +132,14 @@ class Sim:
             if answer == "slow":
                 future = asyncio.get_running_loop().create_future()
                 self.slow.append((job_id, future))
+                if signal is not None:
+                    # Like fetch given the signal: an abort ends the request a moment later.
+                    signal.add_callback(lambda _reason: future.done() or future.set_result("aborted"))
                 answer = await future
-            if not self.world.online and answer not in (403, 409, 422, "terminal"):
-                counted = False
+                if answer == "aborted":
+                    await asyncio.sleep(0)
+                    raise OSError("AbortError: the request was aborted")
+            # An HTTP status was answered by a server: it counts, whatever the network did since.
             if answer == "terminal":
                 raise Terminal("the work cannot succeed")
             if answer == "interrupted":
@@ -134,7 +168,7 @@ class Sim:
     # ------------------------------------------------------------ tabs
 
     def open_tab(self) -> Tab:
-        transport = self.transport_for()
+        transport = self.transport_for(heeds_signal=self.rng.random() < 0.5)
         tab = self.world.open_tab(transport=transport, page_lease=True)
         transport.bind(tab)
         return tab
@@ -309,6 +343,7 @@ async def simulate(seed: int) -> Sim:
             world.violations.append(f"a message from dead {msg['source']} arrived: {msg.get('type')}")
 
     spy.subscribe(heard)
+    world.store_hook = sim.mid_pass
     for _ in range(rng.randint(1, 3)):
         sim.open_tab()
     await settle()
@@ -405,4 +440,4 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
-            "freeze", "resume"} <= steps
+            "freeze", "resume", "crash-mid", "freeze-mid"} <= steps
