@@ -35,6 +35,10 @@ from .lease import LEASE_MESSAGES
 log = logging.getLogger("pyjobq")
 
 _TERMINAL = frozenset({"done", "failed", "cancelled"})
+#: How often a page with persistent jobs outstanding reads their records again. News of an end
+#: can be lost for good — a tab that crashed between storing an outcome and broadcasting it —
+#: so ``done`` also settles from the store, which is the truth (see :meth:`ExecutorSide._recheck`).
+RECHECK_MS = 30_000.0
 #: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
 VOLATILE = "volatile"
 
@@ -193,6 +197,7 @@ class ExecutorSide:
         self._is_online = is_online
         self._running: dict[str, _Run] = {}
         self._confirming: set[str] = set()  # job ids whose terminal news is being checked
+        self._recheck_timer: Any = None
         self._listeners: list[Callable[[JobUpdate], None]] = []
         self._batch: list[tuple[NewJob, Job]] = []
         self._via_worker: set[str] = set()  # ids of requests waiting on the scheduler worker
@@ -233,6 +238,7 @@ class ExecutorSide:
                      group=group, label=label, max_attempts=max_attempts, delay_ms=delay_ms)
         job = Job(new.id)
         self._jobs[new.id] = job
+        self._arm_recheck()
         if not self._batch:
             # Jobs filed in one burst travel in one message and one transaction.
             asyncio.get_event_loop().call_soon(self._flush)
@@ -289,6 +295,7 @@ class ExecutorSide:
         job = Job(job_id)
         job._stored.set_result(None)
         self._jobs[job_id] = job
+        self._arm_recheck()
 
         def found(f: asyncio.Future[Any]) -> None:
             error = PyjobqError("the lookup was cancelled") if f.cancelled() else f.exception()
@@ -590,6 +597,24 @@ class ExecutorSide:
         # What other tabs (or any same-origin script) post is news: checked before it settles.
         if msg["type"] == "job-update" and msg["source"] != self.source:
             self._apply_update(msg["job"], trusted=False)
+
+    def _outstanding(self) -> list[str]:
+        return [job_id for job_id, handle in self._jobs.items()
+                if job_id not in self._closures and not handle._done.done()]
+
+    def _arm_recheck(self) -> None:
+        if self._recheck_timer is None and self.unavailable is None:
+            self._recheck_timer = self._clock.call_later(RECHECK_MS, self._recheck)
+
+    def _recheck(self) -> None:
+        """Read the records of persistent jobs still outstanding here, settling those that ended."""
+        self._recheck_timer = None
+        outstanding = self._outstanding()
+        for job_id in outstanding:
+            if self._jobs[job_id]._stored.done():
+                self._confirm(job_id)
+        if outstanding:
+            self._arm_recheck()
 
     def _confirm(self, job_id: str) -> None:
         """Settle ``done`` from the stored record, which news said has ended: terminal → its

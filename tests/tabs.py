@@ -166,7 +166,7 @@ class Tab:
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.side = ExecutorSide(link=self.page_link, channel=self.page_channel, source=name,
                                  reconstructors=reconstructors, transport=transport,
-                                 is_online=lambda: world.online)
+                                 is_online=lambda: world.online, clock=self.clock)
         lease = None
         if page_lease:
             # The browser's arrangement for a page with a document: the page holds the lease.

@@ -332,10 +332,12 @@ async def _quiet(awaitable: Any) -> None:
         pass
 
 
-async def simulate(seed: int) -> Sim:
+async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     rng = random.Random(seed)
     world = World(random=rng.random)
     sim = Sim(seed, rng, world)
+    if box is not None:
+        box.append(sim)  # so a failure mid-way still prints the steps that led to it
     spy = world.channels.channel(CHANNEL)
 
     def heard(msg: dict[str, Any]) -> None:
@@ -388,7 +390,7 @@ def run_seed(seed: int) -> Sim:
     async def main() -> None:
         errors: list[str] = []
         asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx["message"]))
-        sim_box.append(await simulate(seed))
+        await simulate(seed, sim_box)
         assert errors == [], errors
 
     with DeterministicIds(), Watchdog(seed):
