@@ -140,7 +140,7 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
     """
     try:
         data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
-    except RecursionError:
+    except Exception:  # RecursionError, or the JS stack overflowing inside to_py
         # Nested deeper than to_py recurses: read its names only, and fail it keeping those.
         shallow = value.to_py(depth=1) if hasattr(value, "to_py") else {}
         data = {k: v for k, v in shallow.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
