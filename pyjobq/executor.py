@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 
 from .abort import AbortSignal
 from .core import messages
-from .core.messages import ABANDON_GRACE_MS, BadMessage, make
+from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Channel, Clock, Link, LockManager, LockStolen
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, Outcome, check_json, new_id
 from .errors import (
@@ -35,10 +35,7 @@ from .lease import LEASE_MESSAGES
 log = logging.getLogger("pyjobq")
 
 _TERMINAL = frozenset({"done", "failed", "cancelled"})
-#: How often a page with persistent jobs outstanding reads their records again. News of an end
-#: can be lost for good — a tab that crashed between storing an outcome and broadcasting it —
-#: so ``done`` also settles from the store, which is the truth (see :meth:`ExecutorSide._recheck`).
-RECHECK_MS = 30_000.0
+
 #: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
 VOLATILE = "volatile"
 

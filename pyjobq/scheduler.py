@@ -71,7 +71,7 @@ from typing import Any, Callable, Mapping
 from .tasks import TaskSet
 from .core import lanes, messages, policy
 from .core.backoff import make_backoff
-from .core.messages import ABANDON_GRACE_MS, BadMessage, make
+from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Channel, Clock, Lease, Link, LockManager, Store, Timer
 from .core.records import JobRecord, NewJob, RunResult, check_json
 from .errors import InvalidJobError
@@ -183,6 +183,7 @@ class Scheduler:
         self._ending: dict[str, _InFlight] = {}
         self._claims = itertools.count(1)
         self._pass_failures = 0
+        self._verify_timer: Timer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -205,6 +206,9 @@ class Scheduler:
         self._stopped = True
         if self._retry_timer is not None:
             self._retry_timer.cancel()
+        if self._verify_timer is not None:
+            self._verify_timer.cancel()
+            self._verify_timer = None
         for job_id in list(self._in_flight):
             if self._run_locks:
                 self._abandon(job_id)
@@ -448,6 +452,20 @@ class Scheduler:
             job_type=record.type,
             attempt=record.attempts,
         ))
+        self._arm_verify()
+
+    def _arm_verify(self) -> None:
+        if self._verify_timer is None and self._in_flight and not self._stopped and self._run_locks:
+            self._verify_timer = self._clock.call_later(RECHECK_MS, self._verify_in_flight)
+
+    def _verify_in_flight(self) -> None:
+        """Read the records of the runs in flight: one deleted or cancelled by a tab that died (or
+        froze) before broadcasting it is dropped here rather than run to its end."""
+        self._verify_timer = None
+        for job_id, flight in list(self._in_flight.items()):
+            if flight.started:
+                self._spawn(self._verify_gone(job_id, flight.claim))
+        self._arm_verify()
 
     async def _arm_retry_timer(self) -> None:
         if self._retry_timer is not None:

@@ -66,12 +66,12 @@ class GuardedStore:
         async def guarded(*args: Any, **kw: Any) -> Any:
             hook = self._tab.world.store_hook
             if hook is not None:  # a fault just before this tab's own store operation
-                await hook(self._tab, name, "before")
+                await hook(self._tab, name, "before", args)
             if not self._tab.alive:
                 self._tab.world.violations.append(f"dead tab {self._tab.name} wrote to the store ({name})")
             result = await attr(*args, **kw)
             if hook is not None:  # ... or just after it, before the tab acts on what it did
-                await hook(self._tab, name, "after")
+                await hook(self._tab, name, "after", args)
             return result
 
         return guarded
@@ -248,9 +248,9 @@ class World:
         self.online = True
         self.tabs: list[Tab] = []
         self.violations: list[str] = []
-        #: ``await hook(tab, operation, "before"|"after")`` around every store operation of a tab's
-        #: scheduler: where the simulation freezes or crashes a tab in the middle of a pass.
-        self.store_hook: Callable[[Any, str, str], Any] | None = None
+        #: ``await hook(tab, operation, "before"|"after", args)`` around every store operation of a
+        #: tab's scheduler: where the simulation freezes or crashes a tab in the middle of a pass.
+        self.store_hook: Callable[[Any, str, str, tuple], Any] | None = None
         self._names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None, reconstructors: dict | None = None,

@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response
@@ -77,6 +78,7 @@ class Sim:
     trace: list[str] = field(default_factory=list)
     dead_sources: set[str] = field(default_factory=set)
     paths: int = 0
+    unannounced: dict[str, float] = field(default_factory=dict)  # job id -> until when
 
     # ------------------------------------------------------------ the fake transport
 
@@ -93,11 +95,18 @@ class Sim:
         transport.bind = lambda t: holder.__setitem__("tab", t)  # type: ignore[attr-defined]
         return transport
 
-    async def mid_pass(self, tab: Tab, operation: str, phase: str) -> None:
+    async def mid_pass(self, tab: Tab, operation: str, phase: str, args: tuple) -> None:
         """The store hook: crash or freeze ``tab`` right at one of its own store operations."""
         if not self.faults or not tab.alive or tab.frozen:
             return
         draw = self.rng.random()
+        if draw < MID_PASS_CRASH + MID_PASS_FREEZE and phase == "after" and args:
+            # Stored, but the news of it may never be broadcast: a tab running one of these
+            # jobs learns of a delete or cancel only from the store, on its next look.
+            ids = args[0] if isinstance(args[0], list) else [args[0]]
+            for job_id in ids:
+                if isinstance(job_id, str):
+                    self.unannounced[job_id] = self.world.clock.now() + RECHECK_MS + 1
         if draw < MID_PASS_CRASH:
             self.trace.append(f"crash-mid {tab.name} {phase} {operation}")
             self.crash(tab)
@@ -278,7 +287,9 @@ class Sim:
         running = {i for i, r in stored.items() if r["status"] == "running"}
         # A frozen page cannot hear that its job was deleted meanwhile: it drops the run on resume.
         frozen = {t.name for t in world.live if t.frozen}
-        executing = {j for j, where in self.executing.items() if where not in frozen}
+        now = world.clock.now()
+        executing = {j for j, where in self.executing.items()
+                     if where not in frozen and self.unannounced.get(j, 0) < now}
         assert executing <= running, f"executing {self.executing} but running records {running}"
 
     async def finish(self) -> None:

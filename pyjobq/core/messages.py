@@ -44,6 +44,10 @@ RUN_REVISION = 2
 #: scheduler keeps the run's type and run lock busy until the page says the run ended, or
 #: for this grace plus the handshake at most.
 ABANDON_GRACE_MS = 30_000.0
+#: How often the store is read again for what news may have missed: a page re-reads the records
+#: of jobs it awaits, a scheduler those of the runs it has in flight. News of an end or a delete
+#: is lost for good when the tab that stored it crashed (or froze) before broadcasting it.
+RECHECK_MS = 30_000.0
 
 # type -> {field: allowed python types}. Fields not listed are ignored, never used.
 _STR = (str,)
