@@ -167,17 +167,22 @@ class ExecutorSide:
         clock: Clock | None = None,
         locks: LockManager | None = None,
         yields: Mapping[str, str] | None = None,
+        requests: Link | None = None,
+        requests_source: str | None = None,
         is_online: Callable[[], bool] | None = None,
     ) -> None:
-        """
-        Args:
-            is_online: ``navigator.onLine`` where the executor runs, read when an attempt
-                fails: the page's word on whether the failure found no network. None: say
-                nothing, and the scheduler reads its own when it stores the outcome.
-        """
+        """``link`` reaches the scheduler that runs this tab's jobs (its worker). ``requests``,
+        when given, reaches the one that answers this tab's store requests (enqueue, queries,
+        deletes): in a browser the page's own, so a tab whose worker waits for the lease
+        without Pyodide still stores and answers at once. Default: ``link``.
+        ``requests_source`` is that scheduler's source: its channel echoes are this tab's own.
+        ``is_online`` is ``navigator.onLine`` where the executor runs, read when an attempt
+        fails: the page's word on whether the failure found no network. None: say nothing, and
+        the scheduler reads its own when it stores the outcome."""
         from .memory import LoopClock
 
         self._link = link
+        self._requests_link = requests if requests is not None else link
         self._channel = channel
         self._clock = clock or LoopClock()
         self._locks = locks
@@ -186,6 +191,7 @@ class ExecutorSide:
         self._volatile: Any = None  # the in-tab Scheduler of volatile jobs, made on first use
         self._volatile_link: Link | None = None
         self.source = source  # the id our scheduler stamps on its updates
+        self._own_sources = {source} | ({requests_source} if requests_source else set())
         self.transport = transport
         self._registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
         self._registry.update(reconstructors or {})
@@ -206,7 +212,14 @@ class ExecutorSide:
         #: True once the scheduler said ``ready``.
         self.worker_ready = False
         self._ready_timer: Any = None
+        # With a separate requests link, store requests wait (in order) until the worker's
+        # script has said it runs: a worker that cannot start fails them instead of leaving
+        # records no tab of this code could ever process. None: sent at once.
+        self._held: list[dict[str, Any]] | None = [] if requests is not None else None
+        self._start_timeout_ms: float | None = None
         self._unsubscribe = [link.subscribe(self._on_link), channel.subscribe(self._on_channel)]
+        if requests is not None:
+            self._unsubscribe.append(requests.subscribe(self._on_link))
         self._channel_open = True
         #: The page-held processor lease (:class:`pyjobq.lease.LeaseHolder`) when this side
         #: has a document; None in a worker host and in plain CPython.
@@ -377,8 +390,8 @@ class ExecutorSide:
     def _request(self, msg: dict[str, Any], link: Link | None = None) -> asyncio.Future[Any]:
         request_id = new_id()
         future = asyncio.get_event_loop().create_future()
-        link = link or self._link
-        if link is self._link:
+        link = link or self._requests_link
+        if link is self._requests_link or link is self._link:
             if self._batch and msg.get("type") != "enqueue":
                 # Requests reach the worker in call order: jobs filed just before this call go
                 # first, or delete_job(id) right after filing would find nothing to delete.
@@ -388,13 +401,21 @@ class ExecutorSide:
                 return future
             self._via_worker.add(request_id)
         self._requests[request_id] = future
-        try:
-            link.send({**msg, "request_id": request_id})
-        except Exception as exc:  # a message the link cannot carry: fail it, never leave it waiting
-            self._requests.pop(request_id, None)
-            self._via_worker.discard(request_id)
-            future.set_exception(PyjobqError(f"{msg.get('type')} could not be sent to the worker: {exc}"))
+        if link is self._requests_link and self._held is not None:
+            self._held.append({**msg, "request_id": request_id})
+        else:
+            try:
+                link.send({**msg, "request_id": request_id})
+            except Exception as exc:  # a message the link cannot carry: fail it, never leave it waiting
+                self._requests.pop(request_id, None)
+                self._via_worker.discard(request_id)
+                future.set_exception(PyjobqError(f"{msg.get('type')} could not be sent to the worker: {exc}"))
         return future
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        for message in held or ():
+            self._requests_link.send(message)
 
     async def query_all(self) -> list[dict[str, Any]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
@@ -533,11 +554,14 @@ class ExecutorSide:
             self._apply_update(msg["job"])
         elif kind in LEASE_MESSAGES:
             pass  # the LeaseHolder's
-        elif kind == "ready":
+        elif kind == "ready" and msg["source"] == self.source:
             self.worker_ready = True
-            if self._ready_timer is not None:
-                self._ready_timer.cancel()
-                self._ready_timer = None
+            self._disarm_start()
+        elif kind == "worker_alive":
+            self._disarm_start()  # its script runs: waiting for the lease is not bounded
+            self._release_held()
+        elif kind == "worker_booting":
+            self._arm_start()  # it loads Pyodide now: that is
         elif kind == "worker_error":
             stage = msg.get("stage")
             self.scheduler_unavailable(WorkerUnavailable.not_started(
@@ -548,15 +572,32 @@ class ExecutorSide:
                 code="worker_stopped", worker_message=msg["reason"]))
 
     def expect_ready(self, timeout_ms: float) -> None:
-        """Unless the scheduler says ``ready`` within ``timeout_ms``, persistent jobs fail with
-        a :class:`WorkerUnavailable` (code ``worker_not_started``): no request waits for ever."""
+        """Bound the worker's start: its script must say ``worker_alive`` within ``timeout_ms``,
+        and once it says ``worker_booting`` (it holds the lease and loads Pyodide) its scheduler
+        must say ``ready`` within ``timeout_ms`` again. A tab waiting for the lease in between
+        waits as long as the lease is held elsewhere. Past a deadline persistent jobs fail with
+        a :class:`WorkerUnavailable` (stage ``timeout``): no request waits for ever."""
+        self._start_timeout_ms = timeout_ms
+        self._arm_start()
+
+    def _arm_start(self) -> None:
+        timeout_ms = self._start_timeout_ms
+        if timeout_ms is None or self.worker_ready:
+            return
+        self._disarm_start()
+
         def check() -> None:
             self._ready_timer = None
             if not self.worker_ready:
                 self.scheduler_unavailable(WorkerUnavailable.not_started(
-                    "timeout", f"no answer within {timeout_ms / 1000:g} s of starting the worker"))
+                    "timeout", f"no answer within {timeout_ms / 1000:g} s"))
 
         self._ready_timer = self._clock.call_later(timeout_ms, check)
+
+    def _disarm_start(self) -> None:
+        if self._ready_timer is not None:
+            self._ready_timer.cancel()
+            self._ready_timer = None
 
     def scheduler_unavailable(self, error: WorkerUnavailable) -> None:
         """The scheduler worker did not start, or stopped for good: fail every request that
@@ -566,6 +607,7 @@ class ExecutorSide:
         if self.unavailable is not None:
             return
         self.unavailable = error
+        self._held = None  # their futures fail below; the messages are never sent
         log.error("pyjobq: %s", error)
         for request_id in list(self._via_worker):
             future = self._requests.pop(request_id, None)
@@ -592,7 +634,7 @@ class ExecutorSide:
             return
         # Our own scheduler's updates arrive over the link; the channel copy is a duplicate.
         # What other tabs (or any same-origin script) post is news: checked before it settles.
-        if msg["type"] == "job-update" and msg["source"] != self.source:
+        if msg["type"] == "job-update" and msg["source"] not in self._own_sources:
             self._apply_update(msg["job"], trusted=False)
 
     def _outstanding(self) -> list[str]:

@@ -17,6 +17,15 @@ every other tab:
   a worker cannot be relied on to (it freezes too, and releases only from a later
   asyncio callback). So the page holds it and lets go on ``freeze``/``pagehide``.
 
+**A tab that takes the lease keeps it for its life** (until it closes, crashes, freezes or is
+hidden into the back/forward cache), not just for one drain: the other tabs wait in the lock's
+queue with a worker that has not loaded Pyodide at all (docs/decisions.md, "Waiting tabs"), and
+a lease that went back to the queue after every drain would wake one of them — and its 160 MB
+Pyodide — for nothing. The holder learns of the waiting tabs' enqueues from their
+``job-update`` news on the channel (they store their own requests, pyjobq/browser/runtime.py).
+So :class:`LeaseHolder` keeps the lock between the worker's drains, and a worker host keeps it
+in its bootstrap for as long as it lives (:class:`HeldLease`).
+
 The messages (all on the worker link, which is FIFO)::
 
     worker -> page   lease_request             take the lock for me
@@ -70,6 +79,34 @@ class LockLease:
         return True
 
 
+class HeldLease:
+    """The lock is held for this scheduler's whole life by its host — a worker host's
+    bootstrap takes it before it loads Pyodide — so every drain runs at once."""
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        await callback()
+        return True
+
+
+class NeverLease:
+    """Never granted: a scheduler on this lease only answers requests (a page's own store
+    requests while its worker waits for the lease, pyjobq/browser/runtime.py) and never
+    claims, settles or recovers anything."""
+
+    def __init__(self) -> None:
+        self._closed: asyncio.Future[None] | None = None
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        if self._closed is None:
+            self._closed = asyncio.get_event_loop().create_future()
+        await self._closed
+        return True
+
+    def close(self) -> None:
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+
+
 class LinkLease:
     """The worker's side of a page-held lease: ask the page, hold while it says so."""
 
@@ -78,11 +115,16 @@ class LinkLease:
         self._granted: asyncio.Future[int] | None = None
         self._epoch: int | None = None  # the grant being held
         self._on_revoked: Callable[[], None] | None = None
+        self._unsolicited: int | None = None  # granted before this worker asked (its boot)
         self._unsubscribe = link.subscribe(self._on_link)
 
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
         self._granted = asyncio.get_event_loop().create_future()
-        self._link.send(make("lease_request"))
+        if self._unsolicited is not None:
+            self._granted.set_result(self._unsolicited)
+            self._unsolicited = None
+        else:
+            self._link.send(make("lease_request"))
         epoch = await self._granted
         self._epoch, self._on_revoked = epoch, on_revoked
         revoked = False
@@ -105,8 +147,15 @@ class LinkLease:
         if msg["type"] == "lease_granted":
             if self._granted is not None and not self._granted.done():
                 self._granted.set_result(msg["epoch"])
-            else:  # a grant nobody waits for (cannot happen on a FIFO link): hand it back
+            elif self._epoch is None and self._unsolicited is None:
+                # The page took the lease before this worker's scheduler asked (it boots this
+                # worker only once it holds it): the first drain uses it.
+                self._unsolicited = msg["epoch"]
+            else:  # a second grant nobody waits for (cannot happen on a FIFO link): hand it back
                 self._link.send(make("lease_released", epoch=msg["epoch"]))
+        elif msg["type"] == "lease_revoked" and msg["epoch"] == self._unsolicited:
+            self._unsolicited = None
+            self._link.send(make("lease_released", epoch=msg["epoch"]))
         elif msg["type"] == "lease_revoked" and msg["epoch"] == self._epoch:
             self._epoch = None
             on_revoked, self._on_revoked = self._on_revoked, None
@@ -124,21 +173,34 @@ class LeaseHolder:
     ``resume`` and ``pageshow``; both are idempotent.
     """
 
-    def __init__(self, link: Link, grab: Grab, name: str) -> None:
+    def __init__(self, link: Link, grab: Grab, name: str, *, on_first_grant: Callable[[], None] | None = None,
+                 eager: bool = False) -> None:
+        """``eager``: take the lock now, before the worker asks (a tab that opens the queue is
+        in line for it), and call ``on_first_grant`` the first time it is held — the page
+        boots its worker's Pyodide then, so a waiting tab loads none."""
         self._link = link
         self._grab = grab
         self._name = name
         self._epoch = 0
+        self._lent: int | None = None  # the epoch the worker holds now; None: between drains
         self._release: Callable[[], None] | None = None  # set while the lock is held
         self._cancel: Callable[[], None] | None = None  # set while a request is queued
-        self._wanted = False
+        self._wanted = eager
+        self._on_first_grant = on_first_grant
         self._refusing = 0  # the last revoked epoch the worker has not acknowledged; 0: none
         self.frozen = False
         self._unsubscribe = link.subscribe(self._on_link)
+        if eager:
+            self._request()
 
     @property
     def holding(self) -> bool:
         return self._release is not None
+
+    @property
+    def lent(self) -> bool:
+        """True while the worker drains under a grant (between ``lease_granted`` and its release)."""
+        return self._lent is not None
 
     @property
     def refusing(self) -> bool:
@@ -154,13 +216,22 @@ class LeaseHolder:
             return
         if msg["type"] == "lease_request":
             self._wanted = True
-            self._request()
+            if self._release is not None and self._lent is None:
+                self._lend()  # held between drains: lend it again at once
+            else:
+                self._request()
         elif msg["type"] == "lease_released":
             epoch = msg["epoch"]
-            if epoch == self._epoch and self._release is not None:
-                self._let_go()
+            if epoch == self._lent:
+                self._lent = None  # kept: this tab holds the lease for its life (see above)
             if self._refusing and epoch >= self._refusing:
                 self._refusing = 0
+
+    def _lend(self) -> None:
+        self._wanted = False
+        self._epoch += 1
+        self._lent = self._epoch
+        self._link.send(make("lease_granted", epoch=self._epoch))
 
     def _request(self) -> None:
         if self.frozen or not self._wanted or self._release is not None or self._cancel is not None:
@@ -172,10 +243,11 @@ class LeaseHolder:
                 release()
                 self._request()
                 return
-            self._wanted = False
-            self._epoch += 1
             self._release = release
-            self._link.send(make("lease_granted", epoch=self._epoch))
+            first, self._on_first_grant = self._on_first_grant, None
+            if first is not None:
+                first()
+            self._lend()
 
         self._cancel = self._grab(self._name, granted)
 
@@ -195,9 +267,14 @@ class LeaseHolder:
             cancel()
         if self._release is not None:
             self._let_go()
-            self._refusing = self._epoch
-            self._link.send(make("lease_revoked", epoch=self._epoch))
-            # The worker acknowledges and asks again; the request waits for resume().
+            lent, self._lent = self._lent, None
+            if lent is not None:
+                self._refusing = lent
+                self._link.send(make("lease_revoked", epoch=lent))
+                # The worker acknowledges and asks again; the request waits for resume().
+            # Taken back on resume whether or not the worker is draining: a tab that has the
+            # queue is in line for it.
+            self._wanted = True
 
     def resume(self) -> None:
         """``resume`` / ``pageshow``: take the lease back if the worker wants it."""

@@ -463,6 +463,9 @@ class FakeLocks:
             # crash() cancels ``stolen`` too; a dead context's request ends cancelled, not stolen.
             if req.stolen.done() and not req.stolen.cancelled():
                 raise LockStolen(f"lock {name!r} was stolen")
+            if not req.task.done():
+                # The context crashed while holding it: its callback dies with it.
+                raise asyncio.CancelledError(f"lock {name!r}: its context crashed")
             return req.task.result()
         finally:
             self._mine.discard(req)

@@ -2,8 +2,16 @@
 
 Persistent jobs (:func:`enqueue_fetch`, :func:`enqueue_persistent`) are stored
 by the scheduler worker in IndexedDB and replayed through the application's
-transport; every tab sees their ``job-update`` events. The queue starts its
-worker on first use and registers itself as the ``job-queue`` service.
+transport; every tab sees their ``job-update`` events. The queue registers itself
+as the ``job-queue`` service.
+
+In a browser, importing this module starts the queue: a page that has the queue is a page
+that runs it (spec: "Survive a hard reload"; "sent the next time the queue runs on this
+device, from any page that holds the lock"). It is in line for the processor lease at once,
+so after a reload its stored work resumes, and when the processing tab closes, crashes or
+freezes it takes over — with no call into the queue. Its worker loads Pyodide only once the
+lease is this tab's. On plain CPython (tests of code that uses the queue) there is no event
+loop at import, so the in-process queue starts on first use.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Callable
 
 from . import config as _config
+from . import runtime as _runtime
 from . import services as _services
 from .abort import AbortSignal
 from .executor import ExecutorSide, Job, JobUpdate, report_progress
@@ -234,6 +243,15 @@ def wake() -> None:
 
 
 def stop() -> None:
-    """Close this tab's channel. The queue still runs; its updates then reach only this tab."""
+    """Close this tab's channel (spec: "The queue registers as the job-queue service").
+
+    The queue still runs: this tab stays in line for the processor lease and keeps processing
+    when it holds it, and its own jobs' updates still reach it over its worker; updates from
+    other tabs no longer do. To stop processing on this tab, close it.
+    """
     if _side is not None:
         _side.stop()
+
+
+if _runtime.IN_PYODIDE:
+    _queue()  # a page that has the queue runs it (see above)

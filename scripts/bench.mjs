@@ -9,6 +9,8 @@
 //   node scripts/bench.mjs            the full sizes (1,000 jobs, 10,000 burst, 100,000 records)
 //   node scripts/bench.mjs --smoke    tiny sizes (BENCH_SMOKE=1 too): proves the harness, not speed
 //   --out DIR                         where bench.json / bench.png go (default build/)
+//   --only PARTS                      a comma list of page-a, burst, pass, loads, tabs (default: all);
+//                                     BENCH_SITE=DIR measures another built site (e.g. an older commit's)
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -27,6 +29,10 @@ const argv = process.argv.slice(2);
 const SMOKE = argv.includes("--smoke") || ["1", "true", "yes"].includes(String(process.env.BENCH_SMOKE || "").toLowerCase());
 const OUT = path.resolve(ROOT, argv.includes("--out") ? argv[argv.indexOf("--out") + 1] : "build");
 const SITE = path.resolve(ROOT, process.env.BENCH_SITE || "build/site"); // BENCH_SITE: another built site
+const PARTS = ["page-a", "burst", "pass", "loads", "tabs"];
+const ONLY = argv.includes("--only") ? argv[argv.indexOf("--only") + 1].split(",") : PARTS;
+for (const part of ONLY) if (!PARTS.includes(part)) throw new Error(`--only: unknown part ${part} (one of ${PARTS.join(", ")})`);
+const want = (part) => ONLY.includes(part);
 
 const SIZES = SMOKE
   ? { jobs: 20, burst: 50, roundTrips: 20, records: 300, small: 100, passes: 3, volatile: 20, leak: 20, loads: 1, tabs: 2 }
@@ -186,6 +192,7 @@ async function measure(browser, base, stamp) {
   const ctx = await browser.newContext();
 
   // Persistent throughput, handshake, volatile, leaks: one page, one queue.
+  if (want("page-a")) {
   log("page A: persistent throughput");
   const a = await openBenchPage(ctx, base, `bench-a-${stamp}`);
   const floor1 = await bench(a, "floorJobs", SIZES.jobs, `bench-floor-${stamp}`);
@@ -209,13 +216,17 @@ async function measure(browser, base, stamp) {
   const after = { page: await bench(a, "pageMemory"), worker: await bench(a, "ask", { cmd: "memory" }) };
   r.memory = { jobs: SIZES.leak, not_done: leak.not_done, before, after };
   await a.close();
+  }
 
+  if (want("burst")) {
   log("page B: enqueue burst");
   const b = await openBenchPage(ctx, base, `bench-b-${stamp}`);
   r.raw_put = await bench(b, "rawPut", SIZES.burst, `bench-raw-${stamp}`);
   r.burst = await py(b, `await burst(${SIZES.burst})`);
   await b.close();
+  }
 
+  if (want("pass")) {
   log("page C: a pass among 100 records, then among many");
   const c = await openBenchPage(ctx, base, `bench-c-${stamp}`);
   const passes = async () => {
@@ -234,8 +245,10 @@ async function measure(browser, base, stamp) {
   await passes(); // warm, as for the small store
   r.pass_large = { ...(await passes()), records: await bench(c, "seed", db, {}) };
   await c.close();
+  }
   await ctx.close();
 
+  if (want("loads")) {
   log("page load -> first job, against bare loadPyodide (fresh context each)");
   const loads = { first_job: [], bare: [] };
   for (let i = 0; i < SIZES.loads; i++) {
@@ -252,7 +265,9 @@ async function measure(browser, base, stamp) {
   }
   r.first_job = { ms: median(loads.first_job), runs: loads.first_job };
   r.bare_load = { ms: median(loads.bare), runs: loads.bare };
+  }
 
+  if (want("tabs")) {
   log(`tabs: memory of ${SIZES.tabs} tabs`);
   const tc = await browser.newContext();
   await sleep(500);
@@ -267,6 +282,7 @@ async function measure(browser, base, stamp) {
   for (const t of tabs) workerPyodides.push((await bench(t, "ask", { cmd: "memory" })).error ? 0 : 1);
   r.tabs = { pss_mb: pss, worker_pyodides: workerPyodides };
   await tc.close();
+  }
   return r;
 }
 
@@ -274,40 +290,40 @@ async function measure(browser, base, stamp) {
 
 function rows(r) {
   const ratio = (x, y) => x / y;
-  const m = r.memory;
+  const m = r.memory || { jobs: 0, before: { page: {}, worker: {} }, after: { page: {}, worker: {} } };
   const live = m.after.page.live_proxies + m.after.worker.live_proxies;
-  const pss = r.tabs.pss_mb;
+  const pss = r.tabs ? r.tabs.pss_mb : [null];
   const firstTab = pss[0] == null ? NaN : pss[1] - pss[0];
   const extra = pss[0] == null ? NaN : (pss[pss.length - 1] - pss[1]) / (pss.length - 2);
   const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "n/a");
   return [
-    { key: "one_type", figure: `persistent jobs/s, one type, ${SIZES.jobs} jobs`, value: r.one_type.jobs_per_s, unit: "jobs/s",
-      baseline: "raw-JS floor (3 readwrite tx + 1 worker round trip per job)", base: r.floor.jobs_per_s,
-      ratio: ratio(r.one_type.jobs_per_s, r.floor.jobs_per_s), target: [">=", 0.5] },
-    { key: "four_types", figure: `persistent jobs/s, four types, ${SIZES.jobs} jobs`, value: r.four_types.jobs_per_s, unit: "jobs/s",
-      baseline: "the same floor", base: r.floor.jobs_per_s,
-      ratio: ratio(r.four_types.jobs_per_s, r.floor.jobs_per_s), target: [">=", 1.0] },
-    { key: "burst", figure: `enqueue_fetch x${SIZES.burst} burst, until stored`, value: r.burst.ms, unit: "ms",
-      baseline: `raw-JS put of ${SIZES.burst} records in one tx`, base: r.raw_put.ms,
-      ratio: ratio(r.burst.ms, r.raw_put.ms), target: ["<=", 3] },
-    { key: "handshake_p50", figure: "run -> run_started handshake, p50", value: r.handshake.p50, unit: "ms",
-      baseline: "raw-JS worker round trip, p50", base: r.round_trip.p50,
-      ratio: ratio(r.handshake.p50, Math.max(r.round_trip.p50, CLOCK_MS)), target: ["abs<=", 1], absolute: r.handshake.p50 },
-    { key: "handshake_p99", figure: "run -> run_started handshake, p99", value: r.handshake.p99, unit: "ms",
-      baseline: "raw-JS worker round trip, p99", base: r.round_trip.p99,
-      ratio: ratio(r.handshake.p99, Math.max(r.round_trip.p99, CLOCK_MS)), target: null },
-    { key: "first_job", figure: "page load -> first persistent job done", value: r.first_job.ms, unit: "ms",
-      baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load.ms,
-      ratio: ratio(r.first_job.ms, r.bare_load.ms), target: ["<=", 1.2] },
-    { key: "volatile", figure: `volatile no-op jobs/s, ${SIZES.volatile} jobs`, value: r.volatile.jobs_per_s, unit: "jobs/s",
-      baseline: "bare asyncio tasks, one after another", base: r.bare_tasks.jobs_per_s,
-      ratio: ratio(r.volatile.jobs_per_s, r.bare_tasks.jobs_per_s), target: [">=", 0.3] },
-    { key: "pass", figure: `one pass (enqueue -> done) among ${r.pass_large.records} records`, value: r.pass_large.ms, unit: "ms",
-      baseline: `the same among ${r.pass_small.records} records`, base: r.pass_small.ms,
-      ratio: ratio(r.pass_large.ms, r.pass_small.ms), target: ["<=", 1.5] },
-    { key: "wasm_heap_page", figure: `page wasm heap after ${m.jobs} jobs`, value: m.after.page.wasm_heap / 2 ** 20, unit: "MiB",
+    { key: "one_type", figure: `persistent jobs/s, one type, ${SIZES.jobs} jobs`, value: r.one_type?.jobs_per_s, unit: "jobs/s",
+      baseline: "raw-JS floor (3 readwrite tx + 1 worker round trip per job)", base: r.floor?.jobs_per_s,
+      ratio: ratio(r.one_type?.jobs_per_s, r.floor?.jobs_per_s), target: [">=", 0.5] },
+    { key: "four_types", figure: `persistent jobs/s, four types, ${SIZES.jobs} jobs`, value: r.four_types?.jobs_per_s, unit: "jobs/s",
+      baseline: "the same floor", base: r.floor?.jobs_per_s,
+      ratio: ratio(r.four_types?.jobs_per_s, r.floor?.jobs_per_s), target: [">=", 1.0] },
+    { key: "burst", figure: `enqueue_fetch x${SIZES.burst} burst, until stored`, value: r.burst?.ms, unit: "ms",
+      baseline: `raw-JS put of ${SIZES.burst} records in one tx`, base: r.raw_put?.ms,
+      ratio: ratio(r.burst?.ms, r.raw_put?.ms), target: ["<=", 3] },
+    { key: "handshake_p50", figure: "run -> run_started handshake, p50", value: r.handshake?.p50, unit: "ms",
+      baseline: "raw-JS worker round trip, p50", base: r.round_trip?.p50,
+      ratio: ratio(r.handshake?.p50, Math.max(r.round_trip?.p50, CLOCK_MS)), target: ["abs<=", 1], absolute: r.handshake?.p50 },
+    { key: "handshake_p99", figure: "run -> run_started handshake, p99", value: r.handshake?.p99, unit: "ms",
+      baseline: "raw-JS worker round trip, p99", base: r.round_trip?.p99,
+      ratio: ratio(r.handshake?.p99, Math.max(r.round_trip?.p99, CLOCK_MS)), target: null },
+    { key: "first_job", figure: "page load -> first persistent job done", value: r.first_job?.ms, unit: "ms",
+      baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load?.ms,
+      ratio: ratio(r.first_job?.ms, r.bare_load?.ms), target: ["<=", 1.2] },
+    { key: "volatile", figure: `volatile no-op jobs/s, ${SIZES.volatile} jobs`, value: r.volatile?.jobs_per_s, unit: "jobs/s",
+      baseline: "bare asyncio tasks, one after another", base: r.bare_tasks?.jobs_per_s,
+      ratio: ratio(r.volatile?.jobs_per_s, r.bare_tasks?.jobs_per_s), target: [">=", 0.3] },
+    { key: "pass", figure: `one pass (enqueue -> done) among ${r.pass_large?.records} records`, value: r.pass_large?.ms, unit: "ms",
+      baseline: `the same among ${r.pass_small?.records} records`, base: r.pass_small?.ms,
+      ratio: ratio(r.pass_large?.ms, r.pass_small?.ms), target: ["<=", 1.5] },
+    { key: "wasm_heap_page", figure: `page wasm heap after ${m.jobs} jobs`, value: m.after.page?.wasm_heap / 2 ** 20, unit: "MiB",
       baseline: "before", base: m.before.page.wasm_heap / 2 ** 20,
-      ratio: ratio(m.after.page.wasm_heap, m.before.page.wasm_heap), target: ["<=", 1.0] },
+      ratio: ratio(m.after.page?.wasm_heap, m.before.page.wasm_heap), target: ["<=", 1.0] },
     { key: "wasm_heap_worker", figure: `worker wasm heap after ${m.jobs} jobs`, value: m.after.worker.wasm_heap / 2 ** 20, unit: "MiB",
       baseline: "before", base: m.before.worker.wasm_heap / 2 ** 20,
       ratio: ratio(m.after.worker.wasm_heap, m.before.worker.wasm_heap), target: ["<=", 1.0] },
@@ -321,8 +337,8 @@ function rows(r) {
       note: `page ${m.after.page.live_proxies}, worker ${m.after.worker.live_proxies}` },
     { key: "tab_memory", figure: `memory of each extra tab (${pss.length - 2} extra)`, value: extra, unit: "MB PSS",
       baseline: "the first tab", base: firstTab, ratio: ratio(extra, firstTab), target: ["<=", 0.6],
-      note: `a waiting tab's worker loaded Pyodide: ${r.tabs.worker_pyodides.slice(1).every(Boolean) ? "yes" : "no"}` },
-  ].map((row) => {
+      note: r.tabs && `a waiting tab's worker loaded Pyodide: ${r.tabs.worker_pyodides.slice(1).every(Boolean) ? "yes" : "no"}` },
+  ].filter((row) => want(PART_OF[row.key])).map((row) => {
     const [op, t] = row.target || [];
     const x = op === "abs<=" ? row.absolute : row.ratio;
     row.met = !row.target ? null : op === ">=" ? x >= t : x <= t + 1e-9;
@@ -331,6 +347,13 @@ function rows(r) {
     return row;
   });
 }
+
+/** Which --only part measures each row. */
+const PART_OF = {
+  one_type: "page-a", four_types: "page-a", handshake_p50: "page-a", handshake_p99: "page-a", volatile: "page-a",
+  wasm_heap_page: "page-a", wasm_heap_worker: "page-a", py_objects: "page-a", proxies: "page-a",
+  burst: "burst", pass: "pass", first_job: "loads", tab_memory: "tabs",
+};
 
 function table(rs) {
   const head = ["figure", "value", "baseline", "base", "ratio", "target", "met"];

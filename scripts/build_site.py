@@ -263,6 +263,9 @@ def main() -> int:
         }, indent=1) + "\n"
     )
 
+    if (out / "lite").is_dir():
+        # scripts/build_jupyterlite.py's site: kept across this swap (it refreshes it itself).
+        (out / "lite").rename(tmp / "lite")
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

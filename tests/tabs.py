@@ -3,7 +3,10 @@
 A :class:`World` is one browser origin: one MemoryStore, one LockHub, one
 ChannelHub and one FakeClock. Each :class:`Tab` is a page (ExecutorSide) and
 its scheduler worker, wired by ``link_pair()``, with its own ``hub.client()``
-of the lock manager. Nothing here reads the wall clock or sleeps for real;
+of the lock manager. A ``waiting`` tab is the browser's arrangement
+(pyjobq/browser/runtime.py): the page holds the lease, in line for it from the
+start; its own page scheduler (a NeverLease) answers its store requests; and its
+worker has no scheduler at all until the page's first grant boots it. Nothing here reads the wall clock or sleeps for real;
 ``settle()`` runs the event loop until no callback is ready.
 """
 
@@ -16,7 +19,8 @@ from typing import Any, Callable
 from pyjobq import executor as _executor
 from pyjobq.core.ports import LockStolen  # noqa: F401  (re-exported for tests)
 from pyjobq.executor import ExecutorSide
-from pyjobq.lease import LeaseHolder, LinkLease, fake_grab
+from pyjobq.core.messages import make
+from pyjobq.lease import LeaseHolder, LinkLease, NeverLease, fake_grab
 from pyjobq.memory import ChannelHub, FakeClock, LockHub, MemoryStore, link_pair
 from pyjobq.scheduler import Scheduler
 
@@ -155,7 +159,8 @@ class FreezableChannel:
 
 class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any, reconstructors: dict | None,
-                 handshake_timeout_ms: float, yields: dict | None, page_lease: bool = False) -> None:
+                 handshake_timeout_ms: float, yields: dict | None, page_lease: bool = False,
+                 waiting: bool = False) -> None:
         self.world, self.name, self.alive, self.frozen = world, name, True, False
         self._thaw_waiters: list[asyncio.Future[None]] = []
         self.page_link, self.worker_link = link_pair()
@@ -164,19 +169,44 @@ class Tab:
         self.clock = FreezableClock(world.clock)
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL))
+        self._worker_args = dict(yields=yields, handshake_timeout_ms=handshake_timeout_ms)
+        self.scheduler: Scheduler | None = None
+        self.requests: Scheduler | None = None
+        self._requests_link: Any = None
+        self.request_channel: FreezableChannel | None = None
+        requests_end = None
+        if waiting:
+            requests_end, self._requests_link = link_pair()
+            self.request_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.side = ExecutorSide(link=self.page_link, channel=self.page_channel, source=name,
                                  reconstructors=reconstructors, transport=transport,
+                                 requests=requests_end, requests_source=f"{name}:page" if waiting else None,
                                  is_online=lambda: world.online, clock=self.clock)
-        lease = None
-        if page_lease:
+        if waiting:
+            self.requests = Scheduler(
+                store=GuardedStore(world.store, self), locks=self.page_locks, channel=self.request_channel,
+                link=self._requests_link, clock=self.clock, lock_name=LOCK, source=f"{name}:page",
+                random=world.random, is_online=lambda: world.online, lease=NeverLease(), **self._worker_args,
+            )
+            self.requests.start()
+            # Its worker's script runs (no Pyodide yet): the page sends what it holds.
+            self.worker_link.send(make("worker_alive"))
+            self.side.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
+                                                 eager=True, on_first_grant=self._boot)
+        elif page_lease:
             # The browser's arrangement for a page with a document: the page holds the lease.
             self.side.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
-            lease = LinkLease(self.worker_link)
+            self._boot()
+        else:
+            self._boot()
+
+    def _boot(self) -> None:
+        """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
+        lease = LinkLease(self.worker_link) if self.side.lease_holder is not None else None
         self.scheduler = Scheduler(
-            store=GuardedStore(world.store, self), locks=self.locks, channel=self.worker_channel,
-            link=self.worker_link, clock=self.clock, lock_name=LOCK, source=name, yields=yields,
-            handshake_timeout_ms=handshake_timeout_ms, random=world.random, is_online=lambda: world.online,
-            lease=lease,
+            store=GuardedStore(self.world.store, self), locks=self.locks, channel=self.worker_channel,
+            link=self.worker_link, clock=self.clock, lock_name=LOCK, source=self.name,
+            random=self.world.random, is_online=lambda: self.world.online, lease=lease, **self._worker_args,
         )
         self.scheduler.start()
 
@@ -187,22 +217,35 @@ class Tab:
             self._thaw_waiters.append(waiter)
             await waiter
 
+    def wake(self) -> None:
+        """The ``online`` event or a ``wake()`` call: reaches the worker once it has a scheduler."""
+        if self.scheduler is not None:
+            self.scheduler.wake()
+
+    @property
+    def booted(self) -> bool:
+        return self.scheduler is not None
+
     def freeze(self) -> None:
         """``freeze`` (or ``pagehide`` into the back/forward cache): the page's handler runs, then
         the page and its worker stop — no message, timer or channel message reaches them."""
         self.frozen = True
         if self.side.lease_holder is not None:
             self.side.lease_holder.freeze()
-        for part in (self.page_link, self.worker_link, self.clock, self.page_channel, self.worker_channel):
-            part.freeze()
+        for part in (self.page_link, self.worker_link, self.clock, self.page_channel, self.worker_channel,
+                     self.request_channel, self._requests_link):
+            if part is not None:
+                part.freeze()
 
     def resume(self) -> None:
         """``resume`` / ``pageshow``: the page's handler runs first, then what waited is delivered."""
         self.frozen = False
         if self.side.lease_holder is not None:
             self.side.lease_holder.resume()
-        for part in (self.worker_link, self.page_link, self.clock, self.worker_channel, self.page_channel):
-            part.thaw()
+        for part in (self.worker_link, self.page_link, self._requests_link, self.clock, self.worker_channel,
+                     self.page_channel, self.request_channel):
+            if part is not None:
+                part.thaw()
         waiters, self._thaw_waiters = self._thaw_waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -211,23 +254,31 @@ class Tab:
     def crash(self) -> None:
         """The tab is gone: its worker stops, its tasks die, its locks are released, its ports close."""
         self.alive = False
-        sched, side = self.scheduler, self.side
-        sched.stop()
+        side = self.side
+        schedulers = [s for s in (self.scheduler, self.requests) if s is not None]
+        for sched in schedulers:
+            sched.stop()
         for job_id in sorted(side._running):
             side._abandon(job_id, at_once=True)
-        tasks = list(sched._tasks)
-        if sched._pass_task is not None:
-            tasks.append(sched._pass_task)
+        tasks = []
+        for sched in schedulers:
+            tasks += list(sched._tasks)
+            if sched._pass_task is not None:
+                tasks.append(sched._pass_task)
         for task in sorted(tasks, key=_creation_order):
             task.cancel()
         self.locks.crash()
         self.page_locks.crash()
         self.page_link.close()
         self.worker_link.close()
-        for channel in (side._channel, sched._channel):
-            channel.crash()  # what either posted and is not yet delivered dies with the tab
+        if self._requests_link is not None:
+            self._requests_link.close()
+            side._requests_link.close()
+        for channel in (side._channel, *(sched._channel for sched in schedulers)):
+            channel.crash()  # what any of them posted and is not yet delivered dies with the tab
         side.stop()
-        sched._channel.close()
+        for sched in schedulers:
+            sched._channel.close()
         self.frozen = False
         for waiter in getattr(self, "_thaw_waiters", []):
             waiter.cancel()
@@ -255,9 +306,10 @@ class World:
 
     def open_tab(self, *, transport: Any = None, reconstructors: dict | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: dict | None = None,
-                 page_lease: bool = False) -> Tab:
+                 page_lease: bool = False, waiting: bool = False) -> Tab:
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
-                  handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease)
+                  handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
+                  waiting=waiting)
         self.tabs.append(tab)
         return tab
 

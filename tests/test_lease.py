@@ -20,7 +20,7 @@ from tabs import LOCK, World, settle
 from test_executor_scheduler import Server, run
 
 
-def test_the_holder_grants_releases_and_lets_go_when_frozen() -> None:
+def test_the_holder_grants_keeps_between_drains_and_lets_go_when_frozen() -> None:
     async def main() -> None:
         hub = LockHub()
         page, worker = link_pair()
@@ -33,7 +33,8 @@ def test_the_holder_grants_releases_and_lets_go_when_frozen() -> None:
         assert heard == [make("lease_granted", epoch=1)] and hub.held() == {LOCK: "exclusive"}
         worker.send(make("lease_released", epoch=1))
         await settle()
-        assert hub.held() == {} and not holder.holding
+        # Kept for the tab's life: a lease back in the queue would wake a waiting tab's Pyodide.
+        assert hub.held() == {LOCK: "exclusive"} and holder.holding
 
         worker.send(make("lease_request"))
         await settle()
@@ -49,6 +50,43 @@ def test_the_holder_grants_releases_and_lets_go_when_frozen() -> None:
         holder.resume()
         await settle()
         assert heard[-1] == make("lease_granted", epoch=3) and hub.held() == {LOCK: "exclusive"}
+    run(main)
+
+
+def test_an_eager_holder_takes_the_lock_at_once_and_boots_its_worker_on_the_first_grant() -> None:
+    async def main() -> None:
+        hub = LockHub()
+        other = hub.client()
+        let_go = asyncio.get_running_loop().create_future()
+
+        async def hold(_lock: Any) -> None:
+            await let_go
+
+        other_task = asyncio.ensure_future(other.request(LOCK, hold))  # another tab processes
+        await settle()
+        page, worker = link_pair()
+        heard: list[dict[str, Any]] = []
+        worker.subscribe(heard.append)
+        boots: list[int] = []
+        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK, eager=True,
+                             on_first_grant=lambda: boots.append(len(heard)))
+        await settle()
+        assert boots == [] and heard == [] and not holder.holding  # waiting in line, no boot
+
+        let_go.set_result(None)  # the processing tab closes
+        await other_task
+        await settle()
+        # Booted before the grant is posted, so the worker's first drain finds it waiting.
+        assert boots == [0] and heard == [make("lease_granted", epoch=1)]
+        worker.send(make("lease_released", epoch=1))
+        await settle()
+        holder.freeze()  # between drains: nothing lent, so nothing to revoke
+        await settle()
+        assert hub.held() == {} and heard == [make("lease_granted", epoch=1)]
+        holder.resume()  # in line again without being asked: this tab has the queue
+        await settle()
+        assert hub.held() == {LOCK: "exclusive"} and boots == [0]
+        assert heard[-1] == make("lease_granted", epoch=2)
     run(main)
 
 
@@ -141,7 +179,7 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
 
         a.side._send_result = spy  # type: ignore[method-assign]
         for _ in range(20):
-            if holder.holding:
+            if holder.lent:  # the worker drains under the grant: it may be claiming right now
                 holder.freeze()
                 holder.resume()  # a pagehide/pageshow pair, the worker never frozen
                 break
@@ -175,7 +213,7 @@ def test_a_frozen_tab_that_is_discarded_has_its_run_recovered_once() -> None:
     run(main)
 
 
-def test_a_frozen_tab_resumes_its_lease_after_the_other_tab_is_done() -> None:
+def test_a_resumed_tab_waits_in_line_while_the_tab_that_took_over_holds_the_lease() -> None:
     async def main() -> None:
         world = World()
         server_a, server_b = Server(), Server()
@@ -189,10 +227,20 @@ def test_a_frozen_tab_resumes_its_lease_after_the_other_tab_is_done() -> None:
         assert (await job.done).status == "done"
         a.resume()
         await settle()
+        # B took the lease while A was frozen and keeps it for its life: A's job runs on B.
         after = a.side.enqueue_fetch("POST", "/y")
         await settle()
         assert (await after.done).status == "done"
-        assert [c[1] for c in server_a.calls] == ["/y"] and world.locks.held() == {}
+        assert [c[1] for c in server_a.calls] == [] and [c[1] for c in server_b.calls] == ["/x", "/y"]
+        assert world.locks.held() == {LOCK: "exclusive"}
+        assert b.side.lease_holder.holding and not a.side.lease_holder.holding
+        # When B closes, A — in line since it resumed — takes over.
+        b.crash()
+        await settle()
+        last = a.side.enqueue_fetch("POST", "/z")
+        await settle()
+        assert (await last.done).status == "done" and [c[1] for c in server_a.calls] == ["/z"]
+        assert a.side.lease_holder.holding
     run(main)
 
 
@@ -207,7 +255,8 @@ def test_stale_and_foreign_lease_messages_change_nothing() -> None:
         await settle()
         job = a.side.enqueue_fetch("POST", "/z")
         await settle()
-        assert (await job.done).status == "done" and world.locks.held() == {}
+        assert (await job.done).status == "done" and world.locks.held() == {LOCK: "exclusive"}
+        assert a.side.lease_holder.holding
     run(main)
 
 

@@ -105,3 +105,38 @@ def test_the_notebook_view_keeps_unfinished_jobs_and_only_the_newest_finished_on
         asyncio.run(main())
     """)
     assert out.strip() == "ok"
+
+
+def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> None:
+    out = run_python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        async def send(method, path, body):
+            return Response(200, {"path": path})
+
+        pyjobq.configure(transport=send)
+        from pyjobq import queue
+        from pyjobq.runtime import _shared_hub
+
+        async def main():
+            heard = []
+            queue.on_update(lambda u: heard.append((u.id, u.status)))
+            first = await queue.enqueue_fetch("POST", "/before").done
+            queue.stop()
+            # Still running: this tab's job is processed and its updates reach it over the link.
+            job = queue.enqueue_fetch("POST", "/after")
+            out = await asyncio.wait_for(job.done, 5)
+            assert (first.status, out.status, out.result) == ("done", "done", {"path": "/after"})
+            assert (job.id, "done") in heard
+            # Another tab's news no longer reaches this one: its channel is closed.
+            other = _shared_hub()["channels"].channel(queue.settings.channel_name)
+            other.post({"v": 1, "type": "job-update", "source": "another-tab",
+                        "job": {"id": "elsewhere", "status": "done"}})
+            await asyncio.sleep(0.05)
+            assert not any(job_id == "elsewhere" for job_id, _ in heard), heard
+            print("ok")
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "ok"

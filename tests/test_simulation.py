@@ -178,7 +178,9 @@ class Sim:
 
     def open_tab(self) -> Tab:
         transport = self.transport_for(heeds_signal=self.rng.random() < 0.5)
-        tab = self.world.open_tab(transport=transport, page_lease=True)
+        # Half the tabs are the browser's arrangement: in line for the lease from the start, a
+        # worker with no scheduler until it is granted, the page's own scheduler for requests.
+        tab = self.world.open_tab(transport=transport, page_lease=True, waiting=self.rng.random() < 0.5)
         transport.bind(tab)
         return tab
 
@@ -233,7 +235,7 @@ class Sim:
         elif kind in ("online", "wake"):
             world.online = world.online or kind == "online"
             for tab in live:  # the online event reaches every tab's worker
-                tab.scheduler.wake()
+                tab.wake()
             detail = ""
         elif kind in ("storm", "calm"):
             self.storm_401 = kind == "storm"
@@ -307,7 +309,7 @@ class Sim:
         if not self.world.live:
             self.open_tab()
         for tab in self.world.live:
-            tab.scheduler.wake()  # the online event
+            tab.wake()  # the online event
         await settle()
         for _ in range(4):
             self.world.clock.advance(61_000)

@@ -79,12 +79,14 @@ def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None]) -> Cal
     return cancel
 
 
-def hold_lease_on_page(side: ExecutorSide, link: PortLink, lock_name: str) -> Callable[[], None]:
-    """Give ``side`` a :class:`~pyjobq.lease.LeaseHolder` and wire it to the lifecycle events.
+def hold_lease_on_page(side: ExecutorSide, link: PortLink, lock_name: str,
+                       on_first_grant: Callable[[], None] | None = None) -> Callable[[], None]:
+    """Give ``side`` a :class:`~pyjobq.lease.LeaseHolder`, in line for the lock at once, and
+    wire it to the lifecycle events. ``on_first_grant`` runs when the page first holds it.
 
     Returns the function that removes the listeners and lets the lease go.
     """
-    holder = LeaseHolder(link, web_grab, lock_name)
+    holder = LeaseHolder(link, web_grab, lock_name, on_first_grant=on_first_grant, eager=True)
     side.lease_holder = holder
     unlisten = [
         proxies.listen(js.document, "freeze", lambda _event: holder.freeze()),

@@ -102,4 +102,4 @@ async def worker_counts(side: Any, *, trace: bool = False) -> dict[str, int | No
     """
     from ..core.messages import make
 
-    return await side._request(make("debug_counts", trace=trace))  # type: ignore[no-any-return]
+    return await side._request(make("debug_counts", trace=trace), side._link)  # type: ignore[no-any-return]

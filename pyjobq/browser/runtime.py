@@ -48,7 +48,11 @@ from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
 from ..config import Settings
 from ..errors import WorkerUnavailable
 from ..executor import ExecutorSide
+from ..lease import NeverLease
+from ..memory import LoopClock, link_pair
+from ..scheduler import Scheduler
 from . import lifecycle, proxies
+from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
 _worker_blob_url: str | None = None
@@ -172,6 +176,18 @@ def console_error(error: WorkerUnavailable) -> None:
         pass
 
 
+def _on_unavailable(side: ExecutorSide, error: WorkerUnavailable) -> None:
+    console_error(error)
+    # This tab will never process: let the lease go, so a tab that can (a newer one, after an
+    # upgrade) takes it instead of waiting behind this one for its whole life.
+    unhold = getattr(side, "unhold_lease", None)
+    if unhold is not None:
+        unhold()
+    requests = getattr(side, "requests_scheduler", None)
+    if requests is not None and error.code == "worker_stopped":
+        requests.stop()
+
+
 class _NoWorker:
     """The link of a page whose worker could not even be constructed: nothing answers."""
 
@@ -190,8 +206,20 @@ def _unavailable(settings: Settings, source: str, error: WorkerUnavailable) -> E
 
 
 def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
+    """The executor side, with this page's own scheduler for its store requests.
+
+    That scheduler runs in the page's Pyodide on the same IndexedDB adapter as the worker's,
+    under a lease it never gets (:class:`~pyjobq.lease.NeverLease`): it stores this tab's
+    enqueues, answers its queries and deletes and broadcasts their ``job-update``s, but never
+    claims, settles or recovers — that stays the lease holder's. So a tab whose worker waits
+    for the lease with no Pyodide loaded still answers at once.
+    """
+    page_end, scheduler_end = link_pair()
+    requests_source = source + ":page"
     side = ExecutorSide(
         link=link,
+        requests=page_end,
+        requests_source=requests_source,
         channel=BroadcastChannelPort(settings.channel_name),
         source=source,
         reconstructors=settings.reconstructors,
@@ -200,7 +228,28 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
         yields=settings.yields,
         is_online=lambda: bool(js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
     )
-    side.on_unavailable = console_error
+
+    def upgraded(reason: str) -> None:
+        requests.stop()
+        side.scheduler_unavailable(WorkerUnavailable(
+            f"persistent jobs stopped on this page: {reason}", code="worker_stopped", worker_message=reason))
+
+    lease = NeverLease()
+    requests = Scheduler(
+        store=IndexedDBStore(settings.db_name, on_upgraded=upgraded),
+        locks=WebLocks(),
+        # Its own channel object: the worker, in this tab, hears its news there too.
+        channel=BroadcastChannelPort(settings.channel_name),
+        link=scheduler_end,
+        clock=LoopClock(),
+        lock_name=settings.lock_name,
+        source=requests_source,
+        yields=settings.yields,
+        lease=lease,
+    )
+    side.requests_scheduler = requests  # type: ignore[attr-defined]
+    side.on_unavailable = lambda error: _on_unavailable(side, error)
+    requests.start()
     return side
 
 
@@ -274,16 +323,24 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
     side.worker = worker  # type: ignore[attr-defined]
     start.attach(side, worker)
     side.expect_ready(settings.worker_start_timeout_ms)
-    boot: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json, "lockfile_base": lock_base}
-    transfer = []
-    if settings.worker_packages is None:
-        data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker
-        boot["bundle"] = data.buffer
-        transfer.append(data.buffer)
-    worker.postMessage(js_object(boot), to_js(transfer))
+
+    def boot() -> None:
+        """Let the worker load Pyodide: it holds the lease now (or takes it itself)."""
+        message: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json, "lockfile_base": lock_base}
+        transfer = []
+        if settings.worker_packages is None:
+            data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker
+            message["bundle"] = data.buffer
+            transfer.append(data.buffer)
+        worker.postMessage(js_object(message), to_js(transfer))
+
     if lifecycle.has_document():
+        # The page holds the lease for its worker (it can be frozen) and boots the worker's
+        # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
         side.unhold_lease = lifecycle.hold_lease_on_page(  # type: ignore[attr-defined]
-            side, side._link, settings.lock_name)  # type: ignore[arg-type]
+            side, side._link, settings.lock_name, on_first_grant=boot)  # type: ignore[arg-type]
+    else:
+        boot()  # a worker host's worker takes the lease itself before it loads Pyodide
     # Chromium does not always fire `online` inside a dedicated worker when the page's
     # network comes back (seen under DevTools' offline emulation); the page's own event
     # is forwarded so the scheduler runs jobs that were waiting out the disconnection.

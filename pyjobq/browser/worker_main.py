@@ -10,7 +10,7 @@ import js  # type: ignore[import-not-found]
 
 from ..core import messages
 from ..memory import LoopClock
-from ..lease import LinkLease
+from ..lease import HeldLease, LinkLease
 from ..scheduler import Scheduler
 from .idb import IndexedDBStore
 from . import proxies
@@ -57,8 +57,10 @@ def start(params_json: str, early: Any) -> None:
         yields=json.loads(params.get("yields") or "{}"),
         handshake_timeout_ms=float(params.get("handshake_ms") or 10_000),
         is_online=lambda: bool(js.navigator.onLine),
-        # A page with a document holds the lease for us and lets go when frozen (pyjobq/lease.py).
-        lease=LinkLease(link) if params.get("lease") == "page" else None,
+        # A page with a document holds the lease for us and lets go when frozen; in a worker
+        # host worker.mjs took the lock before loading Pyodide and holds it while this worker
+        # lives (pyjobq/lease.py).
+        lease=LinkLease(link) if params.get("lease") == "page" else HeldLease(),
     )
     scheduler.start()
     _unlisten_online = proxies.listen(
@@ -72,8 +74,12 @@ def _upgraded(link: PortLink, reason: str) -> None:
     """Another tab upgraded the database: stop processing for good and tell the page why."""
     log.error("pyjobq: the scheduler stopped: %s", reason)
     if scheduler is not None:
-        # Ends the pass and releases the processor lease, so a tab with the newer code takes over.
+        # Ends the pass; the lease goes (the page lets go of it when told, a worker host's
+        # bootstrap here), so a tab with the newer code takes over.
         scheduler.stop()
+    release = getattr(js.self, "pyjobqReleaseLease", None)
+    if release is not None:
+        release()
     link.send(messages.make("stopped", reason=reason))
 
 

@@ -10,8 +10,10 @@ Executor → scheduler: ``enqueue``, ``wake``, ``run_started``, ``run_result``,
 ``delete_job``, ``delete_group``, ``cancel_job``, ``retry_job``, ``retry_all``,
 ``query_all``, ``get_job``, ``cleanup_old``, ``debug_counts`` (a debugging aid: the
 worker's live proxy and listener counts, see :mod:`pyjobq.browser.proxies`).
-Scheduler → executor: ``worker_error`` (the worker's bootstrap failed at ``stage``: script,
-import, load, install or start, with the worker's own ``message``), ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``,
+Scheduler → executor: ``worker_alive`` (the worker's script runs; it may now wait for the lease
+without Pyodide), ``worker_booting`` (it holds the lease and loads Pyodide), ``worker_error`` (the
+bootstrap failed at ``stage``: script, import, load, install or start, with the worker's own
+``message``), ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``,
 ``stopped`` (the worker stopped for good — another tab upgraded the database — with the
 reason to show; the executor side fails its requests with it).
 The processor lease, when the page holds it for its worker (see :mod:`pyjobq.lease`):
@@ -75,6 +77,8 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "job-update": {"job": (dict,), "source": _STR},
     "progress": {"job_id": _STR},
     "worker_error": {"message": _STR, "stage": _OPT_STR},
+    "worker_alive": {},
+    "worker_booting": {},
     "abort_run": {"job_id": _STR},
     "suspend_type": {"job_type": _STR, "request_id": _OPT_STR},
     "resume_type": {"job_type": _STR, "request_id": _OPT_STR},

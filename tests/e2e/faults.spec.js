@@ -319,7 +319,8 @@ out["volatile"] = (await asyncio.wait_for(v.done, 60)).status
 json.dumps(out)`);
   expect(after.query_all).toMatch(/upgraded to version 2 by another tab.*Reload this page/);
   expect(after.stored).toMatch(/Reload this page/);
-  expect(after.done).toEqual(["failed", "not_stored"]);
+  // Never stored, and the outcome names why: the worker stopped (pyjobq.WorkerUnavailable).
+  expect(after.done).toEqual(["failed", "worker_stopped"]);
   expect(after.volatile).toBe("done");
   const logs = await pyjobqLog(page, worker);
   expect(logs.filter((l) => l.startsWith("worker ERROR: pyjobq: the scheduler stopped") && l.includes("Reload this page")))

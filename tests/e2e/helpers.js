@@ -55,9 +55,19 @@ async function openQueuePage(context, baseURL, options = {}) {
   return page;
 }
 
-/** Wait until the page's scheduler worker answers (it boots its own Pyodide: seconds). */
+/** Wait until the page's queue answers (its own store requests: at once, whatever its worker does). */
 async function queueReady(page) {
   await py(page, "await asyncio.wait_for(queue.query_all(), 60)\n'ok'");
+}
+
+/** Wait until this tab's scheduler worker runs Pyodide: only the tab holding the lease gets there. */
+async function workerReady(page, timeoutSeconds = 60) {
+  await py(page, `
+async def _worker_ready():
+    while not queue._queue().worker_ready:
+        await asyncio.sleep(0.1)
+await asyncio.wait_for(_worker_ready(), ${timeoutSeconds})
+'ok'`);
 }
 
 /** Run Python on a page; a JSON string result comes back decoded. */
@@ -86,4 +96,4 @@ async function release(request, key) {
   expect(res.ok()).toBeTruthy();
 }
 
-module.exports = { openQueuePage, queueReady, py, configurePython, resetServer, serverLog, holding, release };
+module.exports = { openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog, holding, release };

@@ -2,7 +2,7 @@
 // One persistent job end to end: stored in IndexedDB by the scheduler worker, replayed
 // through the page's transport against a real server, with its job-update in every tab.
 const { test, expect } = require("@playwright/test");
-const { openQueuePage, py, resetServer } = require("./helpers");
+const { openQueuePage, workerReady, py, resetServer } = require("./helpers");
 
 test("a persistent job completes with the server's JSON and another tab sees it", async ({ context, baseURL, request }) => {
   await resetServer(request);
@@ -50,6 +50,7 @@ json.dumps({"id": job.id, "status": out.status, "result": out.result, "http_stat
 
 test("the worker's warnings reach the DevTools console", async ({ context, baseURL }) => {
   const page = await openQueuePage(context, baseURL);
+  await workerReady(page); // the only tab: it holds the lease, so its worker loads Pyodide
   const warnings = [];
   page.on("console", (msg) => { if (msg.type() === "warning") warnings.push(msg.text()); });
   // A foreign message on the channel: the scheduler worker ignores it and says so.
