@@ -47,7 +47,7 @@ def raw_record(job_id: str, now: float, **changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("bad", [
     {"attempts": math.nan}, {"max_attempts": math.inf}, {"created_at": -math.inf},
     {"updated_at": math.nan}, {"next_retry_at": -math.inf}, {"attempts": -3, "max_attempts": 1},
-    {"attempts": 7, "max_attempts": 2}, {"max_attempts": 0}, {"attempts": 1.5},
+    {"given_back": -1}, {"attempts": 1.5},
     {"_params": nested(3000)}, {"result": nested(3000)}, {"v3": nested(3000)}, {"status": 5},
 ], ids=lambda b: ",".join(f"{k}={v if isinstance(v, (int, float)) else type(v).__name__}"
                            for k, v in b.items()))
