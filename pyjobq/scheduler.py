@@ -327,8 +327,14 @@ class Scheduler:
             # worker dies with the run lock, and a frozen tab may be discarded later.
             self._watch(lanes.run_lock(self._lock_name, job_id))
         for record in lanes.orphans(running, ours, elsewhere):
-            def change(cur: JobRecord) -> JobRecord | None:
-                if cur.status is not Status.RUNNING or cur.id in self._ours():
+            if self._revoked:
+                return  # the page let the lease go (it froze): recovery is the next holder's
+
+            def change(cur: JobRecord, seen: JobRecord = record) -> JobRecord | None:
+                # Only the run we judged orphaned: a page frozen between that look and this write
+                # must not recover the run another tab claimed meanwhile (it changed owner).
+                if cur.status is not Status.RUNNING or cur.id in self._ours() or self._revoked \
+                        or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
                     return None
                 return policy.recover(cur, now)
             self._publish(await self.store.update(record.id, change))

@@ -479,3 +479,39 @@ def test_the_run_messages_carry_and_check_claims() -> None:
             messages.parse(make(type_, job_id="j", claim=5))
     with pytest.raises(messages.BadMessage):
         messages.parse(make("run_result", job_id="j", ok=True, offline="no"))
+
+
+# ---------------------------------------------------------------- found by the soak
+
+def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_alone() -> None:
+    """Seeds 9661 and 9783 of the soak: tab A judged a record orphaned, froze before writing,
+    tab B recovered and claimed it meanwhile; A's write on resume must not recover B's run."""
+    async def main() -> None:
+        world = World()
+        now = world.clock.now()
+        world.store.put_raw(raw_record("orphan", now, status="running", owner="dead-tab", attempts=1,
+                                       next_retry_at=None))
+        a_froze: list[str] = []
+
+        async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
+            if tab.name == "tab1" and operation == "update" and phase == "before" and not a_froze:
+                a_froze.append(args[0])
+                tab.freeze()
+                await tab.thawed()
+
+        world.store_hook = hook
+        a = world.open_tab(transport=Server(), page_lease=True)
+        await settle()
+        assert a_froze == ["orphan"]  # frozen between its look at the running records and the write
+        b_server = Server("hold")
+        b = world.open_tab(transport=b_server, page_lease=True)
+        await world.advance(1_000)
+        assert b_server.holding == ["/orphan"]
+        a.resume()
+        await world.advance(1_000)
+        record = await world.store.get("orphan")
+        assert (record.status.value, record.owner, record.attempts) == ("running", "tab2", 2)
+        b_server.release("/orphan")
+        await settle()
+        assert (await world.store.get("orphan")).status.value == "done"
+    run(main)
