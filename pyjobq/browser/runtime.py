@@ -164,7 +164,9 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         "lease": "page" if lifecycle.has_document() else "worker",
     }
     if settings.worker_packages is not None:
-        params["packages"] = json.dumps(list(settings.worker_packages))
+        # A wheel's URL is resolved here: a Blob-URL worker cannot resolve a path itself.
+        params["packages"] = json.dumps([
+            absolute(p) if "/" in p or p.endswith(".whl") else p for p in settings.worker_packages])
     return base + "#" + urlencode(params)
 
 

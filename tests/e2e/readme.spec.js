@@ -125,6 +125,27 @@ test.describe("README examples, as written", () => {
     });
   }
 
+  test("cdn.html with pyjobq from a wheel URL instead of PyPI", async ({ context, baseURL }) => {
+    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
+    await serveExamples(context, baseURL);
+    // The same page, installing the wheel by URL — here one the app serves itself.
+    const wheel = fs.readdirSync(path.join(__dirname, "..", "..", "build", "cdn", "pypi", "files"))
+      .find((f) => f.startsWith("pyjobq-") && f.endsWith(".whl"));
+    await context.route(`${baseURL}/readme/wheels/*`, (route) => route.fulfill({
+      status: 200, contentType: "application/octet-stream",
+      path: path.join(__dirname, "..", "..", "build", "cdn", "pypi", "files", /** @type {string} */ (wheel)),
+    }));
+    const page = example("cdn.html").replace('install("pyjobq")', `install(new URL("wheels/${wheel}", location.href).href)`);
+    expect(page).toContain(`wheels/${wheel}`);
+    await context.route(`${baseURL}/readme/cdn-wheel-url.html`, (route) => route.fulfill({ status: 200, contentType: "text/html", body: page }));
+    const tab = await context.newPage();
+    const lines = consoleOf(tab, "wheel URL");
+    await runExample(tab, lines, "cdn-wheel-url.html");
+    expect(served).toContain("https://cdn.jsdelivr.net/pyodide/v314.0.7/full/pyodide.asm.wasm");
+    expect(served.filter((u) => u.startsWith("https://pypi.org/"))).toEqual([]); // not from PyPI
+    expect(leaks).toEqual([]);
+  });
+
   test("self-hosted.html: a distribution on the app's origin whose lock lists pyjobq", async ({ context, baseURL }) => {
     const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
     await serveExamples(context, baseURL);

@@ -98,6 +98,63 @@ test("a worker script that throws as it starts: every persistent call raises its
   expect(errors.some((e) => e.includes("did not start (script)") && e.includes("broken on purpose"))).toBe(true);
 });
 
+test("pyjobq cannot be loaded in the worker: later persistent calls raise the install error", async ({ context, baseURL }) => {
+  // This failure comes after the tab got the lease, once its worker loads Pyodide: the page's
+  // own scheduler has already stored the job filed first, so its done raises (this page can
+  // no longer learn the outcome) and every call from then on raises.
+  const { page, errors } = await openHarness(context, /** @type {string} */ (baseURL));
+  const report = await py(page, `
+import asyncio, json, pyjobq
+pyjobq.configure(worker_packages=["no-such-package"])
+from pyjobq import queue
+early = queue.enqueue_fetch("POST", "/api/echo/install-fails", {"n": 1})
+await asyncio.wait_for(early.stored, 20)
+
+async def _failed():
+    while queue._queue().unavailable is None:
+        await asyncio.sleep(0.05)
+await asyncio.wait_for(_failed(), 60)
+
+async def raised(awaitable):
+    try:
+        await asyncio.wait_for(awaitable, 20)
+        return "answered"
+    except pyjobq.WorkerUnavailable as exc:
+        return [exc.code, exc.stage, str(exc)]
+
+json.dumps({"early done": await raised(early.done), "query_all": await raised(queue.query_all()),
+            "stored": await raised(queue.enqueue_fetch("POST", "/api/echo/install-fails", {"n": 2}).stored),
+            "delete_job": await raised(queue.delete_job(early.id)), "retry_all": await raised(queue.retry_all())})
+`);
+  for (const [call, outcome] of Object.entries(report)) {
+    expect(outcome.slice(0, 2), call).toEqual(["worker_not_started", "install"]);
+    expect(outcome[2], call).toContain("no-such-package");
+    expect(outcome[2], call).toContain("worker_packages");
+  }
+  expect(errors.some((e) => e.includes("did not start (install)"))).toBe(true);
+});
+
+test("worker_packages installs a self-hosted wheel in the worker", async ({ context, baseURL }) => {
+  const { page } = await openHarness(context, /** @type {string} */ (baseURL));
+  const wheel = await page.evaluate(async () => (await (await fetch("/build-info.json")).json()).pyjobq_wheel);
+  const outcome = await py(page, `
+import asyncio, json, pyjobq
+from pyodide.http import pyfetch
+
+async def send(method, path, body):
+    return await pyfetch(path, method=method, headers={"Content-Type": "application/json"}, body=json.dumps(body))
+
+pyjobq.configure(worker_packages=["/pyodide/${wheel}"], transport=send)
+from pyjobq import queue
+out = await asyncio.wait_for(queue.enqueue_fetch("POST", "/api/echo/self-hosted-wheel", {"ok": True}).done, 60)
+json.dumps([out.status, out.http_status])
+`);
+  expect(outcome).toEqual(["done", 200]);
+  // The worker installed that wheel (loadPackage), not the page's bundle.
+  const worker = page.workers().find((w) => w.url().includes("#db="));
+  expect(await worker.evaluate(() => self.pyodide.runPython("import pyjobq, sys; pyjobq.__file__"))).not.toContain("/lib/pyjobq-worker/");
+});
+
 test("a CSP without blob: workers fails fast and says what to do; worker_url gets past it", async ({ context, baseURL }) => {
   const { page, errors } = await openHarness(context, /** @type {string} */ (baseURL), "/tests/csp.html");
   const report = await py(page, probe(""));
