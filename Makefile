@@ -21,7 +21,7 @@ find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/
 	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
 	done
 
-.PHONY: setup build test pytest e2e check-core demo bench clean distclean
+.PHONY: setup build test pytest e2e check-core demo bench soak clean distclean
 
 setup: $(CHROMIUM) $(NPM_STAMP) $(VENV_STAMP)
 
@@ -71,6 +71,12 @@ demo: build
 # Full figures (minutes; a command, never a timed test). `make bench BENCH_ARGS=--smoke` for tiny sizes.
 bench: build
 	node scripts/bench.mjs $(BENCH_ARGS)
+
+# The multi-tab simulation over many seeds (a command, never a timed test): prints seeds,
+# violations and time. `make soak SOAK_SEEDS=2000` (or SOAK_SEEDS=2000 make soak) for fewer.
+SOAK_SEEDS ?= 20000
+soak: $(VENV_STAMP)
+	SOAK_SEEDS=$(SOAK_SEEDS) $(VPY) scripts/soak.py
 
 clean:
 	rm -rf build .pytest_cache test-results playwright-report

@@ -23,6 +23,7 @@ from .errors import (
     NoTransportError,
     OrphanedJobError,
     PyjobqError,
+    StoreInUseError,
     Terminal,
     WorkerUnavailable,
 )
@@ -42,7 +43,7 @@ _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 
 __all__ = sorted({
     "AbortSignal", "ConfigurationError", "HTTPError", "IllegalTransition", "Interrupted",
-    "InvalidJobError", "JobError", "NoTransportError", "OrphanedJobError", "Outcome",
+    "InvalidJobError", "JobError", "NoTransportError", "OrphanedJobError", "Outcome", "StoreInUseError",
     "PyjobqError", "Terminal", "WorkerUnavailable", "configure", *_QUEUE_NAMES, *_OUTBOX_NAMES,
 })
 

@@ -18,6 +18,12 @@ class AbortSignal:
     """
 
     def __init__(self) -> None:
+        #: Set by an executor that stops by itself when aborted (the built-in ``fetch`` when its
+        #: transport takes the signal): a dropped run is then waited for, up to a grace
+        #: (``pyjobq.core.messages.ABANDON_GRACE_MS``), instead of having its task cancelled at
+        #: once — so a request still on the wire is known to have ended before the job's type
+        #: runs its next job.
+        self.heeded = False
         self.aborted = False
         self.reason: Any = None
         self._callbacks: list[Callable[[Any], None]] = []

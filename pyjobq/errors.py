@@ -97,6 +97,14 @@ class Terminal(JobError):
         super().__init__(message, terminal=True, **kw)
 
 
+class StoreInUseError(PyjobqError):
+    """An :class:`~pyjobq.Outbox` was given a store that holds the job queue's records.
+
+    The outbox deletes entries it has no handler for, so sharing a database with the job
+    queue would delete the queue's jobs: give the outbox a database of its own.
+    """
+
+
 class OrphanedJobError(PyjobqError):
     """The page picking up a persistent job has no reconstructor for it."""
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from .abort import AbortSignal
 from .core import messages
-from .core.messages import BadMessage, make
+from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Channel, Clock, Link, LockManager, LockStolen
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, Outcome, check_json, new_id
 from .errors import (
@@ -34,6 +35,7 @@ from .lease import LEASE_MESSAGES
 log = logging.getLogger("pyjobq")
 
 _TERMINAL = frozenset({"done", "failed", "cancelled"})
+
 #: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
 VOLATILE = "volatile"
 
@@ -134,6 +136,25 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Run:
+    """A run this page has in hand, from ``run`` until its executor settled."""
+
+    task: asyncio.Future[Any]
+    signal: AbortSignal
+    #: The scheduler's claim identifier, echoed in every answer; None from an older scheduler.
+    claim: str | None
+    #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
+    abandoned: bool = False
+    grace: Any = None
+
+
+def _claimed(fields: dict[str, Any], msg: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer's fields with the claim it answers: echoed only when the ``run`` had one."""
+    claim = msg.get("claim")
+    return fields if claim is None else {**fields, "claim": claim}
+
+
 class ExecutorSide:
     def __init__(
         self,
@@ -148,12 +169,16 @@ class ExecutorSide:
         yields: Mapping[str, str] | None = None,
         requests: Link | None = None,
         requests_source: str | None = None,
+        is_online: Callable[[], bool] | None = None,
     ) -> None:
         """``link`` reaches the scheduler that runs this tab's jobs (its worker). ``requests``,
         when given, reaches the one that answers this tab's store requests (enqueue, queries,
         deletes): in a browser the page's own, so a tab whose worker waits for the lease
         without Pyodide still stores and answers at once. Default: ``link``.
-        ``requests_source`` is that scheduler's source: its channel echoes are this tab's own."""
+        ``requests_source`` is that scheduler's source: its channel echoes are this tab's own.
+        ``is_online`` is ``navigator.onLine`` where the executor runs, read when an attempt
+        fails: the page's word on whether the failure found no network. None: say nothing, and
+        the scheduler reads its own when it stores the outcome."""
         from .memory import LoopClock
 
         self._link = link
@@ -172,7 +197,10 @@ class ExecutorSide:
         self._registry.update(reconstructors or {})
         self._jobs: dict[str, Job] = {}
         self._requests: dict[str, asyncio.Future[Any]] = {}
-        self._running: dict[str, tuple[asyncio.Future[Any], AbortSignal]] = {}
+        self._is_online = is_online
+        self._running: dict[str, _Run] = {}
+        self._confirming: set[str] = set()  # job ids whose terminal news is being checked
+        self._recheck_timer: Any = None
         self._listeners: list[Callable[[JobUpdate], None]] = []
         self._batch: list[tuple[NewJob, Job]] = []
         self._via_worker: set[str] = set()  # ids of requests waiting on the scheduler worker
@@ -220,6 +248,7 @@ class ExecutorSide:
                      group=group, label=label, max_attempts=max_attempts, delay_ms=delay_ms)
         job = Job(new.id)
         self._jobs[new.id] = job
+        self._arm_recheck()
         if not self._batch:
             # Jobs filed in one burst travel in one message and one transaction.
             asyncio.get_event_loop().call_soon(self._flush)
@@ -276,6 +305,7 @@ class ExecutorSide:
         job = Job(job_id)
         job._stored.set_result(None)
         self._jobs[job_id] = job
+        self._arm_recheck()
 
         def found(f: asyncio.Future[Any]) -> None:
             error = PyjobqError("the lookup was cancelled") if f.cancelled() else f.exception()
@@ -362,6 +392,10 @@ class ExecutorSide:
         future = asyncio.get_event_loop().create_future()
         link = link or self._requests_link
         if link is self._requests_link or link is self._link:
+            if self._batch and msg.get("type") != "enqueue":
+                # Requests reach the worker in call order: jobs filed just before this call go
+                # first, or delete_job(id) right after filing would find nothing to delete.
+                self._flush()
             if self.unavailable is not None:
                 future.set_exception(self.unavailable)
                 return future
@@ -370,7 +404,12 @@ class ExecutorSide:
         if link is self._requests_link and self._held is not None:
             self._held.append({**msg, "request_id": request_id})
         else:
-            link.send({**msg, "request_id": request_id})
+            try:
+                link.send({**msg, "request_id": request_id})
+            except Exception as exc:  # a message the link cannot carry: fail it, never leave it waiting
+                self._requests.pop(request_id, None)
+                self._via_worker.discard(request_id)
+                future.set_exception(PyjobqError(f"{msg.get('type')} could not be sent to the worker: {exc}"))
         return future
 
     def _release_held(self) -> None:
@@ -435,7 +474,10 @@ class ExecutorSide:
         finally:
             unsubscribe()
 
-    def _apply_update(self, job: dict[str, Any]) -> None:
+    def _apply_update(self, job: dict[str, Any], *, trusted: bool = True) -> None:
+        """A ``job-update``: news for every listener. ``done`` settles on it only when it is our
+        own worker's word (``trusted``) and whole; channel news of an end, or a result too big
+        to travel, is checked against the store first (:meth:`_confirm`)."""
         update = JobUpdate(job)
         for listener in list(self._listeners):
             try:
@@ -443,6 +485,11 @@ class ExecutorSide:
             except Exception:
                 log.exception("pyjobq: a job-update listener raised")
         job_id = job.get("id")
+        if not trusted or job.get("result_truncated"):
+            if isinstance(job_id, str) and job_id in self._jobs and job_id not in self._closures \
+                    and (job.get("deleted") or job.get("status") in _TERMINAL):
+                self._confirm(job_id)
+            return
         if job.get("deleted") or job.get("status") in _TERMINAL:
             # A retried volatile job runs its closure again, so keep closures of
             # failed and cancelled jobs until they are deleted.
@@ -472,20 +519,28 @@ class ExecutorSide:
             if link is self._link and self.lease_holder is not None and self.lease_holder.refusing:
                 # Claimed after this page let the lease go (freeze/pagehide), before the worker
                 # knew: give it back unspent for whoever holds the lease now (pyjobq/lease.py).
-                self._send_result(msg["job_id"], {
+                self._send_result(msg["job_id"], _claimed({
                     "ok": False, "interrupted": True, "code": "lease_revoked",
                     "error": "the page let the processor lease go (frozen or hidden) before this run began",
-                }, link)
+                }, msg), link)
+                return
+            if msg["job_id"] in self._running:
+                # A second run of a job this page is still running (an answer of the first may
+                # be in flight): refuse it, unspent, rather than run the job twice at once.
+                self._send_result(msg["job_id"], _claimed({
+                    "ok": False, "interrupted": True, "code": "already_running",
+                    "error": "this page is still running an earlier claim of this job",
+                }, msg), link)
                 return
             started = self._start_run(msg, link)
             if started is not None:
                 asyncio.ensure_future(self._finish_run(msg["job_id"], started, link))
         elif kind == "abandon_run":
-            self._abandon(msg["job_id"])
+            self._abandon(msg["job_id"], msg.get("claim"))
         elif kind == "abort_run":
             running = self._running.get(msg["job_id"])
             if running is not None:
-                running[1].abort(msg.get("reason") or "aborted")
+                running.signal.abort(msg.get("reason") or "aborted")
         elif kind == "reply":
             self._via_worker.discard(msg["request_id"])
             future = self._requests.pop(msg["request_id"], None)
@@ -578,15 +633,65 @@ class ExecutorSide:
             log.warning("pyjobq ignored a channel message: %s", exc)
             return
         # Our own scheduler's updates arrive over the link; the channel copy is a duplicate.
+        # What other tabs (or any same-origin script) post is news: checked before it settles.
         if msg["type"] == "job-update" and msg["source"] not in self._own_sources:
-            self._apply_update(msg["job"])
+            self._apply_update(msg["job"], trusted=False)
 
-    def _abandon(self, job_id: str) -> None:
-        running = self._running.pop(job_id, None)
-        if running is not None:
-            task, signal = running
-            signal.abort("abandoned")
-            task.cancel()
+    def _outstanding(self) -> list[str]:
+        return [job_id for job_id, handle in self._jobs.items()
+                if job_id not in self._closures and not handle._done.done()]
+
+    def _arm_recheck(self) -> None:
+        if self._recheck_timer is None and self.unavailable is None:
+            self._recheck_timer = self._clock.call_later(RECHECK_MS, self._recheck)
+
+    def _recheck(self) -> None:
+        """Read the records of persistent jobs still outstanding here, settling those that ended."""
+        self._recheck_timer = None
+        outstanding = self._outstanding()
+        for job_id in outstanding:
+            if self._jobs[job_id]._stored.done():
+                self._confirm(job_id)
+        if outstanding:
+            self._arm_recheck()
+
+    def _confirm(self, job_id: str) -> None:
+        """Settle ``done`` from the stored record, which news said has ended: terminal → its
+        outcome; gone → deleted; anything else → the news was wrong, wait for more."""
+        if job_id in self._confirming or self.unavailable is not None:
+            return
+        self._confirming.add(job_id)
+
+        def read(f: asyncio.Future[Any]) -> None:
+            self._confirming.discard(job_id)
+            handle = self._jobs.get(job_id)
+            if handle is None or f.cancelled() or f.exception() is not None:
+                return
+            record = f.result()
+            if record is None:
+                self._jobs.pop(job_id, None)
+                handle._settle(Outcome(id=job_id, status="cancelled", error="deleted", code="deleted"))
+            elif record.get("status") in _TERMINAL:
+                self._jobs.pop(job_id, None)
+                handle._settle(Outcome.of(record))
+
+        self._request(make("get_job", job_id=job_id)).add_done_callback(read)
+
+    def _abandon(self, job_id: str, claim: str | None = None, *, at_once: bool = False) -> None:
+        """Drop a run: abort its signal; cancel its task at once unless the executor heeds the
+        signal (then only after :data:`ABANDON_GRACE_MS`). The run stays in hand — a second
+        ``run`` of the job is refused — until its task ended, which the page then confirms."""
+        run = self._running.get(job_id)
+        if run is None or (claim is not None and run.claim is not None and claim != run.claim):
+            return
+        if run.abandoned and not at_once:
+            return
+        run.abandoned = True
+        run.signal.abort("abandoned")
+        if at_once or not run.signal.heeded:
+            run.task.cancel()
+        elif run.grace is None:
+            run.grace = self._clock.call_later(ABANDON_GRACE_MS, run.task.cancel)
 
     def _start_run(self, msg: dict[str, Any], link: Link) -> asyncio.Future[Any] | None:
         """Rebuild the executor, start it and say ``run_started`` — all in the ``run`` message's
@@ -598,7 +703,7 @@ class ExecutorSide:
         if executor is None:
             factory = self._registry.get(name)
             if factory is None:
-                self._send_result(job_id, error_fields(OrphanedJobError(name)), link)
+                self._send_result(job_id, _claimed(error_fields(OrphanedJobError(name)), msg), link)
                 return None
             try:
                 executor = factory(msg.get("params"))
@@ -606,7 +711,7 @@ class ExecutorSide:
                 fields = error_fields(exc)
                 fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
                               terminal=True, code="reconstructor_failed")
-                self._send_result(job_id, fields, link)
+                self._send_result(job_id, _claimed(fields, msg), link)
                 return None
         signal = AbortSignal()
         token = _current_run.set((self, link, job_id))
@@ -614,8 +719,9 @@ class ExecutorSide:
             task = asyncio.ensure_future(executor(signal))
         finally:
             _current_run.reset(token)
-        self._running[job_id] = (task, signal)
-        link.send(make("run_started", job_id=job_id))
+        claim = msg.get("claim")
+        self._running[job_id] = _Run(task, signal, claim)
+        link.send(make("run_started", job_id=job_id, **({"claim": claim} if claim is not None else {})))
         yield_lock = self._yields.get(msg.get("job_type", ""))
         if yield_lock and self._locks is not None and link is self._link:
             self._hold_shared(yield_lock, task, signal)
@@ -624,17 +730,27 @@ class ExecutorSide:
     async def _finish_run(self, job_id: str, task: asyncio.Future[Any], link: Link) -> None:
         """Await the executor and answer ``run_result`` (only these fields survive the closure)."""
         fields: dict[str, Any]
+        run = self._running[job_id]
         try:
             fields = {"ok": True, "result": await task}
         except asyncio.CancelledError:
-            if self._running.get(job_id, (None,))[0] is not task:
-                return  # abandoned: the scheduler no longer waits for an answer
             fields = error_fields(PyjobqError("the run was cancelled on its page"))
         except Exception as exc:
             fields = error_fields(exc)
+            if self._is_online is not None:
+                fields["offline"] = not self._is_online()  # read now: when the attempt failed
         finally:
-            if self._running.get(job_id, (None,))[0] is task:
+            if self._running.get(job_id) is run:
                 del self._running[job_id]
+            if run.grace is not None:
+                run.grace.cancel()
+        if run.abandoned:
+            # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
+            # that it ended before the job's type runs again (an older one waits for nothing).
+            if run.claim is not None:
+                self._send_result(job_id, {"ok": False, "error": "abandoned", "code": "abandoned",
+                                           "claim": run.claim}, link)
+            return
         if fields["ok"] and isinstance(fields["result"], Answer):
             fields.update(result=fields["result"].result, status=fields["result"].status)
         if fields["ok"]:
@@ -644,7 +760,7 @@ class ExecutorSide:
                 # Repeating the work would produce the same result: fail at once.
                 fields = error_fields(exc)
                 fields.update(terminal=True, code="result_not_cloneable")
-        self._send_result(job_id, fields, link)
+        self._send_result(job_id, _claimed(fields, {"claim": run.claim}), link)
 
     def _send_result(self, job_id: str, fields: dict[str, Any], link: Link) -> None:
         link.send(make("run_result", job_id=job_id, **fields))

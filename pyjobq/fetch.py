@@ -1,7 +1,14 @@
 """The built-in ``fetch`` reconstructor: replay a stored {method, path, body} through the transport.
 
 The transport is the application's: it builds the URL, adds credentials and
-returns the *unread* Response, including non-ok ones. That keeps the retry
+returns the *unread* Response, including non-ok ones. It is called as
+``transport(method, path, body)``; one that takes a fourth argument named ``signal``
+(or any fourth required one, or ``*args``) also gets the run's
+:class:`~pyjobq.AbortSignal`, fired when the job is deleted, cancelled or its worker
+stops — hand it on to ``fetch`` so the request ends with the run; the run is then waited
+for, up to a grace, before its job's type runs the next job. One that takes an
+``idempotency_key`` keyword gets the job's id, the same on every replay, so a server can
+recognise a request it already applied (send it as an ``Idempotency-Key`` header). That keeps the retry
 policy in one place: a non-ok response becomes an :class:`~pyjobq.HTTPError`
 carrying ``status`` and ``body``, and the policy reads the status to tell
 "later" from "never". The transport is looked up on every replay, never
@@ -10,6 +17,7 @@ captured, so a job that waits hours runs with the credentials of the moment.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Awaitable, Callable
 
@@ -70,6 +78,35 @@ def _parse(text: str) -> Any:
         return text
 
 
+class _Takes:
+    __slots__ = ("signal_positional", "signal_keyword", "idempotency_key")
+
+    def __init__(self, signal_positional: bool = False, signal_keyword: bool = False,
+                 idempotency_key: bool = False) -> None:
+        self.signal_positional = signal_positional
+        self.signal_keyword = signal_keyword
+        self.idempotency_key = idempotency_key
+
+
+def _takes(transport: Any) -> _Takes:
+    """What a transport accepts beyond (method, path, body). Three arguments stay three: a
+    transport written before the signal was offered is called exactly as it always was."""
+    try:
+        sig = inspect.signature(transport)
+    except (TypeError, ValueError):  # a JavaScript function, a builtin: the three arguments
+        return _Takes()
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_positional = any(p.kind is p.VAR_POSITIONAL for p in params)
+    var_keyword = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    fourth = positional[3] if len(positional) > 3 else None
+    signal_positional = var_positional or (
+        fourth is not None and (fourth.name == "signal" or fourth.default is inspect.Parameter.empty))
+    signal_keyword = not signal_positional and "signal" in named
+    return _Takes(signal_positional, signal_keyword, "idempotency_key" in named or var_keyword)
+
+
 def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any], Any]:
     """The factory registered under ``fetch``: params ``{method, path, body}`` → executor."""
 
@@ -79,10 +116,23 @@ def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]
             raise ValueError(f"fetch params must be {{method, path, body}}, got {params!r}")
 
         async def run(signal: AbortSignal) -> Any:
+            from .executor import current_job_id
+
             transport = get_transport()
             if transport is None:
                 raise NoTransportError()
-            response = await transport(params["method"], params["path"], params.get("body"))
+            args: list[Any] = [params["method"], params["path"], params.get("body")]
+            kw: dict[str, Any] = {}
+            takes = _takes(transport)
+            if takes.signal_positional:
+                args.append(signal)
+            elif takes.signal_keyword:
+                kw["signal"] = signal
+            if takes.signal_positional or takes.signal_keyword:
+                signal.heeded = True  # the transport ends the request when the run is dropped
+            if takes.idempotency_key:
+                kw["idempotency_key"] = current_job_id()
+            response = await transport(*args, **kw)
             status, ok, text = await read_response(response)
             if not ok:
                 code = code_from_body(text)

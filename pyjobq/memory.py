@@ -15,14 +15,18 @@ import asyncio
 import heapq
 import itertools
 import json
+import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from .core.ports import LockStolen, Message, Unsubscribe
-from .core.records import DueKey, JobRecord
+from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import Status
 
+
+log = logging.getLogger("pyjobq")
 
 #: Statuses whose ``next_retry_at`` means "not before": pending, and a running lease.
 _TIMED = ("pending", "running")
@@ -34,16 +38,49 @@ def _copy(value: Any) -> Any:
 
 
 class MemoryStore:
-    """The :class:`~pyjobq.core.ports.Store` contract, in a dict."""
+    """The :class:`~pyjobq.core.ports.Store` contract, in a dict.
 
-    def __init__(self) -> None:
-        self._rows: dict[str, dict[str, Any]] = {}
+    Like the IndexedDB store it holds whatever other code wrote (:meth:`put_raw`): a stored
+    value that is not a job record is failed in one write when a read meets it
+    (:func:`~pyjobq.core.records.malformed`), and a record with a status this version does
+    not know (a newer pyjobq's) is left exactly as it is and skipped by every read.
+    ``clock`` stamps those failed records; default the wall clock.
+    """
+
+    def __init__(self, clock: Any = None) -> None:
+        self._rows: dict[Any, dict[str, Any]] = {}
+        self._clock = clock
+
+    def _now(self) -> float:
+        return self._clock.now() if self._clock is not None else time.time() * 1000.0
+
+    def _read(self, key: Any) -> JobRecord | None:
+        """The record under ``key``: decoded; failed in place if malformed; None if foreign."""
+        return self._load(key)[0]
+
+    def _load(self, key: Any) -> tuple[JobRecord | None, bool]:
+        """(the record, whether it was just failed as malformed); (None, False) for a foreign one."""
+        row = self._rows[key]
+        try:
+            if depth(row, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # before a copy that would recurse
+                raise RecordError(f"job record {str(row.get('id'))[:80]!r} nests deeper than {MAX_DEPTH} levels")
+            return self._decode(row), False
+        except ForeignRecord:
+            return None, False
+        except RecordError as exc:
+            log.error("pyjobq: failing a malformed record in the store: %s", exc)
+            failed = malformed(row, exc, self._now())
+            del self._rows[key]
+            self._rows[failed.id] = _copy(failed.to_dict())
+            return failed, True
 
     def _decode(self, row: dict[str, Any]) -> JobRecord:
         return JobRecord.from_dict(_copy(row))
 
-    def _sorted(self, rows: Any) -> list[JobRecord]:
-        records = [self._decode(r) for r in rows]
+    def _sorted(self, keys: Any, status: str | None = None) -> list[JobRecord]:
+        records = [r for r in (self._read(k) for k in list(keys)) if r is not None]
+        if status is not None:
+            records = [r for r in records if r.status.value == status]  # a malformed one is failed now
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
 
@@ -59,16 +96,17 @@ class MemoryStore:
             self._rows[row["id"]] = row
 
     async def get(self, job_id: str) -> JobRecord | None:
-        row = self._rows.get(job_id)
-        return None if row is None else self._decode(row)
+        return self._read(job_id) if job_id in self._rows else None
 
     async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
-        row = self._rows.get(job_id)
-        if row is None:
+        if job_id not in self._rows:
             return None
-        new = change(self._decode(row))
+        current, failed = self._load(job_id)
+        if current is None or failed:
+            return current  # foreign: left as it is; malformed: failed, and the change not applied
+        new = change(current)
         if new is None:
-            return self._decode(row)
+            return current
         self._rows[job_id] = _copy(new.to_dict())
         return self._decode(self._rows[job_id])
 
@@ -83,41 +121,56 @@ class MemoryStore:
 
     async def by_status(self, status: str) -> list[JobRecord]:
         status = Status(status).value
-        return self._sorted(r for r in self._rows.values() if r.get("status") == status)
+        return self._sorted((k for k, r in self._rows.items() if r.get("status") == status), status)
 
     async def by_group(self, group: str) -> list[JobRecord]:
-        return self._sorted(r for r in self._rows.values() if r.get("group") == group)
+        return [r for r in self._sorted(k for k, r in self._rows.items() if r.get("group") == group)
+                if r.group == group]
 
     async def due(self, now: float) -> list[JobRecord]:
-        return self._sorted(
-            r for r in self._rows.values()
-            if r.get("status") == "pending" and r.get("next_retry_at") is not None and r["next_retry_at"] <= now
-        )
+        return [r for r in self._sorted(
+            (k for k, r in self._rows.items()
+             if r.get("status") == "pending" and _finite(r.get("next_retry_at")) and r["next_retry_at"] <= now),
+            "pending")]
 
     async def due_keys(self, now: float) -> list[DueKey]:
-        keys = [
-            DueKey(r["id"], r["type"], r["created_at"], Status(r["status"]))
-            for r in self._rows.values()
-            if r.get("status") in _TIMED and r.get("next_retry_at") is not None and r["next_retry_at"] <= now
-        ]
+        keys: list[DueKey] = []
+        # Like the IndexedDB index scan: four fields read without decoding the payload; a due
+        # value a pass could not even order is decoded, so it is failed, and left out.
+        for key, r in list(self._rows.items()):
+            if r.get("status") not in _TIMED or not _finite(r.get("next_retry_at")) or r["next_retry_at"] > now:
+                continue
+            if isinstance(key, str) and r.get("id") == key and isinstance(r.get("type"), str) \
+                    and _finite(r.get("created_at")):
+                keys.append(DueKey(key, r["type"], float(r["created_at"]), Status(r["status"])))
+            else:
+                self._read(key)
         keys.sort(key=lambda k: (k.created_at, k.id))
         return keys
 
     async def next_due_at(self, after: float | None = None) -> float | None:
         times = [r["next_retry_at"] for r in self._rows.values()
-                 if r.get("status") in _TIMED and r.get("next_retry_at") is not None
+                 if r.get("status") in _TIMED and _finite(r.get("next_retry_at"))
                  and (after is None or r["next_retry_at"] > after)]
         return min(times) if times else None
 
     async def all(self) -> list[JobRecord]:
-        return self._sorted(self._rows.values())
+        return self._sorted(list(self._rows))
 
     # Test helpers: the raw stored values, as DevTools would show them.
     def raw(self) -> dict[str, dict[str, Any]]:
         return _copy(self._rows)
 
     def put_raw(self, value: dict[str, Any]) -> None:
-        self._rows[value["id"]] = _copy(value)
+        """Store any value as other code could (DevTools, a newer pyjobq): NaN, any depth."""
+        try:
+            self._rows[value["id"]] = _copy(value)
+        except RecursionError:
+            self._rows[value["id"]] = value  # deeper than json recurses: kept by reference
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # ---------------------------------------------------------------- clocks
@@ -202,7 +255,13 @@ class ChannelHub:
         loop = asyncio.get_running_loop()
         for ch in list(self._open):
             if ch is not sender and ch.name == sender.name:
-                loop.call_soon(ch._receive, _copy(message))
+                loop.call_soon(self._arrive, sender, ch, _copy(message))
+
+    @staticmethod
+    def _arrive(sender: "MemoryChannel", receiver: "MemoryChannel", message: Message) -> None:
+        if sender.dead:
+            return  # its context crashed: what it posted and was not yet delivered dies with it
+        receiver._receive(message)
 
 
 class MemoryChannel:
@@ -211,6 +270,13 @@ class MemoryChannel:
         self.name = name
         self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
+        #: Its context crashed (:meth:`crash`): messages it posted are no longer delivered.
+        self.dead = False
+
+    def crash(self) -> None:
+        """The context holding this channel died: close it, and drop what it posted in flight."""
+        self.dead = True
+        self.close()
 
     def post(self, message: Message) -> None:
         if self.closed:

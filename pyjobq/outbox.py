@@ -46,7 +46,8 @@ from .core.backoff import Backoff
 from .core.ports import Clock, Store
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, new_id
 from .core.status import Status
-from .errors import InvalidJobError, JobError, OrphanedJobError
+from .core.records import MALFORMED
+from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, Job, JobUpdate, current_job_id
 from .memory import ChannelHub, LockHub, LoopClock, link_pair
 from .scheduler import Scheduler
@@ -223,6 +224,8 @@ class Outbox:
         self._unsubscribe: list[Callable[[], None]] = []
         self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
         self._running = False
+        #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
+        self.refused: StoreInUseError | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -235,7 +238,6 @@ class Outbox:
         if self._subscribe_online is not None:
             self._unsubscribe.append(self._subscribe_online(lambda *_: self._back_online()))
         self._spawn(self._startup())
-        self._scheduler.start()
         self._arm_watchdog()
 
     def wake(self) -> None:
@@ -275,6 +277,24 @@ class Outbox:
         self._tasks.spawn(coro)
 
     async def _startup(self) -> None:
+        # Before anything is claimed: an outbox deletes what it has no handler for, so on the
+        # job queue's database it would delete the queue's jobs.
+        foreign: list[JobRecord] = []
+        for status in Status:  # through the status index: every record, status by status
+            foreign += [r for r in await self.store.by_status(status)
+                        if r._reconstructor != r.type and r.code != MALFORMED]
+        if foreign:
+            self.refused = StoreInUseError(
+                f"this outbox's store holds {len(foreign)} record(s) of pyjobq's job queue (e.g. "
+                f"{foreign[0].id!r}, reconstructor {foreign[0]._reconstructor!r}, type "
+                f"{foreign[0].type!r}); an outbox would delete them. Give the outbox a database "
+                "of its own (a name the job queue does not use).")
+            self.log.error("pyjobq outbox refused its store: %s", self.refused)
+            self.stop()
+            return
+        if not self._running:
+            return
+        self._scheduler.start()
         if self._prune is not None:
             failed = await self.store.by_status(Status.FAILED)
             doomed = policy.prunable(failed, self._clock.now(), max_age_ms=self._prune.max_age_ms,
@@ -306,6 +326,8 @@ class Outbox:
         Raises:
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
+        if self.refused is not None:
+            raise self.refused
         if type not in self._handlers:
             raise InvalidJobError(f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
         job = self._side.enqueue_persistent(

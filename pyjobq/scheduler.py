@@ -61,7 +61,9 @@ multi-tab simulation.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
 import random as _random
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -69,9 +71,10 @@ from typing import Any, Callable, Mapping
 from .tasks import TaskSet
 from .core import lanes, messages, policy
 from .core.backoff import make_backoff
-from .core.messages import BadMessage, make
+from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Channel, Clock, Lease, Link, LockManager, Store, Timer
-from .core.records import JobRecord, NewJob, RunResult
+from .core.records import JobRecord, NewJob, RunResult, check_json
+from .errors import InvalidJobError
 from .core.status import TERMINAL, Status
 from .lease import LEASE_MESSAGES
 
@@ -79,12 +82,19 @@ log = logging.getLogger("pyjobq")
 
 DEFAULT_HANDSHAKE_MS = 10_000.0
 RETENTION_MS = 7 * 24 * 3600 * 1000.0
+#: After a pass raised (a transient store error, say), the next one runs this soon, doubling to
+#: PASS_RETRY_CAP_MS while passes keep failing: the queue runs on without an unrelated wake.
+PASS_RETRY_MS = 1_000.0
+PASS_RETRY_CAP_MS = 30_000.0
 
 
 @dataclass
 class _InFlight:
     job_id: str
     type: str
+    #: This claim's identifier: ``run`` carries it and the page echoes it, so an answer for an
+    #: earlier claim of the same job is never taken for this one's.
+    claim: str = ""
     started: bool = False
     deadline: Timer | None = None
     settled: asyncio.Future[None] | None = None
@@ -168,6 +178,12 @@ class Scheduler:
         self._run_locks = lease_ms is None and not volatile
         #: Types with a running record whose run lock another page holds: busy in the lanes.
         self._busy_elsewhere: set[str] = set()
+        #: Abandoned runs whose page has not yet said they ended, by claim: their types stay busy
+        #: and their run locks held (a deleted job's request may still be on the wire).
+        self._ending: dict[str, _InFlight] = {}
+        self._claims = itertools.count(1)
+        self._pass_failures = 0
+        self._verify_timer: Timer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -180,17 +196,31 @@ class Scheduler:
         self.wake()
 
     def stop(self) -> None:
-        """Stop processing: cancel timers and listeners. Records are left as they are."""
+        """Stop processing: cancel timers and listeners. Records are left as they are.
+
+        Runs in flight are abandoned (the page is told ``abandon_run``); under run locks each
+        keeps its run lock until its page says the run ended (or :data:`ABANDON_GRACE_MS`), so
+        a tab that takes over — one with newer code after a database upgrade — does not
+        recover and re-run a job this page is still running.
+        """
         self._stopped = True
         if self._retry_timer is not None:
             self._retry_timer.cancel()
-        for flight in self._in_flight.values():
-            if flight.deadline is not None:
-                flight.deadline.cancel()
-            _release_run_lock(flight)
-        for unsubscribe in self._unsubscribe:
+        if self._verify_timer is not None:
+            self._verify_timer.cancel()
+            self._verify_timer = None
+        for job_id in list(self._in_flight):
+            if self._run_locks:
+                self._abandon(job_id)
+            else:
+                flight = self._in_flight[job_id]
+                if flight.deadline is not None:
+                    flight.deadline.cancel()
+                _release_run_lock(flight)
+        keep = self._unsubscribe[:1] if self._ending else []  # the link: the pages' last answers
+        for unsubscribe in self._unsubscribe[len(keep):]:
             unsubscribe()
-        self._unsubscribe = []
+        self._unsubscribe = keep
         self._kick.set()
 
     def back_online(self) -> None:
@@ -239,12 +269,21 @@ class Scheduler:
                         self._wanted = True
                     continue
                 await self._arm_retry_timer()
+                self._pass_failures = 0
                 if not self._wanted:
                     return
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("pyjobq scheduler pass failed; it runs again on the next wake")
+            # Re-arm the wake here, not from the store (it may be what failed): a job due in a
+            # second must not wait for an unrelated wake.
+            self._pass_failures += 1
+            delay = min(PASS_RETRY_MS * 2 ** (self._pass_failures - 1), PASS_RETRY_CAP_MS)
+            log.exception("pyjobq scheduler pass failed; it runs again in %g s", delay / 1000)
+            if not self._stopped:
+                if self._retry_timer is not None:
+                    self._retry_timer.cancel()
+                self._retry_timer = self._clock.call_later(delay, self.wake)
 
     def _on_revoked(self) -> None:
         self._revoked = True
@@ -261,27 +300,41 @@ class Scheduler:
             if self._revoked:
                 return
             progressed = await self._start_ready()
-            if not self._in_flight and not progressed:
+            # An abandoned run still ending holds its type here: the pass (and so the lease)
+            # waits for it, or the next holder would start that type beside it.
+            if not self._in_flight and not self._ending and not progressed:
                 return
             if not progressed and not self._revoked:
                 await self._arm_retry_timer()
                 await self._kick.wait()
 
+    def _ours(self) -> set[str]:
+        """Ids of jobs this scheduler has a run of: in flight, or abandoned and still ending."""
+        return set(self._in_flight) | {flight.job_id for flight in self._ending.values()}
+
     async def _recover(self) -> None:
         now = self._clock.now()
-        running = lanes.orphans(await self.store.by_status(Status.RUNNING), self._in_flight)
+        ours = self._ours()
+        running = lanes.orphans(await self.store.by_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
         if running and self._run_locks:
             held = await self._locks.held()
-            elsewhere = {r.id for r in running if lanes.run_lock(self._lock_name, r.id) in held}
+            # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
+            elsewhere = {r.id for r in running if held.get(lanes.run_lock(self._lock_name, r.id)) == "exclusive"}
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
             self._watch(lanes.run_lock(self._lock_name, job_id))
-        for record in lanes.orphans(running, self._in_flight, elsewhere):
-            def change(cur: JobRecord) -> JobRecord | None:
-                if cur.status is not Status.RUNNING or cur.id in self._in_flight:
+        for record in lanes.orphans(running, ours, elsewhere):
+            if self._revoked:
+                return  # the page let the lease go (it froze): recovery is the next holder's
+
+            def change(cur: JobRecord, seen: JobRecord = record) -> JobRecord | None:
+                # Only the run we judged orphaned: a page frozen between that look and this write
+                # must not recover the run another tab claimed meanwhile (it changed owner).
+                if cur.status is not Status.RUNNING or cur.id in self._ours() or self._revoked \
+                        or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
                     return None
                 return policy.recover(cur, now)
             self._publish(await self.store.update(record.id, change))
@@ -303,8 +356,10 @@ class Scheduler:
 
     async def _start_ready(self) -> bool:
         now = self._clock.now()
-        busy = {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere
-        due = [k for k in await self.store.due_keys(now) if k.id not in self._in_flight]
+        busy = {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere \
+            | {flight.type for flight in self._ending.values()}
+        ours = self._ours()
+        due = [k for k in await self.store.due_keys(now) if k.id not in ours]
         picks = lanes.pick(due, busy, leases=self._lease_ms is not None)
         if not picks:
             return False
@@ -376,7 +431,7 @@ class Scheduler:
 
     def _claim(self, cur: JobRecord, now: float, took: list[bool]) -> JobRecord | None:
         """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
-        if cur.id in self._in_flight:
+        if cur.id in self._ours():
             return None
         if cur.status is Status.PENDING:
             took.append(True)
@@ -388,7 +443,8 @@ class Scheduler:
         return None
 
     def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
-        flight = _InFlight(record.id, record.type, release_run_lock=release_run_lock)
+        flight = _InFlight(record.id, record.type, claim=f"{self.source}:{next(self._claims)}",
+                           release_run_lock=release_run_lock)
         self._in_flight[record.id] = flight
         flight.deadline = self._clock.call_later(
             self._handshake_ms, lambda: self._spawn(self._handshake_expired(record.id))
@@ -396,11 +452,26 @@ class Scheduler:
         self._link.send(make(
             "run",
             job_id=record.id,
+            claim=flight.claim,
             reconstructor=record._reconstructor,
             params=record._params,
             job_type=record.type,
             attempt=record.attempts,
         ))
+        self._arm_verify()
+
+    def _arm_verify(self) -> None:
+        if self._verify_timer is None and self._in_flight and not self._stopped and self._run_locks:
+            self._verify_timer = self._clock.call_later(RECHECK_MS, self._verify_in_flight)
+
+    def _verify_in_flight(self) -> None:
+        """Read the records of the runs in flight: one deleted or cancelled by a tab that died (or
+        froze) before broadcasting it is dropped here rather than run to its end."""
+        self._verify_timer = None
+        for job_id, flight in list(self._in_flight.items()):
+            if flight.started:
+                self._spawn(self._verify_gone(job_id, flight.claim))
+        self._arm_verify()
 
     async def _arm_retry_timer(self) -> None:
         if self._retry_timer is not None:
@@ -412,7 +483,7 @@ class Scheduler:
         # run's result wakes the loop; a timer for it would fire at once, again and again.
         after = self._clock.now() if self._in_flight else None
         due_at = await self.store.next_due_at(after)
-        if due_at is not None:
+        if due_at is not None and math.isfinite(due_at):
             self._retry_timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self.wake)
 
     def _watch(self, lock: str) -> None:
@@ -429,8 +500,17 @@ class Scheduler:
 
     # ------------------------------------------------------------ the handshake
 
-    def _run_started(self, job_id: str) -> None:
-        flight = self._in_flight.get(job_id)
+    def _flight_for(self, msg: dict[str, Any]) -> _InFlight | None:
+        """The run a page's answer is about: its claim's, or (a page that echoes no claim, an
+        older pyjobq) the job's current one. None for an answer to an earlier claim."""
+        flight = self._in_flight.get(msg["job_id"])
+        claim = msg.get("claim")
+        if flight is None or (isinstance(claim, str) and claim != flight.claim):
+            return None
+        return flight
+
+    def _run_started(self, msg: dict[str, Any]) -> None:
+        flight = self._flight_for(msg)
         if flight is None:
             return
         flight.started = True
@@ -443,7 +523,7 @@ class Scheduler:
         if flight is None or flight.started:
             return
         del self._in_flight[job_id]
-        self._link.send(make("abandon_run", job_id=job_id))
+        self._link.send(make("abandon_run", job_id=job_id, claim=flight.claim))
         now = self._clock.now()
         ms = int(self._handshake_ms)
 
@@ -462,14 +542,34 @@ class Scheduler:
         _release_run_lock(flight)
         self._kick.set()
 
+    def _ended(self, msg: dict[str, Any]) -> bool:
+        """A page's word that an abandoned run ended: free its type and its run lock."""
+        claim = msg.get("claim")
+        flight = self._ending.pop(claim, None) if isinstance(claim, str) else None
+        if flight is None:
+            return False
+        if flight.deadline is not None:
+            flight.deadline.cancel()
+        _release_run_lock(flight)
+        if self._stopped and not self._ending:
+            for unsubscribe in self._unsubscribe:
+                unsubscribe()
+            self._unsubscribe = []
+        self._kick.set()
+        return True
+
     async def _run_result(self, msg: dict[str, Any]) -> None:
         job_id = msg["job_id"]
-        flight = self._in_flight.get(job_id)
+        if self._ended(msg):
+            return
+        flight = self._flight_for(msg)
         if flight is None:
-            log.debug("pyjobq: dropped run_result for %s, which is no longer in flight here", job_id)
+            log.debug("pyjobq: dropped run_result for %s (claim %s), not in flight here",
+                      job_id, msg.get("claim"))
             return
         if flight.deadline is not None:
             flight.deadline.cancel()
+        offline = msg.get("offline")
         outcome = RunResult(
             ok=msg["ok"],
             result=msg.get("result"),
@@ -478,14 +578,23 @@ class Scheduler:
             code=_opt(msg.get("code"), str),
             terminal=msg.get("terminal") is True,
             interrupted=msg.get("interrupted") is True,
+            offline=offline if isinstance(offline, bool) else None,
         )
+        if outcome.ok:
+            try:
+                check_json(outcome.result, "the executor's result")
+            except InvalidJobError as exc:
+                # Storable means storable: running it again would give the same result.
+                outcome = RunResult(ok=False, error=str(exc), status=outcome.status,
+                                    code="result_not_storable", terminal=True)
         held_lock = None
         yield_lock = self._yields.get(flight.type)
         if outcome.interrupted and yield_lock:
             if (await self._locks.held()).get(yield_lock) == "exclusive":
                 held_lock = yield_lock
         now = self._clock.now()
-        online = self._is_online()
+        # The page's reading when the attempt failed; an older page sends none: ours, now.
+        online = not outcome.offline if outcome.offline is not None else self._is_online()
         suspended = outcome.interrupted and flight.type in self._suspended
 
         applied: list[bool] = []
@@ -498,7 +607,18 @@ class Scheduler:
                                  held_yield_lock=held_lock, suspended=suspended)
 
         try:
-            settled = await self.store.update(job_id, change)
+            try:
+                settled = await self.store.update(job_id, change)
+            except Exception as exc:
+                if not outcome.ok:
+                    raise
+                # A success whose result the store refused: fail it, clearly, rather than leave it
+                # running for recovery to run again.
+                log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
+                outcome = RunResult(ok=False, error=f"the result could not be stored: {exc}",
+                                    status=outcome.status, code="result_not_storable", terminal=True)
+                applied.clear()
+                settled = await self.store.update(job_id, change)
             self._publish(settled)
             if self._on_success == "delete" and applied and settled is not None and settled.status is Status.DONE:
                 # Done was published first, so whoever waits on the job sees it succeed.
@@ -522,8 +642,12 @@ class Scheduler:
             log.warning("pyjobq scheduler ignored a message: %s", exc)
             return
         kind = msg["type"]
+        if self._stopped:
+            if kind == "run_result":
+                self._ended(msg)  # an abandoned run's last word: its run lock goes
+            return
         if kind == "run_started":
-            self._run_started(msg["job_id"])
+            self._run_started(msg)
         elif kind == "run_result":
             self._spawn(self._run_result(msg))
         elif kind == "wake":
@@ -551,11 +675,12 @@ class Scheduler:
             return
         job = msg["job"]
         job_id = job.get("id")
-        # Another tab deleted or cancelled a job this page is running: drop the run.
+        # Another tab says it deleted or cancelled a job this page is running. The channel is
+        # news (any same-origin script can post on it): drop the run only if the store agrees.
         if isinstance(job_id, str) and job_id in self._in_flight and (
             job.get("deleted") or job.get("status") == Status.CANCELLED.value
         ):
-            self._abandon(job_id)
+            self._spawn(self._verify_gone(job_id, self._in_flight[job_id].claim))
         # Another tab has persistent work under way: queue up on the lease, so that if that
         # tab goes away mid-run this one takes over (its pass recovers the running record)
         # with no enqueue, online event or retry timer of its own to prompt it. If the
@@ -574,14 +699,34 @@ class Scheduler:
             job["volatile"] = True
         self._post(make("job-update", source=self.source, job=job))
 
+    async def _verify_gone(self, job_id: str, claim: str) -> None:
+        record = await self.store.get(job_id)
+        flight = self._in_flight.get(job_id)
+        if flight is None or flight.claim != claim:
+            return
+        if record is None or record.status is not Status.RUNNING or record.owner != self.source:
+            self._abandon(job_id)
+
     def _abandon(self, job_id: str) -> None:
+        """Drop a run (deleted, cancelled, or this scheduler stopped): nothing of it will be stored.
+
+        Its type and run lock stay busy until the page says the run ended — its request may
+        still be on the wire — or for :data:`ABANDON_GRACE_MS` plus the handshake at most.
+        """
         flight = self._in_flight.pop(job_id, None)
         if flight is None:
             return
         if flight.deadline is not None:
             flight.deadline.cancel()
-        _release_run_lock(flight)  # deleted or cancelled: there is no outcome left to store
-        self._link.send(make("abandon_run", job_id=job_id))
+        if flight.settled is not None and not flight.settled.done():
+            flight.settled.set_result(None)
+        self._ending[flight.claim] = flight
+        claim = flight.claim
+        flight.deadline = self._clock.call_later(
+            ABANDON_GRACE_MS + self._handshake_ms,
+            lambda: self._ended({"claim": claim}) and None,
+        )
+        self._link.send(make("abandon_run", job_id=job_id, claim=claim))
         self._kick.set()
 
     async def _answer(self, msg: dict[str, Any]) -> None:

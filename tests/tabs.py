@@ -68,9 +68,15 @@ class GuardedStore:
             return attr
 
         async def guarded(*args: Any, **kw: Any) -> Any:
+            hook = self._tab.world.store_hook
+            if hook is not None:  # a fault just before this tab's own store operation
+                await hook(self._tab, name, "before", args)
             if not self._tab.alive:
                 self._tab.world.violations.append(f"dead tab {self._tab.name} wrote to the store ({name})")
-            return await attr(*args, **kw)
+            result = await attr(*args, **kw)
+            if hook is not None:  # ... or just after it, before the tab acts on what it did
+                await hook(self._tab, name, "after", args)
+            return result
 
         return guarded
 
@@ -138,6 +144,9 @@ class FreezableChannel:
     def close(self) -> None:
         self._channel.close()
 
+    def crash(self) -> None:
+        self._channel.crash()
+
     def freeze(self) -> None:
         if self.held is None:
             self.held = []
@@ -153,6 +162,7 @@ class Tab:
                  handshake_timeout_ms: float, yields: dict | None, page_lease: bool = False,
                  waiting: bool = False) -> None:
         self.world, self.name, self.alive, self.frozen = world, name, True, False
+        self._thaw_waiters: list[asyncio.Future[None]] = []
         self.page_link, self.worker_link = link_pair()
         self.locks = world.locks.client()
         self.page_locks = world.locks.client()  # the page's own navigator.locks
@@ -170,7 +180,8 @@ class Tab:
             self.request_channel = FreezableChannel(world.channels.channel(CHANNEL))
         self.side = ExecutorSide(link=self.page_link, channel=self.page_channel, source=name,
                                  reconstructors=reconstructors, transport=transport,
-                                 requests=requests_end, requests_source=f"{name}:page" if waiting else None)
+                                 requests=requests_end, requests_source=f"{name}:page" if waiting else None,
+                                 is_online=lambda: world.online, clock=self.clock)
         if waiting:
             self.requests = Scheduler(
                 store=GuardedStore(world.store, self), locks=self.page_locks, channel=self.request_channel,
@@ -198,6 +209,13 @@ class Tab:
             random=self.world.random, is_online=lambda: self.world.online, lease=lease, **self._worker_args,
         )
         self.scheduler.start()
+
+    async def thawed(self) -> None:
+        """Wait while this tab is frozen (code that was mid-way when it froze resumes after)."""
+        while self.frozen and self.alive:
+            waiter = asyncio.get_running_loop().create_future()
+            self._thaw_waiters.append(waiter)
+            await waiter
 
     def wake(self) -> None:
         """The ``online`` event or a ``wake()`` call: reaches the worker once it has a scheduler."""
@@ -228,6 +246,10 @@ class Tab:
                      self.page_channel, self.request_channel):
             if part is not None:
                 part.thaw()
+        waiters, self._thaw_waiters = self._thaw_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def crash(self) -> None:
         """The tab is gone: its worker stops, its tasks die, its locks are released, its ports close."""
@@ -237,7 +259,7 @@ class Tab:
         for sched in schedulers:
             sched.stop()
         for job_id in sorted(side._running):
-            side._abandon(job_id)
+            side._abandon(job_id, at_once=True)
         tasks = []
         for sched in schedulers:
             tasks += list(sched._tasks)
@@ -252,10 +274,14 @@ class Tab:
         if self._requests_link is not None:
             self._requests_link.close()
             side._requests_link.close()
+        for channel in (side._channel, *(sched._channel for sched in schedulers)):
+            channel.crash()  # what any of them posted and is not yet delivered dies with the tab
         side.stop()
         for sched in schedulers:
             sched._channel.close()
         self.frozen = False
+        for waiter in getattr(self, "_thaw_waiters", []):
+            waiter.cancel()
 
 
 def _creation_order(task: asyncio.Future[Any]) -> int:
@@ -265,14 +291,17 @@ def _creation_order(task: asyncio.Future[Any]) -> int:
 
 class World:
     def __init__(self, random: Callable[[], float] = lambda: 0.0) -> None:
-        self.store = MemoryStore()
+        self.clock = FakeClock()
+        self.store = MemoryStore(clock=self.clock)
         self.locks = LockHub()
         self.channels = ChannelHub()
-        self.clock = FakeClock()
         self.random = random
         self.online = True
         self.tabs: list[Tab] = []
         self.violations: list[str] = []
+        #: ``await hook(tab, operation, "before"|"after", args)`` around every store operation of a
+        #: tab's scheduler: where the simulation freezes or crashes a tab in the middle of a pass.
+        self.store_hook: Callable[[Any, str, str, tuple], Any] | None = None
         self._names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None, reconstructors: dict | None = None,

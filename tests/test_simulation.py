@@ -6,13 +6,20 @@ enqueues, transport outcomes (200, 500, 404, 401 storms, 403/409/422, slow
 answers released later, terminal and interrupted errors), offline spells, tab
 crashes, reloads, deletes, clock jumps, and tabs frozen and resumed (``freeze`` /
 ``pagehide``: each page holds the lease for its worker, as in the browser, and a
-frozen tab may be discarded). After every step the loop settles
-and the invariants are checked; after the faults stop, every job must reach a
-terminal status. Nothing reads the wall clock, so a seed replays exactly:
+frozen tab may be discarded). Faults also strike *in the middle of a pass*: just before
+or after any of a tab's own store operations — between its run lock and its claim, between the
+claim and the hand-off, inside recovery, while storing an outcome — the tab may be frozen (and
+resumed by a later step) or crash, and the fakes behave as the browser does there (a crashed
+tab's queued lock requests and undelivered channel messages die with it). Half the tabs'
+transports take the run's AbortSignal and end a slow request when it fires, as a transport that
+hands it to ``fetch`` does. After every step the loop settles and the invariants are checked;
+after the faults stop, every job must reach a terminal status. Nothing reads the wall clock, so
+a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
 
-``PYJOBQ_SEEDS=5000`` runs more seeds than the default 1,000.
+``PYJOBQ_SEEDS=5000`` runs more seeds than the default 1,000; ``make soak`` runs 20,000
+(``scripts/soak.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response
@@ -39,6 +47,10 @@ STEPS = 30
 MAX_TABS = 4
 TYPES = ("save", "upload", "sync")
 UNCOUNTED = "uncounted"
+#: Chances, at each of a tab's store operations while faults run, that the tab crashes or
+#: freezes right there (before the operation, or after it and before the tab acts on it).
+MID_PASS_CRASH = 0.004
+MID_PASS_FREEZE = 0.008
 
 
 @dataclass
@@ -66,19 +78,45 @@ class Sim:
     trace: list[str] = field(default_factory=list)
     dead_sources: set[str] = field(default_factory=set)
     paths: int = 0
+    unannounced: dict[str, float] = field(default_factory=dict)  # job id -> until when
 
     # ------------------------------------------------------------ the fake transport
 
-    def transport_for(self, tab: Tab | None = None) -> Any:
+    def transport_for(self, tab: Tab | None = None, *, heeds_signal: bool = False) -> Any:
         holder: dict[str, Tab] = {}
 
-        async def transport(method: str, path: str, body: Any) -> Any:
-            return await self.call(holder["tab"], method, path, body)
+        if heeds_signal:
+            async def transport(method: str, path: str, body: Any, signal: Any) -> Any:
+                return await self.call(holder["tab"], method, path, body, signal)
+        else:
+            async def transport(method: str, path: str, body: Any) -> Any:  # type: ignore[misc]
+                return await self.call(holder["tab"], method, path, body)
 
         transport.bind = lambda t: holder.__setitem__("tab", t)  # type: ignore[attr-defined]
         return transport
 
-    async def call(self, tab: Tab, method: str, path: str, body: Any) -> Any:
+    async def mid_pass(self, tab: Tab, operation: str, phase: str, args: tuple) -> None:
+        """The store hook: crash or freeze ``tab`` right at one of its own store operations."""
+        if not self.faults or not tab.alive or tab.frozen:
+            return
+        draw = self.rng.random()
+        if draw < MID_PASS_CRASH + MID_PASS_FREEZE and phase == "after" and args:
+            # Stored, but the news of it may never be broadcast: a tab running one of these
+            # jobs learns of a delete or cancel only from the store, on its next look.
+            ids = args[0] if isinstance(args[0], list) else [args[0]]
+            for job_id in ids:
+                if isinstance(job_id, str):
+                    self.unannounced[job_id] = self.world.clock.now() + RECHECK_MS + 1
+        if draw < MID_PASS_CRASH:
+            self.trace.append(f"crash-mid {tab.name} {phase} {operation}")
+            self.crash(tab)
+            raise asyncio.CancelledError()  # the tab's code stops right here
+        if draw < MID_PASS_CRASH + MID_PASS_FREEZE:
+            self.trace.append(f"freeze-mid {tab.name} {phase} {operation}")
+            tab.freeze()
+            await tab.thawed()
+
+    async def call(self, tab: Tab, method: str, path: str, body: Any, signal: Any = None) -> Any:
         job_id = self.by_path[path]
         other = self.executing.get(job_id)
         if other is not None:
@@ -103,9 +141,14 @@ class Sim:
             if answer == "slow":
                 future = asyncio.get_running_loop().create_future()
                 self.slow.append((job_id, future))
+                if signal is not None:
+                    # Like fetch given the signal: an abort ends the request a moment later.
+                    signal.add_callback(lambda _reason: future.done() or future.set_result("aborted"))
                 answer = await future
-            if not self.world.online and answer not in (403, 409, 422, "terminal"):
-                counted = False
+                if answer == "aborted":
+                    await asyncio.sleep(0)
+                    raise OSError("AbortError: the request was aborted")
+            # An HTTP status was answered by a server: it counts, whatever the network did since.
             if answer == "terminal":
                 raise Terminal("the work cannot succeed")
             if answer == "interrupted":
@@ -134,7 +177,7 @@ class Sim:
     # ------------------------------------------------------------ tabs
 
     def open_tab(self) -> Tab:
-        transport = self.transport_for()
+        transport = self.transport_for(heeds_signal=self.rng.random() < 0.5)
         # Half the tabs are the browser's arrangement: in line for the lease from the start, a
         # worker with no scheduler until it is granted, the page's own scheduler for requests.
         tab = self.world.open_tab(transport=transport, page_lease=True, waiting=self.rng.random() < 0.5)
@@ -246,7 +289,9 @@ class Sim:
         running = {i for i, r in stored.items() if r["status"] == "running"}
         # A frozen page cannot hear that its job was deleted meanwhile: it drops the run on resume.
         frozen = {t.name for t in world.live if t.frozen}
-        executing = {j for j, where in self.executing.items() if where not in frozen}
+        now = world.clock.now()
+        executing = {j for j, where in self.executing.items()
+                     if where not in frozen and self.unannounced.get(j, 0) < now}
         assert executing <= running, f"executing {self.executing} but running records {running}"
 
     async def finish(self) -> None:
@@ -300,10 +345,12 @@ async def _quiet(awaitable: Any) -> None:
         pass
 
 
-async def simulate(seed: int) -> Sim:
+async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     rng = random.Random(seed)
     world = World(random=rng.random)
     sim = Sim(seed, rng, world)
+    if box is not None:
+        box.append(sim)  # so a failure mid-way still prints the steps that led to it
     spy = world.channels.channel(CHANNEL)
 
     def heard(msg: dict[str, Any]) -> None:
@@ -311,6 +358,7 @@ async def simulate(seed: int) -> Sim:
             world.violations.append(f"a message from dead {msg['source']} arrived: {msg.get('type')}")
 
     spy.subscribe(heard)
+    world.store_hook = sim.mid_pass
     for _ in range(rng.randint(1, 3)):
         sim.open_tab()
     await settle()
@@ -355,7 +403,7 @@ def run_seed(seed: int) -> Sim:
     async def main() -> None:
         errors: list[str] = []
         asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx["message"]))
-        sim_box.append(await simulate(seed))
+        await simulate(seed, sim_box)
         assert errors == [], errors
 
     with DeterministicIds(), Watchdog(seed):
@@ -407,4 +455,4 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
-            "freeze", "resume"} <= steps
+            "freeze", "resume", "crash-mid", "freeze-mid"} <= steps

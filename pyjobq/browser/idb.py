@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any, Callable, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js  # type: ignore[import-not-found]
 
-from ..core.records import DueKey, JobRecord, RecordError
-from ..core.records import check_json
+from ..core.records import MALFORMED  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
+from ..core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, malformed
 from ..core.status import Status
-from ..errors import InvalidJobError, PyjobqError
+from ..errors import PyjobqError
 from . import proxies
 
 log = logging.getLogger("pyjobq")
@@ -115,47 +116,11 @@ class _Transaction:
 
 
 _STATUSES = frozenset(s.value for s in Status)
-#: The code of a record failed because its stored value is not a job record.
-MALFORMED = "malformed_record"
 
 
 def _malformed(raw: Any, exc: Exception) -> JobRecord:
-    """A stored value that is not a valid job record, as a failed record keeping that value whole.
-
-    Skipping it would leave it in the indexes for ever, where a pass trips over it on every
-    look; failing it in one write takes it out of the due index and shows it, with its raw
-    value under ``_params``, to whoever inspects the queue (spec: "Startup and cleanup":
-    failed records are kept until delete_job).
-    """
-    data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    raw_id = data.get("id")
-    now = float(js.Date.now())
-    try:
-        kept = check_json(raw, "the stored value")
-    except InvalidJobError:
-        kept = repr(raw)
-
-    def text(name: str, default: str | None) -> str | None:
-        value = data.get(name)
-        return value if isinstance(value, str) and value else default
-
-    created = data.get("created_at")
-    return JobRecord(
-        id=raw_id if isinstance(raw_id, str) and raw_id else str(raw_id),
-        type=text("type", "malformed") or "malformed",
-        status=Status.FAILED,
-        attempts=0,
-        max_attempts=1,
-        created_at=float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else now,
-        updated_at=now,
-        _reconstructor="malformed",
-        _params=kept,
-        group=text("group", None),
-        label=text("label", None),
-        error=f"malformed job record in IndexedDB, failed so the queue runs on "
-              f"(its stored value is kept whole under _params): {exc}",
-        code=MALFORMED,
-    )
+    """A stored value that is not a valid job record, as a failed record (see records.malformed)."""
+    return malformed(raw, exc, float(js.Date.now()))
 
 
 def _nulls_to_none(value: Any) -> Any:
@@ -169,10 +134,25 @@ def _nulls_to_none(value: Any) -> Any:
 
 
 def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
-    """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record)."""
-    data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
+    """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record).
+
+    A record with a status this version does not know (a newer pyjobq's) is None and left alone.
+    """
+    try:
+        data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
+    except Exception:  # RecursionError, or the JS stack overflowing inside to_py
+        # Nested deeper than to_py recurses: read its names only, and fail it keeping those.
+        shallow = value.to_py(depth=1) if hasattr(value, "to_py") else {}
+        data = {k: v for k, v in shallow.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+        exc = RecordError(f"job record {data.get('id')!r} nests deeper than {MAX_DEPTH} levels")
+        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        bad.append((data.get("id"), _malformed(data, exc)))
+        return None
     try:
         return JobRecord.from_dict(data)
+    except ForeignRecord as exc:
+        log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
+        return None
     except RecordError as exc:
         log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id") if isinstance(data, Mapping) else None, _malformed(data, exc)))
@@ -337,6 +317,9 @@ class IndexedDBStore:
                 return
             bad: list[tuple[Any, JobRecord]] = []
             current = _decode(value, bad)
+            if current is None and not bad:
+                after.append(None)  # a newer pyjobq's record: left exactly as it is
+                return
             if current is None:
                 # Failed in this same transaction; the change is not applied to a failed record.
                 _put_failed(t.store, *bad[0])
@@ -377,6 +360,8 @@ class IndexedDBStore:
         records = _records(found[0], bad) if found else []
         if bad:
             await self._fail_malformed(bad)
+            if index is None:  # all(): show the failed forms now, not on the next read
+                records = sorted(records + [r for _, r in bad], key=lambda r: (r.created_at, r.id))
         return records
 
     async def _fail_malformed(self, bad: list[tuple[Any, JobRecord]]) -> None:
@@ -411,8 +396,8 @@ class IndexedDBStore:
             status, type_ = getattr(value, "status", None), getattr(value, "type", None)
             created = getattr(value, "created_at", None)
             if status in ("pending", "running"):
-                if isinstance(type_, str) and isinstance(created, (int, float)) \
-                        and not isinstance(created, bool) and isinstance(cursor.primaryKey, str):
+                if isinstance(type_, str) and isinstance(created, (int, float)) and not isinstance(created, bool) \
+                        and math.isfinite(created) and isinstance(cursor.primaryKey, str):
                     keys.append(DueKey(cursor.primaryKey, type_, float(created), Status(status)))
                 else:
                     _decode(value, bad)  # due, but not a record a pass can run: failed below
@@ -438,7 +423,9 @@ class IndexedDBStore:
         request = index.openKeyCursor() if query is None else index.openKeyCursor(query)
         t.then(request, lambda c: first.append(c.key if c else None))
         await t
-        return float(first[0]) if first and first[0] is not None else None
+        # +Infinity is a valid IndexedDB key: never a moment to wake at (the record is malformed).
+        due_at = float(first[0]) if first and first[0] is not None else None
+        return due_at if due_at is not None and math.isfinite(due_at) else None
 
     async def all(self) -> list[JobRecord]:
         return await self._get_all(None, None, "all")

@@ -228,6 +228,7 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
         transport=settings.transport,
         locks=WebLocks(),
         yields=settings.yields,
+        is_online=lambda: bool(js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
     )
 
     def upgraded(reason: str) -> None:

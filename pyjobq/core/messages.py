@@ -31,6 +31,25 @@ from typing import Any
 from ..errors import PyjobqError
 
 VERSION = 1
+#: The run protocol's revision, within version 1. Revision 2: a scheduler stamps every claim
+#: with an identifier (``claim``) that ``run`` and ``abandon_run`` carry and the page echoes in
+#: ``run_started`` and ``run_result``; an answer for another claim is ignored, and a page
+#: confirms an abandoned run's end with a ``run_result`` for its claim. ``run_result`` also
+#: says ``offline`` (was the page offline when the attempt failed). Both sides stay compatible
+#: with revision 1 in either direction: a ``run`` with no claim is answered with none, and an
+#: answer with no claim is taken for the job's current claim, as revision 1 did.
+RUN_REVISION = 2
+#: How long an abandoned run (deleted, cancelled, or its scheduler stopped) may take to end.
+#: The page aborts the run's AbortSignal at once; an executor that heeds it
+#: (``signal.heeded``, as the built-in ``fetch`` does when its transport takes the signal) is
+#: waited for this long before it is cancelled, one that does not is cancelled at once. The
+#: scheduler keeps the run's type and run lock busy until the page says the run ended, or
+#: for this grace plus the handshake at most.
+ABANDON_GRACE_MS = 30_000.0
+#: How often the store is read again for what news may have missed: a page re-reads the records
+#: of jobs it awaits, a scheduler those of the runs it has in flight. News of an end or a delete
+#: is lost for good when the tab that stored it crashed (or froze) before broadcasting it.
+RECHECK_MS = 30_000.0
 
 # type -> {field: allowed python types}. Fields not listed are ignored, never used.
 _STR = (str,)
@@ -40,10 +59,11 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "enqueue": {"jobs": (list,), "request_id": _OPT_STR},
     "wake": {},
     "online": {},
-    "run": {"job_id": _STR, "reconstructor": _STR, "params": _ANY, "job_type": _STR, "attempt": (int,)},
-    "run_started": {"job_id": _STR},
-    "run_result": {"job_id": _STR, "ok": (bool,)},
-    "abandon_run": {"job_id": _STR},
+    "run": {"job_id": _STR, "reconstructor": _STR, "params": _ANY, "job_type": _STR, "attempt": (int,),
+            "claim": _OPT_STR},
+    "run_started": {"job_id": _STR, "claim": _OPT_STR},
+    "run_result": {"job_id": _STR, "ok": (bool,), "claim": _OPT_STR, "offline": (bool, type(None))},
+    "abandon_run": {"job_id": _STR, "claim": _OPT_STR},
     "delete_job": {"job_id": _STR, "request_id": _OPT_STR},
     "delete_group": {"group": _STR, "request_id": _OPT_STR},
     "cancel_job": {"job_id": _STR, "request_id": _OPT_STR},

@@ -18,7 +18,7 @@ Order of the branches (spec: "Retry timing and special HTTP statuses"):
    suspended, else pending now.
 3. terminal, or HTTP 403/409/422 → failed at once, whatever ``max_attempts`` says.
 4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``.
-5. offline → pending on the ordinary ladder, attempt given back.
+5. offline (no HTTP status: nothing was reached) → pending on the ordinary ladder, attempt given back.
 6. otherwise (404 included) → failed at the ceiling, else pending on the ladder.
 
 Every function here returns a new record; none performs I/O.
@@ -110,7 +110,9 @@ def settle(
         return _move(record, Event.FAIL, now, **failure)
     if outcome.status == UNAUTHORIZED:
         return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back, **failure)
-    if not online:
+    if not online and outcome.status is None:
+        # Only a failure that never reached a server says nothing about the job: one with an
+        # HTTP status was answered, so it counts whatever the network did afterwards.
         # The ladder climbs with every try, counted or not, so an offline job
         # backs off to the cap and re-checks by itself without an online event.
         delay = backoff(record.attempts + record.given_back)

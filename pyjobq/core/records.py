@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple
@@ -27,18 +28,54 @@ FETCH_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 
 class RecordError(PyjobqError):
-    """A stored value is not a valid job record (missing or mistyped fields)."""
+    """A stored value is not a valid job record (missing, mistyped or out-of-range fields)."""
+
+
+class ForeignRecord(RecordError):
+    """A stored record with a status this version does not know: a newer pyjobq's.
+
+    Stores leave it exactly as it is — never rewritten, never run, never failed.
+    """
 
 
 def new_id() -> str:
     return uuid.uuid4().hex
 
 
+#: How deep a stored value may nest (a list or dict inside another counts one level). The
+#: enqueue check, the result check and record decoding all use this one limit, so whatever
+#: passes the check can be stored, copied, sent and read back: far below CPython's recursion
+#: limit (``asdict``, ``json`` and Pyodide's ``to_js``/``to_py`` recurse) and structured clone's.
+MAX_DEPTH = 100
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep ``value`` nests, counted without recursion; stops counting past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            level += 1
+            deepest = max(deepest, level)
+            if level > limit:
+                return level
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level) for child in children)
+    return deepest
+
+
 def check_json(value: Any, what: str) -> Any:
-    """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages hold)."""
+    """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages
+    hold) and nests no deeper than :data:`MAX_DEPTH`."""
+    if depth(value) > MAX_DEPTH:
+        raise InvalidJobError(
+            f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
+            f"stored and sent between tabs: it nests deeper than {MAX_DEPTH} levels"
+        )
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidJobError(
             f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
             f"stored and sent between tabs: {exc}"
@@ -136,6 +173,8 @@ class JobRecord:
     yield_lock: str | None = None
     #: Which scheduler handed the job to a page, while it is running.
     owner: str | None = None
+    #: Fields this version does not know (a newer pyjobq's), written back as they were.
+    unknown_fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def terminal(self) -> bool:
@@ -146,27 +185,54 @@ class JobRecord:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        unknown = d.pop("unknown_fields")
         d["status"] = self.status.value
-        return d
+        return {**unknown, **d} if unknown else d
 
     def summary(self) -> dict[str, Any]:
-        """What travels in a ``job-update``: everything but ``_params``, which may be large."""
-        d = self.to_dict()
-        del d["_params"]
+        """What travels in a ``job-update``: no ``_params`` and no unknown fields (either may be
+        large), and a ``result`` only when it is small (:data:`NEWS_RESULT_LIMIT`); a bigger one
+        is left out with ``result_truncated: True`` and read from the store by whoever needs it."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("_params", "unknown_fields", "result")}
+        d["status"] = self.status.value
+        d["result"] = None
+        if self.result is not None:
+            if _json_size(self.result) <= NEWS_RESULT_LIMIT:
+                d["result"] = _plain(self.result)
+            else:
+                d["result_truncated"] = True
         return d
 
     @classmethod
     def from_dict(cls, data: Any) -> "JobRecord":
-        """Decode a stored value, rejecting missing or mistyped fields with :class:`RecordError`."""
+        """Decode a stored value.
+
+        Raises:
+            ForeignRecord: a status this version does not know (a newer pyjobq's record).
+            RecordError: anything else that is not a job record — a missing or mistyped field,
+                a number that is not finite or out of range (``attempts`` or ``given_back``
+                below 0, a count with a fraction), or a value
+                nested deeper than :data:`MAX_DEPTH`. Never anything else, whatever ``data`` holds.
+        """
         if not isinstance(data, Mapping):
             raise RecordError(f"a job record must be an object, got {type(data).__name__}")
-        missing = [f.name for f in fields(cls) if f.name not in data and f.default is _MISSING_DEFAULT]
+        raw_id = data.get("id")
+        name_id = raw_id if isinstance(raw_id, str) else repr(raw_id)[:80]
+        if depth(data, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # the record itself is one level
+            raise RecordError(f"job record {name_id!r} nests deeper than {MAX_DEPTH} levels")
+        missing = [f.name for f in fields(cls)
+                   if f.name not in data and f.default is _MISSING_DEFAULT and f.default_factory is _MISSING_DEFAULT]
         if missing:
-            raise RecordError(f"job record {data.get('id')!r} is missing {', '.join(missing)}")
+            raise RecordError(f"job record {name_id!r} is missing {', '.join(missing)}")
+        raw_status = data["status"]
+        if not isinstance(raw_status, str):
+            raise RecordError(f"job record {name_id!r} has status={raw_status!r}, expected str")
         try:
-            status = Status(data["status"])
+            status = Status(raw_status)
         except ValueError:
-            raise RecordError(f"job record {data.get('id')!r} has unknown status {data['status']!r}") from None
+            raise ForeignRecord(
+                f"job record {name_id!r} has unknown status {raw_status!r} (a newer pyjobq's?)") from None
         for name, kinds in _FIELD_TYPES.items():
             if name not in data:
                 continue  # a required field was reported missing above; the rest have defaults
@@ -175,16 +241,90 @@ class JobRecord:
                 continue
             if isinstance(value, bool) or not isinstance(value, kinds):
                 raise RecordError(
-                    f"job record {data.get('id')!r} has {name}={value!r}, expected "
+                    f"job record {name_id!r} has {name}={value!r}, expected "
                     + " or ".join(k.__name__ for k in kinds)
                 )
-        known = {f.name for f in fields(cls)}
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a finite number")
+            if name in _COUNTS and value != int(value):
+                raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a whole number")
+        known = {f.name for f in fields(cls)} - {"unknown_fields"}
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = status
-        for name in ("attempts", "max_attempts", "given_back", "http_status"):
+        for name in _COUNTS:
             if isinstance(values.get(name), float):
                 values[name] = int(values[name])
-        return cls(**values)
+        # A negative count would let a job past its ceiling (``attempts: -3, max_attempts: 1`` was
+        # sent four times). One at or above its ceiling is harmless: the claim fails it unrun.
+        if values["attempts"] < 0 or values.get("given_back", 0) < 0:
+            raise RecordError(
+                f"job record {name_id!r} has attempts={values['attempts']!r}, "
+                f"given_back={values.get('given_back', 0)!r}: expected counts >= 0")
+        unknown = {k: v for k, v in data.items() if k not in known and isinstance(k, str)}
+        return cls(**values, unknown_fields=unknown)
+
+
+def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
+    """A stored value that is not a job record, as a failed record keeping that value.
+
+    Skipping it would leave it in the indexes for ever, where a pass trips over it on every
+    look; failing it in one write takes it out of the due index and shows it, with its raw
+    value under ``_params`` (or, when that cannot be stored, a short description of it), to
+    whoever inspects the queue (spec: "Startup and cleanup": failed records are kept until
+    delete_job). Never raises, whatever ``raw`` holds.
+    """
+    data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    raw_id = data.get("id")
+    try:
+        kept = check_json(raw, "the stored value")
+    except InvalidJobError:
+        kept = _SAFE_REPR.repr(raw)
+
+    def text(name: str, default: str | None) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) and value else default
+
+    created = data.get("created_at")
+    ok_created = isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created)
+    return JobRecord(
+        id=raw_id if isinstance(raw_id, str) and raw_id else _SAFE_REPR.repr(raw_id),
+        type=text("type", "malformed") or "malformed",
+        status=Status.FAILED,
+        attempts=0,
+        max_attempts=1,
+        created_at=float(created) if ok_created else now,
+        updated_at=now,
+        _reconstructor="malformed",
+        _params=kept,
+        group=text("group", None),
+        label=text("label", None),
+        error=f"malformed job record, failed so the queue runs on "
+              f"(its stored value is kept under _params): {reason}",
+        code=MALFORMED,
+    )
+
+
+#: The code of a record failed because its stored value is not a job record.
+MALFORMED = "malformed_record"
+#: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from the store.
+NEWS_RESULT_LIMIT = 16 * 1024
+_COUNTS = ("attempts", "max_attempts", "given_back", "http_status")
+_SAFE_REPR = reprlib.Repr()
+_SAFE_REPR.maxlevel = 4
+_SAFE_REPR.maxstring = 200
+_SAFE_REPR.maxother = 200
+
+
+def _json_size(value: Any) -> int:
+    try:
+        return len(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return NEWS_RESULT_LIMIT + 1
+
+
+def _plain(value: Any) -> Any:
+    """A copy of a JSON-like value, as ``asdict`` would make it."""
+    return json.loads(json.dumps(value))
 
 
 _MISSING_DEFAULT = fields(NewJob)[0].default  # dataclasses.MISSING, without importing a private name
@@ -260,4 +400,6 @@ class RunResult:
     code: str | None = None
     terminal: bool = False
     interrupted: bool = False
+    #: The page's word on whether it was offline when the attempt failed; None: it did not say.
+    offline: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -149,3 +149,58 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     assert updated.status.value == "failed" and updated.attempts == 0
     assert (await store.get("late")).code == MALFORMED
     store.close()
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
+    """IndexedDB keeps NaN, ±Infinity and values nested thousands deep; each such record is
+    failed alone (``malformed_record``) and every read carries on. A newer pyjobq's status is
+    left exactly as it is, and unknown fields survive a read-modify-write (issue 13)."""
+    import js
+    from pyodide.ffi import to_js
+
+    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.core.records import NewJob
+
+    def obj(value):
+        return to_js(value, dict_converter=js.Object.fromEntries)
+
+    store = IndexedDBStore("non-finite")
+    good = NewJob(id="good", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
+    await store.add([good])
+    db = await store._open()
+    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0, updated_at=2.0,
+                _reconstructor="fetch", _params=None, next_retry_at=0.5)
+    bad = {"nan": {"attempts": float("nan")}, "inf": {"max_attempts": float("inf")},
+           "neg": {"attempts": -3, "max_attempts": 1}, "never": {"next_retry_at": float("inf")},
+           "early": {"created_at": float("-inf")}}
+    tx = db.transaction("jobs", "readwrite")
+    jobs = tx.objectStore("jobs")
+    for job_id, changes in bad.items():
+        jobs.put(obj({**base, "id": job_id, **changes}))
+    deep = obj({**base, "id": "deep"})
+    deep._params = js.Function.new("n", "let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; return v;")(1200)
+    jobs.put(deep)
+    jobs.put(obj({**base, "id": "newer", "status": "snoozed", "v3": {"by": "pyjobq 3"}}))
+    jobs.put(obj({**base, "id": "extra", "v3_meta": {"a": 1}}))
+    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+
+    assert await store.next_due_at() == 0.5  # +Infinity is never a moment to wake at
+    keys = [k.id for k in await store.due_keys(10.0)]
+    assert "good" in keys and "newer" not in keys
+    records = {r.id: r for r in await store.all()}
+    for job_id in (*bad, "deep"):
+        assert records[job_id].status.value == "failed" and records[job_id].code == MALFORMED, job_id
+    assert records["good"].status.value == "pending" and "newer" not in records
+    updated = await store.update("extra", lambda cur: cur.evolve(attempts=1))
+    assert updated.attempts == 1
+
+    tx = db.transaction("jobs", "readonly")
+    raw = {}
+    for job_id in ("newer", "extra"):
+        request = tx.objectStore("jobs").get(job_id)
+        request.onsuccess = (lambda k, r: lambda _e: raw.__setitem__(k, r.result.to_py()))(job_id, request)
+    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    assert raw["newer"]["status"] == "snoozed" and raw["newer"]["v3"] == {"by": "pyjobq 3"}
+    assert raw["extra"]["v3_meta"] == {"a": 1} and raw["extra"]["attempts"] == 1
+    store.close()

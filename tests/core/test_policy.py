@@ -296,3 +296,12 @@ def test_offline_failure_is_coded_offline_and_back_online_makes_it_due_now() -> 
     # A server-named code survives an offline failure; only an unnamed one is coded offline.
     named = policy.settle(record, RunResult(ok=False, code="busy"), now=NOW, online=False, backoff=lambda a: 1.0)
     assert named.code == "busy"
+
+
+@pytest.mark.parametrize("status", [500, 404, 503])
+def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
+    """A server answered: the attempt counts whatever the network did afterwards (issue 13)."""
+    running = policy.claim(fresh(max_attempts=1), T0, "a")
+    record = settle(running, T0, online=False, ok=False, error="boom", status=status)
+    assert record == running.evolve(status=Status.FAILED, owner=None, updated_at=T0, error="boom",
+                                    http_status=status, code=None)
