@@ -226,6 +226,9 @@ class Outbox:
         self._running = False
         #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
         self.refused: StoreInUseError | None = None
+        # Resolved once start()'s store check is over: the engine listens only from then on, so
+        # a request sent earlier would never be answered (on a real store the check takes time).
+        self._checked: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -234,6 +237,7 @@ class Outbox:
         if self._running:
             return
         self._running = True
+        self._checked = asyncio.get_event_loop().create_future()
         self._unsubscribe.append(self._side.on_update(self._on_update))
         if self._subscribe_online is not None:
             self._unsubscribe.append(self._subscribe_online(lambda *_: self._back_online()))
@@ -277,6 +281,20 @@ class Outbox:
         self._tasks.spawn(coro)
 
     async def _startup(self) -> None:
+        try:
+            await self._check_and_start()
+        finally:
+            if self._checked is not None and not self._checked.done():
+                self._checked.set_result(None)
+
+    async def _ready(self) -> None:
+        """Wait for start()'s store check; raise if it refused the store."""
+        if self._checked is not None:
+            await asyncio.shield(self._checked)
+        if self.refused is not None:
+            raise self.refused
+
+    async def _check_and_start(self) -> None:
         # Before anything is claimed: an outbox deletes what it has no handler for, so on the
         # job queue's database it would delete the queue's jobs.
         foreign: list[JobRecord] = []
@@ -295,6 +313,8 @@ class Outbox:
         if not self._running:
             return
         self._scheduler.start()
+        if self._checked is not None and not self._checked.done():
+            self._checked.set_result(None)  # requests may flow now; pruning can run behind them
         if self._prune is not None:
             failed = await self.store.by_status(Status.FAILED)
             doomed = policy.prunable(failed, self._clock.now(), max_age_ms=self._prune.max_age_ms,
@@ -326,8 +346,7 @@ class Outbox:
         Raises:
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
-        if self.refused is not None:
-            raise self.refused
+        await self._ready()
         if type not in self._handlers:
             raise InvalidJobError(f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
         job = self._side.enqueue_persistent(
@@ -343,13 +362,16 @@ class Outbox:
 
     async def retry(self, entry_id: str) -> bool:
         """Run a failed entry again with a fresh attempt budget. False if it is not failed."""
+        await self._ready()
         return await self._side.retry_job(entry_id)
 
     async def retry_all(self) -> int:
         """Retry every failed entry; returns how many."""
+        await self._ready()
         return await self._side.retry_all()
 
     async def delete(self, entry_id: str) -> bool:
+        await self._ready()
         return await self._side.delete_job(entry_id)
 
     # ------------------------------------------------------------ running an entry

@@ -504,3 +504,30 @@ def test_logging_is_silent_by_default_with_one_structured_event_per_step(
     assert {r.entry_id for r in events} == {job_id} and {r.entry_type for r in events} == {"send"}
     assert [r.attempt for r in events] == [1, 1, 2, 2, 1, 1]
     assert events[3].levelno == logging.WARNING and "boom" in events[3].error
+
+
+class SlowStore(MemoryStore):
+    """A store whose reads take a few event-loop turns, as IndexedDB's do."""
+
+    async def by_status(self, status: Any) -> Any:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return await super().by_status(status)
+
+
+def test_an_enqueue_right_after_start_on_a_slow_store_is_stored_and_processed() -> None:
+    async def main() -> None:
+        seen: list[Any] = []
+
+        async def process(entry: OutboxEntry) -> None:
+            seen.append(entry.payload)
+
+        box = Outbox(SlowStore(), {"send": OutboxHandler(process=process)}, poll_interval_ms=0)
+        box.start()
+        # start()'s store check is still reading: the enqueue waits for it instead of being lost.
+        job = await asyncio.wait_for(box.enqueue("send", "first"), 5)
+        assert (await asyncio.wait_for(job.done, 5)).status == "done"
+        assert seen == ["first"]
+        box.stop()
+
+    asyncio.run(main())
