@@ -21,15 +21,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
-from .core.ports import LockStolen, Message, Unsubscribe
+from .core.ports import Change, LockStolen, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import Status
+from .core.view import UNFINISHED, Entry
 
 
 log = logging.getLogger("pyjobq")
 
 #: Statuses whose ``next_retry_at`` means "not before": pending, and a running lease.
 _TIMED = ("pending", "running")
+_FINISHED_VALUES = frozenset(s.value for s in Status if s not in UNFINISHED)
 
 
 def _copy(value: Any) -> Any:
@@ -109,6 +111,43 @@ class MemoryStore:
             return current
         self._rows[job_id] = _copy(new.to_dict())
         return self._decode(self._rows[job_id])
+
+    async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        # All or none: the new rows are written only once every change has run.
+        written: dict[str, dict[str, Any]] = {}
+        done: list[Updated] = []
+        for change in changes:
+            if change.job_id in written:
+                current: JobRecord | None = self._decode(written[change.job_id])
+            elif change.job_id in self._rows:
+                current, failed = self._load(change.job_id)
+                if current is None or failed:
+                    done.append(Updated(current, False))
+                    continue
+            else:
+                done.append(Updated(None, False))
+                continue
+            assert current is not None
+            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            if new is None:
+                done.append(Updated(current, False))
+                continue
+            written[change.job_id] = _copy(new.to_dict())
+            done.append(Updated(self._decode(written[change.job_id]), True))
+        self._rows.update(written)
+        return done
+
+    async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
+        keys = list(self._rows) if ids is None else [i for i in ids if i in self._rows]
+        found: list[Entry] = []
+        for key in keys:
+            if ids is None and self._rows[key].get("status") in _FINISHED_VALUES:
+                continue  # not decoded: a look never pays for the history
+            record = self._read(key)
+            if record is not None and (ids is not None or record.status in UNFINISHED):
+                found.append(Entry.of(record))
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
 
     async def put_many(self, records: Sequence[JobRecord]) -> None:
         rows = [_copy(r.to_dict()) for r in records]

@@ -61,6 +61,7 @@ multi-tab simulation.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import math
@@ -72,7 +73,8 @@ from .tasks import TaskSet
 from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
-from .core.ports import Channel, Clock, Lease, Link, LockManager, Store, Timer
+from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
+from .core.view import Entry, QueueView
 from .core.records import JobRecord, NewJob, RunResult, check_json
 from .errors import InvalidJobError
 from .core.status import TERMINAL, Status
@@ -184,6 +186,9 @@ class Scheduler:
         self._claims = itertools.count(1)
         self._pass_failures = 0
         self._verify_timer: Timer | None = None
+        #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
+        self._view: QueueView | None = None
+        self._view_read_at = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -290,23 +295,61 @@ class Scheduler:
         self._kick.set()
 
     async def _drain(self) -> None:
-        while not self._stopped and not self._revoked:
-            self._kick.clear()
-            self._wanted = False
-            if self._lease_ms is None:
-                # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
-                await self._recover()
-            await self._unpark_free()
-            if self._revoked:
-                return
-            progressed = await self._start_ready()
-            # An abandoned run still ending holds its type here: the pass (and so the lease)
-            # waits for it, or the next holder would start that type beside it.
-            if not self._in_flight and not self._ending and not progressed:
-                return
-            if not progressed and not self._revoked:
-                await self._arm_retry_timer()
-                await self._kick.wait()
+        # The view of the queue is this pass's: read whole on taking the lease, kept current by
+        # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
+        await self._read_view()
+        try:
+            while not self._stopped and not self._revoked:
+                self._kick.clear()
+                self._wanted = False
+                await self._catch_up()
+                if self._lease_ms is None:
+                    # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
+                    await self._recover()
+                await self._unpark_free()
+                if self._revoked:
+                    return
+                progressed = await self._start_ready()
+                # An abandoned run still ending holds its type here: the pass (and so the lease)
+                # waits for it, or the next holder would start that type beside it.
+                if not self._in_flight and not self._ending and not progressed:
+                    # The view says nothing is left; the store has the last word before we let go.
+                    if await self._read_view():
+                        continue
+                    return
+                if not progressed and not self._revoked:
+                    self._arm_retry_timer_from_view()
+                    await self._kick.wait()
+        finally:
+            self._view = None
+
+    async def _read_view(self) -> bool:
+        """Read the view whole from the store; True when that changed what it held."""
+        before = self._view.snapshot() if self._view is not None else None
+        view = QueueView()
+        view.replace(await self.store.entries())
+        self._view, self._view_read_at = view, self._clock.now()
+        return before is not None and before != view.snapshot()
+
+    async def _catch_up(self) -> None:
+        """Read again what news named since the last look, and everything once a recheck is due."""
+        view = self._require_view()
+        if self._clock.now() - self._view_read_at >= RECHECK_MS:
+            await self._read_view()
+            return
+        ids = view.stale()
+        if ids:
+            found = {e.id: e for e in await self.store.entries(ids)}
+            for job_id in ids:
+                if job_id in found:
+                    view.apply(found[job_id])
+                else:
+                    view.forget(job_id)
+
+    def _require_view(self) -> QueueView:
+        if self._view is None:
+            raise RuntimeError("the queue view is read only inside a pass")
+        return self._view
 
     def _ours(self) -> set[str]:
         """Ids of jobs this scheduler has a run of: in flight, or abandoned and still ending."""
@@ -315,7 +358,7 @@ class Scheduler:
     async def _recover(self) -> None:
         now = self._clock.now()
         ours = self._ours()
-        running = lanes.orphans(await self.store.by_status(Status.RUNNING), ours)
+        running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
         if running and self._run_locks:
             held = await self._locks.held()
@@ -326,88 +369,121 @@ class Scheduler:
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
             self._watch(lanes.run_lock(self._lock_name, job_id))
-        for record in lanes.orphans(running, ours, elsewhere):
-            if self._revoked:
-                return  # the page let the lease go (it froze): recovery is the next holder's
+        orphaned = lanes.orphans(running, ours, elsewhere)
+        if not orphaned or self._revoked:
+            return  # revoked: the page let the lease go (it froze); recovery is the next holder's
 
-            def change(cur: JobRecord, seen: JobRecord = record) -> JobRecord | None:
-                # Only the run we judged orphaned: a page frozen between that look and this write
-                # must not recover the run another tab claimed meanwhile (it changed owner).
-                if cur.status is not Status.RUNNING or cur.id in self._ours() or self._revoked \
-                        or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
-                    return None
-                return policy.recover(cur, now)
-            self._publish(await self.store.update(record.id, change))
+        def change(cur: JobRecord, seen: Entry) -> JobRecord | None:
+            # Only the run we judged orphaned: a page frozen between that look and this write
+            # must not recover the run another tab claimed meanwhile (it changed owner).
+            if cur.id in self._ours() or self._revoked \
+                    or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
+                return None
+            return policy.recover(cur, now)
+
+        await self._write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
 
     async def _unpark_free(self) -> None:
-        paused = [r for r in await self.store.by_status(Status.PAUSED) if r.yield_lock]
+        paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
         if not paused:
             return
         held = await self._locks.held()
         now = self._clock.now()
-        for record in lanes.unparkable(paused, held):
-            self._publish(await self.store.update(
-                record.id,
-                lambda cur: policy.unpark(cur, now) if cur.status is Status.PAUSED else None,
-            ))
-        for record in paused:
-            if held.get(record.yield_lock or "") == "exclusive":
-                self._watch(record.yield_lock or "")
+        await self._write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
+                           for e in lanes.unparkable(paused, held)])
+        for entry in paused:
+            if held.get(entry.yield_lock or "") == "exclusive":
+                self._watch(entry.yield_lock or "")
+
+    def _busy(self) -> set[str]:
+        return {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere \
+            | {flight.type for flight in self._ending.values()}
 
     async def _start_ready(self) -> bool:
+        """Start the oldest due job of every idle type: every park and claim in one transaction."""
         now = self._clock.now()
-        busy = {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere \
-            | {flight.type for flight in self._ending.values()}
-        ours = self._ours()
-        due = [k for k in await self.store.due_keys(now) if k.id not in ours]
-        picks = lanes.pick(due, busy, leases=self._lease_ms is not None)
+        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self._lease_ms is not None)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
-        progressed = False
-        for record in picks:
-            if self._revoked:
-                break  # the page let the lease go: claim nothing more
-            if record.type in self._suspended:
-                self._publish(await self.store.update(
-                    record.id,
-                    lambda cur: policy.park(cur, now, None) if cur.status is Status.PENDING else None,
-                ))
-                progressed = True
+        parks: list[Change] = []
+        claims: list[Entry] = []
+        for entry in picks:
+            if entry.type in self._suspended:
+                parks.append(Change(entry.id, lambda cur: policy.park(cur, now, None), _PENDING))
                 continue
-            yield_lock = self._yields.get(record.type)
+            yield_lock = self._yields.get(entry.type)
             if yield_lock and held.get(yield_lock) == "exclusive":
-                parked = await self.store.update(
-                    record.id,
-                    lambda cur, lock=yield_lock: policy.park(cur, now, lock) if cur.status is Status.PENDING else None,
-                )
-                self._publish(parked)
+                parks.append(Change(entry.id, functools.partial(_park, now=now, lock=yield_lock), _PENDING))
                 self._watch(yield_lock)
-                progressed = True
                 continue
-            release = None
-            if self._run_locks:
-                release = await self._take_run_lock(record.id)
-                if release is None:
-                    # Another page still holds it (storing its run's outcome): wake when it lets go.
-                    self._watch(lanes.run_lock(self._lock_name, record.id))
-                    continue
-            took: list[bool] = []
-            try:
-                claimed = await self.store.update(record.id, lambda cur: self._claim(cur, now, took))
-            except BaseException:
-                if release is not None:
-                    release()
-                raise
-            if release is not None and (claimed is None or not took or claimed.status is not Status.RUNNING):
+            claims.append(entry)
+        releases = await self._take_run_locks(claims)
+        claims = [e for e in claims if e.id in releases]
+        if self._revoked:
+            for release in releases.values():
+                release()  # the page let the lease go while we asked: claim nothing
+            return False
+        return await self._claim_and_hand_off(parks, claims, releases, now)
+
+    async def _take_run_locks(self, entries: list[Entry]) -> dict[str, Callable[[], None]]:
+        """The run lock of each entry's job that is free (all asked at once), by id; a held one
+        is watched (another page still stores its run's outcome) and left out. Without run
+        locks, a no-op release for each."""
+        if not self._run_locks:
+            return {e.id: _no_release for e in entries}
+        got = await asyncio.gather(*(self._take_run_lock(e.id) for e in entries))
+        releases: dict[str, Callable[[], None]] = {}
+        for entry, release in zip(entries, got):
+            if release is None:
+                self._watch(lanes.run_lock(self._lock_name, entry.id))
+            else:
+                releases[entry.id] = release
+        return releases
+
+    async def _claim_and_hand_off(self, changes: list[Change], claims: list[Entry],
+                                  releases: dict[str, Callable[[], None]], now: float) -> bool:
+        """Store ``changes`` and the claims of ``claims`` in one transaction, then hand off what
+        was claimed (a claim is committed before its ``run`` is posted). True if anything applied."""
+        done = await self._group_commit(changes, claims, releases, now)
+        return any(updated.applied for updated in done)
+
+    async def _group_commit(self, changes: list[Change], claims: list[Entry],
+                            releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
+        """``changes`` then the claims of ``claims``, one transaction; what was claimed is handed
+        off once it committed. Returns what each change did, ``changes`` first, then the claims."""
+        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), _CLAIMABLE) for e in claims]
+        try:
+            done = await self._write(all_changes)
+        except BaseException:
+            for release in releases.values():
                 release()
-            if claimed is None or not took:
-                continue  # deleted or changed by another tab meanwhile
-            progressed = True
-            self._publish(claimed)
-            if claimed.status is Status.RUNNING:
-                self._hand_off(claimed, release)
-        return progressed
+            raise
+        for change, updated in zip(all_changes[len(changes):], done[len(changes):]):
+            release = releases.pop(change.job_id)
+            if not updated.applied:
+                release()  # deleted or changed by another tab meanwhile
+                continue
+            assert updated.record is not None
+            if updated.record.status is Status.RUNNING:
+                self._hand_off(updated.record, None if release is _no_release else release)
+            else:
+                release()  # failed at the ceiling rather than run
+        return done
+
+    async def _write(self, changes: list[Change]) -> list[Updated]:
+        """One transaction of read-modify-writes; what applied is published (and so seen)."""
+        if not changes:
+            return []
+        done = await self.store.update_many(changes)
+        for change, updated in zip(changes, done):
+            if updated.applied:
+                self._publish(updated.record)
+            elif updated.record is None and self._view is not None:
+                self._view.forget(change.job_id)
+            elif updated.record is not None and self._view is not None:
+                self._view.apply(updated.record)  # what is stored, whatever the view believed
+        return done
 
     async def _take_run_lock(self, job_id: str) -> Callable[[], None] | None:
         """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
@@ -429,16 +505,14 @@ class Scheduler:
         self._spawn(self._locks.request(lanes.run_lock(self._lock_name, job_id), hold, if_available=True))
         return release if await granted else None
 
-    def _claim(self, cur: JobRecord, now: float, took: list[bool]) -> JobRecord | None:
+    def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
         """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
         if cur.id in self._ours():
             return None
         if cur.status is Status.PENDING:
-            took.append(True)
             return policy.claim(cur, now, self.source, self._lease_ms)
         if (self._lease_ms is not None and cur.status is Status.RUNNING
                 and cur.next_retry_at is not None and cur.next_retry_at <= now):
-            took.append(True)
             return policy.reclaim(cur, now, self.source, self._lease_ms)
         return None
 
@@ -472,6 +546,18 @@ class Scheduler:
             if flight.started:
                 self._spawn(self._verify_gone(job_id, flight.claim))
         self._arm_verify()
+
+    def _arm_retry_timer_from_view(self) -> None:
+        """While lanes run: the next moment something *becomes* due, from the view."""
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+        if self._stopped or self._view is None:
+            return
+        now = self._clock.now()
+        due_at = self._view.next_due_at(now if self._in_flight else None)
+        if due_at is not None:
+            self._retry_timer = self._clock.call_later(max(0.0, due_at - now), self.wake)
 
     async def _arm_retry_timer(self) -> None:
         if self._retry_timer is not None:
@@ -597,18 +683,19 @@ class Scheduler:
         online = not outcome.offline if outcome.offline is not None else self._is_online()
         suspended = outcome.interrupted and flight.type in self._suspended
 
-        applied: list[bool] = []
-
-        def change(cur: JobRecord) -> JobRecord | None:
-            if cur.status is not Status.RUNNING or cur.owner != self.source:
+        def settle(cur: JobRecord) -> JobRecord | None:
+            if cur.owner != self.source:
                 return None
-            applied.append(True)
             return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
                                  held_yield_lock=held_lock, suspended=suspended)
 
+        change = Change(job_id, settle, _RUNNING)
+        # Group commit: the settle and the claim of the lane's next job in one transaction.
+        follow = await self._follow_on(flight, now)
         try:
             try:
-                settled = await self.store.update(job_id, change)
+                done = await self._group_commit([change], [follow[0]] if follow else [],
+                                                dict([(follow[0].id, follow[1])]) if follow else {}, now)
             except Exception as exc:
                 if not outcome.ok:
                     raise
@@ -617,13 +704,13 @@ class Scheduler:
                 log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
                 outcome = RunResult(ok=False, error=f"the result could not be stored: {exc}",
                                     status=outcome.status, code="result_not_storable", terminal=True)
-                applied.clear()
-                settled = await self.store.update(job_id, change)
-            self._publish(settled)
-            if self._on_success == "delete" and applied and settled is not None and settled.status is Status.DONE:
+                done = await self._write([change])
+            settled = done[0]
+            if self._on_success == "delete" and settled.applied and settled.record is not None \
+                    and settled.record.status is Status.DONE:
                 # Done was published first, so whoever waits on the job sees it succeed.
                 await self.store.delete_many([job_id])
-                self._publish(settled, deleted=True)
+                self._publish(settled.record, deleted=True)
         finally:
             self._in_flight.pop(job_id, None)
             _release_run_lock(flight)
@@ -632,6 +719,23 @@ class Scheduler:
             self._kick.set()
         if held_lock:
             self._watch(held_lock)
+
+    async def _follow_on(self, flight: _InFlight, now: float) -> tuple[Entry, Callable[[], None]] | None:
+        """The next job of a settling run's lane, with its run lock, to claim in the settle's
+        transaction; None when the lane has none ready, or its start needs the full look
+        (a suspended type, a yield lock to check, the lease going)."""
+        if self._stopped or self._revoked or self._view is None or flight.type in self._suspended \
+                or flight.type in self._yields or flight.type in self._busy_elsewhere:
+            return None
+        entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self._lease_ms is not None)
+        if entry is None:
+            return None
+        releases = await self._take_run_locks([entry])
+        release = releases.get(entry.id)
+        if release is not None and (self._stopped or self._revoked):
+            release()
+            return None
+        return None if release is None else (entry, release)
 
     # ------------------------------------------------------------ requests from the page
 
@@ -675,6 +779,11 @@ class Scheduler:
             return
         job = msg["job"]
         job_id = job.get("id")
+        if self._view is not None and isinstance(job_id, str) and not job.get("progress_only") \
+                and not job.get("volatile"):
+            # News, not truth: the next look reads this record from the store.
+            self._view.mark_stale(job_id)
+            self._kick.set()
         # Another tab says it deleted or cancelled a job this page is running. The channel is
         # news (any same-origin script can post on it): drop the run only if the store agrees.
         if isinstance(job_id, str) and job_id in self._in_flight and (
@@ -824,9 +933,7 @@ class Scheduler:
         await self.store.delete_many([r.id for r in existing])
         for record in existing:
             self._abandon(record.id)
-            self._post(make("job-update", source=self.source, job=self._summary(
-                record, deleted=True, error="deleted", code="deleted",
-            )))
+            self._publish(record, deleted=True, error="deleted", code="deleted")
         return len(existing)
 
     async def _do_cancel_job(self, msg: dict[str, Any]) -> bool:
@@ -873,8 +980,16 @@ class Scheduler:
     # ------------------------------------------------------------ updates
 
     def _publish(self, record: JobRecord | None, **extra: Any) -> None:
-        if record is not None:
-            self._post(make("job-update", source=self.source, job=self._summary(record, **extra)))
+        """Tell every page of a record just stored (or, ``deleted=True``, deleted); the pass's
+        view takes it too: every write of ours passes here."""
+        if record is None:
+            return
+        if self._view is not None:
+            if extra.get("deleted"):
+                self._view.forget(record.id)
+            else:
+                self._view.apply(record)
+        self._post(make("job-update", source=self.source, job=self._summary(record, **extra)))
 
     def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
         summary = record.summary()
@@ -897,6 +1012,21 @@ _REQUESTS = frozenset({
     "enqueue", "query_all", "get_job", "delete_job", "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "suspend_type", "resume_type",
 })
+
+
+_PENDING = frozenset({Status.PENDING})
+_RUNNING = frozenset({Status.RUNNING})
+_PAUSED = frozenset({Status.PAUSED})
+#: What a claim may read: pending, or (on leases) a running record whose lease ran out.
+_CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
+
+
+def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
+    return policy.park(cur, now, lock)
+
+
+def _no_release() -> None:
+    """The release of a run lock never taken (no run locks in this mode)."""
 
 
 def _release_run_lock(flight: _InFlight) -> None:

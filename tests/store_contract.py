@@ -225,6 +225,68 @@ async def check_record_round_trips_every_field(store: Any) -> None:
     assert await store.all() == [full, paused, running]
 
 
+async def check_update_many_in_order_with_preconditions(store: Any) -> None:
+    from pyjobq.core.ports import Change
+
+    a, b, c = make_record("a"), make_record("b", created_at=T0 + 1), make_record("c", status="done")
+    await store.add([a, b, c])
+    calls: list[str] = []
+
+    def to_running(cur: JobRecord) -> JobRecord:
+        calls.append(cur.id)
+        return cur.evolve(status=Status.RUNNING, owner="me", next_retry_at=None)
+
+    pending = frozenset({Status.PENDING})
+    done = await store.update_many([
+        Change("a", to_running, pending),
+        Change("c", to_running, pending),  # outside its precondition: not called
+        Change("nope", to_running),  # missing: not called
+        Change("b", lambda cur: None),  # declines
+        Change("a", lambda cur: cur.evolve(label=f"after {cur.status.value}")),  # sees the first change
+    ])
+    assert calls == ["a"]
+    assert [(u.record.id if u.record else None, u.applied) for u in done] == \
+        [("a", True), ("c", False), (None, False), ("b", False), ("a", True)]
+    assert done[1].record == c and done[3].record == b
+    stored = await store.get("a")
+    assert stored is not None and stored.status is Status.RUNNING and stored.label == "after running"
+    assert done[4].record == stored
+    assert await store.update_many([]) == []
+
+
+async def check_update_many_all_or_none(store: Any) -> None:
+    from pyjobq.core.ports import Change
+
+    await store.add([make_record("a"), make_record("b")])
+
+    def boom(cur: JobRecord) -> JobRecord:
+        raise ValueError("no")
+
+    try:
+        await store.update_many([Change("a", lambda cur: cur.evolve(label="x")), Change("b", boom)])
+    except Exception:
+        pass
+    else:
+        raise AssertionError("a change that raises must fail the whole update_many")
+    a = await store.get("a")
+    assert a is not None and a.label is None, "the first change must not have been stored"
+
+
+async def check_entries_unfinished_and_by_id(store: Any) -> None:
+    from pyjobq.core.view import Entry
+
+    p = make_record("p", type="x", created_at=T0 + 2)
+    r = make_record("r", status="running", owner="tab", attempts=1, created_at=T0 + 1)
+    z = make_record("z", status="paused", yield_lock="fg")
+    d = make_record("d", status="done")
+    f = make_record("f", status="failed")
+    await store.add([p, r, z, d, f])
+    assert await store.entries() == [Entry.of(z), Entry.of(r), Entry.of(p)]
+    assert (await store.entries())[2] == Entry("p", "x", Status.PENDING, T0 + 2, T0 + 2, None, None, T0 + 2, 0)
+    assert await store.entries(["d", "nope", "p"]) == [Entry.of(d), Entry.of(p)]
+    assert await store.entries([]) == []
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -245,4 +307,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_all_oldest_first,
     check_returned_records_are_copies,
     check_record_round_trips_every_field,
+    check_update_many_in_order_with_preconditions,
+    check_update_many_all_or_none,
+    check_entries_unfinished_and_by_id,
 ]

@@ -57,7 +57,7 @@ class DeterministicIds:
 class GuardedStore:
     """One tab's view of the shared store: a write after the tab died is recorded as a violation."""
 
-    WRITES = ("add", "update", "put_many", "delete_many")
+    WRITES = ("add", "update", "update_many", "put_many", "delete_many")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab

@@ -346,14 +346,14 @@ def test_a_pass_that_raised_re_arms_its_wake() -> None:
     async def main() -> None:
         world, server = World(), Server()
         failures = [OSError("IndexedDB: transient")]
-        due_keys = world.store.due_keys
+        entries = world.store.entries  # the pass's first read: its view of the queue
 
-        async def flaky(now: float) -> Any:
+        async def flaky(ids: Any = None) -> Any:
             if failures:
                 raise failures.pop()
-            return await due_keys(now)
+            return await entries(ids)
 
-        world.store.due_keys = flaky  # type: ignore[method-assign]
+        world.store.entries = flaky  # type: ignore[method-assign]
         tab = world.open_tab(transport=server)
         job = tab.side.enqueue_fetch("POST", "/soon", delay_ms=500)
         await settle()
@@ -494,8 +494,8 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
         a_froze: list[str] = []
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
-            if tab.name == "tab1" and operation == "update" and phase == "before" and not a_froze:
-                a_froze.append(args[0])
+            if tab.name == "tab1" and operation in ("update", "update_many") and phase == "before" and not a_froze:
+                a_froze.append(args[0] if operation == "update" else ",".join(c.job_id for c in args[0]))
                 tab.freeze()
                 await tab.thawed()
 

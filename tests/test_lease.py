@@ -166,9 +166,6 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
         holder = a.side.lease_holder
         # The worker claims and posts `run` while the page is letting the lease go: the
         # page refuses the run, the worker gives the attempt back and asks for the lease again.
-        job = a.side.enqueue_fetch("POST", "/late")
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
         refused: list[str] = []
         original = a.side._send_result
 
@@ -178,12 +175,17 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
             original(job_id, fields, link)
 
         a.side._send_result = spy  # type: ignore[method-assign]
-        for _ in range(20):
-            if holder.lent:  # the worker drains under the grant: it may be claiming right now
+        froze: list[str] = []
+
+        async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
+            # The worker is storing its claim (it drains under the grant): the page lets go now.
+            if operation == "update_many" and phase == "before" and not froze and holder.lent:
+                froze.append(operation)
                 holder.freeze()
                 holder.resume()  # a pagehide/pageshow pair, the worker never frozen
-                break
-            await asyncio.sleep(0)
+
+        world.store_hook = hook
+        job = a.side.enqueue_fetch("POST", "/late")
         await settle()
         assert (await job.done).status == "done"
         record = await world.store.get(job.id)

@@ -28,8 +28,10 @@ import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js  # type: ignore[import-not-found]
 
 from ..core.records import MALFORMED  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
+from ..core.ports import Change, Updated
 from ..core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, malformed
 from ..core.status import Status
+from ..core.view import UNFINISHED, Entry
 from ..errors import PyjobqError
 from . import proxies
 
@@ -157,6 +159,35 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
         log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id") if isinstance(data, Mapping) else None, _malformed(data, exc)))
         return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _entry(value: Any, key: Any, bad: list[tuple[Any, JobRecord]]) -> Entry | None:
+    """A stored value's :class:`Entry`, read field by field through the proxy (the payload
+    stays in JavaScript); a value whose fields a pass could not use is decoded whole, so a
+    malformed one is failed (into ``bad``) and a foreign one left alone (None)."""
+    # A missing property raises AttributeError through the proxy: read with defaults.
+    status = getattr(value, "status", None)
+    type_, created = _text(getattr(value, "type", None)), _number(getattr(value, "created_at", None))
+    retry = getattr(value, "next_retry_at", None)
+    attempts = _number(getattr(value, "attempts", None))
+    if status in _STATUSES and type_ is not None and created is not None and isinstance(key, str) \
+            and attempts is not None and (retry is None or retry is jsnull or _number(retry) is not None):
+        lock, owner = getattr(value, "yield_lock", None), getattr(value, "owner", None)
+        return Entry(key, type_, Status(status), created, None if retry is None or retry is jsnull else float(retry),
+                     _text(lock), _text(owner), _number(getattr(value, "updated_at", None)) or created,
+                     int(attempts))
+    record = _decode(value, bad)
+    return None if record is None else Entry.of(record)
 
 
 def _put_failed(store: Any, key: Any, record: JobRecord) -> None:
@@ -335,6 +366,73 @@ class IndexedDBStore:
         t.then(t.store.get(job_id), read)
         await t
         return after[0] if after else None
+
+    async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        if not changes:
+            return []
+        t = await self._tx("readwrite", "update_many")
+        done: list[Updated] = []
+        written: dict[str, JobRecord] = {}
+
+        def one(change: Change, value: Any) -> None:
+            current: JobRecord | None
+            if change.job_id in written:
+                current = written[change.job_id]
+            elif value is None:
+                done.append(Updated(None, False))
+                return
+            else:
+                bad: list[tuple[Any, JobRecord]] = []
+                current = _decode(value, bad)
+                if bad:  # failed in this same transaction; the change is not applied to it
+                    _put_failed(t.store, *bad[0])
+                    done.append(Updated(bad[0][1], False))
+                    return
+                if current is None:  # a newer pyjobq's record: left exactly as it is
+                    done.append(Updated(None, False))
+                    return
+            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            if new is None:
+                done.append(Updated(current, False))
+                return
+            t.store.put(_to_js(new.to_dict()))
+            written[change.job_id] = new
+            done.append(Updated(new, True))
+
+        # Every get is issued now; each success event (in order) runs its change synchronously.
+        for change in changes:
+            t.then(t.store.get(change.job_id), lambda value, change=change: one(change, value))
+        await t
+        return done
+
+    async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
+        t = await self._tx("readonly", "entries")
+        found: list[Entry] = []
+        bad: list[tuple[Any, JobRecord]] = []
+
+        def add(value: Any, key: Any) -> None:
+            entry = _entry(value, key, bad)
+            if entry is not None and (ids is not None or entry.status in UNFINISHED):
+                found.append(entry)
+
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            add(cursor.value, cursor.primaryKey)
+            cursor.continue_()  # fires the same request's success event again
+
+        if ids is None:
+            index = t.store.index("by_status")
+            for status in sorted(s.value for s in UNFINISHED):
+                t.then(index.openCursor(status), step)
+        else:
+            for job_id in ids:
+                t.then(t.store.get(job_id), lambda value, job_id=job_id: None if value is None else add(value, job_id))
+        await t
+        if bad:
+            await self._fail_malformed(bad)
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
 
     async def put_many(self, records: Sequence[JobRecord]) -> None:
         t = await self._tx("readwrite", "put_many")

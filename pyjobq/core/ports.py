@@ -8,12 +8,34 @@ runs against every store.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, Sequence
 
 from .records import DueKey, JobRecord
+from .status import Status
+from .view import Entry
 
 Message = dict[str, Any]
 Unsubscribe = Callable[[], None]
+
+
+class Change(NamedTuple):
+    """One read-modify-write of :meth:`Store.update_many`.
+
+    ``apply`` gets the current record and returns its replacement, or None to leave it.
+    With ``when``, it is called only if the record's status is one of those.
+    """
+
+    job_id: str
+    apply: Callable[[JobRecord], JobRecord | None]
+    when: Collection[Status] | None = None
+
+
+class Updated(NamedTuple):
+    """What one :class:`Change` did: the record stored afterwards (None: there is none),
+    and whether the change was applied."""
+
+    record: JobRecord | None
+    applied: bool
 
 
 class Store(Protocol):
@@ -38,6 +60,24 @@ class Store(Protocol):
         ``change`` gets the current record and returns its replacement, or None to
         leave it as it is. Returns what is stored afterwards (None if the record
         does not exist; ``change`` is then not called).
+        """
+
+    async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        """Several read-modify-writes in one transaction, in order; one :class:`Updated` each.
+
+        All of them apply or none (a raise changes nothing). A change whose record is missing,
+        foreign (a newer pyjobq's), malformed (failed instead) or outside ``when`` is not
+        applied. Group commit: a settle and the next claim of its lane, or the claims of
+        every lane, cost one transaction.
+        """
+
+    async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
+        """What a pass decides on, without payloads (:class:`~pyjobq.core.view.Entry`).
+
+        With no ``ids``: every pending, running and paused record, in one readonly
+        transaction. With ``ids``: those of them that exist, whatever their status (a
+        finished one tells the view to forget it). Malformed values are failed, as by
+        every read, and left out.
         """
 
     async def put_many(self, records: Sequence[JobRecord]) -> None:

@@ -1,0 +1,178 @@
+"""The lease holder's view of the queue: what is due per type, what runs, what is paused.
+
+Theory of operation
+-------------------
+A pass decides from what it sees of the unfinished records: the oldest due job of every idle
+type (the lanes), running records nobody runs (recovery), paused records whose yield lock
+may be free. Reading that from the store at every look costs three transactions and a walk
+over every due record — quadratic in the backlog, twice per job. So the holder of the
+processor lease keeps this view instead:
+
+- **built** from the store when the pass takes the lease (:meth:`QueueView.replace`: one
+  readonly transaction of :class:`Entry` rows, no payloads);
+- **kept current by the holder's own writes** (every record the scheduler stores or deletes
+  goes through :meth:`apply` / :meth:`forget`);
+- **told by other tabs' news** only which ids to read again: the channel is news, the store
+  is the truth, so an id some ``job-update`` names is re-read (:meth:`stale`, one readonly
+  transaction for all of them) before the next look decides anything from it;
+- **read again whole** before a pass ends on "nothing left" and at
+  :data:`~pyjobq.core.messages.RECHECK_MS` while lanes run, so news that never came (a tab
+  that crashed before broadcasting) delays work by that much at most and loses none. That is
+  the spec's "every look is taken again", kept cheap.
+
+The view only chooses. Every claim, settle, recovery and park is still a read-modify-write
+inside its own transaction that checks the record it reads (status, owner), so a stale view
+can never claim a deleted or changed record: the write finds it changed and does nothing.
+
+Picks use a list per type, sorted by (created_at, id), and one sorted list of
+``(next_retry_at, id)``: the look is O(types), the next wake-up a bisection.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Collection, Iterable, NamedTuple
+
+from .records import JobRecord
+from .status import Status
+
+
+class Entry(NamedTuple):
+    """What a pass reads of one unfinished record: every field it decides on, no payload."""
+
+    id: str
+    type: str
+    status: Status
+    created_at: float
+    #: Set on pending records, and on running ones whose claim is a lease (the outbox).
+    next_retry_at: float | None = None
+    yield_lock: str | None = None
+    owner: str | None = None
+    updated_at: float = 0.0
+    attempts: int = 0
+
+    @classmethod
+    def of(cls, record: JobRecord) -> "Entry":
+        return cls(record.id, record.type, record.status, record.created_at, record.next_retry_at,
+                   record.yield_lock, record.owner, record.updated_at, record.attempts)
+
+
+#: The statuses a view holds; a record in any other one is finished and leaves it.
+UNFINISHED = frozenset({Status.PENDING, Status.RUNNING, Status.PAUSED})
+
+
+class QueueView:
+    """The unfinished records of one store, as :class:`Entry` rows (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+        #: Per type: (created_at, id) of its timed records (pending, or a running lease), sorted.
+        self._lanes: dict[str, list[tuple[float, str]]] = {}
+        #: (next_retry_at, id) of every timed record, sorted: the next wake-up by bisection.
+        self._timed: list[tuple[float, str]] = []
+        #: Ids some news named since they were last read from the store.
+        self._stale: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._entries
+
+    def get(self, job_id: str) -> Entry | None:
+        return self._entries.get(job_id)
+
+    def snapshot(self) -> dict[str, Entry]:
+        """Every entry by id, as a copy (to tell whether a read changed anything)."""
+        return dict(self._entries)
+
+    # ------------------------------------------------------------ keeping it current
+
+    def replace(self, entries: Iterable[Entry]) -> None:
+        """Everything, as the store has it now (ids named by news are then read, so not stale)."""
+        self._entries = {}
+        self._lanes = {}
+        self._timed = []
+        self._stale = set()
+        rows = sorted((e for e in entries if e.status in UNFINISHED), key=lambda e: (e.created_at, e.id))
+        for entry in rows:
+            self._entries[entry.id] = entry
+            if entry.next_retry_at is not None:
+                self._lanes.setdefault(entry.type, []).append((entry.created_at, entry.id))
+                self._timed.append((entry.next_retry_at, entry.id))
+        self._timed.sort()
+
+    def apply(self, record: JobRecord | Entry) -> None:
+        """A record as just written or read from the store: kept if unfinished, forgotten if not."""
+        entry = record if isinstance(record, Entry) else Entry.of(record)
+        self._drop(entry.id)
+        self._stale.discard(entry.id)
+        if entry.status not in UNFINISHED:
+            return
+        self._entries[entry.id] = entry
+        if entry.next_retry_at is not None:
+            bisect.insort(self._lanes.setdefault(entry.type, []), (entry.created_at, entry.id))
+            bisect.insort(self._timed, (entry.next_retry_at, entry.id))
+
+    def forget(self, job_id: str) -> None:
+        """The record was deleted (or the store read found none)."""
+        self._drop(job_id)
+        self._stale.discard(job_id)
+
+    def mark_stale(self, job_id: str) -> None:
+        """News named this id: read it again before deciding from it."""
+        self._stale.add(job_id)
+
+    def stale(self) -> list[str]:
+        """The ids to read again, and the slate wiped (the caller applies what it reads)."""
+        ids, self._stale = sorted(self._stale), set()
+        return ids
+
+    def _drop(self, job_id: str) -> None:
+        old = self._entries.pop(job_id, None)
+        if old is None or old.next_retry_at is None:
+            return
+        _remove(self._lanes.get(old.type, []), (old.created_at, old.id))
+        if not self._lanes.get(old.type, True):
+            del self._lanes[old.type]
+        _remove(self._timed, (old.next_retry_at, old.id))
+
+    # ------------------------------------------------------------ what a look reads
+
+    def with_status(self, status: Status) -> list[Entry]:
+        """The entries of one status, oldest (created_at, id) first."""
+        found = [e for e in self._entries.values() if e.status is status]
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
+
+    def oldest_due(self, job_type: str, now: float, exclude: Collection[str] = (), *,
+                   leases: bool = False) -> Entry | None:
+        """The oldest due record of one type: pending with ``next_retry_at <= now`` or (with
+        ``leases``) a running lease that ran out; None when the type has none."""
+        for _created, job_id in self._lanes.get(job_type, ()):
+            entry = self._entries[job_id]
+            if job_id in exclude or entry.next_retry_at is None or entry.next_retry_at > now:
+                continue
+            if entry.status is Status.PENDING or (leases and entry.status is Status.RUNNING):
+                return entry
+        return None
+
+    def picks(self, now: float, busy_types: Collection[str], exclude: Collection[str] = (), *,
+              leases: bool = False) -> list[Entry]:
+        """The oldest due record of every type not in ``busy_types``, oldest first
+        (the same choice as :func:`pyjobq.core.lanes.pick` over the store's due records)."""
+        found = [e for t in self._lanes if t not in busy_types
+                 if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
+
+    def next_due_at(self, after: float | None = None) -> float | None:
+        """The smallest ``next_retry_at`` (strictly greater than ``after``, when given), or None."""
+        i = 0 if after is None else bisect.bisect_right(self._timed, (after, "\U0010ffff"))
+        return self._timed[i][0] if i < len(self._timed) else None
+
+
+def _remove(rows: list[tuple[float, str]], row: tuple[float, str]) -> None:
+    i = bisect.bisect_left(rows, row)
+    if i < len(rows) and rows[i] == row:
+        del rows[i]
