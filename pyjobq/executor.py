@@ -192,6 +192,8 @@ class ExecutorSide:
         self._volatile_link: Link | None = None
         self.source = source  # the id our scheduler stamps on its updates
         self._own_sources = {source} | ({requests_source} if requests_source else set())
+        for own in sorted(self._own_sources):
+            channel.ignore_source(own)  # its news comes over the link; the channel's is an echo
         self.transport = transport
         self._registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
         self._registry.update(reconstructors or {})
@@ -551,7 +553,8 @@ class ExecutorSide:
             else:
                 future.set_exception(PyjobqError(str(msg.get("error"))))
         elif kind == "job-update":
-            self._apply_update(msg["job"])
+            for job in messages.updated_jobs(msg):
+                self._apply_update(job)
         elif kind in LEASE_MESSAGES:
             pass  # the LeaseHolder's
         elif kind == "ready" and msg["source"] == self.source:
@@ -635,7 +638,8 @@ class ExecutorSide:
         # Our own scheduler's updates arrive over the link; the channel copy is a duplicate.
         # What other tabs (or any same-origin script) post is news: checked before it settles.
         if msg["type"] == "job-update" and msg["source"] not in self._own_sources:
-            self._apply_update(msg["job"], trusted=False)
+            for job in messages.updated_jobs(msg):
+                self._apply_update(job, trusted=False)
 
     def _outstanding(self) -> list[str]:
         return [job_id for job_id, handle in self._jobs.items()

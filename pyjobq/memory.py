@@ -311,6 +311,11 @@ class MemoryChannel:
         self.closed = False
         #: Its context crashed (:meth:`crash`): messages it posted are no longer delivered.
         self.dead = False
+        self._ignored: set[str] = set()
+
+    def ignore_source(self, source: str) -> None:
+        """Drop ``job-update``s that ``source`` sent, unread (like the browser port's prefix test)."""
+        self._ignored.add(source)
 
     def crash(self) -> None:
         """The context holding this channel died: close it, and drop what it posted in flight."""
@@ -328,6 +333,9 @@ class MemoryChannel:
 
     def _receive(self, message: Message) -> None:
         if self.closed:
+            return
+        if self._ignored and isinstance(message, dict) and message.get("type") == "job-update" \
+                and message.get("source") in self._ignored:
             return
         for listener in list(self._listeners):
             listener(message)

@@ -67,7 +67,7 @@ import logging
 import math
 import random as _random
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .tasks import TaskSet
 from .core import lanes, messages, policy
@@ -88,6 +88,8 @@ RETENTION_MS = 7 * 24 * 3600 * 1000.0
 #: PASS_RETRY_CAP_MS while passes keep failing: the queue runs on without an unrelated wake.
 PASS_RETRY_MS = 1_000.0
 PASS_RETRY_CAP_MS = 30_000.0
+#: At most this many records in one ``job-update`` (a burst of 10,000 is twenty messages).
+NEWS_BATCH = 500
 
 
 @dataclass
@@ -188,6 +190,8 @@ class Scheduler:
         self._verify_timer: Timer | None = None
         #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
         self._view: QueueView | None = None
+        #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
+        self._prefetched: dict[str, tuple[str, asyncio.Future[Callable[[], None] | None]]] = {}
         self._view_read_at = 0.0
 
     # ------------------------------------------------------------ lifecycle
@@ -209,6 +213,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._stopped = True
+        self._drop_prefetched()
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self._verify_timer is not None:
@@ -292,6 +297,7 @@ class Scheduler:
 
     def _on_revoked(self) -> None:
         self._revoked = True
+        self._drop_prefetched()
         self._kick.set()
 
     async def _drain(self) -> None:
@@ -322,6 +328,7 @@ class Scheduler:
                     await self._kick.wait()
         finally:
             self._view = None
+            self._drop_prefetched()
 
     async def _read_view(self) -> bool:
         """Read the view whole from the store; True when that changed what it held."""
@@ -427,12 +434,21 @@ class Scheduler:
         return await self._claim_and_hand_off(parks, claims, releases, now)
 
     async def _take_run_locks(self, entries: list[Entry]) -> dict[str, Callable[[], None]]:
-        """The run lock of each entry's job that is free (all asked at once), by id; a held one
-        is watched (another page still stores its run's outcome) and left out. Without run
-        locks, a no-op release for each."""
+        """The run lock of each entry's job that is free (all asked at once, or taken ahead by
+        :meth:`_prefetch`), by id; a held one is watched (another page still stores its run's
+        outcome) and left out. Without run locks, a no-op release for each."""
         if not self._run_locks:
             return {e.id: _no_release for e in entries}
-        got = await asyncio.gather(*(self._take_run_lock(e.id) for e in entries))
+        asks: list[Any] = []
+        for entry in entries:
+            ahead = self._prefetched.pop(entry.type, None)
+            if ahead is not None and ahead[0] == entry.id:
+                asks.append(ahead[1])
+            else:
+                if ahead is not None:
+                    _let_go(ahead[1])
+                asks.append(self._take_run_lock(entry.id))
+        got = await asyncio.gather(*asks)
         releases: dict[str, Callable[[], None]] = {}
         for entry, release in zip(entries, got):
             if release is None:
@@ -440,6 +456,24 @@ class Scheduler:
             else:
                 releases[entry.id] = release
         return releases
+
+    def _prefetch(self, job_type: str) -> None:
+        """Take the run lock of the lane's next job now, while this one runs: the settle's
+        transaction then claims it with no wait for the lock manager."""
+        if not self._run_locks or self._view is None or self._stopped or self._revoked \
+                or job_type in self._prefetched:
+            return
+        entry = self._view.oldest_due(job_type, self._clock.now(), self._ours(),
+                                      leases=self._lease_ms is not None)
+        if entry is not None:
+            self._prefetched[job_type] = (entry.id, asyncio.ensure_future(self._take_run_lock(entry.id)))
+
+    def _drop_prefetched(self) -> None:
+        """Let go of run locks taken ahead (the pass ends, the lease goes, we stop): the next
+        holder must be able to claim those jobs."""
+        prefetched, self._prefetched = self._prefetched, {}
+        for _job_id, ask in prefetched.values():
+            _let_go(ask)
 
     async def _claim_and_hand_off(self, changes: list[Change], claims: list[Entry],
                                   releases: dict[str, Callable[[], None]], now: float) -> bool:
@@ -476,10 +510,11 @@ class Scheduler:
         if not changes:
             return []
         done = await self.store.update_many(changes)
+        self._publish_many([u.record for u in done if u.applied and u.record is not None])
         for change, updated in zip(changes, done):
             if updated.applied:
-                self._publish(updated.record)
-            elif updated.record is None and self._view is not None:
+                continue
+            if updated.record is None and self._view is not None:
                 self._view.forget(change.job_id)
             elif updated.record is not None and self._view is not None:
                 self._view.apply(updated.record)  # what is stored, whatever the view believed
@@ -533,6 +568,7 @@ class Scheduler:
             attempt=record.attempts,
         ))
         self._arm_verify()
+        self._prefetch(record.type)
 
     def _arm_verify(self) -> None:
         if self._verify_timer is None and self._in_flight and not self._stopped and self._run_locks:
@@ -777,7 +813,11 @@ class Scheduler:
             return
         if msg["type"] != "job-update" or msg["source"] == self.source:
             return
-        job = msg["job"]
+        for job in messages.updated_jobs(msg):
+            self._news(job)
+
+    def _news(self, job: dict[str, Any]) -> None:
+        """One record another tab (or any same-origin script) says it stored."""
         job_id = job.get("id")
         if self._view is not None and isinstance(job_id, str) and not job.get("progress_only") \
                 and not job.get("volatile"):
@@ -858,8 +898,7 @@ class Scheduler:
         # the same millisecond as another would wait for the clock to pass its stamp.
         records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms) for job in jobs]
         await self.store.add(records)
-        for record in records:
-            self._publish(record)
+        self._publish_many(records)
         self.wake()
         return len(records)
 
@@ -980,16 +1019,24 @@ class Scheduler:
     # ------------------------------------------------------------ updates
 
     def _publish(self, record: JobRecord | None, **extra: Any) -> None:
-        """Tell every page of a record just stored (or, ``deleted=True``, deleted); the pass's
-        view takes it too: every write of ours passes here."""
-        if record is None:
-            return
+        """Tell every page of a record just stored (or, ``deleted=True``, deleted)."""
+        if record is not None:
+            self._publish_many([record], **extra)
+
+    def _publish_many(self, records: Sequence[JobRecord], **extra: Any) -> None:
+        """Tell every page of records one transaction stored: one ``job-update`` per batch
+        (``jobs``, its first also as ``job``). The pass's view takes them too: every write of
+        ours passes here."""
         if self._view is not None:
-            if extra.get("deleted"):
-                self._view.forget(record.id)
-            else:
-                self._view.apply(record)
-        self._post(make("job-update", source=self.source, job=self._summary(record, **extra)))
+            for record in records:
+                if extra.get("deleted"):
+                    self._view.forget(record.id)
+                else:
+                    self._view.apply(record)
+        for start in range(0, len(records), NEWS_BATCH):
+            jobs = [self._summary(r, **extra) for r in records[start:start + NEWS_BATCH]]
+            batch = {"jobs": jobs} if len(jobs) > 1 else {}
+            self._post(make("job-update", source=self.source, job=jobs[0], **batch))
 
     def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
         summary = record.summary()
@@ -1023,6 +1070,17 @@ _CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
     return policy.park(cur, now, lock)
+
+
+def _let_go(ask: "asyncio.Future[Callable[[], None] | None]") -> None:
+    """Release a run lock asked for ahead, once the ask is answered."""
+    def answered(done: "asyncio.Future[Callable[[], None] | None]") -> None:
+        if not done.cancelled() and done.exception() is None:
+            release = done.result()
+            if release is not None:
+                release()
+
+    ask.add_done_callback(answered)
 
 
 def _no_release() -> None:

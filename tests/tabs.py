@@ -132,6 +132,9 @@ class FreezableChannel:
     def post(self, message: Any) -> None:
         self._channel.post(message)
 
+    def ignore_source(self, source: str) -> None:
+        self._channel.ignore_source(source)
+
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
         def receive(message: Any) -> None:
             if self.held is not None:

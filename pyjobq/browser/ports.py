@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
 
+from ..core.messages import job_update_prefix
 from ..core.ports import LockStolen, Message, Unsubscribe
 from . import proxies
 
@@ -42,6 +43,8 @@ class _Listeners:
         self._target = target
         self._subscribers: list[Callable[[Message], None]] = []
         self._unlisten: Callable[[], None] | None = None
+        #: JSON texts starting with one of these are dropped unread (this page's own echoes).
+        self.ignored: tuple[str, ...] = ()
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         if self._unlisten is None:
@@ -65,7 +68,10 @@ class _Listeners:
                 log.exception("pyjobq: a message handler raised")
 
     def _on_message(self, event: Any) -> None:
-        self.deliver(event.data)
+        data = event.data
+        if self.ignored and isinstance(data, str) and data.startswith(self.ignored):
+            return
+        self.deliver(data)
 
     def close(self) -> None:
         if self._unlisten is not None:
@@ -87,6 +93,9 @@ class BroadcastChannelPort:
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         return self._listeners.subscribe(callback)
+
+    def ignore_source(self, source: str) -> None:
+        self._listeners.ignored += (job_update_prefix(source),)
 
     def close(self) -> None:
         if not self.closed:

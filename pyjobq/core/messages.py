@@ -26,6 +26,7 @@ Across tabs (BroadcastChannel): ``job-update``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import PyjobqError
@@ -74,7 +75,8 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "cleanup_old": {"request_id": _OPT_STR},
     "reply": {"request_id": _STR, "ok": (bool,)},
     "ready": {"source": _STR},
-    "job-update": {"job": (dict,), "source": _STR},
+    # ``jobs``: a batch (one transaction's records), ``job`` its first for older receivers.
+    "job-update": {"job": (dict,), "source": _STR, "jobs": (list, type(None))},
     "progress": {"job_id": _STR},
     "worker_error": {"message": _STR, "stage": _OPT_STR},
     "worker_alive": {},
@@ -89,6 +91,21 @@ _SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     "stopped": {"reason": _STR},
     "debug_counts": {"request_id": _STR, "trace": (bool, type(None))},
 }
+
+
+def updated_jobs(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records a parsed ``job-update`` carries: its batch ``jobs`` (the objects in it), or
+    its one ``job``."""
+    batch = msg.get("jobs")
+    if isinstance(batch, list):
+        return [job for job in batch if isinstance(job, dict)]
+    return [msg["job"]]
+
+
+def job_update_prefix(source: str) -> str:
+    """How the JSON text of every ``job-update`` that ``source`` sends begins (:func:`make`'s key
+    order): a receiver drops its own echoes by this, before parsing them."""
+    return json.dumps({"v": VERSION, "type": "job-update", "source": source})[:-1] + ", "
 
 
 class BadMessage(PyjobqError):

@@ -135,6 +135,10 @@ class Channel(Protocol):
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe: ...
 
+    def ignore_source(self, source: str) -> None:
+        """Drop ``job-update``s from ``source`` on arrival, before they are parsed: a page's own
+        scheduler's news reaches it over its link, so the channel's copy is only an echo."""
+
     def close(self) -> None: ...
 
 

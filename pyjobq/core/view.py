@@ -72,6 +72,8 @@ class QueueView:
         self._timed: list[tuple[float, str]] = []
         #: Ids some news named since they were last read from the store.
         self._stale: set[str] = set()
+        #: The ids of each status (a dict as an ordered set): a look reads only what it needs.
+        self._by_status: dict[Status, dict[str, None]] = {s: {} for s in UNFINISHED}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -94,9 +96,11 @@ class QueueView:
         self._lanes = {}
         self._timed = []
         self._stale = set()
+        self._by_status = {s: {} for s in UNFINISHED}
         rows = sorted((e for e in entries if e.status in UNFINISHED), key=lambda e: (e.created_at, e.id))
         for entry in rows:
             self._entries[entry.id] = entry
+            self._by_status[entry.status][entry.id] = None
             if entry.next_retry_at is not None:
                 self._lanes.setdefault(entry.type, []).append((entry.created_at, entry.id))
                 self._timed.append((entry.next_retry_at, entry.id))
@@ -110,6 +114,7 @@ class QueueView:
         if entry.status not in UNFINISHED:
             return
         self._entries[entry.id] = entry
+        self._by_status[entry.status][entry.id] = None
         if entry.next_retry_at is not None:
             bisect.insort(self._lanes.setdefault(entry.type, []), (entry.created_at, entry.id))
             bisect.insort(self._timed, (entry.next_retry_at, entry.id))
@@ -130,7 +135,10 @@ class QueueView:
 
     def _drop(self, job_id: str) -> None:
         old = self._entries.pop(job_id, None)
-        if old is None or old.next_retry_at is None:
+        if old is None:
+            return
+        self._by_status[old.status].pop(job_id, None)
+        if old.next_retry_at is None:
             return
         _remove(self._lanes.get(old.type, []), (old.created_at, old.id))
         if not self._lanes.get(old.type, True):
@@ -141,7 +149,7 @@ class QueueView:
 
     def with_status(self, status: Status) -> list[Entry]:
         """The entries of one status, oldest (created_at, id) first."""
-        found = [e for e in self._entries.values() if e.status is status]
+        found = [self._entries[i] for i in self._by_status.get(status, ())]
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
