@@ -37,6 +37,9 @@ _side: ExecutorSide | None = None
 _known: OrderedDict[str, dict[str, Any]] = OrderedDict()
 KNOWN_FINISHED = 200
 _FINISHED = frozenset({"done", "failed", "cancelled"})
+#: The ids of the finished records in ``_known``, least recently updated first: trimming is
+#: O(1) per update, not a walk over every known record.
+_finished: OrderedDict[str, None] = OrderedDict()
 
 
 def _queue() -> ExecutorSide:
@@ -54,17 +57,20 @@ def _remember(update: JobUpdate) -> None:
     job_id = update.get("id")
     if not isinstance(job_id, str):
         return
+    _finished.pop(job_id, None)
     if update.get("deleted"):
         _known.pop(job_id, None)
         return
-    _known[job_id] = {**_known.pop(job_id, {}), **update}
-    _forget_finished()
+    record = _known[job_id] = {**_known.pop(job_id, {}), **update}
+    if record.get("status") in _FINISHED:
+        _finished[job_id] = None
+        _forget_finished()
 
 
 def _forget_finished() -> None:
-    finished = [k for k, r in _known.items() if r.get("status") in _FINISHED]
-    for job_id in finished[: max(0, len(finished) - KNOWN_FINISHED)]:
-        del _known[job_id]
+    while len(_finished) > KNOWN_FINISHED:
+        job_id, _ = _finished.popitem(last=False)
+        _known.pop(job_id, None)
 
 
 def _repr_html_() -> str:
@@ -193,6 +199,9 @@ async def query_all() -> list[dict[str, Any]]:
     records = await _queue().query_all()
     _known.clear()
     _known.update((r["id"], r) for r in records)
+    _finished.clear()
+    _finished.update((r["id"], None) for r in records if r.get("status") in _FINISHED)
+    _forget_finished()
     _forget_finished()
     return records
 

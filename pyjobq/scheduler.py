@@ -88,6 +88,8 @@ RETENTION_MS = 7 * 24 * 3600 * 1000.0
 #: PASS_RETRY_CAP_MS while passes keep failing: the queue runs on without an unrelated wake.
 PASS_RETRY_MS = 1_000.0
 PASS_RETRY_CAP_MS = 30_000.0
+#: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news) this often.
+LOOK_EVERY_MS = 1_000.0
 #: At most this many records in one ``job-update`` (a burst of 10,000 is twenty messages).
 NEWS_BATCH = 500
 
@@ -193,6 +195,10 @@ class Scheduler:
         #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
         self._prefetched: dict[str, tuple[str, asyncio.Future[Callable[[], None] | None]]] = {}
         self._view_read_at = 0.0
+        #: When the retry timer fires (set by the view's arming), to keep one that still fits.
+        self._retry_at: float | None = None
+        #: When the pass last took a look; a chain of settles keeps looking at least this often.
+        self._looked_at = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -293,7 +299,7 @@ class Scheduler:
             if not self._stopped:
                 if self._retry_timer is not None:
                     self._retry_timer.cancel()
-                self._retry_timer = self._clock.call_later(delay, self.wake)
+                self._retry_timer, self._retry_at = self._clock.call_later(delay, self.wake), None
 
     def _on_revoked(self) -> None:
         self._revoked = True
@@ -308,6 +314,7 @@ class Scheduler:
             while not self._stopped and not self._revoked:
                 self._kick.clear()
                 self._wanted = False
+                self._looked_at = self._clock.now()
                 await self._catch_up()
                 if self._lease_ms is None:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
@@ -448,7 +455,8 @@ class Scheduler:
                 if ahead is not None:
                     _let_go(ahead[1])
                 asks.append(self._take_run_lock(entry.id))
-        got = await asyncio.gather(*asks)
+        # Asks taken ahead are mostly answered already: read those without an event-loop step.
+        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
         releases: dict[str, Callable[[], None]] = {}
         for entry, release in zip(entries, got):
             if release is None:
@@ -584,16 +592,24 @@ class Scheduler:
         self._arm_verify()
 
     def _arm_retry_timer_from_view(self) -> None:
-        """While lanes run: the next moment something *becomes* due, from the view."""
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        """While lanes run: the next moment something *becomes* due, from the view (a timer
+        already armed for that moment is kept: no new timer per look)."""
         if self._stopped or self._view is None:
             return
         now = self._clock.now()
         due_at = self._view.next_due_at(now if self._in_flight else None)
+        if self._retry_timer is not None and due_at == self._retry_at:
+            return
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+            self._retry_timer = None
+        self._retry_at = due_at
         if due_at is not None:
-            self._retry_timer = self._clock.call_later(max(0.0, due_at - now), self.wake)
+            self._retry_timer = self._clock.call_later(max(0.0, due_at - now), self._retry_due)
+
+    def _retry_due(self) -> None:
+        self._retry_timer = self._retry_at = None
+        self.wake()
 
     async def _arm_retry_timer(self) -> None:
         if self._retry_timer is not None:
@@ -607,6 +623,7 @@ class Scheduler:
         due_at = await self.store.next_due_at(after)
         if due_at is not None and math.isfinite(due_at):
             self._retry_timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self.wake)
+        self._retry_at = None  # armed from the store: the view's next arming makes its own
 
     def _watch(self, lock: str) -> None:
         """Keep one shared-mode request on a yield lock: granted the moment its holder lets go."""
@@ -728,10 +745,12 @@ class Scheduler:
         change = Change(job_id, settle, _RUNNING)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
         follow = await self._follow_on(flight, now)
+        followed = False
         try:
             try:
                 done = await self._group_commit([change], [follow[0]] if follow else [],
                                                 dict([(follow[0].id, follow[1])]) if follow else {}, now)
+                followed = follow is not None and follow[0].id in self._in_flight
             except Exception as exc:
                 if not outcome.ok:
                     raise
@@ -752,7 +771,10 @@ class Scheduler:
             _release_run_lock(flight)
             if flight.settled is not None and not flight.settled.done():
                 flight.settled.set_result(None)
-            self._kick.set()
+            # The lane went on with its next job: the pass need not look again for this one,
+            # unless it has not looked for LOOK_EVERY_MS (recovery and unparking keep going).
+            if not followed or self._stopped or self._clock.now() - self._looked_at >= LOOK_EVERY_MS:
+                self._kick.set()
         if held_lock:
             self._watch(held_lock)
 

@@ -11,6 +11,8 @@
 //   --out DIR                         where bench.json / bench.png go (default build/)
 //   --only PARTS                      a comma list of page-a, burst, pass, loads, tabs (default: all);
 //                                     BENCH_SITE=DIR measures another built site (e.g. an older commit's)
+//   --profile [N]                     no figures: N (default 300) persistent jobs of one type under
+//                                     cProfile on the page and in the scheduler worker; prints both top lists
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -400,6 +402,35 @@ function chartSvg(rs, meta) {
 
 // ---------------------------------------------------------------- main
 
+const PROFILE = `
+import cProfile, io, pstats
+def _pyjobq_profile(start):
+    global _profiler
+    if start:
+        _profiler = cProfile.Profile()
+        _profiler.enable()
+        return "on"
+    _profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(_profiler, stream=out).sort_stats("tottime").print_stats(35)
+    return out.getvalue()
+`;
+
+/** Where the time of a serial lane goes, by Python function, on the page and in the worker. */
+async function profile(browser, base, n) {
+  const ctx = await browser.newContext();
+  const a = await openBenchPage(ctx, base, `profile-${Date.now().toString(36)}`);
+  await py(a, PROFILE + '"ok"');
+  await bench(a, "ask", { cmd: "python", code: PROFILE + "_pyjobq_profile(True)" });
+  await py(a, "_pyjobq_profile(True)");
+  const out = await py(a, `await persistent(${n}, 1)`);
+  const page = await py(a, "_pyjobq_profile(False)");
+  const worker = (await bench(a, "ask", { cmd: "python", code: "_pyjobq_profile(False)" })).value;
+  console.log(`${n} persistent jobs, one type, under cProfile: ${out.jobs_per_s.toFixed(0)} jobs/s\n`);
+  console.log("== the page ==\n" + page + "\n== the scheduler worker ==\n" + worker);
+  await ctx.close();
+}
+
 async function main() {
   if (!fs.existsSync(path.join(SITE, "bench", "index.html"))) throw new Error("build/site/bench is missing: run `make build`");
   const { base, proc } = await startServer();
@@ -410,6 +441,10 @@ async function main() {
     const info = JSON.parse(fs.readFileSync(path.join(SITE, "build-info.json"), "utf8"));
     const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model?.trim() || "?"}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ` +
       `Chromium ${browser.version()}, Pyodide ${info.pyodide}, load avg ${os.loadavg()[0].toFixed(1)}`;
+    if (argv.includes("--profile")) {
+      const n = Number(argv[argv.indexOf("--profile") + 1]) || 300;
+      return await profile(browser, base, n);
+    }
     log(`${SMOKE ? "SMOKE sizes" : "full sizes"}; ${machine}`);
     const t0 = Date.now();
     const raw = await measure(browser, base, Date.now().toString(36));

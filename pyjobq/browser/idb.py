@@ -105,16 +105,21 @@ class _Transaction:
                 self.future.set_result(None)
             else:
                 self.future.set_exception(error)
-        # The proxy running right now can't be destroyed from inside its own call.
-        asyncio.get_event_loop().call_soon(self._release)
 
     def _release(self) -> None:
+        # Detached first: an abort that follows an error must find no destroyed listener.
+        self.tx.oncomplete = self.tx.onerror = self.tx.onabort = None
         for proxy in self._proxies:
             proxies.destroy(proxy)
         self._proxies = []
 
     def __await__(self) -> Any:
-        return self.future.__await__()
+        # The callbacks have all returned once the awaiting code resumes: their proxies go then
+        # (not from inside the callback running, and with no event-loop step of their own).
+        try:
+            return (yield from self.future.__await__())
+        finally:
+            self._release()
 
 
 _STATUSES = frozenset(s.value for s in Status)

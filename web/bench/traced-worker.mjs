@@ -5,6 +5,8 @@
 //   trace      -> {trace: [[dir, type, job_id, t], ...]} and clears it
 //   memory     -> the worker Pyodide's wasm heap, live PyProxies (tracked since "track") and
 //                 Python objects; {cmd:"memory", track:true} starts proxy tracking afresh
+//   python     -> {value: str(the last expression of `code`)} run in the worker's Pyodide
+//                 (bench.mjs --profile: cProfile around the one-type row)
 const params = new URLSearchParams(self.location.hash.slice(1));
 const TRACED = new Set(["run", "run_started", "run_result", "enqueue", "reply", "ready"]);
 let trace = [];
@@ -40,6 +42,11 @@ self.addEventListener("message", (event) => {
   event.stopImmediatePropagation();
   const port = event.ports[0];
   if (request.cmd === "trace") { port.postMessage({ trace }); trace = []; return; }
+  if (request.cmd === "python") {
+    const py = self.pyodide;
+    port.postMessage(py ? { value: String(py.runPython(request.code)) } : { error: "pyodide not loaded" });
+    return;
+  }
   if (request.cmd === "memory") {
     const py = self.pyodide;
     if (!py) { port.postMessage({ error: "pyodide not loaded" }); return; }
