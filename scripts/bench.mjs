@@ -422,7 +422,8 @@ function rows(r) {
     { key: "drain", figure: `drain after reconnect: ${SIZES.jobs} jobs (four types), online -> all done`, value: r.drain?.ms, unit: "ms",
       baseline: `raw-JS floor, time for ${SIZES.jobs} jobs`, base: r.drain_floor?.ms,
       ratio: ratio(r.drain?.ms, r.drain_floor?.ms), target: ["<=", 1.0],
-      note: r.drain && `${r.drain.tries_offline} tries failed offline (${r.drain.tries_offline_after_online} published after the online event); ` +
+      note: r.drain && `the spell: ${(r.drain_spell.spell_ms / 1000).toFixed(0)} s until every job had failed offline; ` +
+        `${r.drain.tries_offline} tries failed offline (${r.drain.tries_offline_after_online} published after the online event); ` +
         `most attempts counted on one job: ${r.drain.max_attempts}` },
     { key: "wasm_heap_page", figure: `page wasm heap after ${m.jobs} jobs`, value: m.after.page?.wasm_heap / 2 ** 20, unit: "MiB",
       baseline: "before", base: m.before.page.wasm_heap / 2 ** 20,
