@@ -6,7 +6,8 @@ ports in :mod:`pyjobq.core.ports`. It imports on plain CPython.
 """
 
 from .backoff import Backoff, make_backoff
-from .records import JobRecord, NewJob, Outcome, RecordError
+from .outcome import Outcome
+from .records import JobRecord, NewJob, RecordError
 from .status import TERMINAL, Event, Status, apply
 
 __all__ = [
