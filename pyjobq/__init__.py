@@ -79,12 +79,17 @@ _EXECUTOR_NAMES = frozenset({"current_job_id", "report_progress"})
 
 _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 
-__all__ = sorted({
-    "AbortSignal", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition", "Interrupted",
-    "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError", "OrphanedJobError", "Outcome",
-    "PyjobqError", "Status", "StoreInUseError", "Terminal", "WorkerUnavailable", "configure",
-    *_QUEUE_NAMES, *_EXECUTOR_NAMES, *_OUTBOX_NAMES,
-})
+# A literal list: type checkers read it to know what the package re-exports.
+__all__ = [
+    "AbortSignal", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
+    "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
+    "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
+    "PyjobqError", "Status", "StoreInUseError", "Terminal", "WorkerUnavailable", "cancel_job",
+    "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job", "enqueue",
+    "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
+    "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",
+    "set_transport", "stop", "suspend_type", "updates", "wake",
+]
 
 if not TYPE_CHECKING:
     # Hidden from type checkers: a module __getattr__ would make every misspelt name pass as Any.

@@ -174,7 +174,8 @@ class JobUpdate(dict[str, Any]):
     """A ``job-update``: the record's fields (no ``_params``), as a dict with attribute access.
 
     ``status`` is a :class:`~pyjobq.Status` (a ``str`` enum: ``update.status == "done"``
-    holds); a status this version does not know (a newer pyjobq's record) stays a str.
+    holds). Stores never hand out a record with a status this version does not know; news
+    of one from another tab running a newer pyjobq keeps it as the plain str it came as.
     Besides the record's fields an update may carry ``deleted: True`` (the record
     is gone), ``volatile: True`` (a job only this tab runs) or ``progress`` (0..1).
     A missing field raises :class:`AttributeError` as an attribute, ``KeyError`` as a key.
@@ -192,8 +193,8 @@ class JobUpdate(dict[str, Any]):
         return str(self["id"])
 
     @property
-    def status(self) -> Status | str:
-        """The job's status; missing on an update that only says ``deleted``."""
+    def status(self) -> Status:
+        """The job's status; missing (``AttributeError``) on an update that only says ``deleted``."""
         try:
             return self["status"]  # type: ignore[no-any-return]
         except KeyError:
