@@ -35,7 +35,7 @@ from .errors import (
     Terminal,
     WorkerUnavailable,
 )
-from .job import Completion, Job, JobUpdate
+from .handle import Completion, Job, JobUpdate
 
 if TYPE_CHECKING:
     # What the lazy loading below hands out, for mypy and pyright; the same objects.
@@ -97,19 +97,17 @@ if not TYPE_CHECKING:
     def __getattr__(name: str):
         # PEP 562: the queue is imported on first use, after the page had its chance to configure().
         if name in _QUEUE_NAMES:
-            from . import queue
-
-            return getattr(queue, name)
-        if name in _EXECUTOR_NAMES:
-            from . import executor
-
-            return getattr(executor, name)
-        if name in _OUTBOX_NAMES:
+            from . import queue as module
+        elif name in _EXECUTOR_NAMES:
+            from . import executor as module
+        elif name in _OUTBOX_NAMES:
             # The outbox reads no configured names: importing it leaves configure() open.
-            from . import outbox
-
-            return getattr(outbox, name)
-        raise AttributeError(f"module 'pyjobq' has no attribute {name!r}")
+            from . import outbox as module
+        else:
+            raise AttributeError(f"module 'pyjobq' has no attribute {name!r}")
+        value = getattr(module, name)
+        globals()[name] = value  # loaded: later reads (and pdoc, which reads __dict__) find it
+        return value
 
     def __dir__():
         return sorted(set(globals()) | set(__all__))

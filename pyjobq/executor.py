@@ -32,7 +32,7 @@ from .errors import (
     WorkerUnavailable,
 )
 from .fetch import FETCH, Answer, code_from_body, make_fetch
-from .job import Job, JobUpdate, known_status
+from .handle import Job, JobUpdate, known_status
 from .lease import LEASE_MESSAGES
 
 log = logging.getLogger("pyjobq")

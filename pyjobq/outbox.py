@@ -49,7 +49,7 @@ from .core.status import Status
 from .core.records import MALFORMED
 from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, current_job_id
-from .job import Job, JobUpdate
+from .handle import Job, JobUpdate
 from .memory import ChannelHub, LockHub, LoopClock, link_pair
 from .scheduler import Scheduler
 

@@ -24,7 +24,7 @@ from . import runtime as _runtime
 from . import services as _services
 from .abort import AbortSignal
 from .executor import ExecutorSide, current_job_id, report_progress
-from .job import Job, JobUpdate
+from .handle import Job, JobUpdate
 
 SERVICE_NAME = "job-queue"
 

@@ -97,7 +97,7 @@ def test_arguments_are_checked(mypy_output: dict[str, list[str]]) -> None:
 
 def test_the_handle_and_its_outcome_are_typed(mypy_output: dict[str, list[str]]) -> None:
     assert mypy_output["handle"] == [
-        'note: Revealed type is "pyjobq.job.Job"',
+        'note: Revealed type is "pyjobq.handle.Job"',
         'note: Revealed type is "pyjobq.core.outcome.Outcome"',
         'note: Revealed type is "pyjobq.core.outcome.Outcome"',
         'note: Revealed type is "pyjobq.core.status.Status"',
@@ -118,3 +118,25 @@ def test_every_public_name_resolves_statically(mypy_output: dict[str, list[str]]
     notes = mypy_output["every_name"]
     assert len(notes) == len(pyjobq.__all__)
     assert [n for n in notes if not n.startswith("note: Revealed type is") or '"Any"' in n] == []
+
+
+def test_what_type_checkers_see_is_what_the_package_hands_out() -> None:
+    """The static view (TYPE_CHECKING imports) and the lazy one are the same objects, and
+    ``import pyjobq`` still loads no queue. Fresh interpreter: reading the names imports it."""
+    code = textwrap.dedent("""
+        import sys, pyjobq
+        assert "pyjobq.queue" not in sys.modules and "pyjobq.outbox" not in sys.modules
+        from pyjobq import executor, handle, outbox, queue
+        assert pyjobq.job is queue.job and callable(pyjobq.job)  # not the pyjobq.handle module
+        assert pyjobq.enqueue_fetch is queue.enqueue_fetch and pyjobq.Job is handle.Job is queue.Job
+        assert pyjobq.current_job_id is executor.current_job_id and pyjobq.Prune is outbox.Prune
+        missing = [n for n in pyjobq.__all__ if getattr(pyjobq, n, None) is None]
+        assert missing == [], missing
+        try:
+            pyjobq.enqueu_fetch
+        except AttributeError as exc:
+            assert "enqueu_fetch" in str(exc)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
