@@ -4,6 +4,8 @@
 #                    and build/site/lite: a JupyterLite site (rebuilt when its inputs change)
 #   make test        build, then CPython + pytest-pyodide tests, then Playwright tests
 #   make check-core  pyjobq.core imports on the system CPython 3.11, without Pyodide
+#   make typecheck   mypy --strict on pyjobq/, with Pyodide's Python API (pyodide-py) for the browser modules
+#   make docs        build/docs: the API reference, generated from the docstrings (pdoc)
 #   make demo|bench  node scripts/demo.mjs | scripts/bench.mjs against build/site
 
 SHELL := /bin/bash
@@ -15,13 +17,18 @@ CHROMIUM  := /usr/bin/chromium
 SYS_PY311 := $(firstword $(wildcard /usr/bin/python3.11) $(shell command -v python3.11) python3)
 NPM_STAMP := node_modules/.pyjobq-npm-ci.stamp
 VENV_STAMP := $(VENV)/.pyjobq-requirements.stamp
+# pyodide-py requires Python 3.14 (Pyodide's own), so it is not installed into the venv: its pin
+# in requirements-dev.txt is installed, without dependencies, where pyproject.toml's [tool.mypy]
+# points mypy, which reads its types (nothing imports it).
+PYODIDE_TYPES := build/typecheck/pyodide-py
+PYODIDE_PY_PIN = $(shell sed -n 's/^\(pyodide-py==[^ ;]*\).*/\1/p' requirements-dev.txt)
 
 # The first interpreter >= 3.12 that actually runs (a pyenv shim may exist without its version).
 find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/bin/python3 "$$(command -v python3.13)" "$$(command -v python3)"; do \
 	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
 	done
 
-.PHONY: setup build test pytest e2e check-core demo bench soak clean distclean
+.PHONY: setup build test pytest e2e check-core typecheck docs demo bench soak clean distclean
 
 setup: $(CHROMIUM) $(NPM_STAMP) $(VENV_STAMP)
 
@@ -45,9 +52,11 @@ build: setup
 	$(VPY) scripts/build_site.py
 	$(VPY) scripts/build_jupyterlite.py
 
-# Both suites always run so both summaries print; the target fails if either failed.
-test: build check-core
+# mypy and both suites always run so every summary prints; the target fails if any failed.
+test: build check-core $(PYODIDE_TYPES)/.stamp
 	@rc=0; \
+	echo "== mypy --strict (make typecheck) =="; \
+	$(VPY) -m mypy || rc=1; \
 	echo "== pytest (CPython + pytest-pyodide in chromium) =="; \
 	$(VPY) -m pytest tests -q || rc=1; \
 	echo "== playwright test (tests/e2e) =="; \
@@ -64,6 +73,19 @@ e2e: build
 check-core:
 	env -u VIRTUAL_ENV -u PYTHONPATH $(SYS_PY311) -c "import pyjobq.core"
 	@echo "pyjobq.core imports on $$($(SYS_PY311) --version)"
+
+$(PYODIDE_TYPES)/.stamp: requirements-dev.txt | $(VENV_STAMP)
+	rm -rf $(PYODIDE_TYPES)
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps --ignore-requires-python \
+	  --target $(PYODIDE_TYPES) "$(PYODIDE_PY_PIN)"
+	touch $@
+
+typecheck: $(VENV_STAMP) $(PYODIDE_TYPES)/.stamp
+	$(VPY) -m mypy
+
+docs: $(VENV_STAMP)
+	rm -rf build/docs
+	$(VPY) scripts/api_docs.py build/docs
 
 demo: build
 	node scripts/demo.mjs

@@ -136,7 +136,8 @@ def configure(
                 or not handshake_timeout_ms > 0:
             raise ConfigurationError(f"handshake_timeout_ms must be a number > 0, got {handshake_timeout_ms!r}")
         changes["handshake_timeout_ms"] = float(handshake_timeout_ms)
-    for name, value in (("pyodide_url", pyodide_url), ("worker_url", worker_url)):
+    urls: tuple[tuple[str, Any], ...] = (("pyodide_url", pyodide_url), ("worker_url", worker_url))
+    for name, value in urls:
         if value is _UNSET:
             continue
         if value is not None and (not isinstance(value, str) or not value):

@@ -22,7 +22,9 @@ from .abort import AbortSignal
 from .core import messages
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Channel, Clock, Link, LockManager, LockStolen
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, Outcome, check_json, new_id
+from .core.outcome import Outcome
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, check_json, new_id
+from .core.status import TERMINAL, Status
 from .errors import (
     InvalidJobError,
     OrphanedJobError,
@@ -30,11 +32,10 @@ from .errors import (
     WorkerUnavailable,
 )
 from .fetch import FETCH, Answer, code_from_body, make_fetch
+from .handle import Job, JobUpdate, known_status
 from .lease import LEASE_MESSAGES
 
 log = logging.getLogger("pyjobq")
-
-_TERMINAL = frozenset({"done", "failed", "cancelled"})
 
 #: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
 VOLATILE = "volatile"
@@ -64,58 +65,6 @@ def current_job_id() -> str | None:
     """From inside an executor: the id of the job it runs; None outside one."""
     current = _current_run.get()
     return None if current is None else current[2]
-
-
-class JobUpdate(dict):  # type: ignore[type-arg]
-    """A ``job-update``: the record's fields (no ``_params``), as a dict with attribute access."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-class Job:
-    """A handle on a queued job: ``.id`` and ``.done``.
-
-    ``await job.done`` returns an :class:`~pyjobq.Outcome` once the job is
-    done, failed or cancelled (a deleted job resolves as cancelled with code
-    ``deleted``). ``await job.stored`` returns once the record is written, and
-    raises the storage error if it could not be.
-    """
-
-    def __init__(self, job_id: str) -> None:
-        loop = asyncio.get_event_loop()
-        self.id = job_id
-        self._done: asyncio.Future[Outcome] = loop.create_future()
-        self._stored: asyncio.Future[None] = loop.create_future()
-        # An unobserved storage error is reported through done; don't warn twice.
-        self._stored.add_done_callback(lambda f: f.cancelled() or f.exception())
-        # done raises only when this page can no longer learn the outcome (WorkerUnavailable);
-        # an application that never awaits it must not get "exception never retrieved".
-        self._done.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-    @property
-    def done(self) -> asyncio.Future[Outcome]:
-        return self._done
-
-    @property
-    def stored(self) -> asyncio.Future[None]:
-        return self._stored
-
-    def _settle(self, outcome: Outcome) -> None:
-        if not self._done.done():
-            self._done.set_result(outcome)
-
-    def _lose(self, error: BaseException) -> None:
-        """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
-        if not self._done.done():
-            self._done.set_exception(error)
-
-    def __repr__(self) -> str:
-        state = self._done.result().status if self._done.done() else "outstanding"
-        return f"<Job {self.id} {state}>"
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
@@ -295,7 +244,7 @@ class ExecutorSide:
                 self._jobs.pop(new.id, None)
                 self._closures.pop(new.id, None)
                 code = error.code if isinstance(error, WorkerUnavailable) else "not_stored"
-                job._settle(Outcome(id=new.id, status="failed", error=f"not stored: {error}", code=code))
+                job._settle(Outcome(id=new.id, status=Status.FAILED, error=f"not stored: {error}", code=code))
 
         future.add_done_callback(stored)
 
@@ -319,9 +268,9 @@ class ExecutorSide:
             record = f.result()
             if record is None:
                 self._jobs.pop(job_id, None)
-                job._settle(Outcome(id=job_id, status="failed", error=f"no job with id {job_id!r}",
+                job._settle(Outcome(id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}",
                                     code="not_found"))
-            elif record["status"] in _TERMINAL:
+            elif record["status"] in TERMINAL:
                 self._jobs.pop(job_id, None)
                 job._settle(Outcome.of(record))
 
@@ -421,31 +370,34 @@ class ExecutorSide:
 
     async def query_all(self) -> list[dict[str, Any]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
-        records = await self._request(make("query_all"))
+        records: list[dict[str, Any]] = await self._request(make("query_all"))
         if self._volatile_link is not None:
             records += await self._request(make("query_all"), self._volatile_link)
+        for record in records:
+            if isinstance(record.get("status"), str):
+                record["status"] = known_status(record["status"])
         return records
 
     async def delete_job(self, job_id: str) -> bool:
-        return await self._either(make("delete_job", job_id=job_id))
+        return bool(await self._either(make("delete_job", job_id=job_id)))
 
     async def delete_group(self, group: str) -> int:
-        return await self._request(make("delete_group", group=group))
+        return int(await self._request(make("delete_group", group=group)))
 
     async def cancel_job(self, job_id: str) -> bool:
-        return await self._either(make("cancel_job", job_id=job_id))
+        return bool(await self._either(make("cancel_job", job_id=job_id)))
 
     async def retry_job(self, job_id: str) -> bool:
-        return await self._either(make("retry_job", job_id=job_id))
+        return bool(await self._either(make("retry_job", job_id=job_id)))
 
     async def retry_all(self) -> int:
-        count = await self._request(make("retry_all"))
+        count = int(await self._request(make("retry_all")))
         if self._volatile_link is not None:
-            count += await self._request(make("retry_all"), self._volatile_link)
+            count += int(await self._request(make("retry_all"), self._volatile_link))
         return count
 
     async def cleanup_old(self) -> int:
-        return await self._request(make("cleanup_old"))
+        return int(await self._request(make("cleanup_old")))
 
     def wake(self) -> None:
         self._link.send(make("wake"))
@@ -489,10 +441,10 @@ class ExecutorSide:
         job_id = job.get("id")
         if not trusted or job.get("result_truncated"):
             if isinstance(job_id, str) and job_id in self._jobs and job_id not in self._closures \
-                    and (job.get("deleted") or job.get("status") in _TERMINAL):
+                    and (job.get("deleted") or job.get("status") in TERMINAL):
                 self._confirm(job_id)
             return
-        if job.get("deleted") or job.get("status") in _TERMINAL:
+        if job.get("deleted") or job.get("status") in TERMINAL:
             # A retried volatile job runs its closure again, so keep closures of
             # failed and cancelled jobs until they are deleted.
             if job.get("deleted") or job.get("status") == "done":
@@ -502,8 +454,8 @@ class ExecutorSide:
             return
         if job.get("deleted"):
             self._jobs.pop(handle.id, None)
-            handle._settle(Outcome(id=handle.id, status="cancelled", error="deleted", code="deleted"))
-        elif job.get("status") in _TERMINAL:
+            handle._settle(Outcome(id=handle.id, status=Status.CANCELLED, error="deleted", code="deleted"))
+        elif job.get("status") in TERMINAL:
             self._jobs.pop(handle.id, None)
             handle._settle(Outcome.of(job))
 
@@ -674,8 +626,8 @@ class ExecutorSide:
             record = f.result()
             if record is None:
                 self._jobs.pop(job_id, None)
-                handle._settle(Outcome(id=job_id, status="cancelled", error="deleted", code="deleted"))
-            elif record.get("status") in _TERMINAL:
+                handle._settle(Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code="deleted"))
+            elif record.get("status") in TERMINAL:
                 self._jobs.pop(job_id, None)
                 handle._settle(Outcome.of(record))
 
@@ -695,7 +647,12 @@ class ExecutorSide:
         if at_once or not run.signal.heeded:
             run.task.cancel()
         elif run.grace is None:
-            run.grace = self._clock.call_later(ABANDON_GRACE_MS, run.task.cancel)
+            task = run.task
+
+            def cancel() -> None:
+                task.cancel()
+
+            run.grace = self._clock.call_later(ABANDON_GRACE_MS, cancel)
 
     def _start_run(self, msg: dict[str, Any], link: Link) -> asyncio.Future[Any] | None:
         """Rebuild the executor, start it and say ``run_started`` — all in the ``run`` message's
@@ -720,10 +677,10 @@ class ExecutorSide:
         signal = AbortSignal()
         token = _current_run.set((self, link, job_id))
         try:
-            task = asyncio.ensure_future(executor(signal))
+            task: asyncio.Future[Any] = asyncio.ensure_future(executor(signal))
         finally:
             _current_run.reset(token)
-        claim = msg.get("claim")
+        claim: str | None = msg.get("claim")
         self._running[job_id] = _Run(task, signal, claim)
         link.send(make("run_started", job_id=job_id, **({"claim": claim} if claim is not None else {})))
         yield_lock = self._yields.get(msg.get("job_type", ""))

@@ -48,7 +48,8 @@ from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, new_id
 from .core.status import Status
 from .core.records import MALFORMED
 from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
-from .executor import ExecutorSide, Job, JobUpdate, current_job_id
+from .executor import ExecutorSide, current_job_id
+from .handle import Job, JobUpdate
 from .memory import ChannelHub, LockHub, LoopClock, link_pair
 from .scheduler import Scheduler
 
@@ -426,14 +427,14 @@ class Outbox:
                 self.log.exception("pyjobq outbox: on_activity raised")
         if update.get("progress_only") or update.get("deleted"):
             return
-        job_id, status = update.get("id"), update.get("status")
+        job_id, status = update.id, update.get("status")
         job_type, attempts = update.get("type"), update.get("attempts")
         if status == Status.DONE.value:
             self._started_with.pop(job_id, None)
             self._event("done", job_id, job_type, attempts)
         elif status == Status.PENDING.value and job_id in self._started_with:
             given_back = self._started_with.pop(job_id)
-            extra = {"error": update.get("error"), "next_retry_at": update.get("next_retry_at")}
+            extra: dict[str, Any] = {"error": update.get("error"), "next_retry_at": update.get("next_retry_at")}
             if (update.get("given_back") or 0) > given_back:
                 self._event("skip", job_id, job_type, attempts, **extra)  # offline: released uncounted
             else:

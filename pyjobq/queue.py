@@ -23,7 +23,8 @@ from . import config as _config
 from . import runtime as _runtime
 from . import services as _services
 from .abort import AbortSignal
-from .executor import ExecutorSide, Job, JobUpdate, report_progress
+from .executor import ExecutorSide, current_job_id, report_progress
+from .handle import Job, JobUpdate
 
 SERVICE_NAME = "job-queue"
 

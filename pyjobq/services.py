@@ -8,6 +8,7 @@ _services: dict[str, Any] = {}
 
 
 def register(name: str, service: Any) -> None:
+    """Register ``service`` under ``name``, replacing whatever was registered there."""
     _services[name] = service
 
 
@@ -20,4 +21,5 @@ def get(name: str) -> Any:
 
 
 def unregister(name: str) -> None:
+    """Forget the service registered under ``name``; harmless when there is none."""
     _services.pop(name, None)

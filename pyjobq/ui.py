@@ -17,9 +17,11 @@ import html
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
+from .core.status import Status
 from .errors import PyjobqError
 
-STATUSES = ("pending", "running", "paused", "done", "failed", "cancelled")
+STATUSES = tuple(Status)
+"""Every status, in the order the table's caption counts them."""
 
 _bridge: Any = None
 _installing: asyncio.Future[Any] | None = None

@@ -37,6 +37,21 @@ async def settle(limit: int = 500) -> None:
             return
 
 
+def run_checked(main: Callable[[], Any], guard_s: float = 10) -> None:
+    """``asyncio.run(main())``, failing the test on any exception the loop saw but nobody retrieved.
+
+    ``guard_s`` is a wall-clock guard only: a hang fails instead of stalling the suite."""
+    seen: list[str] = []
+
+    async def wrapper() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: seen.append(ctx["message"]))
+        await asyncio.wait_for(main(), guard_s)
+        await settle()
+
+    asyncio.run(wrapper())
+    assert seen == []
+
+
 class DeterministicIds:
     """Replace uuid4 ids with a counter while active, so a seed replays exactly."""
 

@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from pyjobq.core.records import Outcome
+from pyjobq import Outcome
 from pyjobq.scheduler import RETENTION_MS
 from pyjobq.testing import Response
 from tabs import DeterministicIds, World, settle

@@ -17,7 +17,7 @@ import pyjobq.scheduler as scheduler_module
 from pyjobq import AbortSignal, Interrupted, PyjobqError, Terminal
 from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff
-from pyjobq.core.records import Outcome
+from pyjobq import Outcome
 from pyjobq.executor import report_progress
 from full_tabs import FullTab, open_full_tab
 from tabs import World, settle

@@ -13,7 +13,8 @@ from collections import Counter
 from typing import Any, Awaitable, Callable
 
 from pyjobq import AbortSignal, Interrupted, Terminal
-from pyjobq.core.records import NewJob, Outcome
+from pyjobq import Outcome
+from pyjobq.core.records import NewJob
 from pyjobq.core.status import Status
 from full_tabs import FullTab, open_full_tab
 from tabs import World, settle

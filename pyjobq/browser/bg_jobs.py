@@ -19,8 +19,8 @@ from importlib import resources
 from typing import Any
 
 import js  # type: ignore[import-not-found]
-from pyodide.code import run_js  # type: ignore[import-not-found]
-from pyodide.ffi import to_js  # type: ignore[import-not-found]
+from pyodide.code import run_js
+from pyodide.ffi import to_js
 
 from ..errors import PyjobqError
 from . import proxies

@@ -20,7 +20,7 @@ import logging
 from typing import Any, Callable
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import JsException  # type: ignore[import-not-found]
+from pyodide.ffi import JsException
 
 from ..executor import ExecutorSide
 from ..lease import LeaseHolder

@@ -14,7 +14,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, to_js
 
 from ..core.messages import job_update_prefix
 from ..core.ports import LockStolen, Message, Unsubscribe

@@ -43,7 +43,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, to_js
 
 from ..config import Settings
 from ..errors import WorkerUnavailable
@@ -97,7 +97,7 @@ def distribution(settings: Settings) -> tuple[str, str | None, str | None]:
     Raises:
         WorkerUnavailable: nothing says where this page's Pyodide came from.
     """
-    import pyodide_js  # type: ignore[import-not-found]
+    import pyodide_js
 
     lock_json = base = None
     try:

@@ -6,8 +6,14 @@ ports in :mod:`pyjobq.core.ports`. It imports on plain CPython.
 """
 
 from .backoff import Backoff, make_backoff
-from .records import JobRecord, NewJob, Outcome, RecordError
-from .status import TERMINAL, Event, Status, apply
+from .outcome import Outcome
+from .records import JobRecord, NewJob, RecordError
+from . import status as _status
+from .status import Event, Status, apply
+
+TERMINAL = _status.TERMINAL
+"""The statuses a job never leaves on its own (``done``, ``failed``, ``cancelled``): a job's
+``done`` resolves on reaching one."""
 
 __all__ = [
     "Backoff",

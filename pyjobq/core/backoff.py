@@ -34,7 +34,7 @@ class Backoff:
         # 2**attempt overflows nothing in Python, but min() first keeps it cheap.
         if attempt > 64:
             return self.cap_ms
-        return min(self.base_ms * 2 ** (attempt - 1), self.cap_ms)
+        return min(self.base_ms * 2.0 ** (attempt - 1), self.cap_ms)
 
     def __call__(self, attempt: int) -> float:
         return self.step(attempt) * (1.0 + self.jitter * self.random())
@@ -42,4 +42,4 @@ class Backoff:
 
 def make_backoff(random: Callable[[], float] = _random.random, **kw: float) -> Backoff:
     """The job queue's ladder: roughly 1 s, 2 s, 4 s, 8 s, 16 s, then about 30 s."""
-    return Backoff(random=random, **kw)  # type: ignore[arg-type]
+    return Backoff(random=random, **kw)

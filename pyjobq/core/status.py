@@ -14,6 +14,14 @@ from ..errors import IllegalTransition
 
 
 class Status(str, enum.Enum):
+    """A job's status, as ``pyjobq.Status``: a ``str`` enum, so ``status == "done"`` holds too.
+
+    ``pending`` waits to run (maybe until ``next_retry_at``), ``running`` is handed to a
+    page, ``paused`` waits on a yield lock or a suspended type; ``done``, ``failed`` and
+    ``cancelled`` are terminal (:data:`TERMINAL`): a job's ``done`` resolves on reaching one.
+    ``failed`` and ``cancelled`` records are kept until deleted and can be retried.
+    """
+
     PENDING = "pending"
     RUNNING = "running"
     PAUSED = "paused"
@@ -26,6 +34,8 @@ class Status(str, enum.Enum):
 
 
 class Event(str, enum.Enum):
+    """What happens to a job; :func:`apply` reads :data:`TRANSITIONS` to move its status."""
+
     CLAIM = "claim"  # handed to a page to run
     SUCCEED = "succeed"
     RETRY = "retry"  # back to pending with a next_retry_at

@@ -1,0 +1,54 @@
+"""What a job's ``done`` resolves to: :class:`Outcome`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import InvalidJobError
+from .status import TERMINAL, Status
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``done`` resolves to once a job reaches a terminal status.
+
+    ``status`` describes the job (:attr:`Status.DONE`, :attr:`Status.FAILED` or
+    :attr:`Status.CANCELLED`; a ``str`` enum, so ``outcome.status == "done"`` holds
+    too), ``http_status`` the server's response, and ``code`` the specific error —
+    use ``code`` when explaining a failure, since errors with different remedies
+    can share one HTTP status. A deleted job resolves as cancelled with code
+    ``deleted``; one this page could not store as failed with code ``not_stored``.
+
+    Raises:
+        InvalidJobError: ``status`` is not a terminal status.
+    """
+
+    id: str
+    status: Status
+    result: Any = None
+    error: str | None = None
+    http_status: int | None = None
+    code: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            status = Status(self.status)
+        except ValueError:
+            status = None
+        if status not in TERMINAL:
+            raise InvalidJobError(
+                f"an Outcome's status must be one of {', '.join(sorted(TERMINAL))}, got {self.status!r}")
+        object.__setattr__(self, "status", status)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Outcome:
+        """The outcome a terminal record (a stored record or a ``job-update``) stands for."""
+        return cls(
+            id=record["id"],
+            status=record["status"],
+            result=record.get("result"),
+            error=record.get("error"),
+            http_status=record.get("http_status"),
+            code=record.get("code"),
+        )

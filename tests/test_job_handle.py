@@ -1,0 +1,151 @@
+"""The Job handle: ``await job``, and ``job.done`` / ``job.stored`` shared by any number of waiters.
+
+A waiter that gives up — ``asyncio.wait_for`` timing out, a cancelled task — must stop only
+its own wait: the outcome still reaches every other waiter (issue 15; our own PyScript and
+kernel test pages wait with ``wait_for(job.done, t)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pyjobq import AbortSignal, Completion, Job, Outcome, PyjobqError, Status
+from full_tabs import open_full_tab
+from tabs import World, run_checked, settle
+
+
+class Held:
+    """A volatile executor that runs until :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def __call__(self, signal: AbortSignal) -> Any:
+        await self.release.wait()
+        return "finished"
+
+
+def test_a_wait_for_that_times_out_leaves_done_to_the_other_waiters() -> None:
+    async def main() -> None:
+        tab = open_full_tab(World())
+        work = Held()
+        job = tab.side.enqueue(work)
+        early = asyncio.ensure_future(asyncio.wait_for(job.done, 30))  # waiting before the timeout
+        await settle()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(job.done, 0.01)
+        assert not job.done.done() and not job.done.cancelled()
+        assert not early.done()
+        work.release.set()
+        outcome = await early
+        assert outcome == Outcome(id=job.id, status=Status.DONE, result="finished")
+        assert await job.done == outcome  # and a waiter that comes after
+        assert job.done.done() and job.done.result() == outcome
+
+    run_checked(main)
+
+
+def test_a_cancelled_waiter_leaves_done_and_await_job_to_the_others() -> None:
+    async def main() -> None:
+        tab = open_full_tab(World())
+        work = Held()
+        job = tab.side.enqueue(work)
+        doomed = asyncio.ensure_future(_wait(job))
+        other = asyncio.ensure_future(_wait(job))
+        await settle()
+        doomed.cancel()
+        await settle()
+        assert doomed.cancelled() and not job.done.done()
+        work.release.set()
+        assert (await other).status == "done"  # Status is a str enum: plain strings compare
+        assert await job is await job.done
+        assert isinstance((await job).status, Status)
+
+    run_checked(main)
+
+
+async def _wait(job: Job) -> Outcome:
+    return await job
+
+
+def test_stored_survives_a_waiter_that_gives_up() -> None:
+    async def main() -> None:
+        tab = open_full_tab(World())
+        job = tab.side.enqueue_fetch("POST", "/x")
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(job.stored, 0)  # given up before the worker wrote it
+        assert not job.stored.done()
+        assert await job.stored is None
+        assert job.stored.done() and job.stored.exception() is None
+
+    run_checked(main)
+
+
+def test_gather_and_wait_take_completions_like_futures() -> None:
+    async def main() -> None:
+        tab = open_full_tab(World())
+        jobs = [tab.side.enqueue(Held()) for _ in range(3)]
+        for job in jobs:
+            job._settle(Outcome(id=job.id, status="done", result=job.id))
+        outcomes = await asyncio.gather(*(job.done for job in jobs))
+        assert [o.result for o in outcomes] == [job.id for job in jobs]
+        finished, pending = await asyncio.wait([asyncio.ensure_future(jobs[0].done)], timeout=1)
+        assert len(finished) == 1 and not pending
+
+    run_checked(main)
+
+
+def test_done_callbacks_get_the_completion_and_can_be_removed() -> None:
+    async def main() -> None:
+        job = Job("j1")
+        seen: list[Completion[Outcome]] = []
+        dropped: list[Completion[Outcome]] = []
+        job.done.add_done_callback(seen.append)
+        job.done.add_done_callback(dropped.append)
+        assert job.done.remove_done_callback(dropped.append) == 1
+        job._settle(Outcome(id="j1", status="cancelled", error="deleted", code="deleted"))
+        await settle()
+        assert seen == [job.done] and dropped == []
+        assert seen[0].result().status is Status.CANCELLED
+        late: list[Completion[Outcome]] = []
+        job.done.add_done_callback(late.append)  # after it happened: called soon, once
+        await settle()
+        assert late == [job.done]
+
+    run_checked(main)
+
+
+def test_done_cannot_be_cancelled_and_says_what_to_do_instead() -> None:
+    async def main() -> None:
+        job = Job("j2")
+        with pytest.raises(PyjobqError, match=r"cannot be cancelled.*cancel_job"):
+            job.done.cancel()
+        assert not job.done.done()
+        assert repr(job) == "<Job j2 outstanding>"
+        job._settle(Outcome(id="j2", status="failed", error="no"))
+        assert repr(job) == "<Job j2 failed>"
+
+    run_checked(main)
+
+
+def test_a_lost_outcome_raises_for_every_waiter() -> None:
+    async def main() -> None:
+        job = Job("j3")
+        first, second = asyncio.ensure_future(_wait(job)), asyncio.ensure_future(_wait(job))
+        await settle()
+        job._lose(PyjobqError("the worker stopped"))
+        for waiter in (first, second):
+            with pytest.raises(PyjobqError, match="worker stopped"):
+                await waiter
+        assert repr(job) == "<Job j3 lost>"
+
+    run_checked(main)
+
+
+def test_an_outcome_status_must_be_terminal() -> None:
+    assert Outcome(id="a", status="done").status is Status.DONE
+    with pytest.raises(PyjobqError, match="must be one of cancelled, done, failed, got 'running'"):
+        Outcome(id="a", status="running")  # type: ignore[arg-type]

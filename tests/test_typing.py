@@ -1,0 +1,142 @@
+"""Every name reached through ``pyjobq`` is statically typed (mypy here; pyright reads the same).
+
+The package loads the queue lazily (a module ``__getattr__``, so ``import pyjobq`` starts
+nothing); that hook is hidden from type checkers, so a misspelt name is an error and not
+``Any``. One mypy run checks small programs written as a user would, each in its own file.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import pyjobq
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROGRAMS = {
+    "typo": """
+        import pyjobq
+        pyjobq.enqueu_fetch("POST", "/x")
+    """,
+    "wrong_argument": """
+        import pyjobq
+        pyjobq.enqueue_fetch("POST", 3)
+    """,
+    "handle": """
+        import asyncio
+        import pyjobq
+
+        async def main() -> None:
+            job = pyjobq.enqueue_fetch("POST", "/x", {"n": 1})
+            reveal_type(job)
+            reveal_type(await job)
+            reveal_type(await asyncio.wait_for(job.done, 1))
+            reveal_type((await job).status)
+            reveal_type(await job.stored)
+            if (await job).status == pyjobq.Status.DONE:
+                pass
+    """,
+    "updates": """
+        import pyjobq
+
+        def on(update: pyjobq.JobUpdate) -> None:
+            reveal_type(update.status)
+
+        unsubscribe = pyjobq.on_update(on)
+        reveal_type(unsubscribe)
+        reveal_type(pyjobq.current_job_id())
+        reveal_type(pyjobq.Outbox)
+    """,
+    "every_name": "import pyjobq\n" + "".join(f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
+}
+
+
+@pytest.fixture(scope="module")
+def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    pytest.importorskip("mypy", reason="mypy is in requirements-dev.txt: make setup")
+    where = tmp_path_factory.mktemp("typing")
+    config = where / "mypy.ini"
+    # Only the programs are judged here (`make typecheck` judges pyjobq itself, with Pyodide's stubs).
+    config.write_text("[mypy]\nstrict = True\n[mypy-pyjobq.*]\nfollow_imports = silent\n"
+                      "[mypy-pyodide.*,js,pyodide_js]\nignore_missing_imports = True\n")
+    files = []
+    for name, code in PROGRAMS.items():
+        path = where / f"{name}.py"
+        path.write_text(textwrap.dedent(code))
+        files.append(str(path))
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(where / "cache"),
+         "--no-error-summary", "--hide-error-context", *files],
+        cwd=ROOT, env={"MYPYPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    out: dict[str, list[str]] = {name: [] for name in PROGRAMS}
+    for line in done.stdout.splitlines():
+        m = re.match(r".*[/\\](\w+)\.py:\d+: (.*)", line)
+        assert m, line
+        out[m.group(1)].append(m.group(2))
+    return out
+
+
+def test_a_misspelt_name_is_an_error(mypy_output: dict[str, list[str]]) -> None:
+    assert mypy_output["typo"] == [
+        'error: Module has no attribute "enqueu_fetch"; maybe "enqueue_fetch"?  [attr-defined]']
+
+
+def test_arguments_are_checked(mypy_output: dict[str, list[str]]) -> None:
+    [error] = mypy_output["wrong_argument"]
+    assert 'Argument 2 to "enqueue_fetch" has incompatible type "int"; expected "str"' in error
+
+
+def test_the_handle_and_its_outcome_are_typed(mypy_output: dict[str, list[str]]) -> None:
+    assert mypy_output["handle"] == [
+        'note: Revealed type is "pyjobq.handle.Job"',
+        'note: Revealed type is "pyjobq.core.outcome.Outcome"',
+        'note: Revealed type is "pyjobq.core.outcome.Outcome"',
+        'note: Revealed type is "pyjobq.core.status.Status"',
+        'note: Revealed type is "None"',
+    ]
+
+
+def test_updates_and_executor_helpers_are_typed(mypy_output: dict[str, list[str]]) -> None:
+    status, unsubscribe, job_id, outbox = mypy_output["updates"]
+    assert status == 'note: Revealed type is "pyjobq.core.status.Status"'
+    assert unsubscribe == 'note: Revealed type is "def ()"'
+    assert job_id == 'note: Revealed type is "str | None"'
+    assert outbox.startswith('note: Revealed type is "def (store: pyjobq.core.ports.Store')
+    assert outbox.endswith('-> pyjobq.outbox.Outbox"')
+
+
+def test_every_public_name_resolves_statically(mypy_output: dict[str, list[str]]) -> None:
+    notes = mypy_output["every_name"]
+    assert len(notes) == len(pyjobq.__all__)
+    assert [n for n in notes if not n.startswith("note: Revealed type is") or '"Any"' in n] == []
+
+
+def test_what_type_checkers_see_is_what_the_package_hands_out() -> None:
+    """The static view (TYPE_CHECKING imports) and the lazy one are the same objects, and
+    ``import pyjobq`` still loads no queue. Fresh interpreter: reading the names imports it."""
+    code = textwrap.dedent("""
+        import sys, pyjobq
+        assert "pyjobq.queue" not in sys.modules and "pyjobq.outbox" not in sys.modules
+        from pyjobq import executor, handle, outbox, queue
+        assert pyjobq.job is queue.job and callable(pyjobq.job)  # not the pyjobq.handle module
+        assert pyjobq.enqueue_fetch is queue.enqueue_fetch and pyjobq.Job is handle.Job is queue.Job
+        assert pyjobq.current_job_id is executor.current_job_id and pyjobq.Prune is outbox.Prune
+        missing = [n for n in pyjobq.__all__ if getattr(pyjobq, n, None) is None]
+        assert missing == [], missing
+        try:
+            pyjobq.enqueu_fetch
+        except AttributeError as exc:
+            assert "enqueu_fetch" in str(exc)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
