@@ -198,7 +198,8 @@ class MemoryStore:
 
     # Test helpers: the raw stored values, as DevTools would show them.
     def raw(self) -> dict[str, dict[str, Any]]:
-        return _copy(self._rows)
+        rows: dict[str, dict[str, Any]] = _copy(self._rows)
+        return rows
 
     def put_raw(self, value: dict[str, Any]) -> None:
         """Store any value as other code could (DevTools, a newer pyjobq): NaN, any depth."""

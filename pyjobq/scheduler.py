@@ -387,7 +387,7 @@ class Scheduler:
         if not orphaned or self._revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
 
-        def change(cur: JobRecord, seen: Entry) -> JobRecord | None:
+        def change(cur: JobRecord, *, seen: Entry) -> JobRecord | None:
             # Only the run we judged orphaned: a page frozen between that look and this write
             # must not recover the run another tab claimed meanwhile (it changed owner).
             if cur.id in self._ours() or self._revoked \
@@ -895,7 +895,7 @@ class Scheduler:
         claim = flight.claim
         flight.deadline = self._clock.call_later(
             ABANDON_GRACE_MS + self._handshake_ms,
-            lambda: self._ended({"claim": claim}) and None,
+            lambda: None if self._ended({"claim": claim}) else None,
         )
         self._link.send(make("abandon_run", job_id=job_id, claim=claim))
         self._kick.set()

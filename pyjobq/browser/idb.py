@@ -20,12 +20,13 @@ only on pending records, so ``by_next_retry`` lists exactly the waiting work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from typing import Any, Callable, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import jsnull, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import jsnull, to_js
 
 from ..core.records import MALFORMED  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
 from ..core.ports import Change, Updated
@@ -406,7 +407,7 @@ class IndexedDBStore:
 
         # Every get is issued now; each success event (in order) runs its change synchronously.
         for change in changes:
-            t.then(t.store.get(change.job_id), lambda value, change=change: one(change, value))
+            t.then(t.store.get(change.job_id), functools.partial(one, change))
         await t
         return done
 
@@ -431,8 +432,12 @@ class IndexedDBStore:
             for status in sorted(s.value for s in UNFINISHED):
                 t.then(index.openCursor(status), step)
         else:
+            def read(job_id: str, value: Any) -> None:
+                if value is not None:
+                    add(value, job_id)
+
             for job_id in ids:
-                t.then(t.store.get(job_id), lambda value, job_id=job_id: None if value is None else add(value, job_id))
+                t.then(t.store.get(job_id), functools.partial(read, job_id))
         await t
         if bad:
             await self._fail_malformed(bad)

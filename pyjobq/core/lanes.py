@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Collection, Iterable, Mapping, TypeVar
 
 from .records import DueKey, JobRecord
+from .view import Entry
 from .status import Status
 
 R = TypeVar("R", JobRecord, DueKey)
+#: What recovery and unparking read: a whole record, or the view's entry of it.
+E = TypeVar("E", JobRecord, Entry)
 
 
 def order_key(record: JobRecord | DueKey) -> tuple[float, str]:
@@ -46,8 +49,8 @@ def run_lock(lock_name: str, job_id: str) -> str:
     return f"{lock_name}:run:{job_id}"
 
 
-def orphans(running: Iterable[JobRecord], in_flight: Collection[str],
-            held_elsewhere: Collection[str] = ()) -> list[JobRecord]:
+def orphans(running: Iterable[E], in_flight: Collection[str],
+            held_elsewhere: Collection[str] = ()) -> list[E]:
     """Running records nobody is running: not this page's, and no run lock held on them.
 
     ``held_elsewhere`` holds the ids whose run lock another page holds (a frozen tab's
@@ -57,7 +60,7 @@ def orphans(running: Iterable[JobRecord], in_flight: Collection[str],
             if r.status is Status.RUNNING and r.id not in in_flight and r.id not in held_elsewhere]
 
 
-def unparkable(paused: Iterable[JobRecord], held: Mapping[str, str]) -> list[JobRecord]:
+def unparkable(paused: Iterable[E], held: Mapping[str, str]) -> list[E]:
     """Paused records whose yield lock nobody holds exclusively.
 
     ``held`` maps a lock name to ``"exclusive"`` or ``"shared"``. Records paused

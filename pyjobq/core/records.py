@@ -246,7 +246,7 @@ class JobRecord:
                 )
             if isinstance(value, float) and not math.isfinite(value):
                 raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a finite number")
-            if name in _COUNTS and value != int(value):
+            if name in _COUNTS and isinstance(value, (int, float)) and value != int(value):
                 raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a whole number")
         known = {f.name for f in fields(cls)} - {"unknown_fields"}
         values = {k: v for k, v in data.items() if k in known}
@@ -292,7 +292,7 @@ def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
         status=Status.FAILED,
         attempts=0,
         max_attempts=1,
-        created_at=float(created) if ok_created else now,
+        created_at=float(created) if ok_created and created is not None else now,
         updated_at=now,
         _reconstructor="malformed",
         _params=kept,

@@ -1,0 +1,90 @@
+"""The lease holder's view of the queue (pyjobq/core/view.py), step by step."""
+
+from __future__ import annotations
+
+from pyjobq.core.lanes import pick
+from pyjobq.core.records import DueKey
+from pyjobq.core.status import Status
+from pyjobq.core.view import Entry, QueueView
+
+T0 = 1_700_000_000_000.0
+
+
+def entry(job_id: str, type: str = "t", status: Status = Status.PENDING, created: float = T0,
+          due: float | None = T0, **kw: object) -> Entry:
+    return Entry(job_id, type, status, created, due if status is Status.PENDING or kw.pop("lease", False) else None,
+                 **kw)  # type: ignore[arg-type]
+
+
+def test_picks_the_oldest_due_job_of_every_idle_type_as_lanes_pick_does() -> None:
+    rows = [entry("a2", "a", created=T0 + 2), entry("a1", "a", created=T0 + 1), entry("b1", "b", created=T0 + 3),
+            entry("c-late", "c", due=T0 + 500), entry("r", "d", Status.RUNNING), entry("z", "e", Status.PAUSED)]
+    view = QueueView()
+    view.replace(rows)
+    assert [e.id for e in view.picks(T0, busy_types=set())] == ["a1", "b1"]
+    assert [e.id for e in view.picks(T0, busy_types={"a"})] == ["b1"]
+    assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1", "b1"]  # oldest first
+    # The same choice as the store-based lanes.pick over the due records.
+    due = [DueKey(e.id, e.type, e.created_at, e.status) for e in rows
+           if e.status is Status.PENDING and e.next_retry_at is not None and e.next_retry_at <= T0 + 500]
+    assert [k.id for k in pick(due, set())] == [e.id for e in view.picks(T0 + 500, set())]
+
+
+def test_a_job_not_yet_due_does_not_hold_up_a_younger_due_one_of_its_type() -> None:
+    view = QueueView()
+    view.replace([entry("old-retrying", created=T0, due=T0 + 30_000), entry("young", created=T0 + 1)])
+    assert view.oldest_due("t", T0) == entry("young", created=T0 + 1)
+    assert view.oldest_due("t", T0, exclude={"young"}) is None
+
+
+def test_own_writes_move_entries_and_finished_ones_leave() -> None:
+    view = QueueView()
+    view.replace([entry("a"), entry("b", created=T0 + 1)])
+    view.apply(entry("a", status=Status.RUNNING, owner="me"))
+    assert [e.id for e in view.with_status(Status.RUNNING)] == ["a"]
+    assert view.oldest_due("t", T0).id == "b"  # a running record is no pick (not a lease)
+    view.apply(entry("a", status=Status.DONE))
+    assert "a" not in view and len(view) == 1
+    view.forget("b")
+    assert view.picks(T0, set()) == [] and view.next_due_at() is None
+
+
+def test_a_running_lease_that_ran_out_is_a_pick_only_on_leases() -> None:
+    view = QueueView()
+    view.replace([entry("l", status=Status.RUNNING, due=T0 - 1, lease=True)])
+    assert view.picks(T0, set()) == []
+    assert [e.id for e in view.picks(T0, set(), leases=True)] == ["l"]
+
+
+def test_next_due_at_skips_what_is_already_due_when_asked_for_after() -> None:
+    view = QueueView()
+    view.replace([entry("now", due=T0), entry("soon", created=T0 + 1, due=T0 + 100),
+                  entry("later", created=T0 + 2, due=T0 + 900)])
+    assert view.next_due_at() == T0
+    assert view.next_due_at(after=T0) == T0 + 100
+    view.apply(entry("soon", created=T0 + 1, status=Status.RUNNING))
+    assert view.next_due_at(after=T0) == T0 + 900
+    assert view.next_due_at(after=T0 + 900) is None
+
+
+def test_news_only_marks_ids_to_read_again() -> None:
+    view = QueueView()
+    view.replace([entry("a")])
+    view.mark_stale("a")
+    view.mark_stale("new")
+    assert "new" not in view  # news is not truth: nothing is added from it
+    assert view.stale() == ["a", "new"] and view.stale() == []
+    view.mark_stale("a")
+    view.apply(entry("a", status=Status.RUNNING))  # read from the store: no longer stale
+    assert view.stale() == []
+
+
+def test_snapshot_tells_whether_a_read_changed_anything() -> None:
+    view = QueueView()
+    view.replace([entry("a")])
+    before = view.snapshot()
+    again = QueueView()
+    again.replace([entry("a")])
+    assert again.snapshot() == before
+    again.replace([entry("a"), entry("b", created=T0 + 1)])
+    assert again.snapshot() != before
