@@ -281,16 +281,17 @@ class ExecutorSide:
 
     def _volatile_engine(self) -> Link:
         """Volatile jobs run on the same engine as persistent ones — a
-        :class:`~pyjobq.scheduler.Scheduler` — over a memory store that only this
-        tab holds: same lanes, same backoff, nothing written to IndexedDB."""
+        :class:`~pyjobq.scheduler.Scheduler` — over a store that only this tab holds
+        (:class:`~pyjobq.memory.VolatileStore`: no copies, and a job is forgotten once its
+        ``done`` is published): same lanes, same backoff, nothing written to IndexedDB."""
         if self._volatile_link is None:
-            from .memory import ChannelHub, LockHub, MemoryStore, link_pair
+            from .memory import ChannelHub, LockHub, VolatileStore, link_pair
             from .scheduler import Scheduler
 
             mine, theirs = link_pair()
             mine.subscribe(self._on_link)
             self._volatile = Scheduler(
-                store=MemoryStore(), locks=LockHub().client(),
+                store=VolatileStore(), locks=LockHub().client(),
                 channel=ChannelHub().channel("volatile"),  # heard by no other tab
                 link=theirs, clock=self._clock, lock_name="volatile",
                 source=self.source + ":volatile", volatile=True,

@@ -209,6 +209,116 @@ class MemoryStore:
             self._rows[value["id"]] = value  # deeper than json recurses: kept by reference
 
 
+class VolatileStore:
+    """The :class:`~pyjobq.core.ports.Store` of one tab's volatile jobs: records held as they
+    are, no copies and no decoding.
+
+    Only the in-tab volatile engine writes here, and only whole :class:`JobRecord` values
+    (frozen; a volatile job's ``_params`` is None and its closure stays with the page), so
+    nothing foreign or malformed can reach it and nothing else holds a record to change it
+    afterwards — what IndexedDB's structured copies and :class:`MemoryStore`'s guard against.
+    With ``forget_done``, a record that becomes ``done`` is not kept: the engine publishes it
+    from what the write returned, and memory and per-job time stay flat however many jobs ran.
+    Failed and cancelled ones stay (``retry_job`` runs their closure again) until deleted.
+    """
+
+    def __init__(self, *, forget_done: bool = True) -> None:
+        self._records: dict[str, JobRecord] = {}
+        self._forget_done = forget_done
+
+    def _keep(self, record: JobRecord) -> None:
+        if self._forget_done and record.status is Status.DONE:
+            self._records.pop(record.id, None)
+        else:
+            self._records[record.id] = record
+
+    @staticmethod
+    def _sorted(records: Any) -> list[JobRecord]:
+        return sorted(records, key=lambda r: (r.created_at, r.id))
+
+    async def add(self, records: Sequence[JobRecord]) -> None:
+        ids = [r.id for r in records]
+        for job_id in ids:
+            if job_id in self._records:
+                raise KeyError(f"a job with id {job_id!r} already exists")
+        if len(set(ids)) != len(ids):
+            raise KeyError("the same id appears twice in one add")
+        for record in records:
+            self._keep(record)
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        return self._records.get(job_id)
+
+    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
+        current = self._records.get(job_id)
+        if current is None:
+            return None
+        new = change(current)
+        if new is None:
+            return current
+        self._keep(new)
+        return new
+
+    async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        written: dict[str, JobRecord] = {}
+        done: list[Updated] = []
+        for change in changes:
+            current = written.get(change.job_id) or self._records.get(change.job_id)
+            if current is None:
+                done.append(Updated(None, False))
+                continue
+            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            if new is None:
+                done.append(Updated(current, False))
+                continue
+            written[change.job_id] = new
+            done.append(Updated(new, True))
+        for record in written.values():  # all or none: kept only once every change has run
+            self._keep(record)
+        return done
+
+    async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
+        if ids is None:
+            found = [Entry.of(r) for r in self._records.values() if r.status in UNFINISHED]
+        else:
+            found = [Entry.of(self._records[i]) for i in ids if i in self._records]
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
+
+    async def put_many(self, records: Sequence[JobRecord]) -> None:
+        for record in records:
+            self._keep(record)
+
+    async def delete_many(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            self._records.pop(job_id, None)
+
+    async def by_status(self, status: str) -> list[JobRecord]:
+        wanted = Status(status)
+        return self._sorted(r for r in self._records.values() if r.status is wanted)
+
+    async def by_group(self, group: str) -> list[JobRecord]:
+        return self._sorted(r for r in self._records.values() if r.group == group)
+
+    async def due(self, now: float) -> list[JobRecord]:
+        return self._sorted(r for r in self._records.values() if r.status is Status.PENDING
+                            and r.next_retry_at is not None and r.next_retry_at <= now)
+
+    async def due_keys(self, now: float) -> list[DueKey]:
+        return [DueKey(r.id, r.type, r.created_at, r.status) for r in self._sorted(
+            r for r in self._records.values() if r.status.value in _TIMED
+            and r.next_retry_at is not None and r.next_retry_at <= now)]
+
+    async def next_due_at(self, after: float | None = None) -> float | None:
+        times = [r.next_retry_at for r in self._records.values()
+                 if r.status.value in _TIMED and r.next_retry_at is not None
+                 and (after is None or r.next_retry_at > after)]
+        return min(times) if times else None
+
+    async def all(self) -> list[JobRecord]:
+        return self._sorted(self._records.values())
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

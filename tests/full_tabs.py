@@ -33,6 +33,14 @@ class FullTab(Tab):
             handshake_timeout_ms=handshake_timeout_ms, random=world.random, is_online=lambda: world.online,
         )
         self.scheduler.start()
+        #: Every job's fields as last published to this page (a done volatile job is forgotten
+        #: by its engine once published: this is where its last state is read).
+        self.published: dict[str, dict[str, Any]] = {}
+        self.side.on_update(self._heard)
+
+    def _heard(self, update: Any) -> None:
+        if not update.get("progress_only"):
+            self.published[update["id"]] = {**self.published.get(update["id"], {}), **dict(update)}
 
     def crash(self) -> None:
         super().crash()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
+from pyjobq.core.ports import Change  # noqa: F401  (store_contract.Change, for the store tests)
 from pyjobq.core.records import JobRecord, NewJob
 from pyjobq.core.status import Status
 
