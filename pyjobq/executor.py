@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from .abort import AbortSignal
 from .core import messages
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
+from .core import mode as _mode
 from .core.ports import Channel, Clock, Link, LockManager, LockStolen
 from .core.outcome import Outcome
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, check_json, new_id
@@ -294,7 +295,7 @@ class ExecutorSide:
                 store=VolatileStore(), locks=LockHub().client(),
                 channel=ChannelHub().channel("volatile"),  # heard by no other tab
                 link=theirs, clock=self._clock, lock_name="volatile",
-                source=self.source + ":volatile", volatile=True,
+                source=self.source + ":volatile", mode=_mode.VOLATILE,
             )
             self._volatile.start()
             self._volatile_link = mine

@@ -51,6 +51,7 @@ from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, current_job_id
 from .handle import Job, JobUpdate
 from .memory import ChannelHub, LockHub, LoopClock, link_pair
+from .core.mode import OUTBOX
 from .scheduler import Scheduler
 
 DAY_MS = 24 * 3600 * 1000.0
@@ -189,6 +190,8 @@ class Outbox:
             raise InvalidJobError("transport must have a send(entry) method")
         if isinstance(yield_every, bool) or not isinstance(yield_every, int) or yield_every < 0:
             raise InvalidJobError(f"yield_every must be an int >= 0, got {yield_every!r}")
+        if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not lease_ms > 0:
+            raise InvalidJobError(f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
         self.store = store
         self._handlers = {name: OutboxHandler.of(h) for name, h in handlers.items()}
         self._clock = clock or LoopClock()
@@ -211,7 +214,7 @@ class Outbox:
         self._scheduler = Scheduler(
             store=store, locks=LockHub().client(), channel=ChannelHub().channel("outbox"),
             link=worker_end, clock=self._clock, lock_name="pyjobq-outbox", source=self.source,
-            is_online=is_online, lease_ms=lease_ms, on_success="delete",
+            is_online=is_online, mode=OUTBOX.with_lease(lease_ms),
             backoff=backoff if backoff is not None else outbox_backoff(),
         )
         # An entry type with no handler must not fall through to the built-in 'fetch'.

@@ -19,12 +19,12 @@ then waits for a ``run_result``, a wake or the retry timer. It ends only once
 nothing is in flight and nothing is due, so recovery never races this page's
 own runs. After a pass one timer is armed for the soonest ``next_retry_at``.
 
-The outbox mode (:class:`pyjobq.outbox.Outbox`) is this same loop with three
-options: ``lease_ms`` makes claims leases (``next_retry_at`` on the running
-record) instead of relying on recovery under a common lock, so processors that
-share a store but no lock reclaim a lease that ran out as due work;
-``on_success="delete"`` removes a record once done; and ``backoff`` takes the
-outbox's ladder. The defaults are the job queue's.
+Volatile jobs and the outbox (:class:`pyjobq.outbox.Outbox`) are this same loop
+in another :class:`~pyjobq.core.mode.Mode` (pyjobq/core/mode.py says what each
+preset decides): on the outbox's leases a claim writes ``next_retry_at`` on the
+running record, so processors that share a store but no lock reclaim a lease
+that ran out as due work, and a done entry is deleted. ``backoff`` takes the
+outbox's ladder.
 
 The scheduler never runs user code: it posts ``run`` and the page answers
 ``run_started`` then ``run_result``. Only the handshake is timed.
@@ -74,6 +74,7 @@ from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
+from .core.mode import JOB_QUEUE, Mode
 from .core.view import Entry, QueueView
 from .core.records import JobRecord, NewJob, RunResult, check_json
 from .errors import InvalidJobError
@@ -122,31 +123,23 @@ class Scheduler:
         handshake_timeout_ms: float = DEFAULT_HANDSHAKE_MS,
         random: Callable[[], float] = _random.random,
         is_online: Callable[[], bool] = lambda: True,
-        volatile: bool = False,
-        lease_ms: float | None = None,
-        on_success: str = "keep",
+        mode: Mode = JOB_QUEUE,
         backoff: Callable[[int], float] | None = None,
         lease: Lease | None = None,
     ) -> None:
-        """The job queue's engine; the keyword options after ``volatile`` select the outbox mode.
+        """The engine of one of pyjobq's queues, named by ``mode`` (pyjobq/core/mode.py).
 
         Args:
-            lease_ms: None (the job queue): a running record is freed by lock-based
-                recovery inside the processor lease. A number: claims are leases of
-                that length and a running record whose lease ran out is claimable
-                again — for stores shared by processors that hold no common lock
-                (the outbox). Lock-based recovery is then off.
-            on_success: ``"keep"`` (the job queue) stores a ``done`` record;
-                ``"delete"`` removes it once done has been published (the outbox).
+            mode: :data:`~pyjobq.core.mode.JOB_QUEUE` (the default), ``VOLATILE`` or
+                ``OUTBOX`` (``OUTBOX.with_lease(ms)`` for another lease length).
             backoff: the retry ladder; default :func:`~pyjobq.core.backoff.make_backoff`.
             lease: the processor lease; default a :class:`~pyjobq.lease.LockLease` on
                 ``lock_name`` held by this scheduler. A worker whose page has a document
                 gets a :class:`~pyjobq.lease.LinkLease` (the page holds the lock).
         """
-        if on_success not in ("keep", "delete"):
-            raise ValueError(f"on_success must be 'keep' or 'delete', got {on_success!r}")
-        if lease_ms is not None and not lease_ms > 0:
-            raise ValueError(f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
+        if not isinstance(mode, Mode):
+            raise TypeError(f"mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or OUTBOX), got {mode!r}")
+        self.mode = mode
         self.store = store
         self._locks = locks
         self._channel = channel
@@ -157,8 +150,6 @@ class Scheduler:
         self._yields = dict(yields or {})
         self._handshake_ms = handshake_timeout_ms
         self._backoff = backoff if backoff is not None else make_backoff(random)
-        self._lease_ms = lease_ms
-        self._on_success = on_success
         self._is_online = is_online
         self._in_flight: dict[str, _InFlight] = {}
         self._kick = asyncio.Event()
@@ -170,7 +161,7 @@ class Scheduler:
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = False
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
-        self.volatile = volatile
+        self.volatile = mode.volatile
         self._suspended: set[str] = set()
         self._last_created = 0.0
         if lease is None:
@@ -179,9 +170,6 @@ class Scheduler:
             lease = LockLease(locks, lock_name)
         self._lease = lease
         self._revoked = False
-        # Run locks guard lock-based recovery; on leases (the outbox) and in the in-tab volatile
-        # engine nothing else recovers a running record, so they would only cost a request.
-        self._run_locks = lease_ms is None and not volatile
         #: Types with a running record whose run lock another page holds: busy in the lanes.
         self._busy_elsewhere: set[str] = set()
         #: Abandoned runs whose page has not yet said they ended, by claim: their types stay busy
@@ -226,7 +214,7 @@ class Scheduler:
             self._verify_timer.cancel()
             self._verify_timer = None
         for job_id in list(self._in_flight):
-            if self._run_locks:
+            if self.mode.run_locks:
                 self._abandon(job_id)
             else:
                 flight = self._in_flight[job_id]
@@ -316,7 +304,7 @@ class Scheduler:
                 self._wanted = False
                 self._looked_at = self._clock.now()
                 await self._catch_up()
-                if self._lease_ms is None:
+                if self.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
                 await self._unpark_free()
@@ -374,7 +362,7 @@ class Scheduler:
         ours = self._ours()
         running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
-        if running and self._run_locks:
+        if running and self.mode.run_locks:
             held = await self._locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
             elsewhere = {r.id for r in running if held.get(lanes.run_lock(self._lock_name, r.id)) == "exclusive"}
@@ -416,7 +404,7 @@ class Scheduler:
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
         now = self._clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self._lease_ms is not None)
+        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
@@ -444,7 +432,7 @@ class Scheduler:
         """The run lock of each entry's job that is free (all asked at once, or taken ahead by
         :meth:`_prefetch`), by id; a held one is watched (another page still stores its run's
         outcome) and left out. Without run locks, a no-op release for each."""
-        if not self._run_locks:
+        if not self.mode.run_locks:
             return {e.id: _no_release for e in entries}
         asks: list[Any] = []
         for entry in entries:
@@ -468,11 +456,11 @@ class Scheduler:
     def _prefetch(self, job_type: str) -> None:
         """Take the run lock of the lane's next job now, while this one runs: the settle's
         transaction then claims it with no wait for the lock manager."""
-        if not self._run_locks or self._view is None or self._stopped or self._revoked \
+        if not self.mode.run_locks or self._view is None or self._stopped or self._revoked \
                 or job_type in self._prefetched:
             return
         entry = self._view.oldest_due(job_type, self._clock.now(), self._ours(),
-                                      leases=self._lease_ms is not None)
+                                      leases=self.mode.leases)
         if entry is not None:
             self._prefetched[job_type] = (entry.id, asyncio.ensure_future(self._take_run_lock(entry.id)))
 
@@ -553,10 +541,11 @@ class Scheduler:
         if cur.id in self._ours():
             return None
         if cur.status is Status.PENDING:
-            return policy.claim(cur, now, self.source, self._lease_ms)
-        if (self._lease_ms is not None and cur.status is Status.RUNNING
+            return policy.claim(cur, now, self.source, self.mode.lease_ms)
+        lease_ms = self.mode.lease_ms
+        if (lease_ms is not None and cur.status is Status.RUNNING
                 and cur.next_retry_at is not None and cur.next_retry_at <= now):
-            return policy.reclaim(cur, now, self.source, self._lease_ms)
+            return policy.reclaim(cur, now, self.source, lease_ms)
         return None
 
     def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
@@ -579,7 +568,7 @@ class Scheduler:
         self._prefetch(record.type)
 
     def _arm_verify(self) -> None:
-        if self._verify_timer is None and self._in_flight and not self._stopped and self._run_locks:
+        if self._verify_timer is None and self._in_flight and not self._stopped and self.mode.run_locks:
             self._verify_timer = self._clock.call_later(RECHECK_MS, self._verify_in_flight)
 
     def _verify_in_flight(self) -> None:
@@ -761,7 +750,7 @@ class Scheduler:
                                     status=outcome.status, code="result_not_storable", terminal=True)
                 done = await self._write([change])
             settled = done[0]
-            if self._on_success == "delete" and settled.applied and settled.record is not None \
+            if self.mode.on_success == "delete" and settled.applied and settled.record is not None \
                     and settled.record.status is Status.DONE:
                 # Done was published first, so whoever waits on the job sees it succeed.
                 await self.store.delete_many([job_id])
@@ -785,7 +774,7 @@ class Scheduler:
         if self._stopped or self._revoked or self._view is None or flight.type in self._suspended \
                 or flight.type in self._yields or flight.type in self._busy_elsewhere:
             return None
-        entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self._lease_ms is not None)
+        entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self.mode.leases)
         if entry is None:
             return None
         releases = await self._take_run_locks([entry])

@@ -5,7 +5,7 @@ and ``_params`` are how a persistent job is rebuilt after a reload (spec:
 "Rebuilding a closure after reload"); they are never the closure itself and
 never credentials. ``next_retry_at`` is set only while a record is pending, so
 the ``by_next_retry`` index holds exactly the records waiting to run — or, when
-the scheduler runs on leases (``Scheduler(lease_ms=...)``, the outbox mode), on a
+the scheduler runs on leases (``Mode.lease_ms``, the outbox mode), on a
 running record as the end of its lease: the outbox's ``reservedTo``, one field for
 "not before" whatever the status, so a lease that ran out is found by the same index.
 """
