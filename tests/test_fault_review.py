@@ -330,7 +330,7 @@ def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_agai
         tab = world.open_tab(transport=server)
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
         await settle()
-        claim = next(iter(tab.scheduler._in_flight.values())).claim
+        claim = next(iter(tab.scheduler.flights)).claim
         # An older page that checks no depth answers with a result nobody can store.
         tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True, result=nested(600)))
         await world.advance(60_000)
