@@ -81,6 +81,7 @@ from .handlers import RETENTION_MS, RequestHandlers
 from .inflight import Flight, FlightTable
 from .lease import LEASE_MESSAGES
 from .publisher import Publisher
+from .runlocks import RunLocks, no_release
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
 
@@ -146,8 +147,8 @@ class Scheduler:
         self._wanted = False
         self._pass_task: asyncio.Future[None] | None = None
         self._retry_timer: Timer | None = None
-        self._watching: set[str] = set()
         self._tasks = TaskSet(log, "pyjobq scheduler task failed")
+        self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = False
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
@@ -167,8 +168,6 @@ class Scheduler:
         self._verify_timer: Timer | None = None
         #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
         self._view: QueueView | None = None
-        #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
-        self._prefetched: dict[str, tuple[str, asyncio.Future[Callable[[], None] | None]]] = {}
         self._view_read_at = 0.0
         #: When the retry timer fires (set by the view's arming), to keep one that still fits.
         self._retry_at: float | None = None
@@ -194,7 +193,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._stopped = True
-        self._drop_prefetched()
+        self._run_locks.drop_prefetched()
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self._verify_timer is not None:
@@ -274,7 +273,7 @@ class Scheduler:
 
     def _on_revoked(self) -> None:
         self._revoked = True
-        self._drop_prefetched()
+        self._run_locks.drop_prefetched()
         self._kick.set()
 
     async def _drain(self) -> None:
@@ -306,7 +305,7 @@ class Scheduler:
                     await self._kick.wait()
         finally:
             self._view = None
-            self._drop_prefetched()
+            self._run_locks.drop_prefetched()
 
     async def _read_view(self) -> bool:
         """Read the view whole from the store; True when that changed what it held."""
@@ -347,12 +346,12 @@ class Scheduler:
         if running and self.mode.run_locks:
             held = await self._locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            elsewhere = {r.id for r in running if held.get(lanes.run_lock(self._lock_name, r.id)) == "exclusive"}
+            elsewhere = {r.id for r in running if held.get(self._run_locks.name(r.id)) == "exclusive"}
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._watch(lanes.run_lock(self._lock_name, job_id))
+            self._run_locks.watch(self._run_locks.name(job_id))
         orphaned = lanes.orphans(running, ours, elsewhere)
         if not orphaned or self._revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
@@ -377,7 +376,7 @@ class Scheduler:
                            for e in lanes.unparkable(paused, held)])
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
-                self._watch(entry.yield_lock or "")
+                self._run_locks.watch(entry.yield_lock or "")
 
     def _busy(self) -> set[str]:
         return self.flights.busy_types() | self._busy_elsewhere
@@ -389,75 +388,29 @@ class Scheduler:
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
-        parks: list[Change] = []
-        claims: list[Entry] = []
-        for entry in picks:
-            if entry.type in self.suspended:
-                parks.append(Change(entry.id, lambda cur: policy.park(cur, now, None), _PENDING))
-                continue
-            yield_lock = self._yields.get(entry.type)
-            if yield_lock and held.get(yield_lock) == "exclusive":
-                parks.append(Change(entry.id, functools.partial(_park, now=now, lock=yield_lock), _PENDING))
-                self._watch(yield_lock)
-                continue
-            claims.append(entry)
-        releases = await self._take_run_locks(claims)
+        starts = lanes.plan_starts(picks, suspended=self.suspended, yields=self._yields, held=held)
+        for lock in starts.watch:
+            self._run_locks.watch(lock)
+        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), _PENDING) for e, lock in starts.parks]
+        claims = list(starts.claims)
+        releases = await self._run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
         if self._revoked:
             for release in releases.values():
                 release()  # the page let the lease go while we asked: claim nothing
             return False
-        return await self._claim_and_hand_off(parks, claims, releases, now)
-
-    async def _take_run_locks(self, entries: list[Entry]) -> dict[str, Callable[[], None]]:
-        """The run lock of each entry's job that is free (all asked at once, or taken ahead by
-        :meth:`_prefetch`), by id; a held one is watched (another page still stores its run's
-        outcome) and left out. Without run locks, a no-op release for each."""
-        if not self.mode.run_locks:
-            return {e.id: _no_release for e in entries}
-        asks: list[Any] = []
-        for entry in entries:
-            ahead = self._prefetched.pop(entry.type, None)
-            if ahead is not None and ahead[0] == entry.id:
-                asks.append(ahead[1])
-            else:
-                if ahead is not None:
-                    _let_go(ahead[1])
-                asks.append(self._take_run_lock(entry.id))
-        # Asks taken ahead are mostly answered already: read those without an event-loop step.
-        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases: dict[str, Callable[[], None]] = {}
-        for entry, release in zip(entries, got):
-            if release is None:
-                self._watch(lanes.run_lock(self._lock_name, entry.id))
-            else:
-                releases[entry.id] = release
-        return releases
+        done = await self._group_commit(parks, claims, releases, now)
+        return any(updated.applied for updated in done)
 
     def _prefetch(self, job_type: str) -> None:
         """Take the run lock of the lane's next job now, while this one runs: the settle's
         transaction then claims it with no wait for the lock manager."""
         if not self.mode.run_locks or self._view is None or self._stopped or self._revoked \
-                or job_type in self._prefetched:
+                or self._run_locks.has_prefetched(job_type):
             return
-        entry = self._view.oldest_due(job_type, self.clock.now(), self._ours(),
-                                      leases=self.mode.leases)
+        entry = self._view.oldest_due(job_type, self.clock.now(), self._ours(), leases=self.mode.leases)
         if entry is not None:
-            self._prefetched[job_type] = (entry.id, asyncio.ensure_future(self._take_run_lock(entry.id)))
-
-    def _drop_prefetched(self) -> None:
-        """Let go of run locks taken ahead (the pass ends, the lease goes, we stop): the next
-        holder must be able to claim those jobs."""
-        prefetched, self._prefetched = self._prefetched, {}
-        for _job_id, ask in prefetched.values():
-            _let_go(ask)
-
-    async def _claim_and_hand_off(self, changes: list[Change], claims: list[Entry],
-                                  releases: dict[str, Callable[[], None]], now: float) -> bool:
-        """Store ``changes`` and the claims of ``claims`` in one transaction, then hand off what
-        was claimed (a claim is committed before its ``run`` is posted). True if anything applied."""
-        done = await self._group_commit(changes, claims, releases, now)
-        return any(updated.applied for updated in done)
+            self._run_locks.prefetch(entry)
 
     async def _group_commit(self, changes: list[Change], claims: list[Entry],
                             releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
@@ -477,7 +430,7 @@ class Scheduler:
                 continue
             assert updated.record is not None
             if updated.record.status is Status.RUNNING:
-                self._hand_off(updated.record, None if release is _no_release else release)
+                self._hand_off(updated.record, None if release is no_release else release)
             else:
                 release()  # failed at the ceiling rather than run
         return done
@@ -497,37 +450,9 @@ class Scheduler:
                 self._view.apply(updated.record)  # what is stored, whatever the view believed
         return done
 
-    async def _take_run_lock(self, job_id: str) -> Callable[[], None] | None:
-        """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
-        loop = asyncio.get_event_loop()
-        granted: asyncio.Future[bool] = loop.create_future()
-        let_go: asyncio.Future[None] = loop.create_future()
-
-        async def hold(lock: Any) -> None:
-            if not lock:
-                granted.set_result(False)
-                return
-            granted.set_result(True)
-            await let_go
-
-        def release() -> None:
-            if not let_go.done():
-                let_go.set_result(None)
-
-        self._spawn(self._locks.request(lanes.run_lock(self._lock_name, job_id), hold, if_available=True))
-        return release if await granted else None
-
     def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
-        """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
-        if cur.id in self._ours():
-            return None
-        if cur.status is Status.PENDING:
-            return policy.claim(cur, now, self.source, self.mode.lease_ms)
-        lease_ms = self.mode.lease_ms
-        if (lease_ms is not None and cur.status is Status.RUNNING
-                and cur.next_retry_at is not None and cur.next_retry_at <= now):
-            return policy.reclaim(cur, now, self.source, lease_ms)
-        return None
+        """The claim's one read-modify-write (never a job of ours already)."""
+        return None if cur.id in self._ours() else policy.claim_due(cur, now, self.source, self.mode.lease_ms)
 
     def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
         flight = self.flights.add(record.id, record.type, release_run_lock=release_run_lock,
@@ -590,18 +515,6 @@ class Scheduler:
         if due_at is not None and math.isfinite(due_at):
             self._retry_timer = self.clock.call_later(max(0.0, due_at - self.clock.now()), self.wake)
         self._retry_at = None  # armed from the store: the view's next arming makes its own
-
-    def _watch(self, lock: str) -> None:
-        """Keep one shared-mode request on a yield lock: granted the moment its holder lets go."""
-        if lock in self._watching:
-            return
-        self._watching.add(lock)
-
-        async def granted(_lock: Any) -> None:
-            self._watching.discard(lock)
-            self.wake()
-
-        self._spawn(self._locks.request(lock, granted, mode="shared"))
 
     # ------------------------------------------------------------ the handshake
 
@@ -724,19 +637,19 @@ class Scheduler:
             if not followed or self._stopped or self.clock.now() - self._looked_at >= LOOK_EVERY_MS:
                 self._kick.set()
         if held_lock:
-            self._watch(held_lock)
+            self._run_locks.watch(held_lock)
 
     async def _follow_on(self, flight: Flight, now: float) -> tuple[Entry, Callable[[], None]] | None:
         """The next job of a settling run's lane, with its run lock, to claim in the settle's
         transaction; None when the lane has none ready, or its start needs the full look
         (a suspended type, a yield lock to check, the lease going)."""
-        if self._stopped or self._revoked or self._view is None or flight.type in self.suspended \
-                or flight.type in self._yields or flight.type in self._busy_elsewhere:
+        if self._stopped or self._revoked or self._view is None or not lanes.chains(
+                flight.type, suspended=self.suspended, yields=self._yields, busy_elsewhere=self._busy_elsewhere):
             return None
         entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self.mode.leases)
         if entry is None:
             return None
-        releases = await self._take_run_locks([entry])
+        releases = await self._run_locks.take([entry])
         release = releases.get(entry.id)
         if release is not None and (self._stopped or self._revoked):
             release()
@@ -861,21 +774,6 @@ _CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
     return policy.park(cur, now, lock)
-
-
-def _let_go(ask: "asyncio.Future[Callable[[], None] | None]") -> None:
-    """Release a run lock asked for ahead, once the ask is answered."""
-    def answered(done: "asyncio.Future[Callable[[], None] | None]") -> None:
-        if not done.cancelled() and done.exception() is None:
-            release = done.result()
-            if release is not None:
-                release()
-
-    ask.add_done_callback(answered)
-
-
-def _no_release() -> None:
-    """The release of a run lock never taken (no run locks in this mode)."""
 
 
 def _opt(value: Any, kind: type) -> Any:

@@ -495,7 +495,7 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
             if tab.name == "tab1" and operation in ("update", "update_many") and phase == "before" and not a_froze:
-                a_froze.append(args[0] if operation == "update" else ",".join(c.job_id for c in args[0]))
+                a_froze.append(args[0].job_id if operation == "update" else ",".join(c.job_id for c in args[0]))
                 tab.freeze()
                 await tab.thawed()
 
