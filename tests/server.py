@@ -24,7 +24,7 @@ status, ``X-Job-Id``):
 
 Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was answered).
 
-Control: ``POST /__control/chaos {"seed", "weights"}``, ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
+Control: ``POST /__control/chaos {"seed", "weights", "slow_s": [low, high]}``, ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
 ``POST /__control/token {"token"}``, ``POST /__control/release {"key"}`` (no key: every key held
 now), ``GET /__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
 """
@@ -63,6 +63,8 @@ MIME = {
 DEFAULT_TOKEN = "t0"
 #: How often each answer of /api/chaos/<key> comes up (relative weights).
 CHAOS_WEIGHTS = {"ok": 50, "error": 15, "throttled": 10, "slow": 15, "expire": 10}
+#: How long a "slow" answer of /api/chaos/<key> takes, in seconds (drawn uniformly).
+CHAOS_SLOW_S = (0.3, 1.5)
 
 
 class State:
@@ -83,6 +85,7 @@ class State:
         self.holding: list[str] = []
         self.chaos = random.Random(0)
         self.chaos_weights = dict(CHAOS_WEIGHTS)
+        self.chaos_slow_s = CHAOS_SLOW_S
         self.token_serial = 0
 
     def hold_event(self, key: str) -> threading.Event:
@@ -156,7 +159,7 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             token = st.token
             outcome = st.chaos.choices(list(st.chaos_weights), weights=list(st.chaos_weights.values()))[0]
-            delay = st.chaos.uniform(0.3, 1.5)
+            delay = st.chaos.uniform(*st.chaos_slow_s)  # one draw whatever the bounds: same answers
             if outcome == "expire" and self.headers.get("Authorization") == f"Bearer {token}":
                 st.token_serial += 1
                 st.token = f"t{st.token_serial}"
@@ -309,6 +312,8 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.chaos = random.Random(data.get("seed", 0))
                 st.chaos_weights = {**CHAOS_WEIGHTS, **(data.get("weights") or {})}
+                low, high = data.get("slow_s") or CHAOS_SLOW_S
+                st.chaos_slow_s = (float(low), float(high))
             return self._json(200, {"ok": True})
         if path == "/__control/token" and self.command == "POST":
             with st.lock:

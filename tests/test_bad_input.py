@@ -10,7 +10,7 @@ import pytest
 
 from pyjobq.errors import InvalidJobError
 from pyjobq.testing import Response
-from tabs import World, settle
+from pyjobq.testing import World, settle
 from test_executor_scheduler import run
 
 

@@ -11,23 +11,11 @@ import pytest
 from pyjobq import Outcome
 from pyjobq.scheduler import RETENTION_MS
 from pyjobq.testing import Response
-from tabs import DeterministicIds, World, settle
+from pyjobq.testing import World, run, sequential_ids, settle
 from store_contract import make_record
 
 HOUR = 3600 * 1000.0
 
-
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    """asyncio.run, failing the test on any exception the loop saw but nobody retrieved."""
-    seen: list[str] = []
-
-    async def wrapper() -> None:
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: seen.append(ctx["message"]))
-        await main()
-        await settle()
-
-    asyncio.run(wrapper())
-    assert seen == []
 
 
 class Server:
@@ -59,11 +47,6 @@ class Server:
     @property
     def holding(self) -> list[str]:
         return sorted(p for p, f in self.held.items() if not f.done())
-
-
-async def record_of(world: World, job_id: str) -> dict[str, Any] | None:
-    record = await world.store.get(job_id)
-    return None if record is None else record.to_dict()
 
 
 def test_a_fetch_job_runs_and_done_resolves() -> None:
@@ -305,7 +288,7 @@ def test_retry_all_runs_failed_and_cancelled_jobs_again_with_a_fresh_budget() ->
 
 def test_lanes_two_types_side_by_side_one_type_serial() -> None:
     async def main() -> None:
-        with DeterministicIds():
+        with sequential_ids():
             await lanes()
 
     async def lanes() -> None:
@@ -443,7 +426,7 @@ def test_a_crashed_lease_holders_run_is_recovered_by_the_next_tab() -> None:
 
 def test_one_type_drains_in_filing_order_within_one_millisecond() -> None:
     async def main() -> None:
-        with DeterministicIds(descending=True):  # as a uuid4 may happen to sort
+        with sequential_ids(descending=True):  # as a uuid4 may happen to sort
             world, server = World(), Server("hold", "hold", "hold")
             tab = world.open_tab(transport=server)
             for path in ("/first", "/second", "/third"):

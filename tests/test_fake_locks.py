@@ -9,11 +9,7 @@ import pytest
 
 from pyjobq.core.ports import LockStolen
 from pyjobq.memory import LockHub
-
-
-async def settle(n: int = 10) -> None:
-    for _ in range(n):
-        await asyncio.sleep(0)
+from pyjobq.testing import run, settle
 
 
 class Holder:
@@ -30,10 +26,6 @@ class Holder:
         await self.release.wait()
         self.log.append(f"{self.name} done")
         return self.name
-
-
-def run(coro) -> Any:
-    return asyncio.run(coro)
 
 
 def test_exclusive_excludes_and_queues_fifo() -> None:

@@ -22,7 +22,7 @@ from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox
 from pyjobq.testing import Response
 from store_contract import make_record
-from tabs import CHANNEL, LOCK, World, settle
+from pyjobq.testing import CHANNEL, LOCK, World, settle
 from test_executor_scheduler import Server, run
 
 

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from pyjobq import AbortSignal, Completion, Job, Outcome, PyjobqError, Status
-from full_tabs import open_full_tab
-from tabs import World, run_checked, settle
+from pyjobq.testing import World, run, settle
 
 
 class Held:
@@ -30,7 +29,7 @@ class Held:
 
 def test_a_wait_for_that_times_out_leaves_done_to_the_other_waiters() -> None:
     async def main() -> None:
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         work = Held()
         job = tab.side.enqueue(work)
         early = asyncio.ensure_future(asyncio.wait_for(job.done, 30))  # waiting before the timeout
@@ -45,12 +44,12 @@ def test_a_wait_for_that_times_out_leaves_done_to_the_other_waiters() -> None:
         assert await job.done == outcome  # and a waiter that comes after
         assert job.done.done() and job.done.result() == outcome
 
-    run_checked(main)
+    run(main)
 
 
 def test_a_cancelled_waiter_leaves_done_and_await_job_to_the_others() -> None:
     async def main() -> None:
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         work = Held()
         job = tab.side.enqueue(work)
         doomed = asyncio.ensure_future(_wait(job))
@@ -64,7 +63,7 @@ def test_a_cancelled_waiter_leaves_done_and_await_job_to_the_others() -> None:
         assert await job is await job.done
         assert isinstance((await job).status, Status)
 
-    run_checked(main)
+    run(main)
 
 
 async def _wait(job: Job) -> Outcome:
@@ -73,7 +72,7 @@ async def _wait(job: Job) -> Outcome:
 
 def test_stored_survives_a_waiter_that_gives_up() -> None:
     async def main() -> None:
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         job = tab.side.enqueue_fetch("POST", "/x")
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(job.stored, 0)  # given up before the worker wrote it
@@ -81,12 +80,12 @@ def test_stored_survives_a_waiter_that_gives_up() -> None:
         assert await job.stored is None
         assert job.stored.done() and job.stored.exception() is None
 
-    run_checked(main)
+    run(main)
 
 
 def test_gather_and_wait_take_completions_like_futures() -> None:
     async def main() -> None:
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         jobs = [tab.side.enqueue(Held()) for _ in range(3)]
         for job in jobs:
             job._settle(Outcome(id=job.id, status="done", result=job.id))
@@ -95,7 +94,7 @@ def test_gather_and_wait_take_completions_like_futures() -> None:
         finished, pending = await asyncio.wait([asyncio.ensure_future(jobs[0].done)], timeout=1)
         assert len(finished) == 1 and not pending
 
-    run_checked(main)
+    run(main)
 
 
 def test_done_callbacks_get_the_completion_and_can_be_removed() -> None:
@@ -115,7 +114,7 @@ def test_done_callbacks_get_the_completion_and_can_be_removed() -> None:
         await settle()
         assert late == [job.done]
 
-    run_checked(main)
+    run(main)
 
 
 def test_done_cannot_be_cancelled_and_says_what_to_do_instead() -> None:
@@ -128,7 +127,7 @@ def test_done_cannot_be_cancelled_and_says_what_to_do_instead() -> None:
         job._settle(Outcome(id="j2", status="failed", error="no"))
         assert repr(job) == "<Job j2 failed>"
 
-    run_checked(main)
+    run(main)
 
 
 def test_a_lost_outcome_raises_for_every_waiter() -> None:
@@ -142,7 +141,7 @@ def test_a_lost_outcome_raises_for_every_waiter() -> None:
                 await waiter
         assert repr(job) == "<Job j3 lost>"
 
-    run_checked(main)
+    run(main)
 
 
 def test_an_outcome_status_must_be_terminal() -> None:

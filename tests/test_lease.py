@@ -16,7 +16,7 @@ from pyjobq.core.messages import make
 from pyjobq.lease import LeaseHolder, fake_grab
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import Response
-from tabs import LOCK, World, settle
+from pyjobq.testing import LOCK, World, settle
 from test_executor_scheduler import Server, run
 
 

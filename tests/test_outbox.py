@@ -15,13 +15,9 @@ from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
-from tabs import settle
+from pyjobq.testing import run, settle
 
 DAY = 24 * 3600 * 1000.0
-
-
-def run(main: Any) -> None:
-    asyncio.run(main())
 
 
 class Calls:

@@ -127,8 +127,13 @@ def test_hold_blocks_until_released(base):
     assert log[2]["time"] - log[2]["started"] > 0  # k2 was held across the release of k1
 
 
+# The slow answers' delay, scaled down from the default 0.3-1.5 s: the same seed draws the same
+# answers whatever the bounds (one draw each), so this checks what the e2e chaos run gets, fast.
+SLOW_S = [0.02, 0.05]
+
+
 def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
-    call(base + "/__control/chaos", "POST", {"seed": 7})
+    call(base + "/__control/chaos", "POST", {"seed": 7, "slow_s": SLOW_S})
     token = json.loads(call(base + "/api/token")[2])["token"]
     assert call(base + "/api/chaos/k0", "POST", {"a": 1})[0] == 401  # no token: 401
     statuses = []
@@ -139,11 +144,16 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
         statuses.append(status)
     assert {200, 401, 429, 500} <= set(statuses)
     log = [e for e in json.loads(call(base + "/__control/log")[2]) if e["path"].startswith("/api/chaos/")]
+    # In the order the requests came (an entry is appended as its answer goes out, so a quick
+    # answer can be logged before the slow one before it finished being logged).
+    log.sort(key=lambda e: e["started"])
     assert [e["job_id"] for e in log[1:]] == [f"k{i}" for i in range(60)]
     assert all(e["started"] <= e["time"] and e["aborted"] is False for e in log)
+    slow = [e for e in log if e["time"] - e["started"] >= SLOW_S[0]]
+    assert slow and all(e["time"] - e["started"] < SLOW_S[1] + 1 for e in slow)  # they slept, within bounds
     # The same seed gives the same answers.
     call(base + "/__control/reset", "POST", {})
-    call(base + "/__control/chaos", "POST", {"seed": 7})
+    call(base + "/__control/chaos", "POST", {"seed": 7, "slow_s": SLOW_S})
     token = json.loads(call(base + "/api/token")[2])["token"]
     call(base + "/api/chaos/k0", "POST", {"a": 1})
     again = []

@@ -39,7 +39,7 @@ from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response
-from tabs import CHANNEL, DeterministicIds, Tab, World, settle
+from pyjobq.testing import CHANNEL, sequential_ids, Tab, World, settle
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
 CHUNK = 100
@@ -406,7 +406,7 @@ def run_seed(seed: int) -> Sim:
         await simulate(seed, sim_box)
         assert errors == [], errors
 
-    with DeterministicIds(), Watchdog(seed):
+    with sequential_ids(), Watchdog(seed):
         try:
             asyncio.run(main())
         except AssertionError as exc:

@@ -19,24 +19,11 @@ from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff
 from pyjobq import Outcome
 from pyjobq.executor import report_progress
-from full_tabs import FullTab, open_full_tab
-from tabs import World, settle
+from pyjobq.testing import Tab, World, run, settle
 
 
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    """asyncio.run, failing the test on any exception the loop saw but nobody retrieved."""
-    seen: list[str] = []
 
-    async def wrapper() -> None:
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: seen.append(ctx["message"]))
-        await asyncio.wait_for(main(), 10)  # a wall-clock guard only: a hang fails instead of stalling
-        await settle()
-
-    asyncio.run(wrapper())
-    assert seen == []
-
-
-async def volatile_record(tab: FullTab, job_id: str) -> dict[str, Any] | None:
+async def volatile_record(tab: Tab, job_id: str) -> dict[str, Any] | None:
     """The engine's record; once done, the engine has forgotten it: then as it was published."""
     record = await tab.side._volatile.store.get(job_id)
     if record is None:
@@ -90,7 +77,7 @@ class Work:
 def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         work = Work(result={"n": 1})
         job = tab.side.enqueue(work, label="thumbnail")
         assert isinstance(job.id, str) and job.id
@@ -115,7 +102,7 @@ def test_query_all_lists_a_volatile_job_with_its_label_after_the_persistent_ones
                 return params
             return execute
 
-        tab = open_full_tab(world, reconstructors={"note": note})
+        tab = world.open_tab(reconstructors={"note": note})
         stored = tab.side.enqueue_persistent("note", {"x": 1}, label="persisted")
         volatile = tab.side.enqueue(Work(hold=True), id="vol-1", label="Rendering preview", type="render")
         await settle()
@@ -130,8 +117,8 @@ def test_query_all_lists_a_volatile_job_with_its_label_after_the_persistent_ones
 def test_a_volatile_job_is_never_seen_by_another_tab() -> None:
     async def main() -> None:
         world = World()
-        mine = open_full_tab(world)
-        other = open_full_tab(world)
+        mine = world.open_tab()
+        other = world.open_tab()
         heard_here: list[tuple[str, str, bool]] = []
         heard_there: list[Any] = []
         mine.side.on_update(lambda u: heard_here.append((u.id, u.status, u.get("volatile", False))))
@@ -149,7 +136,7 @@ def test_a_volatile_job_is_never_seen_by_another_tab() -> None:
 def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         decode, upload = Work(hold=True), Work(hold=True)
         jobs = [tab.side.enqueue(decode, type="decode"), tab.side.enqueue(upload, type="upload")]
         await settle()  # the clock does not move: both are due the moment they are filed
@@ -161,7 +148,7 @@ def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
 def test_a_duplicate_outstanding_id_returns_the_existing_job() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         first, second = Work(hold=True, result="first"), Work(result="second")
         job = tab.side.enqueue(first, id="render-42")
         again = tab.side.enqueue(second, id="render-42")
@@ -177,7 +164,7 @@ def test_a_duplicate_outstanding_id_returns_the_existing_job() -> None:
 
 def test_enqueue_rejects_a_non_callable_executor() -> None:
     async def main() -> None:
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         with pytest.raises(pyjobq.InvalidJobError, match="executor must be an async callable"):
             tab.side.enqueue("not a function")  # type: ignore[arg-type]
     run(main)
@@ -198,7 +185,7 @@ def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypat
 
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         tab.side.enqueue(Work())
         await settle()
         persistent, volatile = tab.scheduler._backoff, tab.side._volatile._backoff
@@ -214,7 +201,7 @@ def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypat
 def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempts() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         calls: list[float] = []
 
         async def flaky(signal: AbortSignal) -> Any:
@@ -248,7 +235,7 @@ def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempt
 def test_a_volatile_and_a_persistent_failure_get_the_same_delay_for_the_same_draw() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world, transport=None)  # the persistent fetch job fails: no transport
+        tab = world.open_tab(transport=None)  # the persistent fetch job fails: no transport
         tab.side.enqueue(Work())  # make the volatile engine
         await world.advance(1)
         tab.side._volatile._backoff = backoff_module.make_backoff(world.random)
@@ -273,7 +260,7 @@ def _raiser(exc: BaseException) -> Callable[[AbortSignal], Awaitable[Any]]:
 def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         job = tab.side.enqueue(_raiser(Terminal("unsupported codec", code="codec")), max_attempts=5)
         await settle()
         assert await job.done == Outcome(id=job.id, status="failed", error="unsupported codec", code="codec")
@@ -285,7 +272,7 @@ def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
 def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         calls = 0
 
         async def stops_once(signal: AbortSignal) -> Any:
@@ -309,7 +296,7 @@ def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
 def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         side = tab.side
         running = Work(hold=True, result="decoded")
         running.cleanup_done = asyncio.Event()
@@ -364,7 +351,7 @@ def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes()
 def test_suspend_type_with_nothing_running_resolves_at_once() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         await tab.side.suspend_type("decode")
         job = tab.side.enqueue(Work(result=1), type="decode")
         await settle()
@@ -388,8 +375,8 @@ def test_suspend_type_touches_neither_persistent_jobs_nor_other_tabs() -> None:
                 return await fut
             return execute
 
-        tab = open_full_tab(world, reconstructors={"slow": slow})
-        other = open_full_tab(world, reconstructors={"slow": slow})
+        tab = world.open_tab(reconstructors={"slow": slow})
+        other = world.open_tab(reconstructors={"slow": slow})
         persistent = tab.side.enqueue_persistent("slow", None, type="decode")
         theirs = other.side.enqueue(Work(hold=True), type="decode")
         await settle()
@@ -409,7 +396,7 @@ def test_suspend_type_touches_neither_persistent_jobs_nor_other_tabs() -> None:
 def test_report_progress_travels_in_a_job_update_and_is_not_stored() -> None:
     async def main() -> None:
         world = World()
-        tab = open_full_tab(world)
+        tab = world.open_tab()
         seen: list[dict[str, Any]] = []
         tab.side.on_update(lambda u: seen.append(dict(u)) if "progress" in u else None)
         gate = asyncio.Event()
@@ -445,8 +432,8 @@ def test_persistent_progress_reaches_another_tab_and_is_not_stored() -> None:
                 return "ok"
             return execute
 
-        runner = open_full_tab(world, reconstructors={"decode": decode})
-        viewer = open_full_tab(world, reconstructors={"decode": decode})
+        runner = world.open_tab(reconstructors={"decode": decode})
+        viewer = world.open_tab(reconstructors={"decode": decode})
         seen: list[tuple[str, Any]] = []
         viewer.side.on_update(lambda u: seen.append((u.id, u.get("progress"))) if "progress" in u else None)
         job = runner.side.enqueue_persistent("decode", None)
@@ -463,7 +450,7 @@ def test_report_progress_outside_an_executor_or_with_a_non_number_raises() -> No
     async def main() -> None:
         with pytest.raises(PyjobqError, match="outside a running job"):
             report_progress(0.5)
-        tab = open_full_tab(World())
+        tab = World().open_tab()
         errors: list[BaseException] = []
 
         async def bad(signal: AbortSignal) -> Any:

@@ -16,24 +16,11 @@ from pyjobq import AbortSignal, Interrupted, Terminal
 from pyjobq import Outcome
 from pyjobq.core.records import NewJob
 from pyjobq.core.status import Status
-from full_tabs import FullTab, open_full_tab
-from tabs import World, settle
+from pyjobq.testing import Tab, World, run, settle
 
 FOREGROUND = "app-foreground-priority"
 YIELDS = {"heavy_decode": FOREGROUND}
 
-
-def run(main: Callable[[], Awaitable[None]]) -> None:
-    """asyncio.run, failing the test on any exception the loop saw but nobody retrieved."""
-    seen: list[str] = []
-
-    async def wrapper() -> None:
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: seen.append(ctx["message"]))
-        await asyncio.wait_for(main(), 10)  # a wall-clock guard only: a hang fails instead of stalling
-        await settle()
-
-    asyncio.run(wrapper())
-    assert seen == []
 
 
 class Foreground:
@@ -88,22 +75,16 @@ async def _note(signal: AbortSignal) -> Any:
     return "saved"
 
 
-def _tabs(world: World, decoder: Decoder) -> tuple[FullTab, FullTab]:
+def _tabs(world: World, decoder: Decoder) -> tuple[Tab, Tab]:
     reconstructors = {"decode": decoder.factory, "note": lambda params: _note}
-    return (open_full_tab(world, reconstructors=reconstructors, yields=YIELDS),
-            open_full_tab(world, reconstructors=reconstructors, yields=YIELDS))
+    return (world.open_tab(reconstructors=reconstructors, yields=YIELDS),
+            world.open_tab(reconstructors=reconstructors, yields=YIELDS))
 
 
-def _statuses_heard(tab: FullTab) -> list[tuple[str, str, Any]]:
+def _statuses_heard(tab: Tab) -> list[tuple[str, str, Any]]:
     heard: list[tuple[str, str, Any]] = []
     tab.side.on_update(lambda u: heard.append((u.id, u.status, u.get("yield_lock"))))
     return heard
-
-
-async def _record(world: World, job_id: str) -> dict[str, Any]:
-    record = await world.store.get(job_id)
-    assert record is not None
-    return record.to_dict()
 
 
 def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes_without_a_timer() -> None:
@@ -120,7 +101,7 @@ def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes
         await settle()
         assert decoder.runs == []
         for job in (first, second):
-            record = await _record(world, job.id)
+            record = await world.record(job.id)
             assert (record["status"], record["yield_lock"], record["attempts"], record["next_retry_at"]) == (
                 "paused", FOREGROUND, 0, None)
         assert (await note.done).status == "done"  # other types run on
@@ -140,7 +121,7 @@ def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes
         assert await second.done == Outcome(id=second.id, status="done", result={"decoded": 2})
         assert [params["take"] for params, _ in decoder.runs] == [1, 2]
         for job in (first, second):
-            record = await _record(world, job.id)
+            record = await world.record(job.id)
             assert (record["attempts"], record["given_back"], record["yield_lock"]) == (1, 0, None)
         assert (first.id, "pending", None) in heard_in_b and (first.id, "done", None) in heard_in_b
         assert world.violations == []
@@ -179,11 +160,11 @@ def test_a_tab_opened_later_unparks_a_job_paused_under_a_lock_nobody_holds() -> 
         world, decoder = World(), Decoder()
         decoder.finish.set()
         await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
-        tab = open_full_tab(world, reconstructors={"decode": decoder.factory}, yields=YIELDS)
+        tab = world.open_tab(reconstructors={"decode": decoder.factory}, yields=YIELDS)
         handle = tab.side.job("left-paused")
         await settle()
         assert await handle.done == Outcome(id="left-paused", status="done", result={"decoded": 9})
-        record = await _record(world, "left-paused")
+        record = await world.record("left-paused")
         assert (record["attempts"], record["yield_lock"]) == (1, None)
     run(main)
 
@@ -195,12 +176,12 @@ def test_a_tab_opened_while_the_lock_is_held_leaves_the_job_paused_until_release
         foreground = Foreground(world)
         await foreground.take()
         await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
-        tab = open_full_tab(world, reconstructors={"decode": decoder.factory}, yields=YIELDS)
+        tab = world.open_tab(reconstructors={"decode": decoder.factory}, yields=YIELDS)
         await settle()
-        assert (await _record(world, "left-paused"))["status"] == "paused"
+        assert (await world.record("left-paused"))["status"] == "paused"
         assert decoder.runs == []
         await foreground.release()
-        assert (await _record(world, "left-paused"))["status"] == "done"
+        assert (await world.record("left-paused"))["status"] == "done"
         assert tab.scheduler.in_flight == frozenset()
     run(main)
 
@@ -212,7 +193,7 @@ def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_wi
         heard_in_b = _statuses_heard(b)
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", max_attempts=1)
         await settle()
-        record = await _record(world, job.id)
+        record = await world.record(job.id)
         assert (record["status"], record["attempts"]) == ("running", 1)
         runner = a if record["owner"] == a.name else b
         # The executor's page holds the yield lock in shared mode for the length of the run.
@@ -223,19 +204,19 @@ def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_wi
         foreground = Foreground(world)
         await foreground.take(steal=True)
         assert signal.aborted and FOREGROUND in str(signal.reason)
-        record = await _record(world, job.id)
+        record = await world.record(job.id)
         assert (record["status"], record["yield_lock"], record["attempts"], record["given_back"]) == (
             "paused", FOREGROUND, 0, 1)
         assert record["error"].startswith("stopped: ")
         assert (job.id, "paused", FOREGROUND) in heard_in_b
         assert not job.done.done()
         await world.advance(3_600_000)  # held for an hour: it stays parked
-        assert len(decoder.runs) == 1 and (await _record(world, job.id))["status"] == "paused"
+        assert len(decoder.runs) == 1 and (await world.record(job.id))["status"] == "paused"
 
         decoder.finish.set()
         await foreground.release()
         assert await job.done == Outcome(id=job.id, status="done", result={"decoded": 1})
-        record = await _record(world, job.id)
+        record = await world.record(job.id)
         # max_attempts=1 and it ran twice: the interrupted attempt cost nothing.
         assert (record["attempts"], record["given_back"], len(decoder.runs)) == (1, 1, 2)
         assert not decoder.runs[1][1].aborted
@@ -254,7 +235,7 @@ def test_an_interrupted_job_whose_lock_is_free_again_is_requeued_not_parked() ->
         signal.abort("the executor stopped itself")  # no lock is held: nothing to wait for
         await settle()
         assert len(decoder.runs) == 2  # pending again at once, and run again
-        record = await _record(world, job.id)
+        record = await world.record(job.id)
         assert (record["status"], record["attempts"], record["given_back"]) == ("running", 1, 1)
         decoder.finish.set()
         await settle()
@@ -273,11 +254,11 @@ def test_terminal_fails_at_once_even_when_raised_on_a_steal() -> None:
         await foreground.take(steal=True)
         assert await job.done == Outcome(id=job.id, status="failed", error="this take cannot be resumed",
                                          code="not_resumable")
-        record = await _record(world, job.id)
+        record = await world.record(job.id)
         assert (record["attempts"], record["given_back"], record["yield_lock"]) == (1, 0, None)
         await foreground.release()
         assert len(decoder.runs) == 1
-        assert (await _record(world, job.id))["status"] == "failed"
+        assert (await world.record(job.id))["status"] == "failed"
     run(main)
 
 
@@ -290,10 +271,10 @@ def test_terminal_without_any_lock_fails_at_once() -> None:
                 raise Terminal("corrupt file")
             return execute
 
-        a = open_full_tab(world, reconstructors={"decode": broken}, yields=YIELDS)
+        a = world.open_tab(reconstructors={"decode": broken}, yields=YIELDS)
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", max_attempts=5)
         await settle()
         outcome = await job.done
         assert (outcome.status, outcome.error) == ("failed", "corrupt file")
-        assert (await _record(world, job.id))["attempts"] == 1
+        assert (await world.record(job.id))["attempts"] == 1
     run(main)

@@ -1,0 +1,66 @@
+"""pyjobq's test kit: test code that enqueues jobs on plain CPython, with no browser.
+
+Everything here runs on CPython (no Pyodide, no ``js``) and nothing in it sleeps or reads the
+wall clock:
+
+- :func:`run` — run an ``async def`` test with one set of guarantees (a timeout guard,
+  unretrieved task exceptions fail the test, the loop closed); :func:`settle` — let the
+  simulated world go quiet.
+- :class:`World` and :class:`Tab` — one origin with several tabs sharing a store, locks, a
+  channel and a fake clock, each tab a page and its scheduler worker, as in a browser. A
+  tab can :meth:`~Tab.crash`, :meth:`~Tab.freeze` and :meth:`~Tab.resume`; the world can go
+  offline (``world.online = False``) and move time (:meth:`World.advance`).
+- :class:`FakeClock` — the clock that moves only when told to.
+- :func:`record` — a stored job record with the fields you name; :func:`sequential_ids` —
+  predictable job ids.
+- :class:`Response` — what a test transport returns for a fetch job.
+- Fault injection for harder tests: :class:`GuardedStore` and :attr:`World.store_hook` (act
+  in the middle of a tab's store write), :class:`FreezableClock`, :class:`FreezableChannel`.
+
+A test of your app's code::
+
+    from pyjobq.testing import Response, World, run
+
+    def test_saving_a_note_posts_it_once() -> None:
+        async def main() -> None:
+            world = World()
+            calls = []
+
+            async def server(method, path, body):
+                calls.append((method, path, body))
+                return Response(201, {"id": 7})
+
+            tab = world.open_tab(transport=server)
+            job = save_note(tab.queue, "hello")        # your code, given the queue
+            assert (await job.done).status == "done"
+            assert calls == [("POST", "/notes", {"text": "hello"})]
+        run(main)
+
+docs/testing.md walks through it, with a cross-tab Playwright test beside it.
+"""
+
+from __future__ import annotations
+
+from ..memory import FakeClock
+from . import _records, _world
+from ._records import record, sequential_ids
+from ._response import Response
+from ._run import UnretrievedError, run, settle
+from ._world import FreezableChannel, FreezableClock, GuardedStore, Tab, World
+
+T0 = _records.T0
+"""The time :func:`record` stamps by default and :class:`FakeClock` starts at (ms since the epoch)."""
+LOCK = _world.LOCK
+"""The lock that elects the processing tab in a :class:`World`: pyjobq's default ``lock_name``."""
+CHANNEL = _world.CHANNEL
+"""The channel a :class:`World`'s tabs share: pyjobq's default ``channel_name``."""
+StoreHook = _world.StoreHook
+"""The type of :attr:`World.store_hook`: ``async (tab, operation, "before" | "after", args) -> None``."""
+
+__all__ = [
+    "run", "settle", "UnretrievedError",
+    "World", "Tab", "FakeClock",
+    "record", "sequential_ids", "T0",
+    "Response",
+    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LOCK", "CHANNEL",
+]

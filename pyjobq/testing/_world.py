@@ -1,0 +1,495 @@
+"""Simulated tabs on CPython: several pages and their scheduler workers on one origin's fakes.
+
+Theory of operation. A :class:`World` is one browser origin: one
+:class:`~pyjobq.memory.MemoryStore` (its IndexedDB), one :class:`~pyjobq.memory.LockHub`
+(``navigator.locks``), one :class:`~pyjobq.memory.ChannelHub` (``BroadcastChannel``) and one
+:class:`~pyjobq.memory.FakeClock`. Each :class:`Tab` is a page — the executor side, which owns
+the public API (``tab.queue``) — and its scheduler worker, wired by a
+:func:`~pyjobq.memory.link_pair`, each with its own lock context, as in Chromium.
+
+Nothing here reads the wall clock or sleeps: time moves when the test calls
+:meth:`World.advance`, and :func:`~pyjobq.testing.settle` runs the loop until it is quiet.
+
+A tab is its own execution context. Every event that reaches it — a message on its link, a
+channel message, a timer, its own start — runs inside a :mod:`contextvars` context that names
+the tab, so every task its code starts is known to be the tab's (a task factory keeps the
+list). That is how :meth:`Tab.crash` kills exactly the tab's work without reaching into the
+engine, and how :meth:`Tab.freeze` holds what would reach a frozen page. Known limit: a task
+started by a call the *test* makes directly (``tab.queue.enqueue(...)`` from the test body)
+runs in the test's context, so a crash does not cancel it until the tab's own code continues
+it; the runs it leads to (``run`` messages from the worker) are the tab's.
+
+Browser arrangements (pyjobq/browser/runtime.py): by default the worker's scheduler holds the
+processor lease itself; ``page_lease=True`` has the page hold it (a page with a document);
+``waiting=True`` is a page in line for the lease whose worker has no scheduler until the
+first grant, while the page's own request-only scheduler answers its store requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import weakref
+from typing import Any, Awaitable, Callable, Coroutine, Generator, Mapping
+
+from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
+from ..core.messages import make
+from ..core.ports import Message, Unsubscribe
+from ..executor import ExecutorSide
+from ..lease import LeaseHolder, LinkLease, NeverLease, fake_grab
+from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
+from ..scheduler import Scheduler
+from ._run import settle
+
+__all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook",
+           "LOCK", "CHANNEL"]
+
+#: The lock electing the processing tab: pyjobq's default ``lock_name``.
+LOCK = DEFAULT_LOCK_NAME
+#: The channel carrying ``job-update``: pyjobq's default ``channel_name``.
+CHANNEL = DEFAULT_CHANNEL_NAME
+
+#: ``await hook(tab, operation, "before" | "after", args)`` around every store write of a tab.
+StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
+
+#: The tab whose code is running (unset: the test's own code).
+_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar("pyjobq_testing_tab", default=None)
+_FACTORY_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+_ORDER = itertools.count()
+
+
+def _in_tab(tab: "Tab", fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn(*args)`` as the tab's own code: tasks it starts belong to the tab."""
+    def enter() -> Any:
+        _TAB.set(tab)
+        return fn(*args)
+
+    return contextvars.copy_context().run(enter)
+
+
+def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Install (once per loop) a task factory that files every task under the tab that made it."""
+    if loop in _FACTORY_LOOPS:
+        return
+    previous = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> "asyncio.Future[Any]":
+        task: asyncio.Future[Any]
+        if previous is not None:
+            task = previous(loop, coro, **kw)
+        else:
+            task = asyncio.Task(coro, loop=loop, **kw)
+        context = kw.get("context")
+        tab = context.get(_TAB) if context is not None else _TAB.get()
+        if tab is not None:
+            tab._tasks[task] = next(_ORDER)
+        return task
+
+    loop.set_task_factory(factory)
+    _FACTORY_LOOPS.add(loop)
+
+
+class GuardedStore:
+    """One tab's view of the shared store: a write after the tab died is a violation.
+
+    Reads pass through. Around each write (``add``, ``update``, ``update_many``, ``put_many``,
+    ``delete_many``) the world's :attr:`World.store_hook` is awaited, before and after: where
+    a test freezes or crashes the tab in the middle of a pass. A write from a dead tab is
+    appended to :attr:`World.violations` (it still happens: the test then fails on it).
+    """
+
+    #: The store operations that write.
+    WRITES = ("add", "update", "update_many", "put_many", "delete_many")
+
+    def __init__(self, store: MemoryStore, tab: "Tab") -> None:
+        self._store, self._tab = store, tab
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name not in self.WRITES:
+            return attr
+
+        async def guarded(*args: Any, **kw: Any) -> Any:
+            hook = self._tab.world.store_hook
+            if hook is not None:  # a fault just before this tab's own store operation
+                await hook(self._tab, name, "before", args)
+            if not self._tab.alive:
+                self._tab.world.violations.append(f"dead tab {self._tab.name} wrote to the store ({name})")
+            result = await attr(*args, **kw)
+            if hook is not None:  # ... or just after it, before the tab acts on what it did
+                await hook(self._tab, name, "after", args)
+            return result
+
+        return guarded
+
+
+class _DeferrableTimer:
+    def __init__(self) -> None:
+        self.inner: Any = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.inner.cancel()
+
+
+class FreezableClock:
+    """One tab's view of the world's clock: a frozen tab's timers fire only once it thaws.
+
+    Its callbacks run as the tab's own code (``tab`` given) — tasks they start die with it.
+    """
+
+    def __init__(self, clock: FakeClock, tab: "Tab | None" = None) -> None:
+        self._clock = clock
+        self._tab = tab
+        #: Timer callbacks that came due while frozen; None when not frozen.
+        self.deferred: list[Callable[[], None]] | None = None
+
+    def now(self) -> float:
+        """The world's time, in ms since the epoch (frozen tabs read it too when they thaw)."""
+        return self._clock.now()
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _DeferrableTimer:
+        """Call ``callback`` once the world's clock passes ``delay_ms`` from now (later if frozen)."""
+        timer = _DeferrableTimer()
+
+        def call() -> None:
+            if not timer.cancelled:
+                if self._tab is not None:
+                    _in_tab(self._tab, callback)
+                else:
+                    callback()
+
+        def fire() -> None:
+            if self.deferred is not None:
+                self.deferred.append(call)
+            else:
+                call()
+
+        timer.inner = self._clock.call_later(delay_ms, fire)
+        return timer
+
+    def freeze(self) -> None:
+        """Hold timers that come due, until :meth:`thaw`."""
+        if self.deferred is None:
+            self.deferred = []
+
+    def thaw(self) -> None:
+        """Fire the held timers, in the order they came due."""
+        deferred, self.deferred = self.deferred or [], None
+        for callback in deferred:
+            callback()
+
+
+class FreezableChannel:
+    """One context's ``BroadcastChannel``: what arrives while it is frozen is delivered on thaw.
+
+    Its listeners run as the tab's own code (``tab`` given).
+    """
+
+    def __init__(self, channel: MemoryChannel, tab: "Tab | None" = None) -> None:
+        self._channel = channel
+        self._tab = tab
+        #: (listener, message) pairs that arrived while frozen; None when not frozen.
+        self.held: list[tuple[Callable[[Message], None], Message]] | None = None
+
+    def post(self, message: Message) -> None:
+        """Post to every other channel of this name (see :class:`~pyjobq.memory.MemoryChannel`)."""
+        self._channel.post(message)
+
+    def ignore_source(self, source: str) -> None:
+        """Drop ``job-update``s that ``source`` sent."""
+        self._channel.ignore_source(source)
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        """Call ``callback`` with each message that arrives (held while frozen)."""
+        def receive(message: Message) -> None:
+            if self.held is not None:
+                self.held.append((callback, message))
+            elif self._tab is not None:
+                _in_tab(self._tab, callback, message)
+            else:
+                callback(message)
+
+        return self._channel.subscribe(receive)
+
+    def close(self) -> None:
+        """Close the channel: nothing more arrives."""
+        self._channel.close()
+
+    def crash(self) -> None:
+        """The context died: close, and drop what it posted that is still in flight."""
+        self._channel.crash()
+
+    def freeze(self) -> None:
+        """Hold what arrives, until :meth:`thaw`."""
+        if self.held is None:
+            self.held = []
+
+    def thaw(self) -> None:
+        """Deliver what was held, in order."""
+        held, self.held = self.held or [], None
+        for callback, message in held:
+            if self._tab is not None:
+                _in_tab(self._tab, callback, message)
+            else:
+                callback(message)
+
+
+class _TabLink:
+    """One end of a page ↔ worker link whose listeners run as the tab's own code."""
+
+    def __init__(self, end: MemoryLink, tab: "Tab") -> None:
+        self.end, self._tab = end, tab
+
+    def send(self, message: Message) -> None:
+        self.end.send(message)
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        return self.end.subscribe(lambda message: _in_tab(self._tab, callback, message))
+
+
+class Tab:
+    """One simulated page and its scheduler worker, in a :class:`World`.
+
+    Open one with :meth:`World.open_tab`. Use :attr:`queue` as your app uses ``pyjobq``
+    (``enqueue_fetch``, ``enqueue``, ``job``, ``query_all``, ``on_update`` …); make the tab
+    fail or pause with :meth:`crash`, :meth:`freeze` and :meth:`resume`.
+    """
+
+    def __init__(self, world: "World", name: str, *, transport: Any = None,
+                 reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+                 handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
+                 page_lease: bool = False, waiting: bool = False) -> None:
+        _track_tasks(asyncio.get_running_loop())
+        #: The world this tab is in.
+        self.world = world
+        #: The tab's name, also its scheduler's ``source`` (``tab1``, ``tab2`` …).
+        self.name = name
+        #: False once :meth:`crash`\\ ed.
+        self.alive = True
+        #: True between :meth:`freeze` and :meth:`resume`.
+        self.frozen = False
+        #: Every job's fields as last published to this page (a done volatile job is forgotten by
+        #: its engine once published: this is where its last state is read).
+        self.published: dict[str, dict[str, Any]] = {}
+        self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = weakref.WeakKeyDictionary()
+        self._thaw_waiters: list[asyncio.Future[None]] = []
+        #: The page's and the worker's ends of their link (:class:`~pyjobq.memory.MemoryLink`).
+        self.page_link, self.worker_link = link_pair()
+        #: The worker's ``navigator.locks``.
+        self.locks = world.locks.client()
+        #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
+        self.page_locks = world.locks.client()
+        #: This tab's view of the world's clock.
+        self.clock = FreezableClock(world.clock, self)
+        #: The page's and the worker's channels.
+        self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        self._worker_args: dict[str, Any] = dict(yields=yields, handshake_timeout_ms=handshake_timeout_ms)
+        #: The worker's scheduler; None while a ``waiting`` tab has not been granted the lease.
+        self.scheduler: Scheduler | None = None
+        #: A ``waiting`` tab's request-only page scheduler; None otherwise.
+        self.requests: Scheduler | None = None
+        self._requests_link: MemoryLink | None = None
+        self._requests_end: MemoryLink | None = None
+        self.request_channel: FreezableChannel | None = None
+        self._schedulers: list[Scheduler] = []
+        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting)
+
+    def _open(self, transport: Any, reconstructors: Mapping[str, Callable[[Any], Any]] | None,
+              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool) -> None:
+        world = self.world
+        if waiting:
+            self._requests_end, self._requests_link = link_pair()
+            self.request_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
+        self.queue = ExecutorSide(
+            link=_TabLink(self.page_link, self), channel=self.page_channel, source=self.name,
+            reconstructors=dict(reconstructors or {}), transport=transport,
+            requests=_TabLink(self._requests_end, self) if self._requests_end is not None else None,
+            requests_source=f"{self.name}:page" if waiting else None,
+            is_online=lambda: world.online, clock=self.clock, locks=self.page_locks, yields=yields)
+        self.queue.on_update(self._heard)
+        if waiting:
+            assert self._requests_link is not None and self.request_channel is not None
+            self.requests = self._scheduler(self._requests_link, self.page_locks, self.request_channel,
+                                            f"{self.name}:page", NeverLease())
+            # Its worker's script runs (no Pyodide yet): the page sends what it holds.
+            self.worker_link.send(make("worker_alive"))
+            self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
+                                                  eager=True, on_first_grant=self._boot)
+        elif page_lease:
+            self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
+            self._boot()
+        else:
+            self._boot()
+
+    @property
+    def side(self) -> ExecutorSide:
+        """The same object as :attr:`queue` (pyjobq's name for it: the executor side)."""
+        return self.queue
+
+    def _scheduler(self, link: MemoryLink, locks: Any, channel: FreezableChannel, source: str,
+                   lease: Any) -> Scheduler:
+        world = self.world
+        scheduler = Scheduler(
+            store=GuardedStore(world.store, self), locks=locks, channel=channel, link=_TabLink(link, self),
+            clock=self.clock, lock_name=LOCK, source=source, random=world.random,
+            is_online=lambda: world.online, lease=lease, **self._worker_args)
+        self._schedulers.append(scheduler)
+        scheduler.start()
+        return scheduler
+
+    def _boot(self) -> None:
+        """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
+        lease = LinkLease(self.worker_link) if self.queue.lease_holder is not None else None
+        self.scheduler = _in_tab(self, self._scheduler, self.worker_link, self.locks, self.worker_channel,
+                                 self.name, lease)
+
+    def _heard(self, update: Any) -> None:
+        if not update.get("progress_only"):
+            self.published[update["id"]] = {**self.published.get(update["id"], {}), **dict(update)}
+
+    @property
+    def booted(self) -> bool:
+        """Whether the worker has a scheduler (a ``waiting`` tab: not before its first grant)."""
+        return self.scheduler is not None
+
+    def wake(self) -> None:
+        """The ``online`` event or a ``wake()`` call: reaches the worker once it has a scheduler."""
+        if self.scheduler is not None:
+            _in_tab(self, self.scheduler.wake)
+
+    async def thawed(self) -> None:
+        """Wait while this tab is frozen (code that was mid-way when it froze resumes after)."""
+        while self.frozen and self.alive:
+            waiter = asyncio.get_running_loop().create_future()
+            self._thaw_waiters.append(waiter)
+            await waiter
+
+    def freeze(self) -> None:
+        """``freeze`` (or ``pagehide`` into the back/forward cache): the page's handler runs, then
+        the page and its worker stop — no message, timer or channel message reaches them. A
+        frozen tab keeps its locks, as in Chromium."""
+        self.frozen = True
+        if self.queue.lease_holder is not None:
+            self.queue.lease_holder.freeze()
+        for part in (self.page_link, self.worker_link, self.clock, self.page_channel, self.worker_channel,
+                     self.request_channel, self._requests_link):
+            if part is not None:
+                part.freeze()
+
+    def resume(self) -> None:
+        """``resume`` / ``pageshow``: the page's handler runs first, then what waited is delivered."""
+        self.frozen = False
+        if self.queue.lease_holder is not None:
+            self.queue.lease_holder.resume()
+        for part in (self.worker_link, self.page_link, self._requests_link, self.clock, self.worker_channel,
+                     self.page_channel, self.request_channel):
+            if part is not None:
+                part.thaw()
+        waiters, self._thaw_waiters = self._thaw_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def crash(self) -> None:
+        """The tab is gone (closed, killed, out of memory): its worker stops, every task its code
+        started is cancelled, its locks are released and its ports close. What it posted and is
+        not yet delivered dies with it. Its records stay in the store as they were."""
+        self.alive = False
+        for scheduler in self._schedulers:
+            scheduler.stop()
+        for task in sorted(self._tasks, key=self._tasks.__getitem__):
+            task.cancel()
+        self.locks.crash()
+        self.page_locks.crash()
+        for link in (self.page_link, self.worker_link, self._requests_link, self._requests_end):
+            if link is not None:
+                link.close()
+        for channel in (self.page_channel, self.worker_channel, self.request_channel):
+            if channel is not None:
+                channel.crash()
+        self.queue.stop()
+        self.frozen = False
+        for waiter in self._thaw_waiters:
+            waiter.cancel()
+
+
+class World:
+    """One browser origin on CPython: a store, locks, a channel and a clock its tabs share.
+
+    Args:
+        random: the retry ladder's random source (``random.random``-like); default always 0,
+            so backoff delays are exact.
+
+    Open tabs with :meth:`open_tab`, move time with :meth:`advance`, read what is stored with
+    :meth:`record` or :attr:`store`. Create it inside the running loop (in the test's
+    ``async def``), as tabs start tasks.
+    """
+
+    def __init__(self, random: Callable[[], float] = lambda: 0.0) -> None:
+        #: The origin's clock: moves only in :meth:`advance` (or ``clock.advance``).
+        self.clock = FakeClock()
+        #: The origin's IndexedDB database.
+        self.store = MemoryStore(clock=self.clock)
+        #: The origin's ``navigator.locks``: ``locks.client()`` is one more lock context (a page
+        #: doing foreground work, say); ``locks.held()`` what is held.
+        self.locks = LockHub()
+        #: The origin's ``BroadcastChannel``\\ s.
+        self.channels = ChannelHub()
+        #: The retry ladder's random source.
+        self.random = random
+        #: ``navigator.onLine`` for every tab.
+        self.online = True
+        #: Every tab opened, in order, crashed ones included.
+        self.tabs: list[Tab] = []
+        #: What went wrong that no single tab could notice (a dead tab's write, say); a test
+        #: asserts it stays empty.
+        self.violations: list[str] = []
+        #: Awaited around every store write of a tab (:class:`GuardedStore`): where a test freezes
+        #: or crashes a tab in the middle of a pass. None: no hook.
+        self.store_hook: StoreHook | None = None
+        self._names = itertools.count(1)
+
+    def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+                 handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
+                 page_lease: bool = False, waiting: bool = False) -> Tab:
+        """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
+
+        Args:
+            transport: ``async (method, path, body) -> response`` for fetch jobs; a
+                :class:`~pyjobq.testing.Response` is a response.
+            reconstructors: ``{name: factory}`` for persistent jobs.
+            handshake_timeout_ms: how long the scheduler waits for ``run_started``.
+            yields: ``{job type: lock name}`` (spec: "Yielding").
+            page_lease: the page holds the processor lease (a page with a document).
+            waiting: the page waits in line for the lease; its worker boots on the first grant.
+        """
+        tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
+                  handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
+                  waiting=waiting)
+        self.tabs.append(tab)
+        return tab
+
+    @property
+    def live(self) -> list[Tab]:
+        """Tabs that have not crashed."""
+        return [t for t in self.tabs if t.alive]
+
+    @property
+    def awake(self) -> list[Tab]:
+        """Live tabs that are not frozen: only these run code."""
+        return [t for t in self.tabs if t.alive and not t.frozen]
+
+    async def advance(self, ms: float) -> None:
+        """Move the clock by ``ms``, firing the timers it passes, and let what they start run."""
+        self.clock.advance(ms)
+        await settle()
+
+    async def record(self, job_id: str) -> dict[str, Any] | None:
+        """The stored record of ``job_id`` as its IndexedDB value (a flat dict); None if absent."""
+        record = await self.store.get(job_id)
+        return None if record is None else record.to_dict()
