@@ -14,20 +14,21 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 from pyjobq.core.ports import Change, Updated  # also store_contract.Change/Updated, for the store tests
-from pyjobq.core.records import JobRecord, NewJob
+from pyjobq.core.records import JobRecord
 from pyjobq.core.status import Status
+from pyjobq.testing import record
 
 T0 = 1_700_000_000_000.0
 
 
 def make_record(job_id: str, *, created_at: float = T0, status: str = "pending", type: str = "t",
                 group: str | None = None, next_retry_at: float | None = None, **changes: Any) -> JobRecord:
-    """A stored record; ``next_retry_at`` defaults to ``created_at`` for pending, None otherwise."""
-    record = NewJob(id=job_id, reconstructor="fetch", type=type, group=group,
-                    params={"method": "POST", "path": f"/{job_id}", "body": {"n": [1, 2]}}).to_record(created_at)
+    """:func:`pyjobq.testing.record` with a nested body (copies must be deep); ``next_retry_at``
+    defaults to ``created_at`` for pending, None otherwise."""
     if next_retry_at is None and status == "pending":
         next_retry_at = created_at
-    return record.evolve(status=Status(status), next_retry_at=next_retry_at, **changes)
+    return record(job_id, created_at=created_at, status=status, type=type, group=group, next_retry_at=next_retry_at,
+                  params={"method": "POST", "path": f"/{job_id}", "body": {"n": [1, 2]}}, **changes)
 
 
 def _ids(records: list[JobRecord]) -> list[str]:

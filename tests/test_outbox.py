@@ -10,12 +10,11 @@ import pytest
 
 import pyjobq
 from pyjobq.core.backoff import make_backoff
-from pyjobq.core.records import NewJob
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
-from pyjobq.testing import run, settle
+from pyjobq.testing import record, run, settle
 
 DAY = 24 * 3600 * 1000.0
 
@@ -70,10 +69,9 @@ def make(store: MemoryStore | None = None, clock: FakeClock | None = None, **kw:
 
 
 def stored(job_id: str, type_: str, created_at: float, **changes: Any) -> dict[str, Any]:
-    record = NewJob(id=job_id, reconstructor=type_, type=type_, params={"n": job_id}).to_record(created_at)
-    if "status" in changes:
-        changes["status"] = Status(changes["status"])
-    return record.evolve(**changes).to_dict()
+    changes.setdefault("next_retry_at", created_at)
+    return record(job_id, type=type_, reconstructor=type_, params={"n": job_id}, created_at=created_at,
+                  **changes).to_dict()
 
 
 # ---------------------------------------------------------------- the facade and the store port

@@ -7,19 +7,17 @@ from html.parser import HTMLParser
 
 import pytest
 
+from pyjobq.testing import record as stored
 from pyjobq.ui import jobs_html
 
 XSS = "<img src=x onerror=window.xss=1>"
 
 
 def record(**over):
-    base = {
-        "id": "a1b2c3d4e5f6", "type": "notes", "status": "pending", "attempts": 0,
-        "max_attempts": 5, "created_at": 1_000.0, "updated_at": 1_000.0, "label": "save note",
-        "next_retry_at": None, "error": None, "http_status": None, "code": None,
-    }
-    base.update(over)
-    return base
+    """A row as ``query_all`` lists it: a stored record's fields, then ``over`` (any key)."""
+    base = stored("a1b2c3d4e5f6", type="notes", label="save note", created_at=1_000.0,
+                  next_retry_at=None).to_dict()
+    return {**base, **over}
 
 
 class Parsed(HTMLParser):

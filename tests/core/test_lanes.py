@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pyjobq.core.lanes import orphans, pick, unparkable
-from pyjobq.core.records import JobRecord, NewJob
+from pyjobq.core.records import JobRecord
 from pyjobq.core.status import Status
+from pyjobq.testing import record
 
 
 def rec(job_id: str, type_: str = "a", created: float = 0.0, status: Status = Status.PENDING,
         yield_lock: str | None = None) -> JobRecord:
-    return NewJob(id=job_id, reconstructor="fetch", params=None, type=type_).to_record(created).evolve(
-        status=status, yield_lock=yield_lock)
+    return record(job_id, type=type_, created_at=created, status=status, yield_lock=yield_lock, params=None,
+                  next_retry_at=created)
 
 
 def test_pick_the_oldest_of_every_idle_type_oldest_first() -> None:

@@ -6,18 +6,18 @@ import pytest
 
 from pyjobq.core import policy
 from pyjobq.core.backoff import make_backoff
-from pyjobq.core.records import JobRecord, NewJob, RunResult
+from pyjobq.core.records import JobRecord, RunResult
 from pyjobq.core.status import Status
 from pyjobq.errors import IllegalTransition
+from pyjobq.testing import record
 
 T0 = 1_000_000.0
 BACKOFF = make_backoff(lambda: 0.0)  # exact steps: 1 s, 2 s, 4 s, ...
 
 
 def fresh(max_attempts: int = 5, **changes: object) -> JobRecord:
-    new = NewJob(id="j1", reconstructor="fetch", params={"method": "POST", "path": "/a", "body": {"x": 1}},
-                 type="save", group="doc", label="Save", max_attempts=max_attempts)
-    return new.to_record(T0).evolve(**changes)
+    return record("j1", params={"method": "POST", "path": "/a", "body": {"x": 1}}, type="save", group="doc",
+                  label="Save", created_at=T0, **{"max_attempts": max_attempts, "next_retry_at": T0, **changes})
 
 
 def settle(record: JobRecord, now: float, online: bool = True, lock: str | None = None, **outcome: object):
@@ -310,7 +310,7 @@ def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
 # ---------------------------------------------------------------- the claim's read-modify-write
 
 def _stored(status: Status, **kw) -> JobRecord:
-    return NewJob(id="j", reconstructor="fetch", params=None, type="t").to_record(0.0).evolve(status=status, **kw)
+    return record("j", status=status, created_at=0.0, params=None, **{"next_retry_at": 0.0, **kw})
 
 
 def test_claim_due_claims_a_pending_record_as_claim_does() -> None:
