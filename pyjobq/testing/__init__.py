@@ -41,6 +41,8 @@ docs/testing.md walks through it, with a cross-tab Playwright test beside it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..memory import FakeClock
 from . import _records, _world
 from ._records import record, sequential_ids
@@ -56,6 +58,9 @@ CHANNEL = _world.CHANNEL
 """The channel a :class:`World`'s tabs share: pyjobq's default ``channel_name``."""
 StoreHook = _world.StoreHook
 """The type of :attr:`World.store_hook`: ``async (tab, operation, "before" | "after", args) -> None``."""
+PLAYWRIGHT_HELPER = str(Path(__file__).with_name("playwright.cjs"))
+"""The path of the Playwright helper for cross-tab tests of your pages (docs/testing.md):
+``require()`` or ``import`` it from your Playwright tests."""
 
 __all__ = [
     "run", "settle", "UnretrievedError",
@@ -63,4 +68,5 @@ __all__ = [
     "record", "sequential_ids", "T0",
     "Response",
     "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LOCK", "CHANNEL",
+    "PLAYWRIGHT_HELPER",
 ]

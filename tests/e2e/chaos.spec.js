@@ -14,7 +14,7 @@
 // `make test` runs 60 jobs and 2 crashes. CHAOS_FULL=1 runs 300 jobs and 5 crashes.
 // CHAOS_SEED=n picks the server's answers (default 1).
 const { test, expect } = require("@playwright/test");
-const { py, resetServer, serverLog } = require("./helpers");
+const { openHarness, py, refreshingTransport, resetServer, serverLog, crashTab, waitForPython, queueReady } = require("./helpers");
 
 const FULL = !!process.env.CHAOS_FULL;
 const N = FULL ? 300 : 60;
@@ -30,43 +30,24 @@ test.setTimeout(FULL ? 900_000 : 300_000);
 const SETUP = `
 import json, asyncio, pyjobq
 import js
-from pyodide.http import pyfetch
-
-async def refresh():
-    answer = await pyfetch("/api/token", method="POST")
-    js.window.token = (await answer.json())["token"]
-
-async def send(method, path, body):
-    js.window.lastRun = js.Date.now()
-    for _ in range(8):
-        headers = {"Content-Type": "application/json"}
-        token = getattr(js.window, "token", None)
-        if token:
-            headers["Authorization"] = "Bearer " + str(token)
-        response = await pyfetch(path, method=method, headers=headers, body=json.dumps(body))
-        if response.status != 401:
-            return response
-        await refresh()
-    return response
-
+${refreshingTransport({ tries: 8, onSend: "js.window.lastRun = js.Date.now()" })}
 pyjobq.configure(transport=send)
 from pyjobq import queue
-await asyncio.wait_for(queue.query_all(), 90)
 "ok"
 `;
 
 async function openTab(context, baseURL, pages) {
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error" && !msg.text().startsWith("Failed to load resource")) console.log(`[page error] ${msg.text()}`); });
-  await boot(page);
+  const page = await openHarness(context, { setup: SETUP });
   pages.push(page);
   return page;
 }
 
+/** Reload the tab: the harness again, the queue configured and ready. */
 async function boot(page) {
   await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 90_000 });
+  await waitForPython(page, { ready: () => window.pyReady === true, timeout: 120_000 });
   await py(page, SETUP);
+  await queueReady(page);
 }
 
 /** File `count` jobs from `page`, returning [[key, id, type]] once every one is stored. */
@@ -128,10 +109,7 @@ test("chaos: crashes, closes, reloads and offline spells lose no job, double non
       await sleep(700); // let the processing tab get into its runs
       if (action === "crash") {
         const victim = await processingTab(pages);
-        const cdp = await context.newCDPSession(victim);
-        const crashed = victim.waitForEvent("crash", { timeout: 10_000 }).catch(() => null);
-        cdp.send("Page.crash").catch(() => {}); // never answers: the renderer is gone
-        await crashed;
+        await crashTab(context, victim).catch(() => null);
         pages.splice(pages.indexOf(victim), 1);
         await victim.close().catch(() => {});
         events.crashes++;

@@ -18,7 +18,7 @@
 // would not do: a readonly transaction waits for a readwrite one created before it, so
 // without the kill it could see a write still in flight.) Nothing here measures time.
 const { test, expect } = require("@playwright/test");
-const { openQueuePage, workerReady, py, resetServer, serverLog, storedRecord } = require("./helpers");
+const { crashTab, openQueuePage, workerReady, py, resetServer, serverLog, storedRecord } = require("./helpers");
 
 const DB = "ui-jobs"; // helpers' configurePython() keeps the default database
 
@@ -68,10 +68,7 @@ function instrument() {
 }
 
 async function crash(context, page) {
-  const cdp = await context.newCDPSession(page);
-  const crashed = page.waitForEvent("crash", { timeout: 10_000 });
-  cdp.send("Page.crash").catch(() => {}); // never answers: the renderer is gone
-  await crashed;
+  await crashTab(context, page);
   await page.close().catch(() => {});
 }
 

@@ -5,7 +5,7 @@
 // tests/browser/test_idb_store.py::test_non_finite_and_deep_records_fail_alone_in_indexeddb.
 // Nothing is timed: only states are asserted, with generous waits (a loaded 2-core machine).
 const { test, expect } = require("@playwright/test");
-const { py } = require("./helpers");
+const { openHarness, py } = require("./helpers");
 
 test.setTimeout(240_000);
 
@@ -34,17 +34,11 @@ def noop(params):
 
 pyjobq.configure(reconstructors={"hold": hold, "noop": noop})
 from pyjobq import queue
-await asyncio.wait_for(queue.query_all(), 120)
 "ok"
 `;
 
 async function openPage(context) {
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 120_000 });
-  await py(page, SETUP);
-  return page;
+  return openHarness(context, { setup: SETUP });
 }
 
 async function statusOf(page, id) {

@@ -5,7 +5,7 @@
 // storage quota running out on enqueue; another tab upgrading the database.
 // Nothing here is timed: waits are generous (a loaded 2-core machine) and only states are asserted.
 const { test, expect } = require("@playwright/test");
-const { py, resetServer, serverLog } = require("./helpers");
+const { openHarness, py, refreshingTransport, resetServer, serverLog } = require("./helpers");
 
 test.setTimeout(240_000);
 
@@ -14,44 +14,21 @@ test.setTimeout(240_000);
 const SETUP = `
 import asyncio, json, pyjobq
 import js
-from pyodide.http import pyfetch
-
+${refreshingTransport({ tries: 4 })}
 def noop(params):
     async def run(signal):
         return params.get("i") if isinstance(params, dict) else None
     return run
 
-async def refresh():
-    answer = await pyfetch("/api/token", method="POST")
-    js.window.token = (await answer.json())["token"]
-
-async def send(method, path, body):
-    for _ in range(4):
-        headers = {"Content-Type": "application/json"}
-        token = getattr(js.window, "token", None)
-        if token:
-            headers["Authorization"] = "Bearer " + str(token)
-        response = await pyfetch(path, method=method, headers=headers, body=json.dumps(body))
-        if response.status != 401:
-            return response
-        await refresh()
-    return response
-
 pyjobq.configure(transport=send, reconstructors={"noop": noop})
 from pyjobq import queue
 side = queue._queue()
-await asyncio.wait_for(queue.query_all(), 120)
 "ok"
 `;
 
 /** Open a queue page; `before(page)` runs before it navigates. */
 async function openPage(context, before = async (_page) => {}) {
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await before(page);
-  await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 120_000 });
-  await py(page, SETUP);
+  const page = await openHarness(context, { setup: SETUP, before });
   await py(page, CAPTURE_LOG);
   return page;
 }

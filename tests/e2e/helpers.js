@@ -1,9 +1,15 @@
 // @ts-check
 // Shared helpers for the multi-tab tests: open a page running pyjobq on its main thread,
-// configured with a transport that sends to the test server.
+// configured with a transport that sends to the test server. They build on the helper pyjobq
+// ships to its users (pyjobq/testing/playwright.cjs): the page boot, the "queue ready" wait,
+// job rows and statuses, crashing and freezing a tab live there.
 const fs = require("fs");
 const path = require("path");
 const { expect } = require("@playwright/test");
+const kit = require("../../pyjobq/testing/playwright.cjs");
+
+/** Our harness page: Pyodide with pyjobq, `window.py(code)` and `window.pyReady`. */
+const HARNESS = "/tests/harness.html";
 
 const README = fs.readFileSync(path.join(__dirname, "..", "..", "README.md"), "utf8");
 
@@ -72,24 +78,56 @@ queue.on_update(lambda u: updates.append(dict(u)))
 `;
 }
 
+/**
+ * Python: `send`, a transport to the test server that reads `window.token` on every try and,
+ * on a 401, refreshes it from /api/token and tries again (up to `tries`): a 401 -> refresh ->
+ * 200 flow never reaches the queue. `onSend` is Python run first on each call.
+ */
+function refreshingTransport({ tries = 4, onSend = "" } = {}) {
+  return `
+import json
+import js
+from pyodide.http import pyfetch
+
+async def refresh():
+    answer = await pyfetch("/api/token", method="POST")
+    js.window.token = (await answer.json())["token"]
+
+async def send(method, path, body):
+    ${onSend || "pass"}
+    for _ in range(${tries}):
+        headers = {"Content-Type": "application/json"}
+        token = getattr(js.window, "token", None)
+        if token:
+            headers["Authorization"] = "Bearer " + str(token)
+        response = await pyfetch(path, method=method, headers=headers, body=json.dumps(body))
+        if response.status != 401:
+            return response
+        await refresh()
+    return response
+`;
+}
+
+/**
+ * Open our harness in a new tab, run `setup` (Python) and wait until the queue is ready.
+ * `before(page)` runs before it navigates; `url` defaults to the harness.
+ */
+async function openHarness(context, { setup, before, url = HARNESS, timeout = 120_000 } = {}) {
+  return kit.openTab(context, url, { setup, before, timeout, ready: () => window.pyReady === true });
+}
+
 /** Block everything but the test server, open the harness and configure the queue. */
 async function openQueuePage(context, baseURL, options = {}) {
   await context.route(
     (url) => !url.href.startsWith(baseURL),
     (route) => route.abort("internetdisconnected"),
   );
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 30_000 });
-  await py(page, configurePython(options));
-  await queueReady(page);
-  return page;
+  return openHarness(context, { setup: configurePython(options) });
 }
 
 /** Wait until the page's queue answers (its own store requests: at once, whatever its worker does). */
-async function queueReady(page) {
-  await py(page, "await asyncio.wait_for(queue.query_all(), 60)\n'ok'");
+async function queueReady(page, timeout = 120_000) {
+  await kit.queueReady(page, { timeout });
 }
 
 /** Wait until this tab's scheduler worker runs Pyodide: only the tab holding the lease gets there. */
@@ -104,7 +142,7 @@ await asyncio.wait_for(_worker_ready(), ${timeoutSeconds})
 
 /** Run Python on a page; a JSON string result comes back decoded. */
 async function py(page, code) {
-  return page.evaluate((c) => window.py(c), code);
+  return kit.py(page, code);
 }
 
 async function resetServer(request) {
@@ -128,4 +166,10 @@ async function release(request, key) {
   expect(res.ok()).toBeTruthy();
 }
 
-module.exports = { readmeExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog, holding, release };
+module.exports = {
+  readmeExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
+  holding, release,
+  HARNESS, openHarness, refreshingTransport,
+  jobs: kit.jobs, jobRow: kit.jobRow, waitForStatus: kit.waitForStatus, crashTab: kit.crashTab,
+  freezeTab: kit.freezeTab, waitForPython: kit.waitForPython,
+};

@@ -14,7 +14,7 @@
 // Nothing here is timed: the counts are read once the jobs have settled (polled until they
 // return, with a generous budget on a loaded machine, then compared).
 const { test, expect } = require("@playwright/test");
-const { py } = require("./helpers");
+const { HARNESS, py, queueReady, waitForPython } = require("./helpers");
 
 const FULL = !!process.env.LEAKS_FULL;
 const N = FULL ? 10_000 : 300;
@@ -32,7 +32,6 @@ pyjobq.configure(reconstructors={"noop": noop})
 from pyjobq import queue
 from pyjobq.browser import proxies
 side = queue._queue()
-await asyncio.wait_for(queue.query_all(), 120)
 
 async def volatile_job(signal):
     await asyncio.sleep(0)
@@ -64,9 +63,10 @@ async def snapshot(trace=False):
 
 test(`${N} jobs leave live proxies and listeners where they started, page and worker`, async ({ page }) => {
   page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 120_000 });
+  await page.goto(HARNESS);
+  await waitForPython(page, { ready: () => window.pyReady === true });
   await py(page, SETUP);
+  await queueReady(page);
 
   // Warm up: the volatile engine, the database connection and the listeners are made once.
   expect(await py(page, "json.dumps(await run_jobs(20, start=-20))")).toEqual([]);

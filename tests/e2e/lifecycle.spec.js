@@ -9,7 +9,7 @@ const { spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const { configurePython, py, resetServer, serverLog, holding, release } = require("./helpers");
+const { configurePython, openHarness, py, resetServer, serverLog, holding, release } = require("./helpers");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const FLAGS = [
@@ -35,13 +35,7 @@ async function launchChromium() {
 }
 
 async function openQueue(context, baseURL) {
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto(`${baseURL}/tests/harness.html`);
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
-  await py(page, configurePython());
-  await py(page, "await asyncio.wait_for(queue.query_all(), 90)\n'ok'");
-  return page;
+  return openHarness(context, { url: `${baseURL}/tests/harness.html`, setup: configurePython() });
 }
 
 async function setState(context, page, state) {

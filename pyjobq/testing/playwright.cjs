@@ -1,0 +1,127 @@
+// @ts-check
+// pyjobq's Playwright helper: cross-tab tests of a page that runs pyjobq under Pyodide.
+//
+// Ships inside the pyjobq wheel, beside the CPython kit (pyjobq/testing/); find it with
+//   python -c "import pyjobq.testing as t; print(t.PLAYWRIGHT_HELPER)"
+// and require() or import it from your Playwright tests (CommonJS: both work).
+//
+// Every helper runs Python on the page through one runner: `window.py(code)` when the page
+// defines it (pyjobq's own test harness does), else `window.pyodide.runPythonAsync(code)`.
+// Pass `{ run: async (page, code) => ... }` to use your own. Code runs with top-level await;
+// a JSON string result comes back decoded. Nothing here mocks the browser: tabs are real
+// pages of one context (one origin), crashes are renderer crashes, freezes are Chromium's.
+"use strict";
+
+/** Run Python on the page (see the header for which runner); a JSON string result is decoded. */
+async function py(page, code, { run } = {}) {
+  if (run) return decoded(await run(page, code));
+  return decoded(await page.evaluate(async (c) => {
+    const w = /** @type {any} */ (window);
+    if (typeof w.py === "function") return w.py(c);
+    if (w.pyodide) return String(await w.pyodide.runPythonAsync(c));
+    throw new Error("pyjobq-playwright: the page defines neither window.py nor window.pyodide");
+  }, code));
+}
+
+function decoded(value) {
+  if (typeof value !== "string") return value;
+  try { return JSON.parse(value); } catch { return value; }
+}
+
+/**
+ * Wait until the page's queue answers: its own store requests work (IndexedDB open, the page
+ * side started). A tab waiting in line for the processor lease is ready too: it stores and
+ * answers at once, whatever its worker does.
+ */
+async function queueReady(page, { timeout = 120_000, run } = {}) {
+  const seconds = Math.max(1, Math.round(timeout / 1000));
+  await py(page, `import asyncio, pyjobq\nawait asyncio.wait_for(pyjobq.query_all(), ${seconds})\n"ok"`, { run });
+}
+
+/**
+ * Open a tab of `url` in `context` and wait until its queue is ready.
+ *
+ * Options: `ready` — a function run in the page that is true once Python can run (default:
+ * `window.pyReady === true || !!window.pyodide`); `setup` — Python to run first (configure
+ * the queue, define reconstructors); `before(page)` — runs before navigating (routes, init
+ * scripts); `timeout` — for each wait, ms (default 120 s: two Pyodides boot per tab);
+ * `run` — the Python runner; `logErrors` — print the page's console errors (default true).
+ */
+async function openTab(context, url, { ready, setup, before, timeout = 120_000, run, logErrors = true } = {}) {
+  const page = await context.newPage();
+  if (logErrors) {
+    page.on("console", (msg) => {
+      if (msg.type() === "error" && !msg.text().startsWith("Failed to load resource")) console.log(`[page error] ${msg.text()}`);
+    });
+  }
+  if (before) await before(page);
+  await page.goto(url);
+  await waitForPython(page, { ready, timeout });
+  if (setup) await py(page, setup, { run });
+  await queueReady(page, { timeout, run });
+  return page;
+}
+
+/** Wait until Python can run on the page (after a navigation or a reload). */
+async function waitForPython(page, { ready, timeout = 120_000 } = {}) {
+  const predicate = ready || (() => {
+    const w = /** @type {any} */ (window);
+    return w.pyReady === true || !!w.pyodide;
+  });
+  await page.waitForFunction(predicate, null, { timeout });
+}
+
+/** Every job this tab's queue lists (`pyjobq.query_all()`: its rows, volatile jobs included). */
+async function jobs(page, { run } = {}) {
+  return py(page, "import json, pyjobq\njson.dumps(await pyjobq.query_all())", { run });
+}
+
+/** One job's row as this tab lists it, or null. */
+async function jobRow(page, id, { run } = {}) {
+  const rows = await jobs(page, { run });
+  return rows.find((r) => r.id === id) ?? null;
+}
+
+/**
+ * Wait until the job `id` has one of `statuses` (a string or a list) in this tab's list;
+ * returns its row. Polls every `interval` ms; throws naming the last status seen on timeout.
+ */
+async function waitForStatus(page, id, statuses, { timeout = 60_000, interval = 100, run } = {}) {
+  const wanted = Array.isArray(statuses) ? statuses : [statuses];
+  const end = Date.now() + timeout;
+  let row = null;
+  for (;;) {
+    row = await jobRow(page, id, { run });
+    if (row && wanted.includes(row.status)) return row;
+    if (Date.now() > end) {
+      throw new Error(`job ${id} did not reach ${wanted.join(" or ")} in ${timeout} ms (last: ${row ? row.status : "not listed"})`);
+    }
+    await page.waitForTimeout(interval);
+  }
+}
+
+/**
+ * Crash the tab's renderer (CDP `Page.crash`, as an out-of-memory kill would): no `pagehide`,
+ * no `unload`, its workers die with it and its Web Locks are released. Resolves once it crashed.
+ */
+async function crashTab(context, page, { timeout = 10_000 } = {}) {
+  const cdp = await context.newCDPSession(page);
+  const crashed = page.waitForEvent("crash", { timeout });
+  cdp.send("Page.crash").catch(() => {}); // never answers: the renderer is gone
+  await crashed;
+}
+
+/**
+ * Freeze the tab as Chromium freezes a background tab (CDP `Page.setWebLifecycleState`):
+ * `freeze` fires, then no task runs. It keeps its Web Locks. Returns `resume()`, which fires
+ * `resume` and lets it run again.
+ */
+async function freezeTab(context, page) {
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Page.setWebLifecycleState", { state: "frozen" });
+  return async () => {
+    await cdp.send("Page.setWebLifecycleState", { state: "active" });
+  };
+}
+
+module.exports = { py, queueReady, openTab, waitForPython, jobs, jobRow, waitForStatus, crashTab, freezeTab };
