@@ -14,7 +14,7 @@
 // `make test` runs 60 jobs and 2 crashes. CHAOS_FULL=1 runs 300 jobs and 5 crashes.
 // CHAOS_SEED=n picks the server's answers (default 1).
 const { test, expect } = require("@playwright/test");
-const { openHarness, py, refreshingTransport, resetServer, serverLog, crashTab, waitForPython, queueReady } = require("./helpers");
+const { openHarness, py, refreshingTransport, resetServer, serverLog, crashTab, queueReady, harnessReady } = require("./helpers");
 
 const FULL = !!process.env.CHAOS_FULL;
 const N = FULL ? 300 : 60;
@@ -45,7 +45,7 @@ async function openTab(context, baseURL, pages) {
 /** Reload the tab: the harness again, the queue configured and ready. */
 async function boot(page) {
   await page.goto("/tests/harness.html");
-  await waitForPython(page, { ready: () => window.pyReady === true, timeout: 120_000 });
+  await harnessReady(page);
   await py(page, SETUP);
   await queueReady(page);
 }

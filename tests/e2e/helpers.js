@@ -113,7 +113,17 @@ async def send(method, path, body):
  * `before(page)` runs before it navigates; `url` defaults to the harness.
  */
 async function openHarness(context, { setup, before, url = HARNESS, timeout = 120_000 } = {}) {
-  return kit.openTab(context, url, { setup, before, timeout, ready: () => window.pyReady === true });
+  return kit.openTab(context, url, { setup, before, timeout, ready: harnessHasPython });
+}
+
+/** The harness's word that Python runs on it (after a navigation or a reload). */
+function harnessHasPython() {
+  return /** @type {any} */ (window).pyReady === true;
+}
+
+/** Wait until Python runs on a harness page (after a navigation or a reload). */
+async function harnessReady(page, timeout = 120_000) {
+  await kit.waitForPython(page, { ready: harnessHasPython, timeout });
 }
 
 /** Block everything but the test server, open the harness and configure the queue. */
@@ -169,7 +179,7 @@ async function release(request, key) {
 module.exports = {
   readmeExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
   holding, release,
-  HARNESS, openHarness, refreshingTransport,
+  HARNESS, openHarness, harnessReady, refreshingTransport,
   jobs: kit.jobs, jobRow: kit.jobRow, waitForStatus: kit.waitForStatus, crashTab: kit.crashTab,
   freezeTab: kit.freezeTab, waitForPython: kit.waitForPython,
 };

@@ -14,7 +14,7 @@
 // Nothing here is timed: the counts are read once the jobs have settled (polled until they
 // return, with a generous budget on a loaded machine, then compared).
 const { test, expect } = require("@playwright/test");
-const { HARNESS, py, queueReady, waitForPython } = require("./helpers");
+const { HARNESS, py, queueReady, harnessReady } = require("./helpers");
 
 const FULL = !!process.env.LEAKS_FULL;
 const N = FULL ? 10_000 : 300;
@@ -64,7 +64,7 @@ async def snapshot(trace=False):
 test(`${N} jobs leave live proxies and listeners where they started, page and worker`, async ({ page }) => {
   page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
   await page.goto(HARNESS);
-  await waitForPython(page, { ready: () => window.pyReady === true });
+  await harnessReady(page);
   await py(page, SETUP);
   await queueReady(page);
 

@@ -8,6 +8,7 @@
 const { test, expect: baseExpect } = require("@playwright/test");
 const {
   openQueuePage, py, configurePython, resetServer, serverLog, holding, release,
+  harnessReady,
 } = require("./helpers");
 
 // Polls wait out a loaded 2-core machine; what they wait for is still bounded.
@@ -130,7 +131,7 @@ json.dumps(job.id)
 `);
   const reloadedAt = Date.now();
   await page.reload();
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 30_000 });
+  await harnessReady(page);
   expect((await serverLog(request)).filter((e) => e.path === "/api/echo/reload")).toEqual([]);
   await py(page, configurePython());
 

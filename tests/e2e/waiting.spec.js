@@ -7,7 +7,7 @@
 // - a waiting tab's worker has no Pyodide, yet the tab stores, queries and deletes at once (its
 //   delete ends a run in the other tab); when the holder closes it loads Pyodide and drains.
 const { test, expect: baseExpect } = require("@playwright/test");
-const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release, storedRecord } = require("./helpers");
+const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release, storedRecord, harnessReady } = require("./helpers");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -36,7 +36,7 @@ async function openHarness(context, baseURL) {
   const page = await context.newPage();
   page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
   await page.goto("/tests/harness.html");
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
+  await harnessReady(page);
   return page;
 }
 
@@ -60,7 +60,7 @@ job = queue.enqueue_fetch("POST", "/api/echo/reload-debounced", {"text": "v1"}, 
 await asyncio.wait_for(job.stored, 30)
 job.id`);
   await page.reload(); // long before the delay has passed
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
+  await harnessReady(page);
   expect(await storedRecord(page, id)).toMatchObject({ status: "pending" });
   expect(await py(page, CONFIGURE)).toBe("configured");
   expect(page.workers().filter((w) => w.url().includes("#db="))).toEqual([]); // configure() starts nothing

@@ -6,7 +6,7 @@
 // that throws as it starts, and a Content-Security-Policy that refuses blob: workers — which
 // configure(worker_url=...) then gets past.
 const { test, expect } = require("@playwright/test");
-const { py } = require("./helpers");
+const { py, harnessReady } = require("./helpers");
 
 /** Open `pagePath` (a harness), collect its console errors, wait for its Pyodide. */
 async function openHarness(context, baseURL, pagePath = "/tests/harness.html") {
@@ -15,7 +15,7 @@ async function openHarness(context, baseURL, pagePath = "/tests/harness.html") {
   const errors = [];
   page.on("console", (msg) => { if (msg.type() === "error") errors.push(msg.text()); });
   await page.goto(pagePath);
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
+  await harnessReady(page);
   return { page, errors };
 }
 
@@ -164,7 +164,7 @@ test("a CSP without blob: workers fails fast and says what to do; worker_url get
 
   // The same page, reloaded, with the served copy of the worker script: jobs run.
   await page.reload();
-  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 60_000 });
+  await harnessReady(page);
   const outcome = await py(page, `
 import asyncio, json, pyjobq
 from pyodide.http import pyfetch
