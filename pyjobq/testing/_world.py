@@ -31,7 +31,7 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Generator, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
 from ..core.messages import make
