@@ -289,7 +289,7 @@ class ExecutorSide:
             from .memory import ChannelHub, LockHub, VolatileStore, link_pair
             from .scheduler import Scheduler
 
-            mine, theirs = link_pair()
+            mine, theirs = link_pair(copy=False)  # one Python context: no structured copies
             mine.subscribe(self._on_link)
             self._volatile = Scheduler(
                 store=VolatileStore(), locks=LockHub().client(),

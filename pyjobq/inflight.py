@@ -141,17 +141,21 @@ class FlightTable:
         flight._stop_timer()
 
     def take(self, flight: Flight) -> None:
-        """Take a flight out of the running runs, keeping its run lock (its outcome is being
+        """Take a running flight out of the table, keeping its run lock (its outcome is being
         stored); :meth:`finish` lets go of the rest."""
         if self._running.get(flight.job_id) is flight:
             del self._running[flight.job_id]
-        flight._stop_timer()
+            flight._stop_timer()
 
     def finish(self, flight: Flight) -> None:
         """The run's outcome is stored (or will never be): out of the table, timer stopped,
-        run lock let go, waiters settled."""
-        self.take(flight)
-        flight._let_go()
+        run lock let go, waiters settled. A flight abandoned while its outcome was being
+        stored has ended too — its page already answered — so it stops ending now."""
+        if self._ending.get(flight.claim) is flight:
+            self.ended(flight.claim)
+        else:
+            self.take(flight)
+            flight._let_go()
         flight._settle()
 
     def abandon(self, job_id: str, *, grace_ms: float) -> Flight | None:

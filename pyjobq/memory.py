@@ -444,15 +444,16 @@ class MemoryChannel:
 class MemoryLink:
     """One end of a worker ↔ page pair: messages are copied and delivered in a later task."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, copy: bool = True) -> None:
         self.peer: MemoryLink | None = None
         self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
+        self._copy = copy
 
     def send(self, message: Message) -> None:
         if self.closed or self.peer is None or self.peer.closed:
             return  # like postMessage to a terminated worker: dropped
-        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message))
+        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message) if self._copy else message)
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         self._listeners.append(callback)
@@ -484,8 +485,11 @@ class MemoryLink:
         self.closed = True
 
 
-def link_pair() -> tuple[MemoryLink, MemoryLink]:
-    a, b = MemoryLink(), MemoryLink()
+def link_pair(*, copy: bool = True) -> tuple[MemoryLink, MemoryLink]:
+    """Two linked ends. ``copy=False`` hands messages over as they are (still in a later task):
+    for an engine and its page in one Python context (volatile jobs), where a structured copy
+    would only cost time; messages are built fresh for each send and never changed after."""
+    a, b = MemoryLink(copy=copy), MemoryLink(copy=copy)
     a.peer, b.peer = b, a
     return a, b
 

@@ -98,3 +98,18 @@ def test_an_abandoned_run_whose_page_never_answers_ends_after_the_grace_period()
 def test_abandoning_what_is_not_in_flight_does_nothing() -> None:
     flights, *_ = table()
     assert flights.abandon("nope", grace_ms=1) is None and not flights.ending
+
+
+def test_a_run_abandoned_while_its_outcome_was_being_stored_ends_when_that_store_finishes() -> None:
+    # Its page already answered (that answer is what was being stored): waiting out the grace
+    # period would hold its type busy for nothing — and stopping the grace timer without ending
+    # it would hold the type for ever (a simulation seed found that).
+    flights, clock, _, ended = table()
+    lock = Lock()
+    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flights.started(flight)
+    flights.abandon("a", grace_ms=5_000)
+    flights.finish(flight)
+    assert (flights.ending, flights.busy_types(), lock.released, ended[0]) == (False, set(), 1, 1)
+    clock.advance(10_000)
+    assert (lock.released, ended[0]) == (1, 1)
