@@ -74,17 +74,17 @@ from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
-from .core.mode import JOB_QUEUE, Mode
+from .core.mode import JOB_QUEUE, RETENTION_MS, Mode
 from .core.view import Entry, QueueView
 from .core.records import JobRecord, NewJob, RunResult, check_json
 from .errors import InvalidJobError
 from .core.status import TERMINAL, Status
 from .lease import LEASE_MESSAGES
+from .retention import Sweeper, sweep
 
 log = logging.getLogger("pyjobq")
 
 DEFAULT_HANDSHAKE_MS = 10_000.0
-RETENTION_MS = 7 * 24 * 3600 * 1000.0
 #: After a pass raised (a transient store error, say), the next one runs this soon, doubling to
 #: PASS_RETRY_CAP_MS while passes keep failing: the queue runs on without an unrelated wake.
 PASS_RETRY_MS = 1_000.0
@@ -187,6 +187,9 @@ class Scheduler:
         self._retry_at: float | None = None
         #: When the pass last took a look; a chain of settles keeps looking at least this often.
         self._looked_at = 0.0
+        #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
+        self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
+                                publish=lambda records: self._publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -207,6 +210,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._stopped = True
+        self._sweeper.stop()
         self._drop_prefetched()
         if self._retry_timer is not None:
             self._retry_timer.cancel()
@@ -304,6 +308,7 @@ class Scheduler:
                 self._wanted = False
                 self._looked_at = self._clock.now()
                 await self._catch_up()
+                await self._sweeper.look()
                 if self.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
@@ -404,7 +409,8 @@ class Scheduler:
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
         now = self._clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases)
+        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases,
+                                           lanes=self.mode.lanes)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
@@ -679,6 +685,8 @@ class Scheduler:
         if flight.deadline is not None:
             flight.deadline.cancel()
         _release_run_lock(flight)
+        if flight.settled is not None and not flight.settled.done():
+            flight.settled.set_result(None)  # a suspend_type waiting on it: its executor settled
         if self._stopped and not self._ending:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
@@ -715,6 +723,8 @@ class Scheduler:
                 # Storable means storable: running it again would give the same result.
                 outcome = RunResult(ok=False, error=str(exc), status=outcome.status,
                                     code="result_not_storable", terminal=True)
+        if flight.settled is not None:  # suspend_type aborted this run
+            outcome = policy.after_abort(outcome)
         held_lock = None
         yield_lock = self._yields.get(flight.type)
         if outcome.interrupted and yield_lock:
@@ -729,7 +739,8 @@ class Scheduler:
             if cur.owner != self.source:
                 return None
             return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
-                                 held_yield_lock=held_lock, suspended=suspended)
+                                 held_yield_lock=held_lock, suspended=suspended,
+                                 http_status_rules=self.mode.http_status_rules)
 
         change = Change(job_id, settle, _RUNNING)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
@@ -774,8 +785,9 @@ class Scheduler:
         if self._stopped or self._revoked or self._view is None or flight.type in self._suspended \
                 or flight.type in self._yields or flight.type in self._busy_elsewhere:
             return None
-        entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self.mode.leases)
-        if entry is None:
+        entry = self._view.follow_on(flight.type, now, self._ours(), leases=self.mode.leases,
+                                     lanes=self.mode.lanes)
+        if entry is None or entry.type in self._suspended or entry.type in self._yields:
             return None
         releases = await self._take_run_locks([entry])
         release = releases.get(entry.id)
@@ -878,8 +890,7 @@ class Scheduler:
             return
         if flight.deadline is not None:
             flight.deadline.cancel()
-        if flight.settled is not None and not flight.settled.done():
-            flight.settled.set_result(None)
+        # A suspend_type waiting on this run resolves in _ended: when its executor has settled.
         self._ending[flight.claim] = flight
         claim = flight.claim
         flight.deadline = self._clock.call_later(
@@ -1022,10 +1033,8 @@ class Scheduler:
 
     async def _do_cleanup_old(self, msg: dict[str, Any]) -> int:
         """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup")."""
-        cutoff = self._clock.now() - RETENTION_MS
-        old = [r.id for r in await self.store.by_status(Status.DONE) if r.updated_at < cutoff]
-        await self.store.delete_many(old)
-        return len(old)
+        return await sweep(self.store, self._clock.now(), RETENTION_MS,
+                           lambda records: self._publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ updates
 
