@@ -100,17 +100,8 @@ class MemoryStore:
     async def get(self, job_id: str) -> JobRecord | None:
         return self._read(job_id) if job_id in self._rows else None
 
-    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
-        if job_id not in self._rows:
-            return None
-        current, failed = self._load(job_id)
-        if current is None or failed:
-            return current  # foreign: left as it is; malformed: failed, and the change not applied
-        new = change(current)
-        if new is None:
-            return current
-        self._rows[job_id] = _copy(new.to_dict())
-        return self._decode(self._rows[job_id])
+    async def update(self, change: Change) -> Updated:
+        return (await self.update_many([change]))[0]
 
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
         # All or none: the new rows are written only once every change has run.
@@ -253,15 +244,8 @@ class VolatileStore:
     async def get(self, job_id: str) -> JobRecord | None:
         return self._records.get(job_id)
 
-    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
-        current = self._records.get(job_id)
-        if current is None:
-            return None
-        new = change(current)
-        if new is None:
-            return current
-        self._keep(new)
-        return new
+    async def update(self, change: Change) -> Updated:
+        return (await self.update_many([change]))[0]
 
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
         written: dict[str, JobRecord] = {}

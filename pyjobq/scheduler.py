@@ -62,11 +62,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import math
 import random as _random
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .tasks import TaskSet
@@ -74,13 +72,20 @@ from .core import lanes, messages, policy
 from .core.backoff import make_backoff
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
-from .core.mode import JOB_QUEUE, RETENTION_MS, Mode
+from .core.mode import JOB_QUEUE, Mode
 from .core.view import Entry, QueueView
-from .core.records import JobRecord, NewJob, RunResult, check_json
+from .core.records import JobRecord, RunResult, check_json
 from .errors import InvalidJobError
-from .core.status import TERMINAL, Status
+from .core.status import Status
+from .core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
+from .handlers import RequestHandlers
+from .inflight import Flight, FlightTable
 from .lease import LEASE_MESSAGES
-from .retention import Sweeper, sweep
+from .publisher import Publisher
+from .retention import Sweeper
+from .runlocks import RunLocks, no_release
+
+__all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
 
 log = logging.getLogger("pyjobq")
 
@@ -91,21 +96,6 @@ PASS_RETRY_MS = 1_000.0
 PASS_RETRY_CAP_MS = 30_000.0
 #: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news) this often.
 LOOK_EVERY_MS = 1_000.0
-#: At most this many records in one ``job-update`` (a burst of 10,000 is twenty messages).
-NEWS_BATCH = 500
-
-
-@dataclass
-class _InFlight:
-    job_id: str
-    type: str
-    #: This claim's identifier: ``run`` carries it and the page echoes it, so an answer for an
-    #: earlier claim of the same job is never taken for this one's.
-    claim: str = ""
-    started: bool = False
-    deadline: Timer | None = None
-    settled: asyncio.Future[None] | None = None
-    release_run_lock: Callable[[], None] | None = None
 
 
 class Scheduler:
@@ -143,26 +133,30 @@ class Scheduler:
         self.store = store
         self._locks = locks
         self._channel = channel
-        self._link = link
-        self._clock = clock
+        self.link = link
+        self.clock = clock
         self._lock_name = lock_name
         self.source = source
         self._yields = dict(yields or {})
         self._handshake_ms = handshake_timeout_ms
         self._backoff = backoff if backoff is not None else make_backoff(random)
         self._is_online = is_online
-        self._in_flight: dict[str, _InFlight] = {}
+        #: The runs handed off, until their outcome is stored (pyjobq/inflight.py).
+        self.flights = FlightTable(clock, source, on_ended=self._on_ended)
+        self._publisher = Publisher(link=link, channel=channel, source=source, volatile=mode.volatile)
+        self._handlers = RequestHandlers(self)
         self._kick = asyncio.Event()
         self._wanted = False
         self._pass_task: asyncio.Future[None] | None = None
         self._retry_timer: Timer | None = None
-        self._watching: set[str] = set()
         self._tasks = TaskSet(log, "pyjobq scheduler task failed")
+        self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = False
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
         self.volatile = mode.volatile
-        self._suspended: set[str] = set()
+        #: Suspended types (``suspend_type``): their pending jobs park, new ones too.
+        self.suspended: set[str] = set()
         self._last_created = 0.0
         if lease is None:
             from .lease import LockLease
@@ -172,16 +166,10 @@ class Scheduler:
         self._revoked = False
         #: Types with a running record whose run lock another page holds: busy in the lanes.
         self._busy_elsewhere: set[str] = set()
-        #: Abandoned runs whose page has not yet said they ended, by claim: their types stay busy
-        #: and their run locks held (a deleted job's request may still be on the wire).
-        self._ending: dict[str, _InFlight] = {}
-        self._claims = itertools.count(1)
         self._pass_failures = 0
         self._verify_timer: Timer | None = None
         #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
         self._view: QueueView | None = None
-        #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
-        self._prefetched: dict[str, tuple[str, asyncio.Future[Callable[[], None] | None]]] = {}
         self._view_read_at = 0.0
         #: When the retry timer fires (set by the view's arming), to keep one that still fits.
         self._retry_at: float | None = None
@@ -189,16 +177,16 @@ class Scheduler:
         self._looked_at = 0.0
         #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
         self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
-                                publish=lambda records: self._publish_many(records, deleted=True))
+                                publish=lambda records: self.publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self._unsubscribe = [
-            self._link.subscribe(self._on_link),
+            self.link.subscribe(self._on_link),
             self._channel.subscribe(self._on_channel),
         ]
-        self._link.send(make("ready", source=self.source))
+        self.link.send(make("ready", source=self.source))
         self.wake()
 
     def stop(self) -> None:
@@ -211,21 +199,18 @@ class Scheduler:
         """
         self._stopped = True
         self._sweeper.stop()
-        self._drop_prefetched()
+        self._run_locks.drop_prefetched()
         if self._retry_timer is not None:
             self._retry_timer.cancel()
         if self._verify_timer is not None:
             self._verify_timer.cancel()
             self._verify_timer = None
-        for job_id in list(self._in_flight):
+        for flight in self.flights:
             if self.mode.run_locks:
-                self._abandon(job_id)
+                self.abandon(flight.job_id)
             else:
-                flight = self._in_flight[job_id]
-                if flight.deadline is not None:
-                    flight.deadline.cancel()
-                _release_run_lock(flight)
-        keep = self._unsubscribe[:1] if self._ending else []  # the link: the pages' last answers
+                self.flights.finish(flight)
+        keep = self._unsubscribe[:1] if self.flights.ending else []  # the link: the pages' last answers
         for unsubscribe in self._unsubscribe[len(keep):]:
             unsubscribe()
         self._unsubscribe = keep
@@ -236,10 +221,9 @@ class Scheduler:
         self._spawn(self._back_online())
 
     async def _back_online(self) -> None:
-        now = self._clock.now()
-        for record in await self.store.by_status(Status.PENDING):
-            if record.code == policy.OFFLINE:
-                self._publish(await self.store.update(record.id, lambda cur: policy.back_online(cur, now)))
+        now = self.clock.now()
+        waiting = [r.id for r in await self.store.by_status(Status.PENDING) if r.code == policy.OFFLINE]
+        await self.write([Change(i, lambda cur: policy.back_online(cur, now), _PENDING) for i in waiting])
         self.wake()
 
     def clear_retry_timer(self) -> None:
@@ -250,7 +234,7 @@ class Scheduler:
 
     @property
     def in_flight(self) -> frozenset[str]:
-        return frozenset(self._in_flight)
+        return self.flights.ids
 
     def wake(self) -> None:
         """Process soon: an enqueue, the ``online`` event or the retry timer."""
@@ -291,11 +275,11 @@ class Scheduler:
             if not self._stopped:
                 if self._retry_timer is not None:
                     self._retry_timer.cancel()
-                self._retry_timer, self._retry_at = self._clock.call_later(delay, self.wake), None
+                self._retry_timer, self._retry_at = self.clock.call_later(delay, self.wake), None
 
     def _on_revoked(self) -> None:
         self._revoked = True
-        self._drop_prefetched()
+        self._run_locks.drop_prefetched()
         self._kick.set()
 
     async def _drain(self) -> None:
@@ -306,7 +290,7 @@ class Scheduler:
             while not self._stopped and not self._revoked:
                 self._kick.clear()
                 self._wanted = False
-                self._looked_at = self._clock.now()
+                self._looked_at = self.clock.now()
                 await self._catch_up()
                 await self._sweeper.look()
                 if self.mode.recovers:
@@ -318,7 +302,7 @@ class Scheduler:
                 progressed = await self._start_ready()
                 # An abandoned run still ending holds its type here: the pass (and so the lease)
                 # waits for it, or the next holder would start that type beside it.
-                if not self._in_flight and not self._ending and not progressed:
+                if not self.flights and not self.flights.ending and not progressed:
                     # The view says nothing is left; the store has the last word before we let go.
                     if await self._read_view():
                         continue
@@ -328,20 +312,20 @@ class Scheduler:
                     await self._kick.wait()
         finally:
             self._view = None
-            self._drop_prefetched()
+            self._run_locks.drop_prefetched()
 
     async def _read_view(self) -> bool:
         """Read the view whole from the store; True when that changed what it held."""
         before = self._view.snapshot() if self._view is not None else None
         view = QueueView()
         view.replace(await self.store.entries())
-        self._view, self._view_read_at = view, self._clock.now()
+        self._view, self._view_read_at = view, self.clock.now()
         return before is not None and before != view.snapshot()
 
     async def _catch_up(self) -> None:
         """Read again what news named since the last look, and everything once a recheck is due."""
         view = self._require_view()
-        if self._clock.now() - self._view_read_at >= RECHECK_MS:
+        if self.clock.now() - self._view_read_at >= RECHECK_MS:
             await self._read_view()
             return
         ids = view.stale()
@@ -359,23 +343,22 @@ class Scheduler:
         return self._view
 
     def _ours(self) -> set[str]:
-        """Ids of jobs this scheduler has a run of: in flight, or abandoned and still ending."""
-        return set(self._in_flight) | {flight.job_id for flight in self._ending.values()}
+        return self.flights.ours()
 
     async def _recover(self) -> None:
-        now = self._clock.now()
+        now = self.clock.now()
         ours = self._ours()
         running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
         if running and self.mode.run_locks:
             held = await self._locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            elsewhere = {r.id for r in running if held.get(lanes.run_lock(self._lock_name, r.id)) == "exclusive"}
+            elsewhere = {r.id for r in running if held.get(self._run_locks.name(r.id)) == "exclusive"}
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._watch(lanes.run_lock(self._lock_name, job_id))
+            self._run_locks.watch(self._run_locks.name(job_id))
         orphaned = lanes.orphans(running, ours, elsewhere)
         if not orphaned or self._revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
@@ -388,101 +371,54 @@ class Scheduler:
                 return None
             return policy.recover(cur, now)
 
-        await self._write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
+        await self.write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
 
     async def _unpark_free(self) -> None:
         paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
         if not paused:
             return
         held = await self._locks.held()
-        now = self._clock.now()
-        await self._write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
+        now = self.clock.now()
+        await self.write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
                            for e in lanes.unparkable(paused, held)])
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
-                self._watch(entry.yield_lock or "")
+                self._run_locks.watch(entry.yield_lock or "")
 
     def _busy(self) -> set[str]:
-        return {flight.type for flight in self._in_flight.values()} | self._busy_elsewhere \
-            | {flight.type for flight in self._ending.values()}
+        return self.flights.busy_types() | self._busy_elsewhere
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self._clock.now()
+        now = self.clock.now()
         picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases,
                                            lanes=self.mode.lanes)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
-        parks: list[Change] = []
-        claims: list[Entry] = []
-        for entry in picks:
-            if entry.type in self._suspended:
-                parks.append(Change(entry.id, lambda cur: policy.park(cur, now, None), _PENDING))
-                continue
-            yield_lock = self._yields.get(entry.type)
-            if yield_lock and held.get(yield_lock) == "exclusive":
-                parks.append(Change(entry.id, functools.partial(_park, now=now, lock=yield_lock), _PENDING))
-                self._watch(yield_lock)
-                continue
-            claims.append(entry)
-        releases = await self._take_run_locks(claims)
+        starts = lanes.plan_starts(picks, suspended=self.suspended, yields=self._yields, held=held)
+        for lock in starts.watch:
+            self._run_locks.watch(lock)
+        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), _PENDING) for e, lock in starts.parks]
+        claims = list(starts.claims)
+        releases = await self._run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
         if self._revoked:
             for release in releases.values():
                 release()  # the page let the lease go while we asked: claim nothing
             return False
-        return await self._claim_and_hand_off(parks, claims, releases, now)
-
-    async def _take_run_locks(self, entries: list[Entry]) -> dict[str, Callable[[], None]]:
-        """The run lock of each entry's job that is free (all asked at once, or taken ahead by
-        :meth:`_prefetch`), by id; a held one is watched (another page still stores its run's
-        outcome) and left out. Without run locks, a no-op release for each."""
-        if not self.mode.run_locks:
-            return {e.id: _no_release for e in entries}
-        asks: list[Any] = []
-        for entry in entries:
-            ahead = self._prefetched.pop(entry.type, None)
-            if ahead is not None and ahead[0] == entry.id:
-                asks.append(ahead[1])
-            else:
-                if ahead is not None:
-                    _let_go(ahead[1])
-                asks.append(self._take_run_lock(entry.id))
-        # Asks taken ahead are mostly answered already: read those without an event-loop step.
-        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases: dict[str, Callable[[], None]] = {}
-        for entry, release in zip(entries, got):
-            if release is None:
-                self._watch(lanes.run_lock(self._lock_name, entry.id))
-            else:
-                releases[entry.id] = release
-        return releases
+        done = await self._group_commit(parks, claims, releases, now)
+        return any(updated.applied for updated in done)
 
     def _prefetch(self, job_type: str) -> None:
         """Take the run lock of the lane's next job now, while this one runs: the settle's
         transaction then claims it with no wait for the lock manager."""
         if not self.mode.run_locks or self._view is None or self._stopped or self._revoked \
-                or job_type in self._prefetched:
+                or self._run_locks.has_prefetched(job_type):
             return
-        entry = self._view.oldest_due(job_type, self._clock.now(), self._ours(),
-                                      leases=self.mode.leases)
+        entry = self._view.oldest_due(job_type, self.clock.now(), self._ours(), leases=self.mode.leases)
         if entry is not None:
-            self._prefetched[job_type] = (entry.id, asyncio.ensure_future(self._take_run_lock(entry.id)))
-
-    def _drop_prefetched(self) -> None:
-        """Let go of run locks taken ahead (the pass ends, the lease goes, we stop): the next
-        holder must be able to claim those jobs."""
-        prefetched, self._prefetched = self._prefetched, {}
-        for _job_id, ask in prefetched.values():
-            _let_go(ask)
-
-    async def _claim_and_hand_off(self, changes: list[Change], claims: list[Entry],
-                                  releases: dict[str, Callable[[], None]], now: float) -> bool:
-        """Store ``changes`` and the claims of ``claims`` in one transaction, then hand off what
-        was claimed (a claim is committed before its ``run`` is posted). True if anything applied."""
-        done = await self._group_commit(changes, claims, releases, now)
-        return any(updated.applied for updated in done)
+            self._run_locks.prefetch(entry)
 
     async def _group_commit(self, changes: list[Change], claims: list[Entry],
                             releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
@@ -490,7 +426,7 @@ class Scheduler:
         off once it committed. Returns what each change did, ``changes`` first, then the claims."""
         all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), _CLAIMABLE) for e in claims]
         try:
-            done = await self._write(all_changes)
+            done = await self.write(all_changes)
         except BaseException:
             for release in releases.values():
                 release()
@@ -502,17 +438,17 @@ class Scheduler:
                 continue
             assert updated.record is not None
             if updated.record.status is Status.RUNNING:
-                self._hand_off(updated.record, None if release is _no_release else release)
+                self._hand_off(updated.record, None if release is no_release else release)
             else:
                 release()  # failed at the ceiling rather than run
         return done
 
-    async def _write(self, changes: list[Change]) -> list[Updated]:
+    async def write(self, changes: list[Change]) -> list[Updated]:
         """One transaction of read-modify-writes; what applied is published (and so seen)."""
         if not changes:
             return []
         done = await self.store.update_many(changes)
-        self._publish_many([u.record for u in done if u.applied and u.record is not None])
+        self.publish_many([u.record for u in done if u.applied and u.record is not None])
         for change, updated in zip(changes, done):
             if updated.applied:
                 continue
@@ -522,46 +458,14 @@ class Scheduler:
                 self._view.apply(updated.record)  # what is stored, whatever the view believed
         return done
 
-    async def _take_run_lock(self, job_id: str) -> Callable[[], None] | None:
-        """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
-        loop = asyncio.get_event_loop()
-        granted: asyncio.Future[bool] = loop.create_future()
-        let_go: asyncio.Future[None] = loop.create_future()
-
-        async def hold(lock: Any) -> None:
-            if not lock:
-                granted.set_result(False)
-                return
-            granted.set_result(True)
-            await let_go
-
-        def release() -> None:
-            if not let_go.done():
-                let_go.set_result(None)
-
-        self._spawn(self._locks.request(lanes.run_lock(self._lock_name, job_id), hold, if_available=True))
-        return release if await granted else None
-
     def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
-        """The claim's one read-modify-write: a pending record, or (on leases) a lease that ran out."""
-        if cur.id in self._ours():
-            return None
-        if cur.status is Status.PENDING:
-            return policy.claim(cur, now, self.source, self.mode.lease_ms)
-        lease_ms = self.mode.lease_ms
-        if (lease_ms is not None and cur.status is Status.RUNNING
-                and cur.next_retry_at is not None and cur.next_retry_at <= now):
-            return policy.reclaim(cur, now, self.source, lease_ms)
-        return None
+        """The claim's one read-modify-write (never a job of ours already)."""
+        return None if cur.id in self._ours() else policy.claim_due(cur, now, self.source, self.mode.lease_ms)
 
     def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
-        flight = _InFlight(record.id, record.type, claim=f"{self.source}:{next(self._claims)}",
-                           release_run_lock=release_run_lock)
-        self._in_flight[record.id] = flight
-        flight.deadline = self._clock.call_later(
-            self._handshake_ms, lambda: self._spawn(self._handshake_expired(record.id))
-        )
-        self._link.send(make(
+        flight = self.flights.add(record.id, record.type, release_run_lock=release_run_lock,
+                                  deadline_ms=self._handshake_ms, on_deadline=self._on_deadline)
+        self.link.send(make(
             "run",
             job_id=record.id,
             claim=flight.claim,
@@ -574,16 +478,16 @@ class Scheduler:
         self._prefetch(record.type)
 
     def _arm_verify(self) -> None:
-        if self._verify_timer is None and self._in_flight and not self._stopped and self.mode.run_locks:
-            self._verify_timer = self._clock.call_later(RECHECK_MS, self._verify_in_flight)
+        if self._verify_timer is None and self.flights and not self._stopped and self.mode.run_locks:
+            self._verify_timer = self.clock.call_later(RECHECK_MS, self._verify_in_flight)
 
     def _verify_in_flight(self) -> None:
         """Read the records of the runs in flight: one deleted or cancelled by a tab that died (or
         froze) before broadcasting it is dropped here rather than run to its end."""
         self._verify_timer = None
-        for job_id, flight in list(self._in_flight.items()):
+        for flight in self.flights:
             if flight.started:
-                self._spawn(self._verify_gone(job_id, flight.claim))
+                self._spawn(self._verify_gone(flight.job_id, flight.claim))
         self._arm_verify()
 
     def _arm_retry_timer_from_view(self) -> None:
@@ -591,8 +495,8 @@ class Scheduler:
         already armed for that moment is kept: no new timer per look)."""
         if self._stopped or self._view is None:
             return
-        now = self._clock.now()
-        due_at = self._view.next_due_at(now if self._in_flight else None)
+        now = self.clock.now()
+        due_at = self._view.next_due_at(now if self.flights else None)
         if self._retry_timer is not None and due_at == self._retry_at:
             return
         if self._retry_timer is not None:
@@ -600,7 +504,7 @@ class Scheduler:
             self._retry_timer = None
         self._retry_at = due_at
         if due_at is not None:
-            self._retry_timer = self._clock.call_later(max(0.0, due_at - now), self._retry_due)
+            self._retry_timer = self.clock.call_later(max(0.0, due_at - now), self._retry_due)
 
     def _retry_due(self) -> None:
         self._retry_timer = self._retry_at = None
@@ -614,55 +518,32 @@ class Scheduler:
             return
         # While runs are in flight, work already due is waiting for its lane and the
         # run's result wakes the loop; a timer for it would fire at once, again and again.
-        after = self._clock.now() if self._in_flight else None
+        after = self.clock.now() if self.flights else None
         due_at = await self.store.next_due_at(after)
         if due_at is not None and math.isfinite(due_at):
-            self._retry_timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self.wake)
+            self._retry_timer = self.clock.call_later(max(0.0, due_at - self.clock.now()), self.wake)
         self._retry_at = None  # armed from the store: the view's next arming makes its own
-
-    def _watch(self, lock: str) -> None:
-        """Keep one shared-mode request on a yield lock: granted the moment its holder lets go."""
-        if lock in self._watching:
-            return
-        self._watching.add(lock)
-
-        async def granted(_lock: Any) -> None:
-            self._watching.discard(lock)
-            self.wake()
-
-        self._spawn(self._locks.request(lock, granted, mode="shared"))
 
     # ------------------------------------------------------------ the handshake
 
-    def _flight_for(self, msg: dict[str, Any]) -> _InFlight | None:
-        """The run a page's answer is about: its claim's, or (a page that echoes no claim, an
-        older pyjobq) the job's current one. None for an answer to an earlier claim."""
-        flight = self._in_flight.get(msg["job_id"])
-        claim = msg.get("claim")
-        if flight is None or (isinstance(claim, str) and claim != flight.claim):
-            return None
-        return flight
-
     def _run_started(self, msg: dict[str, Any]) -> None:
-        flight = self._flight_for(msg)
-        if flight is None:
-            return
-        flight.started = True
-        if flight.deadline is not None:
-            flight.deadline.cancel()
-            flight.deadline = None
+        flight = self.flights.for_answer(msg)
+        if flight is not None:
+            self.flights.started(flight)
 
-    async def _handshake_expired(self, job_id: str) -> None:
-        flight = self._in_flight.get(job_id)
-        if flight is None or flight.started:
+    def _on_deadline(self, flight: Flight) -> None:
+        self._spawn(self._handshake_expired(flight))
+
+    async def _handshake_expired(self, flight: Flight) -> None:
+        if self.flights.get(flight.job_id) is not flight or flight.started:
             return
-        del self._in_flight[job_id]
-        self._link.send(make("abandon_run", job_id=job_id, claim=flight.claim))
-        now = self._clock.now()
+        self.flights.take(flight)
+        self.link.send(make("abandon_run", job_id=flight.job_id, claim=flight.claim))
+        now = self.clock.now()
         ms = int(self._handshake_ms)
 
         def change(cur: JobRecord) -> JobRecord | None:
-            if cur.status is not Status.RUNNING or cur.owner != self.source:
+            if cur.owner != self.source:
                 return None
             return policy.fail(
                 cur, now,
@@ -672,39 +553,33 @@ class Scheduler:
                 code="handshake_timeout",
             )
 
-        self._publish(await self.store.update(job_id, change))
-        _release_run_lock(flight)
-        self._kick.set()
+        try:
+            await self.write([Change(flight.job_id, change, _RUNNING)])
+        finally:
+            self.flights.finish(flight)
+            self._kick.set()
 
     def _ended(self, msg: dict[str, Any]) -> bool:
         """A page's word that an abandoned run ended: free its type and its run lock."""
-        claim = msg.get("claim")
-        flight = self._ending.pop(claim, None) if isinstance(claim, str) else None
-        if flight is None:
-            return False
-        if flight.deadline is not None:
-            flight.deadline.cancel()
-        _release_run_lock(flight)
-        if flight.settled is not None and not flight.settled.done():
-            flight.settled.set_result(None)  # a suspend_type waiting on it: its executor settled
-        if self._stopped and not self._ending:
+        return self.flights.ended(msg.get("claim"))
+
+    def _on_ended(self) -> None:
+        if self._stopped and not self.flights.ending:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._unsubscribe = []
         self._kick.set()
-        return True
 
     async def _run_result(self, msg: dict[str, Any]) -> None:
         job_id = msg["job_id"]
         if self._ended(msg):
             return
-        flight = self._flight_for(msg)
+        flight = self.flights.for_answer(msg)
         if flight is None:
             log.debug("pyjobq: dropped run_result for %s (claim %s), not in flight here",
                       job_id, msg.get("claim"))
             return
-        if flight.deadline is not None:
-            flight.deadline.cancel()
+        self.flights.started(flight)  # an answer is also a start: no deadline from here on
         offline = msg.get("offline")
         outcome = RunResult(
             ok=msg["ok"],
@@ -730,10 +605,10 @@ class Scheduler:
         if outcome.interrupted and yield_lock:
             if (await self._locks.held()).get(yield_lock) == "exclusive":
                 held_lock = yield_lock
-        now = self._clock.now()
+        now = self.clock.now()
         # The page's reading when the attempt failed; an older page sends none: ours, now.
         online = not outcome.offline if outcome.offline is not None else self._is_online()
-        suspended = outcome.interrupted and flight.type in self._suspended
+        suspended = outcome.interrupted and flight.type in self.suspended
 
         def settle(cur: JobRecord) -> JobRecord | None:
             if cur.owner != self.source:
@@ -750,7 +625,7 @@ class Scheduler:
             try:
                 done = await self._group_commit([change], [follow[0]] if follow else [],
                                                 dict([(follow[0].id, follow[1])]) if follow else {}, now)
-                followed = follow is not None and follow[0].id in self._in_flight
+                followed = follow is not None and follow[0].id in self.flights
             except Exception as exc:
                 if not outcome.ok:
                     raise
@@ -759,37 +634,35 @@ class Scheduler:
                 log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
                 outcome = RunResult(ok=False, error=f"the result could not be stored: {exc}",
                                     status=outcome.status, code="result_not_storable", terminal=True)
-                done = await self._write([change])
+                done = await self.write([change])
             settled = done[0]
             if self.mode.on_success == "delete" and settled.applied and settled.record is not None \
                     and settled.record.status is Status.DONE:
                 # Done was published first, so whoever waits on the job sees it succeed.
                 await self.store.delete_many([job_id])
-                self._publish(settled.record, deleted=True)
+                self.publish_many([settled.record], deleted=True)
         finally:
-            self._in_flight.pop(job_id, None)
-            _release_run_lock(flight)
-            if flight.settled is not None and not flight.settled.done():
-                flight.settled.set_result(None)
+            self.flights.finish(flight)
             # The lane went on with its next job: the pass need not look again for this one,
             # unless it has not looked for LOOK_EVERY_MS (recovery and unparking keep going).
-            if not followed or self._stopped or self._clock.now() - self._looked_at >= LOOK_EVERY_MS:
+            if not followed or self._stopped or self.clock.now() - self._looked_at >= LOOK_EVERY_MS:
                 self._kick.set()
         if held_lock:
-            self._watch(held_lock)
+            self._run_locks.watch(held_lock)
 
-    async def _follow_on(self, flight: _InFlight, now: float) -> tuple[Entry, Callable[[], None]] | None:
+    async def _follow_on(self, flight: Flight, now: float) -> tuple[Entry, Callable[[], None]] | None:
         """The next job of a settling run's lane, with its run lock, to claim in the settle's
         transaction; None when the lane has none ready, or its start needs the full look
         (a suspended type, a yield lock to check, the lease going)."""
-        if self._stopped or self._revoked or self._view is None or flight.type in self._suspended \
-                or flight.type in self._yields or flight.type in self._busy_elsewhere:
+        if self._stopped or self._revoked or self._view is None or not lanes.chains(
+                flight.type, suspended=self.suspended, yields=self._yields, busy_elsewhere=self._busy_elsewhere):
             return None
         entry = self._view.follow_on(flight.type, now, self._ours(), leases=self.mode.leases,
                                      lanes=self.mode.lanes)
-        if entry is None or entry.type in self._suspended or entry.type in self._yields:
+        if entry is None or not lanes.chains(entry.type, suspended=self.suspended, yields=self._yields,
+                                             busy_elsewhere=self._busy_elsewhere):
             return None
-        releases = await self._take_run_locks([entry])
+        releases = await self._run_locks.take([entry])
         release = releases.get(entry.id)
         if release is not None and (self._stopped or self._revoked):
             release()
@@ -819,8 +692,8 @@ class Scheduler:
             self.back_online()
         elif kind == "progress":
             self._progress(msg)
-        elif kind in _REQUESTS:
-            self._spawn(self._answer(msg))
+        elif kind in self._handlers.table:
+            self._spawn(self._handlers.answer(msg))
         elif kind in LEASE_MESSAGES:
             pass  # the LinkLease's (pyjobq/lease.py)
         elif kind == "debug_counts":
@@ -849,10 +722,9 @@ class Scheduler:
             self._kick.set()
         # Another tab says it deleted or cancelled a job this page is running. The channel is
         # news (any same-origin script can post on it): drop the run only if the store agrees.
-        if isinstance(job_id, str) and job_id in self._in_flight and (
-            job.get("deleted") or job.get("status") == Status.CANCELLED.value
-        ):
-            self._spawn(self._verify_gone(job_id, self._in_flight[job_id].claim))
+        flight = self.flights.get(job_id) if isinstance(job_id, str) else None
+        if flight is not None and (job.get("deleted") or job.get("status") == Status.CANCELLED.value):
+            self._spawn(self._verify_gone(flight.job_id, flight.claim))
         # Another tab has persistent work under way: queue up on the lease, so that if that
         # tab goes away mid-run this one takes over (its pass recovers the running record)
         # with no enqueue, online event or retry timer of its own to prompt it. If the
@@ -863,222 +735,47 @@ class Scheduler:
 
     def _progress(self, msg: dict[str, Any]) -> None:
         """Progress travels in a job-update and is not stored: it is only news."""
-        if msg["job_id"] not in self._in_flight:
-            return
-        job = {"id": msg["job_id"], "status": Status.RUNNING.value, "progress": msg.get("progress"),
-               "progress_note": msg.get("note"), "progress_only": True}
-        if self.volatile:
-            job["volatile"] = True
-        self._post(make("job-update", source=self.source, job=job))
+        if msg["job_id"] in self.flights:
+            self._publisher.progress(msg["job_id"], msg.get("progress"), msg.get("note"))
 
     async def _verify_gone(self, job_id: str, claim: str) -> None:
         record = await self.store.get(job_id)
-        flight = self._in_flight.get(job_id)
+        flight = self.flights.get(job_id)
         if flight is None or flight.claim != claim:
             return
         if record is None or record.status is not Status.RUNNING or record.owner != self.source:
-            self._abandon(job_id)
+            self.abandon(job_id)
 
-    def _abandon(self, job_id: str) -> None:
+    def abandon(self, job_id: str) -> None:
         """Drop a run (deleted, cancelled, or this scheduler stopped): nothing of it will be stored.
 
         Its type and run lock stay busy until the page says the run ended — its request may
         still be on the wire — or for :data:`ABANDON_GRACE_MS` plus the handshake at most.
         """
-        flight = self._in_flight.pop(job_id, None)
+        flight = self.flights.abandon(job_id, grace_ms=ABANDON_GRACE_MS + self._handshake_ms)
         if flight is None:
             return
-        if flight.deadline is not None:
-            flight.deadline.cancel()
-        # A suspend_type waiting on this run resolves in _ended: when its executor has settled.
-        self._ending[flight.claim] = flight
-        claim = flight.claim
-        flight.deadline = self._clock.call_later(
-            ABANDON_GRACE_MS + self._handshake_ms,
-            lambda: None if self._ended({"claim": claim}) else None,
-        )
-        self._link.send(make("abandon_run", job_id=job_id, claim=claim))
+        self.link.send(make("abandon_run", job_id=job_id, claim=flight.claim))
         self._kick.set()
 
-    async def _answer(self, msg: dict[str, Any]) -> None:
-        request_id = msg.get("request_id")
-        try:
-            value = await getattr(self, "_do_" + msg["type"])(msg)
-        except Exception as exc:
-            log.info("pyjobq: %s failed: %s", msg["type"], exc)
-            if request_id is not None:
-                self._link.send(make("reply", request_id=request_id, ok=False,
-                                     error=str(exc), error_type=type(exc).__name__))
-            return
-        if request_id is not None:
-            self._link.send(make("reply", request_id=request_id, ok=True, value=value))
-
-    async def _do_enqueue(self, msg: dict[str, Any]) -> int:
-        now = self._clock.now()
-        jobs = [NewJob.from_message(job) for job in msg["jobs"]]
-        # The stamp only orders the burst; a job is due at now + delay_ms, or one filed in
-        # the same millisecond as another would wait for the clock to pass its stamp.
-        records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms) for job in jobs]
-        await self.store.add(records)
-        self._publish_many(records)
-        self.wake()
-        return len(records)
-
-    def _stamp(self) -> float:
+    def stamp(self) -> float:
         """A created_at that strictly increases on this scheduler, so jobs filed in one
         millisecond still drain in filing order (lanes order by created_at, then id)."""
-        self._last_created = max(self._clock.now(), self._last_created + 0.001)
+        self._last_created = max(self.clock.now(), self._last_created + 0.001)
         return self._last_created
-
-    async def _do_query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
-        return [
-            {**record.to_dict(), "volatile": True} if self.volatile else record.to_dict()
-            for record in await self.store.all()
-        ]
-
-    async def _do_suspend_type(self, msg: dict[str, Any]) -> int:
-        """Park pending jobs of the type (future ones too), abort its running one, and
-        answer once that run has settled (spec: "Suspending volatile work")."""
-        job_type = msg["job_type"]
-        self._suspended.add(job_type)
-        now = self._clock.now()
-        parked = 0
-        for record in await self.store.by_status(Status.PENDING):
-            if record.type == job_type:
-                updated = await self.store.update(
-                    record.id,
-                    lambda cur: policy.park(cur, now, None) if cur.status is Status.PENDING else None,
-                )
-                if updated is not None and updated.status is Status.PAUSED:
-                    parked += 1
-                    self._publish(updated)
-        running = [f for f in self._in_flight.values() if f.type == job_type]
-        for flight in running:
-            if flight.settled is None:
-                flight.settled = asyncio.get_event_loop().create_future()
-            self._link.send(make("abort_run", job_id=flight.job_id, reason=f"type {job_type!r} suspended"))
-        for flight in running:
-            assert flight.settled is not None
-            await flight.settled
-        return parked
-
-    async def _do_resume_type(self, msg: dict[str, Any]) -> int:
-        job_type = msg["job_type"]
-        self._suspended.discard(job_type)
-        now = self._clock.now()
-        count = 0
-        for record in await self.store.by_status(Status.PAUSED):
-            if record.type == job_type and record.yield_lock is None:
-                updated = await self.store.update(
-                    record.id,
-                    lambda cur: policy.unpark(cur, now) if cur.status is Status.PAUSED else None,
-                )
-                if updated is not None and updated.status is Status.PENDING:
-                    count += 1
-                    self._publish(updated)
-        self.wake()
-        return count
-
-    async def _do_get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:
-        record = await self.store.get(msg["job_id"])
-        return None if record is None else record.to_dict()
-
-    async def _do_delete_job(self, msg: dict[str, Any]) -> bool:
-        return await self._delete([msg["job_id"]]) == 1
-
-    async def _do_delete_group(self, msg: dict[str, Any]) -> int:
-        return await self._delete([r.id for r in await self.store.by_group(msg["group"])])
-
-    async def _delete(self, job_ids: list[str]) -> int:
-        existing = [r for r in [await self.store.get(i) for i in job_ids] if r is not None]
-        await self.store.delete_many([r.id for r in existing])
-        for record in existing:
-            self._abandon(record.id)
-            self._publish(record, deleted=True, error="deleted", code="deleted")
-        return len(existing)
-
-    async def _do_cancel_job(self, msg: dict[str, Any]) -> bool:
-        now = self._clock.now()
-        record = await self.store.update(
-            msg["job_id"], lambda cur: policy.cancel(cur, now) if cur.status not in TERMINAL else None
-        )
-        if record is None or record.status is not Status.CANCELLED:
-            return False
-        self._abandon(record.id)
-        self._publish(record)
-        return True
-
-    async def _do_retry_job(self, msg: dict[str, Any]) -> bool:
-        return await self._revive([msg["job_id"]]) == 1
-
-    async def _do_retry_all(self, _msg: dict[str, Any]) -> int:
-        ids = [r.id for r in await self.store.by_status(Status.FAILED)]
-        ids += [r.id for r in await self.store.by_status(Status.CANCELLED)]
-        return await self._revive(ids)
-
-    async def _revive(self, job_ids: list[str]) -> int:
-        now = self._clock.now()
-        count = 0
-        for job_id in job_ids:
-            record = await self.store.update(
-                job_id,
-                lambda cur: policy.revive(cur, now) if cur.status in (Status.FAILED, Status.CANCELLED) else None,
-            )
-            if record is not None and record.status is Status.PENDING:
-                count += 1
-                self._publish(record)
-        if count:
-            self.wake()
-        return count
-
-    async def _do_cleanup_old(self, msg: dict[str, Any]) -> int:
-        """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup")."""
-        return await sweep(self.store, self._clock.now(), RETENTION_MS,
-                           lambda records: self._publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ updates
 
-    def _publish(self, record: JobRecord | None, **extra: Any) -> None:
-        """Tell every page of a record just stored (or, ``deleted=True``, deleted)."""
-        if record is not None:
-            self._publish_many([record], **extra)
-
-    def _publish_many(self, records: Sequence[JobRecord], **extra: Any) -> None:
-        """Tell every page of records one transaction stored: one ``job-update`` per batch
-        (``jobs``, its first also as ``job``). The pass's view takes them too: every write of
-        ours passes here."""
+    def publish_many(self, records: Sequence[JobRecord], **extra: Any) -> None:
+        """Tell every page of records one transaction stored (or, ``deleted=True``, deleted).
+        The pass's view takes them too: every write of ours passes here."""
         if self._view is not None:
             for record in records:
                 if extra.get("deleted"):
                     self._view.forget(record.id)
                 else:
                     self._view.apply(record)
-        for start in range(0, len(records), NEWS_BATCH):
-            jobs = [self._summary(r, **extra) for r in records[start:start + NEWS_BATCH]]
-            batch = {"jobs": jobs} if len(jobs) > 1 else {}
-            self._post(make("job-update", source=self.source, job=jobs[0], **batch))
-
-    def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
-        summary = record.summary()
-        if self.volatile:
-            summary["volatile"] = True
-        summary.update(extra)
-        return summary
-
-    def _post(self, update: dict[str, Any]) -> None:
-        # To this page directly (it still hears us after it closed its channel),
-        # and to every other tab through the channel.
-        self._link.send(update)
-        try:
-            self._channel.post(update)
-        except Exception as exc:  # a closed channel: other tabs just miss this update
-            log.debug("pyjobq: job-update not broadcast: %s", exc)
-
-
-_REQUESTS = frozenset({
-    "enqueue", "query_all", "get_job", "delete_job", "delete_group",
-    "cancel_job", "retry_job", "retry_all", "cleanup_old", "suspend_type", "resume_type",
-})
+        self._publisher.records(records, **extra)
 
 
 _PENDING = frozenset({Status.PENDING})
@@ -1090,27 +787,6 @@ _CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
     return policy.park(cur, now, lock)
-
-
-def _let_go(ask: "asyncio.Future[Callable[[], None] | None]") -> None:
-    """Release a run lock asked for ahead, once the ask is answered."""
-    def answered(done: "asyncio.Future[Callable[[], None] | None]") -> None:
-        if not done.cancelled() and done.exception() is None:
-            release = done.result()
-            if release is not None:
-                release()
-
-    ask.add_done_callback(answered)
-
-
-def _no_release() -> None:
-    """The release of a run lock never taken (no run locks in this mode)."""
-
-
-def _release_run_lock(flight: _InFlight) -> None:
-    release, flight.release_run_lock = flight.release_run_lock, None
-    if release is not None:
-        release()
 
 
 def _opt(value: Any, kind: type) -> Any:

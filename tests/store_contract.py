@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from pyjobq.core.ports import Change  # noqa: F401  (store_contract.Change, for the store tests)
+from pyjobq.core.ports import Change, Updated  # also store_contract.Change/Updated, for the store tests
 from pyjobq.core.records import JobRecord, NewJob
 from pyjobq.core.status import Status
 
@@ -82,15 +82,16 @@ async def check_update_read_modify_write(store: Any) -> None:
         return cur.evolve(attempts=cur.attempts + 1, status=Status.RUNNING, next_retry_at=None, owner="tab")
 
     expected = a.evolve(attempts=1, status=Status.RUNNING, next_retry_at=None, owner="tab")
-    assert await store.update("a", change) == expected
+    assert await store.update(Change("a", change)) == Updated(expected, True)
     assert seen == [a]
     assert await store.get("a") == expected
-    assert (await store.update("a", change)).attempts == 2
+    again = await store.update(Change("a", change))
+    assert again.applied and again.record is not None and again.record.attempts == 2
 
 
 async def check_update_missing_returns_none_without_calling(store: Any) -> None:
     calls: list[JobRecord] = []
-    assert await store.update("nope", lambda cur: calls.append(cur) or cur) is None
+    assert await store.update(Change("nope", lambda cur: calls.append(cur) or cur)) == Updated(None, False)
     assert calls == []
     assert await store.all() == []
 
@@ -98,8 +99,13 @@ async def check_update_missing_returns_none_without_calling(store: Any) -> None:
 async def check_update_returning_none_leaves_it(store: Any) -> None:
     a = make_record("a")
     await store.add([a])
-    assert await store.update("a", lambda cur: None) == a
+    assert await store.update(Change("a", lambda cur: None)) == Updated(a, False)
     assert await store.get("a") == a
+    # A status precondition that does not hold: the change is not even called.
+    calls: list[JobRecord] = []
+    assert await store.update(Change("a", lambda cur: calls.append(cur) or cur, frozenset({Status.RUNNING}))) \
+        == Updated(a, False)
+    assert calls == [] and await store.get("a") == a
 
 
 async def check_put_many_inserts_and_replaces(store: Any) -> None:

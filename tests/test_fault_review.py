@@ -330,7 +330,7 @@ def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_agai
         tab = world.open_tab(transport=server)
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
         await settle()
-        claim = next(iter(tab.scheduler._in_flight.values())).claim
+        claim = next(iter(tab.scheduler.flights)).claim
         # An older page that checks no depth answers with a result nobody can store.
         tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True, result=nested(600)))
         await world.advance(60_000)
@@ -495,7 +495,7 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
             if tab.name == "tab1" and operation in ("update", "update_many") and phase == "before" and not a_froze:
-                a_froze.append(args[0] if operation == "update" else ",".join(c.job_id for c in args[0]))
+                a_froze.append(args[0].job_id if operation == "update" else ",".join(c.job_id for c in args[0]))
                 tab.freeze()
                 await tab.thawed()
 

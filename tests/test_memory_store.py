@@ -34,7 +34,8 @@ def test_volatile_store_forgets_done_records_and_keeps_failed_ones() -> None:
         await store.add([a, b])
         done = a.evolve(status=Status.DONE, next_retry_at=None)
         failed = b.evolve(status=Status.FAILED, next_retry_at=None)
-        assert await store.update("a", lambda cur: done) == done  # what the engine publishes
+        assert await store.update(store_contract.Change("a", lambda cur: done)) \
+            == store_contract.Updated(done, True)  # what the engine publishes
         [updated] = await store.update_many([store_contract.Change("b", lambda cur: failed)])
         assert updated.applied and updated.record == failed
         assert await store.get("a") is None and await store.all() == [failed]

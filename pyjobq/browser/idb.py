@@ -344,34 +344,8 @@ class IndexedDBStore:
             return bad[0][1]
         return record
 
-    async def update(self, job_id: str, change: Callable[[JobRecord], JobRecord | None]) -> JobRecord | None:
-        t = await self._tx("readwrite", "update")
-        after: list[JobRecord | None] = []
-
-        def read(value: Any) -> None:
-            if value is None:
-                after.append(None)
-                return
-            bad: list[tuple[Any, JobRecord]] = []
-            current = _decode(value, bad)
-            if current is None and not bad:
-                after.append(None)  # a newer pyjobq's record: left exactly as it is
-                return
-            if current is None:
-                # Failed in this same transaction; the change is not applied to a failed record.
-                _put_failed(t.store, *bad[0])
-                after.append(bad[0][1])
-                return
-            new = change(current)
-            if new is None:
-                after.append(current)
-                return
-            t.store.put(_to_js(new.to_dict()))
-            after.append(new)
-
-        t.then(t.store.get(job_id), read)
-        await t
-        return after[0] if after else None
+    async def update(self, change: Change) -> Updated:
+        return (await self.update_many([change]))[0]
 
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
         if not changes:

@@ -8,7 +8,8 @@ database, one processor lease and one retry ladder — the lanes live inside the
 
 from __future__ import annotations
 
-from typing import Collection, Iterable, Mapping, TypeVar
+from dataclasses import dataclass
+from typing import Collection, Iterable, Mapping, Sequence, TypeVar
 
 from .records import DueKey, JobRecord
 from .view import Entry
@@ -70,3 +71,50 @@ def unparkable(paused: Iterable[E], held: Mapping[str, str]) -> list[E]:
         r for r in paused
         if r.status is Status.PAUSED and r.yield_lock is not None and held.get(r.yield_lock) != "exclusive"
     ]
+
+
+@dataclass(frozen=True)
+class Starts:
+    """What a pass does with its picks (:func:`plan_starts`)."""
+
+    #: Picks to park, each with the yield lock that holds its type (None: the type is suspended).
+    parks: tuple[tuple[Entry, str | None], ...] = ()
+    #: Picks to claim and hand off.
+    claims: tuple[Entry, ...] = ()
+    #: Yield locks to watch: the parked types go on the moment their holder lets go.
+    watch: tuple[str, ...] = ()
+
+
+def plan_starts(picks: Sequence[Entry], *, suspended: Collection[str], yields: Mapping[str, str],
+                held: Mapping[str, str]) -> Starts:
+    """Park or claim each pick (spec: "Yielding to foreground work", "Suspending volatile work").
+
+    A suspended type's pick is parked with no lock (``resume_type`` returns it); a type
+    whose yield lock someone holds exclusively is parked on that lock, which is then
+    watched; every other pick is claimed. ``held`` maps a lock name to its mode.
+    """
+    parks: list[tuple[Entry, str | None]] = []
+    claims: list[Entry] = []
+    watch: list[str] = []
+    for entry in picks:
+        if entry.type in suspended:
+            parks.append((entry, None))
+            continue
+        lock = yields.get(entry.type)
+        if lock and held.get(lock) == "exclusive":
+            parks.append((entry, lock))
+            if lock not in watch:
+                watch.append(lock)
+            continue
+        claims.append(entry)
+    return Starts(tuple(parks), tuple(claims), tuple(watch))
+
+
+def chains(job_type: str, *, suspended: Collection[str], yields: Mapping[str, str],
+           busy_elsewhere: Collection[str]) -> bool:
+    """Whether a settling run's lane may claim its next job in the settle's own transaction.
+
+    Only when starting it needs nothing the full look decides: not a suspended type, not a
+    type with a yield lock to check, not a type another page holds a run of.
+    """
+    return job_type not in suspended and job_type not in yields and job_type not in busy_elsewhere

@@ -138,6 +138,18 @@ def after_abort(outcome: RunResult) -> RunResult:
     return dataclasses.replace(outcome, interrupted=True, terminal=False)
 
 
+def claim_due(record: JobRecord, now: float, owner: str, lease_ms: float | None) -> JobRecord | None:
+    """The claim's read-modify-write on what the store holds now: a pending record is claimed;
+    on leases, a running record whose lease ran out is reclaimed; anything else is left alone
+    (a stale view can never claim a record that changed or went)."""
+    if record.status is Status.PENDING:
+        return claim(record, now, owner, lease_ms)
+    if (lease_ms is not None and record.status is Status.RUNNING
+            and record.next_retry_at is not None and record.next_retry_at <= now):
+        return reclaim(record, now, owner, lease_ms)
+    return None
+
+
 def back_online(record: JobRecord, now: float) -> JobRecord | None:
     """A pending job waiting out an offline failure is due now that the network is back
     (spec: "capped, so the job re-checks by itself … and sooner when [an online event] is")."""

@@ -52,14 +52,12 @@ class Store(Protocol):
     async def get(self, job_id: str) -> JobRecord | None:
         """The record, or None when there is none."""
 
-    async def update(
-        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
-    ) -> JobRecord | None:
-        """Read-modify-write in one transaction.
+    async def update(self, change: Change) -> Updated:
+        """One read-modify-write in one transaction: :meth:`update_many` of one change.
 
-        ``change`` gets the current record and returns its replacement, or None to
-        leave it as it is. Returns what is stored afterwards (None if the record
-        does not exist; ``change`` is then not called).
+        ``change.apply`` gets the current record and returns its replacement, or None to
+        leave it; with ``change.when`` it is called only if the record's status is one of
+        those. The answer says what is stored afterwards and whether the change applied.
         """
 
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:

@@ -50,13 +50,14 @@ async def test_read_modify_write_is_one_transaction(selenium):
     import asyncio
 
     from pyjobq.browser.idb import IndexedDBStore
+    from pyjobq.core.ports import Change
     from pyjobq.core.records import NewJob
 
     store = IndexedDBStore("rmw")
     record = NewJob(id="j", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": None}).to_record(1.0)
     await store.add([record])
     bump = lambda cur: cur.evolve(attempts=cur.attempts + 1)  # noqa: E731
-    await asyncio.gather(*[store.update("j", bump) for _ in range(20)])
+    await asyncio.gather(*[store.update(Change("j", bump)) for _ in range(20)])
     assert (await store.get("j")).attempts == 20
 
     # A change that raises writes nothing and the error reaches the caller.
@@ -64,7 +65,7 @@ async def test_read_modify_write_is_one_transaction(selenium):
         raise ValueError("no")
 
     try:
-        await store.update("j", broken)
+        await store.update(Change("j", broken))
     except ValueError as exc:
         assert str(exc) == "no"
     else:
@@ -105,6 +106,7 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     from pyodide.ffi import to_js
 
     from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.core.ports import Change
     from pyjobq.core.records import NewJob
 
     store = IndexedDBStore("malformed")
@@ -127,7 +129,7 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     keys = await store.due_keys(10.0)  # the scheduler's look at due work: it runs on
     # Its four fields are fine, so "bad-attempts" is due; the claim's update fails it instead.
     assert [k.id for k in keys] == ["good", "bad-attempts"]
-    claimed = await store.update("bad-attempts", lambda cur: cur.evolve(attempts=cur.attempts + 1))
+    claimed = (await store.update(Change("bad-attempts", lambda cur: cur.evolve(attempts=cur.attempts + 1)))).record
     assert claimed.status.value == "failed"
     for job_id in ("no-type", "bad-attempts", "42"):
         failed = await store.get(job_id)
@@ -145,7 +147,7 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     tx = db.transaction("jobs", "readwrite")
     tx.objectStore("jobs").put(to_js({"id": "late", "status": "running"}, dict_converter=js.Object.fromEntries))
     await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
-    updated = await store.update("late", lambda cur: cur.evolve(attempts=9))
+    updated = (await store.update(Change("late", lambda cur: cur.evolve(attempts=9)))).record
     assert updated.status.value == "failed" and updated.attempts == 0
     assert (await store.get("late")).code == MALFORMED
     store.close()
@@ -160,6 +162,7 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     from pyodide.ffi import to_js
 
     from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.core.ports import Change
     from pyjobq.core.records import NewJob
 
     def obj(value):
@@ -192,7 +195,7 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     for job_id in (*bad, "deep"):
         assert records[job_id].status.value == "failed" and records[job_id].code == MALFORMED, job_id
     assert records["good"].status.value == "pending" and "newer" not in records
-    updated = await store.update("extra", lambda cur: cur.evolve(attempts=1))
+    updated = (await store.update(Change("extra", lambda cur: cur.evolve(attempts=1)))).record
     assert updated.attempts == 1
 
     tx = db.transaction("jobs", "readonly")

@@ -53,3 +53,53 @@ def test_unparkable_returns_paused_jobs_whose_lock_is_not_held_exclusively() -> 
     ]
     held = {"L2": "exclusive", "L3": "shared"}
     assert [r.id for r in unparkable(paused, held)] == ["free", "shared"]
+
+
+# ---------------------------------------------------------------- park or claim: plan_starts
+
+from pyjobq.core.lanes import Starts, chains, plan_starts  # noqa: E402
+from pyjobq.core.view import Entry  # noqa: E402
+
+
+def ent(job_id: str, type_: str) -> Entry:
+    return Entry(job_id, type_, Status.PENDING, 0.0, 0.0)
+
+
+def test_every_pick_is_claimed_when_nothing_yields_or_is_suspended() -> None:
+    picks = [ent("a1", "a"), ent("b1", "b")]
+    assert plan_starts(picks, suspended=set(), yields={}, held={}) == Starts(claims=tuple(picks))
+
+
+def test_a_suspended_type_is_parked_with_no_lock_and_nothing_is_watched() -> None:
+    picks = [ent("a1", "a"), ent("b1", "b")]
+    assert plan_starts(picks, suspended={"b"}, yields={}, held={}) \
+        == Starts(parks=((picks[1], None),), claims=(picks[0],))
+
+
+def test_a_type_whose_yield_lock_is_held_exclusively_parks_on_it_and_watches_it_once() -> None:
+    picks = [ent("a1", "a"), ent("b1", "b"), ent("c1", "c")]
+    starts = plan_starts(picks, suspended=set(), yields={"a": "typing", "b": "typing", "c": "other"},
+                         held={"typing": "exclusive", "other": "shared"})
+    assert starts == Starts(parks=((picks[0], "typing"), (picks[1], "typing")), claims=(picks[2],),
+                            watch=("typing",))
+
+
+def test_a_yield_lock_held_only_in_shared_mode_does_not_park() -> None:
+    # Shared holders are watchers (our own watch among them), not foreground work.
+    picks = [ent("a1", "a")]
+    assert plan_starts(picks, suspended=set(), yields={"a": "typing"}, held={"typing": "shared"}) \
+        == Starts(claims=(picks[0],))
+
+
+def test_suspension_wins_over_a_held_yield_lock() -> None:
+    picks = [ent("a1", "a")]
+    assert plan_starts(picks, suspended={"a"}, yields={"a": "typing"}, held={"typing": "exclusive"}) \
+        == Starts(parks=((picks[0], None),))
+
+
+def test_a_lane_chains_its_next_claim_only_when_nothing_else_must_be_decided() -> None:
+    assert chains("a", suspended=set(), yields={}, busy_elsewhere=set())
+    assert not chains("a", suspended={"a"}, yields={}, busy_elsewhere=set())
+    assert not chains("a", suspended=set(), yields={"a": "typing"}, busy_elsewhere=set())
+    assert not chains("a", suspended=set(), yields={}, busy_elsewhere={"a"})
+    assert chains("a", suspended={"b"}, yields={"b": "typing"}, busy_elsewhere={"b"})

@@ -332,3 +332,26 @@ def test_after_abort_any_failure_is_an_interruption_and_a_success_stays_one() ->
     assert policy.after_abort(RunResult(ok=False, error="ValueError", terminal=True)) == RunResult(
         ok=False, error="ValueError", interrupted=True)
     assert policy.after_abort(RunResult(ok=True, result=1)) == RunResult(ok=True, result=1)
+
+
+# ---------------------------------------------------------------- the claim's read-modify-write
+
+def _stored(status: Status, **kw) -> JobRecord:
+    return NewJob(id="j", reconstructor="fetch", params=None, type="t").to_record(0.0).evolve(status=status, **kw)
+
+
+def test_claim_due_claims_a_pending_record_as_claim_does() -> None:
+    pending = _stored(Status.PENDING, next_retry_at=0.0)
+    assert policy.claim_due(pending, 5.0, "me", None) == policy.claim(pending, 5.0, "me", None)
+
+
+def test_claim_due_leaves_anything_that_changed_since_the_view_saw_it_pending() -> None:
+    for status in (Status.RUNNING, Status.PAUSED, Status.DONE, Status.FAILED, Status.CANCELLED):
+        assert policy.claim_due(_stored(status), 5.0, "me", None) is None, status
+
+
+def test_claim_due_on_leases_reclaims_only_a_running_lease_that_ran_out() -> None:
+    running = policy.claim(_stored(Status.PENDING, next_retry_at=0.0), 0.0, "gone", 1_000.0)
+    assert policy.claim_due(running, 999.0, "me", 1_000.0) is None  # still leased
+    assert policy.claim_due(running, 1_000.0, "me", 1_000.0) == policy.reclaim(running, 1_000.0, "me", 1_000.0)
+    assert policy.claim_due(running, 5_000.0, "me", None) is None  # no leases: recovery's, not the claim's

@@ -1,0 +1,182 @@
+"""The in-flight table: the runs a scheduler handed off, from ``run`` until the page's last word.
+
+Theory of operation
+-------------------
+A claim that committed becomes a :class:`Flight` when its ``run`` is posted. A flight
+is *running* until its outcome is stored (:meth:`FlightTable.finish`), or until the
+scheduler drops it (:meth:`FlightTable.abandon`: the job was deleted or cancelled, or
+the scheduler stopped). An abandoned flight is *ending*: its request may still be on
+the wire, so its type stays busy in the lanes and its run lock stays held until the
+page says the run ended (:meth:`FlightTable.ended`) or a grace period runs out.
+
+Each flight has one timer: the handshake deadline until ``run_started`` arrives, the
+grace period while it is ending. Every way out of the table stops that timer, lets
+go of the run lock and settles the flight's ``settled`` future (what
+``suspend_type`` waits on) in one place, so no path can leave a timer armed, a lock
+held or a waiter hanging. An abandoned run settles its waiters when it has *ended*
+(the page's last word, or the grace period), not when it is dropped: ``suspend_type``
+"resolves when that executor settles", and a deleted job's executor may still be
+saving its checkpoint.
+
+Answers are matched by *claim*: ``run`` carries the claim's identifier and the page
+echoes it, so an answer for an earlier claim of the same job is never taken for
+this one's (:meth:`FlightTable.for_answer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from .core.ports import Clock, Timer
+
+
+@dataclass(eq=False)
+class Flight:
+    """One run handed off to the page."""
+
+    job_id: str
+    type: str
+    #: This claim's identifier: ``run`` carries it and the page echoes it.
+    claim: str
+    started: bool = False
+    #: The handshake deadline while not started; the grace period while ending.
+    timer: Timer | None = None
+    #: Set when the run leaves the table; created by whoever waits (``suspend_type``).
+    settled: asyncio.Future[None] | None = None
+    #: Lets go of ``<lock>:run:<job id>``; None without run locks, or once let go.
+    release_run_lock: Callable[[], None] | None = None
+
+    def wait_settled(self) -> asyncio.Future[None]:
+        """A future set once this run leaves the table (its outcome stored, or dropped)."""
+        if self.settled is None:
+            self.settled = asyncio.get_event_loop().create_future()
+        return self.settled
+
+    def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _let_go(self) -> None:
+        release, self.release_run_lock = self.release_run_lock, None
+        if release is not None:
+            release()
+
+    def _settle(self) -> None:
+        if self.settled is not None and not self.settled.done():
+            self.settled.set_result(None)
+
+
+class FlightTable:
+    """The scheduler's runs in flight (by job id) and abandoned runs still ending (by claim)."""
+
+    def __init__(self, clock: Clock, source: str, *, on_ended: Callable[[], None] = lambda: None) -> None:
+        """``on_ended`` is called each time an abandoned run's ending is over (its type is free)."""
+        self._clock = clock
+        self._source = source
+        self._on_ended = on_ended
+        self._running: dict[str, Flight] = {}
+        self._ending: dict[str, Flight] = {}
+        self._claims = itertools.count(1)
+
+    # ------------------------------------------------------------ reading
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._running
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def __iter__(self) -> Iterator[Flight]:
+        return iter(list(self._running.values()))
+
+    def get(self, job_id: str) -> Flight | None:
+        """The running flight of ``job_id``, if any."""
+        return self._running.get(job_id)
+
+    @property
+    def ids(self) -> frozenset[str]:
+        """Ids of the runs in flight (not those ending)."""
+        return frozenset(self._running)
+
+    @property
+    def ending(self) -> bool:
+        """True while an abandoned run has not yet said it ended."""
+        return bool(self._ending)
+
+    def ours(self) -> set[str]:
+        """Ids of jobs this scheduler has a run of: in flight, or abandoned and still ending."""
+        return set(self._running) | {flight.job_id for flight in self._ending.values()}
+
+    def busy_types(self) -> set[str]:
+        """Types with a run of ours, in flight or ending: their lanes are busy."""
+        return {f.type for f in self._running.values()} | {f.type for f in self._ending.values()}
+
+    def of_type(self, job_type: str) -> list[Flight]:
+        return [f for f in self._running.values() if f.type == job_type]
+
+    def for_answer(self, msg: Mapping[str, Any]) -> Flight | None:
+        """The run a page's answer is about: its claim's, or (a page that echoes no claim, an
+        older pyjobq) the job's current one. None for an answer to an earlier claim."""
+        flight = self._running.get(msg["job_id"])
+        claim = msg.get("claim")
+        if flight is None or (isinstance(claim, str) and claim != flight.claim):
+            return None
+        return flight
+
+    # ------------------------------------------------------------ moving
+
+    def add(self, job_id: str, job_type: str, *, release_run_lock: Callable[[], None] | None,
+            deadline_ms: float, on_deadline: Callable[[Flight], None]) -> Flight:
+        """A run handed off now: in flight, with its handshake deadline armed."""
+        flight = Flight(job_id, job_type, claim=f"{self._source}:{next(self._claims)}",
+                        release_run_lock=release_run_lock)
+        self._running[job_id] = flight
+        flight.timer = self._clock.call_later(deadline_ms, lambda: on_deadline(flight))
+        return flight
+
+    def started(self, flight: Flight) -> None:
+        """``run_started`` came: the handshake deadline no longer applies (runs are unbounded)."""
+        flight.started = True
+        flight._stop_timer()
+
+    def take(self, flight: Flight) -> None:
+        """Take a flight out of the running runs, keeping its run lock (its outcome is being
+        stored); :meth:`finish` lets go of the rest."""
+        if self._running.get(flight.job_id) is flight:
+            del self._running[flight.job_id]
+        flight._stop_timer()
+
+    def finish(self, flight: Flight) -> None:
+        """The run's outcome is stored (or will never be): out of the table, timer stopped,
+        run lock let go, waiters settled."""
+        self.take(flight)
+        flight._let_go()
+        flight._settle()
+
+    def abandon(self, job_id: str, *, grace_ms: float) -> Flight | None:
+        """Drop a run of which nothing will be stored: it is *ending* until the page says the
+        run ended or ``grace_ms`` runs out; its run lock is held, and its waiters wait, till then."""
+        flight = self._running.pop(job_id, None)
+        if flight is None:
+            return None
+        flight._stop_timer()
+        self._ending[flight.claim] = flight
+        claim = flight.claim
+        flight.timer = self._clock.call_later(grace_ms, lambda: None if self.ended(claim) else None)
+        return flight
+
+    def ended(self, claim: object) -> bool:
+        """A page's word (or the grace period's end) that an abandoned run ended: its run lock
+        goes. False when ``claim`` names no run that is ending."""
+        flight = self._ending.pop(claim, None) if isinstance(claim, str) else None
+        if flight is None:
+            return False
+        flight._stop_timer()
+        flight._let_go()
+        flight._settle()
+        self._on_ended()
+        return True

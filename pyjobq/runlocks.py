@@ -1,0 +1,135 @@
+"""Run locks and lock watches: the scheduler's requests to the Web Locks manager.
+
+Theory of operation
+-------------------
+Under the job queue's mode each run holds ``<lock>:run:<job id>`` from before its
+claim until its outcome is stored (why: pyjobq/scheduler.py, "Frozen and
+back/forward-cached tabs"). :class:`RunLocks` asks for them ``ifAvailable``: a free
+one is taken and its release returned; a held one means another page still stores
+that run's outcome, so the job is left out and its lock *watched*.
+
+A lane's next run lock is asked for while its predecessor runs
+(:meth:`RunLocks.prefetch`), so the settle's transaction can claim the next job
+with no wait for the lock manager; whatever was taken ahead is let go when the
+pass ends, the lease goes or the scheduler stops (:meth:`RunLocks.drop_prefetched`),
+so the next holder can claim those jobs.
+
+A *watch* is one shared-mode request on a lock someone holds exclusively (a yield
+lock, another page's run lock): it is granted the moment its holder lets go, and
+then wakes the scheduler. One watch per lock, however often it is asked for.
+
+In modes without run locks (volatile jobs, the outbox's leases) :meth:`RunLocks.take`
+returns a no-op release for each job and nothing is asked of the lock manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Coroutine, Sequence
+
+from .core import lanes
+from .core.ports import LockManager
+from .core.view import Entry
+
+Release = Callable[[], None]
+
+
+def no_release() -> None:
+    """The release of a run lock never taken (no run locks in this mode)."""
+
+
+class RunLocks:
+    def __init__(self, locks: LockManager, lock_name: str, *, enabled: bool,
+                 spawn: Callable[[Coroutine[Any, Any, Any]], None], wake: Callable[[], None]) -> None:
+        self._locks = locks
+        self._lock_name = lock_name
+        self.enabled = enabled
+        self._spawn = spawn
+        self._wake = wake
+        #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
+        self._prefetched: dict[str, tuple[str, asyncio.Future[Release | None]]] = {}
+        self._watching: set[str] = set()
+
+    def name(self, job_id: str) -> str:
+        return lanes.run_lock(self._lock_name, job_id)
+
+    async def take(self, entries: Sequence[Entry]) -> dict[str, Release]:
+        """The run lock of each entry's job that is free (all asked at once, or taken ahead),
+        by id; a held one is watched and left out. Without run locks, a no-op release each."""
+        if not self.enabled:
+            return {e.id: no_release for e in entries}
+        asks: list[Any] = []
+        for entry in entries:
+            ahead = self._prefetched.pop(entry.type, None)
+            if ahead is not None and ahead[0] == entry.id:
+                asks.append(ahead[1])
+            else:
+                if ahead is not None:
+                    _let_go(ahead[1])
+                asks.append(self._take_one(entry.id))
+        # Asks taken ahead are mostly answered already: read those without an event-loop step.
+        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
+        releases: dict[str, Release] = {}
+        for entry, release in zip(entries, got):
+            if release is None:
+                self.watch(self.name(entry.id))
+            else:
+                releases[entry.id] = release
+        return releases
+
+    def prefetch(self, entry: Entry) -> None:
+        """Ask now for the run lock of ``entry``, its lane's next job (one per type)."""
+        if self.enabled and entry.type not in self._prefetched:
+            self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry.id)))
+
+    def has_prefetched(self, job_type: str) -> bool:
+        return job_type in self._prefetched
+
+    def drop_prefetched(self) -> None:
+        """Let go of run locks taken ahead: the next holder must be able to claim those jobs."""
+        prefetched, self._prefetched = self._prefetched, {}
+        for _job_id, ask in prefetched.values():
+            _let_go(ask)
+
+    def watch(self, lock: str) -> None:
+        """Keep one shared-mode request on ``lock``: granted, and a wake, the moment its holder lets go."""
+        if lock in self._watching:
+            return
+        self._watching.add(lock)
+
+        async def granted(_lock: Any) -> None:
+            self._watching.discard(lock)
+            self._wake()
+
+        self._spawn(self._locks.request(lock, granted, mode="shared"))
+
+    async def _take_one(self, job_id: str) -> Release | None:
+        """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
+        loop = asyncio.get_event_loop()
+        granted: asyncio.Future[bool] = loop.create_future()
+        let_go: asyncio.Future[None] = loop.create_future()
+
+        async def hold(lock: Any) -> None:
+            if not lock:
+                granted.set_result(False)
+                return
+            granted.set_result(True)
+            await let_go
+
+        def release() -> None:
+            if not let_go.done():
+                let_go.set_result(None)
+
+        self._spawn(self._locks.request(self.name(job_id), hold, if_available=True))
+        return release if await granted else None
+
+
+def _let_go(ask: "asyncio.Future[Release | None]") -> None:
+    """Release a run lock asked for ahead, once the ask is answered."""
+    def answered(done: "asyncio.Future[Release | None]") -> None:
+        if not done.cancelled() and done.exception() is None:
+            release = done.result()
+            if release is not None:
+                release()
+
+    ask.add_done_callback(answered)

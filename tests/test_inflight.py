@@ -1,0 +1,102 @@
+"""The in-flight table: every way out of it stops the flight's timer, lets its run lock go and
+settles its waiters, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pyjobq.inflight import FlightTable
+from pyjobq.memory import FakeClock
+
+
+class Lock:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def __call__(self) -> None:
+        self.released += 1
+
+
+def table() -> tuple[FlightTable, FakeClock, list[str], list[int]]:
+    clock, expired, ended = FakeClock(), [], [0]
+    flights = FlightTable(clock, "tab", on_ended=lambda: ended.__setitem__(0, ended[0] + 1))
+    return flights, clock, expired, ended
+
+
+def test_a_flight_that_never_starts_meets_its_deadline_and_one_that_starts_does_not() -> None:
+    flights, clock, expired, _ = table()
+    slow = flights.add("a", "t", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: expired.append(f.job_id))
+    quick = flights.add("b", "u", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: expired.append(f.job_id))
+    flights.started(quick)
+    clock.advance(100)
+    assert expired == ["a"] and slow.claim != quick.claim and quick.started
+
+
+def test_answers_are_matched_by_claim_and_an_older_claim_is_not_this_one() -> None:
+    flights, *_ = table()
+    flight = flights.add("a", "t", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: None)
+    assert flights.for_answer({"job_id": "a", "claim": flight.claim}) is flight
+    assert flights.for_answer({"job_id": "a"}) is flight  # an older page echoes no claim
+    assert flights.for_answer({"job_id": "a", "claim": "tab:0"}) is None
+    assert flights.for_answer({"job_id": "b", "claim": flight.claim}) is None
+
+
+def test_finish_takes_it_out_stops_the_deadline_lets_the_lock_go_and_settles_waiters() -> None:
+    async def main() -> None:
+        flights, clock, expired, _ = table()
+        lock = Lock()
+        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: expired.append("a"))
+        waiter = flight.wait_settled()
+        flights.finish(flight)
+        flights.finish(flight)  # twice is once
+        clock.advance(1_000)
+        assert ("a" in flights, flights.ours(), lock.released, waiter.done(), expired) \
+            == (False, set(), 1, True, [])
+    asyncio.run(main())
+
+
+def test_take_keeps_the_run_lock_until_finish() -> None:
+    flights, *_ = table()
+    lock = Lock()
+    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flights.take(flight)
+    assert ("a" in flights, lock.released) == (False, 0)
+    flights.finish(flight)
+    assert lock.released == 1
+
+
+def test_an_abandoned_run_keeps_its_type_and_lock_until_the_page_says_it_ended() -> None:
+    async def main() -> None:
+        flights, clock, _, ended = table()
+        lock = Lock()
+        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+        waiter = flight.wait_settled()
+        assert flights.abandon("a", grace_ms=5_000) is flight
+        # Its waiters (suspend_type) wait for the run to end: its executor may still be saving.
+        assert ("a" in flights, flights.ours(), flights.busy_types(), flights.ending, waiter.done(), lock.released) \
+            == (False, {"a"}, {"t"}, True, False, 0)
+        assert flights.ended("tab:999") is False
+        assert flights.ended(flight.claim) is True
+        assert waiter.done()
+        assert (flights.ours(), flights.busy_types(), flights.ending, lock.released, ended[0]) \
+            == (set(), set(), False, 1, 1)
+        assert flights.ended(flight.claim) is False  # its last word, heard twice
+        clock.advance(10_000)
+        assert (lock.released, ended[0]) == (1, 1)  # the grace timer was stopped
+    asyncio.run(main())
+
+
+def test_an_abandoned_run_whose_page_never_answers_ends_after_the_grace_period() -> None:
+    flights, clock, _, ended = table()
+    lock = Lock()
+    flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flights.abandon("a", grace_ms=5_000)
+    clock.advance(4_999)
+    assert (flights.ending, lock.released) == (True, 0)
+    clock.advance(1)
+    assert (flights.ending, lock.released, ended[0]) == (False, 1, 1)
+
+
+def test_abandoning_what_is_not_in_flight_does_nothing() -> None:
+    flights, *_ = table()
+    assert flights.abandon("nope", grace_ms=1) is None and not flights.ending
