@@ -13,7 +13,10 @@ Each flight has one timer: the handshake deadline until ``run_started`` arrives,
 grace period while it is ending. Every way out of the table stops that timer, lets
 go of the run lock and settles the flight's ``settled`` future (what
 ``suspend_type`` waits on) in one place, so no path can leave a timer armed, a lock
-held or a waiter hanging.
+held or a waiter hanging. An abandoned run settles its waiters when it has *ended*
+(the page's last word, or the grace period), not when it is dropped: ``suspend_type``
+"resolves when that executor settles", and a deleted job's executor may still be
+saving its checkpoint.
 
 Answers are matched by *claim*: ``run`` carries the claim's identifier and the page
 echoes it, so an answer for an earlier claim of the same job is never taken for
@@ -160,12 +163,11 @@ class FlightTable:
 
     def abandon(self, job_id: str, *, grace_ms: float) -> Flight | None:
         """Drop a run of which nothing will be stored: it is *ending* until the page says the
-        run ended or ``grace_ms`` runs out; its run lock is held till then. Waiters settle now."""
+        run ended or ``grace_ms`` runs out; its run lock is held, and its waiters wait, till then."""
         flight = self._running.pop(job_id, None)
         if flight is None:
             return None
         flight._stop_timer()
-        flight._settle()
         self._ending[flight.claim] = flight
         claim = flight.claim
         flight.timer = self._clock.call_later(grace_ms, lambda: None if self.ended(claim) else None)
@@ -179,5 +181,6 @@ class FlightTable:
             return False
         flight._stop_timer()
         flight._let_go()
+        flight._settle()
         self._on_ended()
         return True

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .core.ports import Change, LockStolen, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
-from .core.status import Status
+from .core.status import TERMINAL, Status
 from .core.view import UNFINISHED, Entry
 
 
@@ -210,7 +210,10 @@ class VolatileStore:
     afterwards — what IndexedDB's structured copies and :class:`MemoryStore`'s guard against.
     With ``forget_done``, a record that becomes ``done`` is not kept: the engine publishes it
     from what the write returned, and memory and per-job time stay flat however many jobs ran.
-    Failed and cancelled ones stay (``retry_job`` runs their closure again) until deleted.
+    Failed and cancelled ones stay (``retry_job`` runs their closure again) until deleted —
+    or until a new job is added under the same id: only a duplicate *outstanding* id is
+    refused (spec "Suspending volatile work": "A duplicate outstanding id returns the existing
+    completion promise"; a finished one is free to use again).
     """
 
     def __init__(self, *, forget_done: bool = True) -> None:
@@ -230,8 +233,9 @@ class VolatileStore:
     async def add(self, records: Sequence[JobRecord]) -> None:
         ids = [r.id for r in records]
         for job_id in ids:
-            if job_id in self._records:
-                raise KeyError(f"a job with id {job_id!r} already exists")
+            existing = self._records.get(job_id)
+            if existing is not None and existing.status not in TERMINAL:
+                raise KeyError(f"a job with id {job_id!r} already exists and has not finished")
         if len(set(ids)) != len(ids):
             raise KeyError("the same id appears twice in one add")
         for record in records:
