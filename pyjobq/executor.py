@@ -46,6 +46,10 @@ _current_run: contextvars.ContextVar[tuple["ExecutorSide", Any, str] | None] = \
     contextvars.ContextVar("pyjobq_current_run", default=None)
 
 
+def _assume_online() -> bool:
+    return True
+
+
 def report_progress(fraction: float, note: str | None = None) -> None:
     """From inside an executor: tell every job table how far along the job is.
 
@@ -289,13 +293,15 @@ class ExecutorSide:
             from .memory import ChannelHub, LockHub, VolatileStore, link_pair
             from .scheduler import Scheduler
 
-            mine, theirs = link_pair()
+            mine, theirs = link_pair(copy=False)  # one Python context: no structured copies
             mine.subscribe(self._on_link)
             self._volatile = Scheduler(
                 store=VolatileStore(), locks=LockHub().client(),
                 channel=ChannelHub().channel("volatile"),  # heard by no other tab
                 link=theirs, clock=self._clock, lock_name="volatile",
                 source=self.source + ":volatile", mode=_mode.VOLATILE,
+                # The same reading as persistent jobs' when a page says nothing of its own.
+                is_online=self._is_online if self._is_online is not None else _assume_online,
             )
             self._volatile.start()
             self._volatile_link = mine
@@ -405,8 +411,11 @@ class ExecutorSide:
         self._link.send(make("wake"))
 
     def back_online(self) -> None:
-        """The page came back online: jobs waiting out an offline failure become due now."""
+        """The page came back online: jobs waiting out an offline failure become due now —
+        persistent ones and this tab's volatile ones alike."""
         self._link.send(make("online"))
+        if self._volatile_link is not None:
+            self._volatile_link.send(make("online"))
 
     # ------------------------------------------------------------ events
 

@@ -23,14 +23,15 @@ from .core import policy
 from .core.messages import make
 from .core.ports import Change
 from .core.records import JobRecord, NewJob
+from .core.mode import RETENTION_MS
 from .core.status import TERMINAL, Status
+from .retention import sweep
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
 
 log = logging.getLogger("pyjobq")
 
-RETENTION_MS = 7 * 24 * 3600 * 1000.0
 
 _PENDING = frozenset({Status.PENDING})
 _PAUSED = frozenset({Status.PAUSED})
@@ -142,12 +143,11 @@ class RequestHandlers:
         return count
 
     async def cleanup_old(self, msg: dict[str, Any]) -> int:
-        """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup")."""
+        """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup"),
+        in one transaction, and publish the deletions so open tables drop the rows."""
         engine = self._engine
-        cutoff = engine.clock.now() - RETENTION_MS
-        old = [r.id for r in await engine.store.by_status(Status.DONE) if r.updated_at < cutoff]
-        await engine.store.delete_many(old)
-        return len(old)
+        return await sweep(engine.store, engine.clock.now(), RETENTION_MS,
+                           lambda records: engine.publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ suspending a type (volatile)
 

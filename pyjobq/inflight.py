@@ -13,7 +13,10 @@ Each flight has one timer: the handshake deadline until ``run_started`` arrives,
 grace period while it is ending. Every way out of the table stops that timer, lets
 go of the run lock and settles the flight's ``settled`` future (what
 ``suspend_type`` waits on) in one place, so no path can leave a timer armed, a lock
-held or a waiter hanging.
+held or a waiter hanging. An abandoned run settles its waiters when it has *ended*
+(the page's last word, or the grace period), not when it is dropped: ``suspend_type``
+"resolves when that executor settles", and a deleted job's executor may still be
+saving its checkpoint.
 
 Answers are matched by *claim*: ``run`` carries the claim's identifier and the page
 echoes it, so an answer for an earlier claim of the same job is never taken for
@@ -141,27 +144,30 @@ class FlightTable:
         flight._stop_timer()
 
     def take(self, flight: Flight) -> None:
-        """Take a flight out of the running runs, keeping its run lock (its outcome is being
+        """Take a running flight out of the table, keeping its run lock (its outcome is being
         stored); :meth:`finish` lets go of the rest."""
         if self._running.get(flight.job_id) is flight:
             del self._running[flight.job_id]
-        flight._stop_timer()
+            flight._stop_timer()
 
     def finish(self, flight: Flight) -> None:
         """The run's outcome is stored (or will never be): out of the table, timer stopped,
-        run lock let go, waiters settled."""
-        self.take(flight)
-        flight._let_go()
+        run lock let go, waiters settled. A flight abandoned while its outcome was being
+        stored has ended too — its page already answered — so it stops ending now."""
+        if self._ending.get(flight.claim) is flight:
+            self.ended(flight.claim)
+        else:
+            self.take(flight)
+            flight._let_go()
         flight._settle()
 
     def abandon(self, job_id: str, *, grace_ms: float) -> Flight | None:
         """Drop a run of which nothing will be stored: it is *ending* until the page says the
-        run ended or ``grace_ms`` runs out; its run lock is held till then. Waiters settle now."""
+        run ended or ``grace_ms`` runs out; its run lock is held, and its waiters wait, till then."""
         flight = self._running.pop(job_id, None)
         if flight is None:
             return None
         flight._stop_timer()
-        flight._settle()
         self._ending[flight.claim] = flight
         claim = flight.claim
         flight.timer = self._clock.call_later(grace_ms, lambda: None if self.ended(claim) else None)
@@ -175,5 +181,6 @@ class FlightTable:
             return False
         flight._stop_timer()
         flight._let_go()
+        flight._settle()
         self._on_ended()
         return True

@@ -107,6 +107,58 @@ class NeverLease:
             self._closed.set_result(None)
 
 
+class GateLease:
+    """Granted while its owner has it open: the outbox's, open from ``start()`` to ``stop()``.
+
+    The outbox takes no Web Lock (its claims are leases on the records, spec outbox.txt), so
+    its engine's processor lease only says whether this outbox runs. Its scheduler listens
+    from the first request on — an entry enqueued while the outbox is stopped is stored at
+    once — and passes wait here until :meth:`open`; :meth:`close` revokes the pass holding
+    it, which claims nothing more (a run already handed over finishes and is settled).
+    """
+
+    def __init__(self) -> None:
+        self._open = False
+        self._opened: asyncio.Future[None] | None = None
+        self._revoke: Callable[[], None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def open(self) -> None:
+        self._open = True
+        opened, self._opened = self._opened, None
+        if opened is not None and not opened.done():
+            opened.set_result(None)
+
+    def close(self) -> None:
+        self._open = False
+        revoke, self._revoke = self._revoke, None
+        if revoke is not None:
+            revoke()
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        while not self._open:
+            if self._opened is None:
+                self._opened = asyncio.get_event_loop().create_future()
+            await asyncio.shield(self._opened)
+        revoked = False
+
+        def revoke() -> None:
+            nonlocal revoked
+            revoked = True
+            on_revoked()
+
+        self._revoke = revoke
+        try:
+            await callback()
+        finally:
+            if self._revoke is revoke:
+                self._revoke = None
+        return not revoked
+
+
 class LinkLease:
     """The worker's side of a page-held lease: ask the page, hold while it says so."""
 

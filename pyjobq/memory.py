@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .core.ports import Change, LockStolen, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
-from .core.status import Status
+from .core.status import TERMINAL, Status
 from .core.view import UNFINISHED, Entry
 
 
@@ -210,7 +210,10 @@ class VolatileStore:
     afterwards — what IndexedDB's structured copies and :class:`MemoryStore`'s guard against.
     With ``forget_done``, a record that becomes ``done`` is not kept: the engine publishes it
     from what the write returned, and memory and per-job time stay flat however many jobs ran.
-    Failed and cancelled ones stay (``retry_job`` runs their closure again) until deleted.
+    Failed and cancelled ones stay (``retry_job`` runs their closure again) until deleted —
+    or until a new job is added under the same id: only a duplicate *outstanding* id is
+    refused (spec "Suspending volatile work": "A duplicate outstanding id returns the existing
+    completion promise"; a finished one is free to use again).
     """
 
     def __init__(self, *, forget_done: bool = True) -> None:
@@ -230,8 +233,9 @@ class VolatileStore:
     async def add(self, records: Sequence[JobRecord]) -> None:
         ids = [r.id for r in records]
         for job_id in ids:
-            if job_id in self._records:
-                raise KeyError(f"a job with id {job_id!r} already exists")
+            existing = self._records.get(job_id)
+            if existing is not None and existing.status not in TERMINAL:
+                raise KeyError(f"a job with id {job_id!r} already exists and has not finished")
         if len(set(ids)) != len(ids):
             raise KeyError("the same id appears twice in one add")
         for record in records:
@@ -444,15 +448,16 @@ class MemoryChannel:
 class MemoryLink:
     """One end of a worker ↔ page pair: messages are copied and delivered in a later task."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, copy: bool = True) -> None:
         self.peer: MemoryLink | None = None
         self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
+        self._copy = copy
 
     def send(self, message: Message) -> None:
         if self.closed or self.peer is None or self.peer.closed:
             return  # like postMessage to a terminated worker: dropped
-        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message))
+        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message) if self._copy else message)
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         self._listeners.append(callback)
@@ -484,8 +489,11 @@ class MemoryLink:
         self.closed = True
 
 
-def link_pair() -> tuple[MemoryLink, MemoryLink]:
-    a, b = MemoryLink(), MemoryLink()
+def link_pair(*, copy: bool = True) -> tuple[MemoryLink, MemoryLink]:
+    """Two linked ends. ``copy=False`` hands messages over as they are (still in a later task):
+    for an engine and its page in one Python context (volatile jobs), where a structured copy
+    would only cost time; messages are built fresh for each send and never changed after."""
+    a, b = MemoryLink(copy=copy), MemoryLink(copy=copy)
     a.peer, b.peer = b, a
     return a, b
 

@@ -11,18 +11,30 @@ volatile queue runs, over the injected :class:`~pyjobq.core.ports.Store`
 An entry is a :class:`~pyjobq.core.records.JobRecord` whose ``_reconstructor``
 and ``type`` name its handler and whose ``_params`` is its payload.
 
-The scheduler runs in its outbox mode: claims are leases (``lease_ms``; a lease
-that ran out is due work, so outboxes in several tabs share a store without
-sharing a lock), success deletes the record, and the backoff is the outbox's
-``min(base·2^(attempts−1), cap)`` minus 0–20 %. Everything else is the job
-queue's policy, unchanged: the attempt ceiling checked before hand-off, offline
-failures giving the attempt back, the lanes, 401 and 403/409/422.
+The scheduler runs in its outbox mode (:data:`~pyjobq.core.mode.OUTBOX`): claims
+are leases (``lease_ms``; a lease that ran out is due work, so outboxes in several
+tabs share a store without sharing a lock), success deletes the record, claims are
+FIFO by ``created_at`` across types and one at a time (a ``msg/react`` never reaches
+the server before its ``msg/send``), and the backoff is the outbox's
+``min(base·2^(attempts−1), cap)`` minus 0–20 %. None of the job queue's HTTP status
+rules apply: a 401 or a 403/409/422 is an error like any other, which the handler's
+``is_retryable_error`` classifies (non-retryable, or the last attempt spent →
+``on_exhausted`` or ``rollback``); a failure while offline is released uncounted
+(no attempt spent) and skipped until the network is back or its ladder slot comes.
+
+The engine listens from the first request on, while its processor lease — a
+:class:`~pyjobq.lease.GateLease` — is open only from ``start()`` to ``stop()``: an
+entry enqueued before ``start()`` or after ``stop()`` is stored at once and sent
+when the outbox (re)starts; ``stop()`` then ``start()`` drains again, and so does
+:meth:`Outbox.resume`, the spec's "drains on … resume".
 
 What is the outbox's own lives here, on the page side: calling ``process`` (after
 ``transport.send`` when one is set), classifying errors with
 ``is_retryable_error`` (a non-retryable error becomes a terminal failure), and —
 once the engine has stored a record as failed — ``on_exhausted`` (kept for a
 manual retry) or ``rollback`` then delete. An unknown type is logged and deleted.
+Both deletes go through the engine, so they are published like any other change
+(``on_activity`` and a ``job-update`` with ``deleted``).
 
 Known limits: ``rollback`` runs after the failed record is stored, so a page that
 dies in between leaves a failed record; the next ``start()`` finishes it (so
@@ -50,6 +62,7 @@ from .core.records import MALFORMED
 from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, current_job_id
 from .handle import Job, JobUpdate
+from .lease import GateLease
 from .memory import ChannelHub, LockHub, LoopClock, link_pair
 from .core.mode import OUTBOX
 from .scheduler import Scheduler
@@ -210,11 +223,13 @@ class Outbox:
 
         worker_end, page_end = link_pair()
         # Private channels and locks: the outbox opens no BroadcastChannel and takes
-        # no shared lock (its leases are what keep two tabs apart).
+        # no shared lock (its leases are what keep two tabs apart). Its processor lease is
+        # the gate start() opens and stop() closes.
+        self._gate = GateLease()
         self._scheduler = Scheduler(
             store=store, locks=LockHub().client(), channel=ChannelHub().channel("outbox"),
             link=worker_end, clock=self._clock, lock_name="pyjobq-outbox", source=self.source,
-            is_online=is_online, mode=OUTBOX.with_lease(lease_ms),
+            is_online=is_online, mode=OUTBOX.with_lease(lease_ms), lease=self._gate,
             backoff=backoff if backoff is not None else outbox_backoff(),
         )
         # An entry type with no handler must not fall through to the built-in 'fetch'.
@@ -222,6 +237,8 @@ class Outbox:
         factories.update({name: self._factory(name) for name in self._handlers})
         self._side = ExecutorSide(link=page_end, channel=ChannelHub().channel("outbox"), source=self.source,
                                   reconstructors=factories, clock=self._clock)
+        # For the outbox's life: an entry that fails after stop() is still exhausted.
+        self._side.on_update(self._on_update)
         self._started_with: dict[str, int] = {}  # entry id -> given_back when its run started
         self._handled = 0
         self._watchdog: Any = None
@@ -230,23 +247,39 @@ class Outbox:
         self._running = False
         #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
         self.refused: StoreInUseError | None = None
-        # Resolved once start()'s store check is over: the engine listens only from then on, so
-        # a request sent earlier would never be answered (on a real store the check takes time).
-        self._checked: asyncio.Future[None] | None = None
+        # The store check, run once by whichever comes first (start() or a request): the engine
+        # listens only once it passed, so nothing is written to a store the outbox refuses.
+        self._checked: asyncio.Task[None] | None = None
+        self._finished_rollbacks = False
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Drain now, then on every wake; prune and finish interrupted rollbacks. Call from a running loop."""
-        if self._running:
+        """Drain now, then on every wake; prune and finish interrupted rollbacks. Call from a running loop.
+
+        Entries enqueued while the outbox was stopped (or before its first start) are sent now.
+        Starting a running outbox does nothing; a stopped one starts again.
+        """
+        if self._running or self.refused is not None:
             return
         self._running = True
-        self._checked = asyncio.get_event_loop().create_future()
-        self._unsubscribe.append(self._side.on_update(self._on_update))
         if self._subscribe_online is not None:
             self._unsubscribe.append(self._subscribe_online(lambda *_: self._back_online()))
+        self._gate.open()
         self._spawn(self._startup())
         self._arm_watchdog()
+
+    def resume(self) -> None:
+        """Drain now: start a stopped outbox, wake a running one.
+
+        The spec's "drains on start / resume": call it from the page's ``resume`` and
+        ``pageshow`` handlers (a frozen or back/forward-cached page's timers did not fire) and
+        when the app lifts its own pause (``stop()`` then ``resume()``).
+        """
+        if self._running:
+            self.wake()
+        else:
+            self.start()
 
     def wake(self) -> None:
         """Drain soon: the host calls this on resume, on another tab's enqueue, on connectivity."""
@@ -259,8 +292,8 @@ class Outbox:
             self._scheduler.back_online()
 
     def stop(self) -> None:
-        """Stop claiming and cancel the timers. A process() already running finishes; its entry's
-        lease runs out and another outbox (or the next start()) takes it."""
+        """Stop claiming and cancel the timers. A process() already running finishes and its
+        outcome is stored. Entries enqueued while stopped are stored and wait for start()."""
         if not self._running:
             return
         self._running = False
@@ -270,8 +303,8 @@ class Outbox:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-        self._scheduler.stop()
-        self._side.stop()
+        self._gate.close()
+        self._scheduler.clear_retry_timer()
 
     def _arm_watchdog(self) -> None:
         if self._poll_ms > 0 and self._running:
@@ -285,22 +318,45 @@ class Outbox:
         self._tasks.spawn(coro)
 
     async def _startup(self) -> None:
-        try:
-            await self._check_and_start()
-        finally:
-            if self._checked is not None and not self._checked.done():
-                self._checked.set_result(None)
+        if not await self._engine():
+            self.stop()
+            return
+        if not self._running:
+            return
+        self._scheduler.wake()
+        if self._prune is not None:
+            failed = await self.store.by_status(Status.FAILED)
+            doomed = policy.prunable(failed, self._clock.now(), max_age_ms=self._prune.max_age_ms,
+                                     max_count=self._prune.max_failed)
+            if doomed:
+                await self.store.delete_many(doomed)
+                self.log.info("pyjobq outbox pruned %d failed entries", len(doomed),
+                              extra={"outbox_event": "prune", "count": len(doomed)})
+        if self._finished_rollbacks:
+            return
+        self._finished_rollbacks = True
+        # A page that died between storing "failed" and the rollback left work half done.
+        for record in await self.store.by_status(Status.FAILED):
+            handler = self._handlers.get(record._reconstructor)
+            if handler is None or handler.on_exhausted is None:
+                await self._exhaust(record.id, notify=False)
+
+    async def _engine(self) -> bool:
+        """Check the store once, then let the engine listen; False if the store was refused."""
+        if self._checked is None:
+            self._checked = asyncio.ensure_future(self._check_store())
+        await asyncio.shield(self._checked)
+        return self.refused is None
 
     async def _ready(self) -> None:
-        """Wait for start()'s store check; raise if it refused the store."""
-        if self._checked is not None:
-            await asyncio.shield(self._checked)
-        if self.refused is not None:
+        """Before any request: the store check passed and the engine listens; raise if refused."""
+        if not await self._engine():
+            assert self.refused is not None
             raise self.refused
 
-    async def _check_and_start(self) -> None:
-        # Before anything is claimed: an outbox deletes what it has no handler for, so on the
-        # job queue's database it would delete the queue's jobs.
+    async def _check_store(self) -> None:
+        # Before anything is claimed or stored: an outbox deletes what it has no handler for, so
+        # on the job queue's database it would delete the queue's jobs.
         foreign: list[JobRecord] = []
         for status in Status:  # through the status index: every record, status by status
             foreign += [r for r in await self.store.by_status(status)
@@ -312,26 +368,9 @@ class Outbox:
                 f"{foreign[0].type!r}); an outbox would delete them. Give the outbox a database "
                 "of its own (a name the job queue does not use).")
             self.log.error("pyjobq outbox refused its store: %s", self.refused)
-            self.stop()
             return
-        if not self._running:
-            return
+        # Requests flow from now on; passes wait for the gate (start()).
         self._scheduler.start()
-        if self._checked is not None and not self._checked.done():
-            self._checked.set_result(None)  # requests may flow now; pruning can run behind them
-        if self._prune is not None:
-            failed = await self.store.by_status(Status.FAILED)
-            doomed = policy.prunable(failed, self._clock.now(), max_age_ms=self._prune.max_age_ms,
-                                     max_count=self._prune.max_failed)
-            if doomed:
-                await self.store.delete_many(doomed)
-                self.log.info("pyjobq outbox pruned %d failed entries", len(doomed),
-                              extra={"outbox_event": "prune", "count": len(doomed)})
-        # A page that died between storing "failed" and the rollback left work half done.
-        for record in await self.store.by_status(Status.FAILED):
-            handler = self._handlers.get(record._reconstructor)
-            if handler is None or handler.on_exhausted is None:
-                await self._exhaust(record.id, notify=False)
 
     # ------------------------------------------------------------ entries
 
@@ -347,7 +386,11 @@ class Outbox:
     ) -> Job:
         """Store an entry and drain. Returns once it is stored; ``await job.done`` for its outcome.
 
+        Before ``start()`` or after ``stop()`` the entry is stored all the same and sent once
+        the outbox starts (a durable queue: the call never waits for the worker).
+
         Raises:
+            StoreInUseError: the store holds the job queue's records (see :attr:`refused`).
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
         await self._ready()
@@ -375,6 +418,7 @@ class Outbox:
         return await self._side.retry_all()
 
     async def delete(self, entry_id: str) -> bool:
+        """Delete an entry (published like every change); False if there is none."""
         await self._ready()
         return await self._side.delete_job(entry_id)
 
@@ -456,7 +500,7 @@ class Outbox:
             self.log.warning("never-happen: outbox entry %s has unknown type %r; deleted", entry.id, entry.type,
                              extra={"outbox_event": EVENT, "phase": "unknown_type", "entry_id": entry.id,
                                     "entry_type": entry.type})
-            await self.store.delete_many([entry.id])
+            await self._side.delete_job(entry.id)  # through the engine: published
             return
         if notify:
             self._event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
@@ -473,7 +517,7 @@ class Outbox:
             self.log.exception("pyjobq outbox: exhaustion handler of %s raised; entry %s kept as failed",
                                entry.type, entry.id)
             return
-        await self.store.delete_many([entry.id])
+        await self._side.delete_job(entry.id)  # through the engine: published
 
     def _event(self, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
                level: int = logging.INFO, **more: Any) -> None:

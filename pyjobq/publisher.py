@@ -9,12 +9,21 @@ to :data:`NEWS_BATCH` (``jobs``; its first also as ``job`` for older receivers),
 a burst of 10,000 is twenty messages. News is only news: receivers read the store
 for truth (spec: "the channel is news; the store is the truth").
 
+The page hears at once; other tabs hear in the next step. The channel's post is
+the costly one (in Chromium a BroadcastChannel message crosses the browser
+process), and it used to sit between a transaction's commit and the ``run`` of the
+job that transaction claimed. So what a step stored is queued for the channel and
+posted once that step is over — after the ``run`` went out — merged with whatever
+else the step stored, in the order it was stored. Nothing waits for it: the store
+was written first, and news is never what anyone relies on.
+
 Progress is news that is never stored (``progress_only``). The volatile engine's
 updates say ``volatile`` so tables mark the row as this tab's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Sequence
 
@@ -35,13 +44,16 @@ class Publisher:
         self._channel = channel
         self.source = source
         self._volatile = volatile
+        #: What is queued for the channel: (progress, its jobs), in the order it was stored.
+        self._pending: list[tuple[bool, list[dict[str, Any]]]] = []
+        self._flush_soon = False
 
     def records(self, records: Sequence[JobRecord], **extra: Any) -> None:
         """Records one transaction stored (or, ``deleted=True``, deleted): one message per batch."""
-        for start in range(0, len(records), NEWS_BATCH):
-            jobs = [self._summary(r, **extra) for r in records[start:start + NEWS_BATCH]]
-            batch = {"jobs": jobs} if len(jobs) > 1 else {}
-            self.post(make("job-update", source=self.source, job=jobs[0], **batch))
+        jobs = [self._summary(r, **extra) for r in records]
+        for start in range(0, len(jobs), NEWS_BATCH):
+            self._link.send(_update(self.source, jobs[start:start + NEWS_BATCH]))
+        self._queue_for_channel(jobs)
 
     def progress(self, job_id: str, progress: Any, note: Any) -> None:
         """A running job's progress: a job-update that is not stored."""
@@ -49,7 +61,8 @@ class Publisher:
                "progress_note": note, "progress_only": True}
         if self._volatile:
             job["volatile"] = True
-        self.post(make("job-update", source=self.source, job=job))
+        self._link.send(_update(self.source, [job]))
+        self._queue_for_channel([job], alone=True)
 
     def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
         summary = record.summary()
@@ -58,11 +71,28 @@ class Publisher:
         summary.update(extra)
         return summary
 
-    def post(self, update: dict[str, Any]) -> None:
-        # To this page directly (it still hears us after it closed its channel),
-        # and to every other tab through the channel.
-        self._link.send(update)
-        try:
-            self._channel.post(update)
-        except Exception as exc:  # a closed channel: other tabs just miss this update
-            log.debug("pyjobq: job-update not broadcast: %s", exc)
+    def _queue_for_channel(self, jobs: list[dict[str, Any]], *, alone: bool = False) -> None:
+        if self._volatile:
+            return  # volatile jobs are this tab's alone: no other tab hears of them
+        if alone or not self._pending or self._pending[-1][0]:
+            self._pending.append((alone, []))
+        self._pending[-1][1].extend(jobs)
+        if not self._flush_soon:
+            self._flush_soon = True
+            asyncio.get_event_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Post what is queued for other tabs now (in order, at most NEWS_BATCH records a message)."""
+        pending, self._pending, self._flush_soon = self._pending, [], False
+        for _alone, jobs in pending:
+            for start in range(0, len(jobs), NEWS_BATCH):
+                try:
+                    self._channel.post(_update(self.source, jobs[start:start + NEWS_BATCH]))
+                except Exception as exc:  # a closed channel: other tabs just miss this update
+                    log.debug("pyjobq: job-update not broadcast: %s", exc)
+                    return
+
+
+def _update(source: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``job-update``: ``jobs`` when there are several, the first also as ``job``."""
+    return make("job-update", source=source, job=jobs[0], **({"jobs": jobs} if len(jobs) > 1 else {}))

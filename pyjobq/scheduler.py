@@ -77,10 +77,12 @@ from .core.view import Entry, QueueView
 from .core.records import JobRecord, RunResult, check_json
 from .errors import InvalidJobError
 from .core.status import Status
-from .handlers import RETENTION_MS, RequestHandlers
+from .core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
+from .handlers import RequestHandlers
 from .inflight import Flight, FlightTable
 from .lease import LEASE_MESSAGES
 from .publisher import Publisher
+from .retention import Sweeper
 from .runlocks import RunLocks, no_release
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
@@ -173,6 +175,9 @@ class Scheduler:
         self._retry_at: float | None = None
         #: When the pass last took a look; a chain of settles keeps looking at least this often.
         self._looked_at = 0.0
+        #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
+        self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
+                                publish=lambda records: self.publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -193,6 +198,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._stopped = True
+        self._sweeper.stop()
         self._run_locks.drop_prefetched()
         if self._retry_timer is not None:
             self._retry_timer.cancel()
@@ -286,6 +292,7 @@ class Scheduler:
                 self._wanted = False
                 self._looked_at = self.clock.now()
                 await self._catch_up()
+                await self._sweeper.look()
                 if self.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
@@ -384,7 +391,8 @@ class Scheduler:
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
         now = self.clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases)
+        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases,
+                                           lanes=self.mode.lanes)
         if not picks:
             return False
         held = await self._locks.held() if self._yields else {}
@@ -590,6 +598,8 @@ class Scheduler:
                 # Storable means storable: running it again would give the same result.
                 outcome = RunResult(ok=False, error=str(exc), status=outcome.status,
                                     code="result_not_storable", terminal=True)
+        if flight.settled is not None:  # suspend_type aborted this run
+            outcome = policy.after_abort(outcome)
         held_lock = None
         yield_lock = self._yields.get(flight.type)
         if outcome.interrupted and yield_lock:
@@ -604,7 +614,8 @@ class Scheduler:
             if cur.owner != self.source:
                 return None
             return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
-                                 held_yield_lock=held_lock, suspended=suspended)
+                                 held_yield_lock=held_lock, suspended=suspended,
+                                 http_status_rules=self.mode.http_status_rules)
 
         change = Change(job_id, settle, _RUNNING)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
@@ -646,8 +657,10 @@ class Scheduler:
         if self._stopped or self._revoked or self._view is None or not lanes.chains(
                 flight.type, suspended=self.suspended, yields=self._yields, busy_elsewhere=self._busy_elsewhere):
             return None
-        entry = self._view.oldest_due(flight.type, now, self._ours(), leases=self.mode.leases)
-        if entry is None:
+        entry = self._view.follow_on(flight.type, now, self._ours(), leases=self.mode.leases,
+                                     lanes=self.mode.lanes)
+        if entry is None or not lanes.chains(entry.type, suspended=self.suspended, yields=self._yields,
+                                             busy_elsewhere=self._busy_elsewhere):
             return None
         releases = await self._run_locks.take([entry])
         release = releases.get(entry.id)

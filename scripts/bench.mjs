@@ -516,7 +516,7 @@ def _pyjobq_profile(start):
         return "on"
     _profiler.disable()
     out = io.StringIO()
-    pstats.Stats(_profiler, stream=out).sort_stats("tottime").print_stats(35)
+    pstats.Stats(_profiler, stream=out).sort_stats("${process.env.BENCH_PROFILE_SORT || "tottime"}").print_stats(${Number(process.env.BENCH_PROFILE_ROWS) || 35})
     return out.getvalue()
 `;
 

@@ -250,6 +250,7 @@ def test_cleanup_old_deletes_only_done_records_older_than_7_days() -> None:
     async def main() -> None:
         world = World()
         tab = world.open_tab()
+        await settle()  # its first pass swept the (empty) store; the next sweep is an hour away
         now = world.clock.now()
         old = now - RETENTION_MS - 1
         records = [

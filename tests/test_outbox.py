@@ -10,6 +10,7 @@ import pytest
 
 import pyjobq
 from pyjobq.core.backoff import make_backoff
+from pyjobq.core.messages import parse, updated_jobs
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
@@ -129,8 +130,8 @@ def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
         store = CountingStore()
         box, calls = make(store, prune=False)
         box.start()
-        await box.enqueue("send", {"big": "x" * 1000})
-        await box.enqueue("send", {"big": "y" * 1000})
+        # Both filed before the first settles (in one burst), so the settle can claim the next.
+        await asyncio.gather(box.enqueue("send", {"big": "x" * 1000}), box.enqueue("send", {"big": "y" * 1000}))
         await settle()
         assert len(calls.processed) == 2
         assert "entries" in store.calls  # the pass's view: fields read through the index, no payloads
@@ -493,7 +494,7 @@ def test_logging_is_silent_by_default_with_one_structured_event_per_step(
         return job.id
 
     caplog.set_level(logging.INFO, logger="pyjobq")
-    job_id = asyncio.run(main())
+    job_id = run(main)
     events = [r for r in caplog.records if getattr(r, "outbox_event", None) == "outbox-process"]
     assert [r.phase for r in events] == ["start", "retry", "start", "error", "start", "done"]
     assert {r.entry_id for r in events} == {job_id} and {r.entry_type for r in events} == {"send"}
@@ -525,4 +526,212 @@ def test_an_enqueue_right_after_start_on_a_slow_store_is_stored_and_processed() 
         assert seen == ["first"]
         box.stop()
 
-    asyncio.run(main())
+    run(main)
+
+
+# ---------------------------------------------------------------- issue 15: the outbox as its users know it
+
+def test_an_entry_enqueued_before_start_is_stored_at_once_and_sent_on_start() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        box, calls = make(store)
+        job = await asyncio.wait_for(box.enqueue("send", {"text": "early"}), 1)  # no start(): still stored
+        assert [(r.id, r.status) for r in await store.all()] == [(job.id, Status.PENDING)]
+        await settle()
+        assert calls.processed == []  # not sent before start()
+        box.start()
+        await settle()
+        assert [e.payload for e in calls.processed] == [{"text": "early"}]
+        assert (await job.done).status == "done" and await store.all() == []
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_stop_then_start_drains_again_and_entries_enqueued_while_stopped_wait_for_it() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        box, calls = make(store)
+        box.start()
+        await box.enqueue("send", 1)
+        await settle()
+        box.stop()
+        job = await asyncio.wait_for(box.enqueue("send", 2), 1)
+        await settle()
+        assert [e.payload for e in calls.processed] == [1]
+        assert [r.id for r in await store.all()] == [job.id]
+        box.start()
+        await settle()
+        assert [e.payload for e in calls.processed] == [1, 2]
+        box.stop()
+        await box.enqueue("send", 3)
+        box.resume()  # the spec's "drains on ... resume": a stopped outbox starts again
+        await settle()
+        assert [e.payload for e in calls.processed] == [1, 2, 3]
+        await box.enqueue("send", 4)
+        box.resume()  # and a running one drains now
+        await settle()
+        assert [e.payload for e in calls.processed] == [1, 2, 3, 4]
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_a_process_running_at_stop_finishes_and_its_outcome_is_stored() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        gate = asyncio.Event()
+        done: list[Any] = []
+
+        async def slow(entry: OutboxEntry) -> None:
+            await gate.wait()
+            done.append(entry.payload)
+
+        box, _ = make(store, handlers={"send": {"process": slow}})
+        box.start()
+        job = await box.enqueue("send", "a")
+        await box.enqueue("send", "b")
+        await settle()
+        box.stop()
+        gate.set()
+        await settle()
+        assert done == ["a"] and (await job.done).status == "done"  # settled, not left to its lease
+        assert [r._params for r in await store.all()] == ["b"]  # nothing claimed after stop()
+        box.start()
+        await settle()
+        assert done == ["a", "b"]
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_claims_are_fifo_across_types_one_at_a_time() -> None:
+    """Spec: "FIFO by createdAt among due keys". The spec's own handlers: a reaction must never
+    reach the server before the message it reacts to."""
+    async def main() -> None:
+        server: list[str] = []
+        in_flight = {"now": 0, "most": 0}
+
+        async def api(entry: OutboxEntry) -> None:
+            in_flight["now"] += 1
+            in_flight["most"] = max(in_flight["most"], in_flight["now"])
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            server.append(f"{entry.type}:{entry.payload}")
+            in_flight["now"] -= 1
+
+        handlers = {"msg/send": {"process": api}, "msg/react": {"process": api}}
+        store = MemoryStore()
+        box, _ = make(store, handlers=handlers)
+        box.start()
+        await asyncio.gather(box.enqueue("msg/send", "m1"), box.enqueue("msg/react", "r1"),
+                             box.enqueue("msg/send", "m2"), box.enqueue("msg/react", "r2"))
+        await settle()
+        assert server == ["msg/send:m1", "msg/react:r1", "msg/send:m2", "msg/react:r2"]
+        assert in_flight["most"] == 1
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_fifo_across_types_on_entries_already_in_the_store() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        t = clock.now()
+        store.put_raw(stored("react", "react", t - 10, next_retry_at=t))
+        store.put_raw(stored("send", "send", t - 20, next_retry_at=t))
+        store.put_raw(stored("later", "send", t - 5, next_retry_at=t))
+        finished: list[str] = []
+        slow = asyncio.Event()
+
+        async def api(entry: OutboxEntry) -> None:
+            if entry.id == "send":
+                await slow.wait()  # a slow server: the reaction must wait for its message
+            finished.append(entry.id)
+
+        box, _ = make(store, clock, handlers={"send": {"process": api}, "react": {"process": api}})
+        box.start()
+        await settle()
+        assert finished == [] and [r.status for r in await store.all()].count(Status.RUNNING) == 1
+        slow.set()
+        await settle()
+        assert finished == ["send", "react", "later"]
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+@pytest.mark.parametrize("status", [401, 403, 409, 422])
+def test_http_statuses_follow_is_retryable_error_not_the_job_queues_rules(status: int) -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        box, calls = make(store, clock)  # every error retryable (the default)
+        calls.fail = pyjobq.JobError(f"HTTP {status}", status=status)
+        box.start()
+        job = await box.enqueue("send", 1, max_attempts=3)
+        await settle()
+        record = await store.get(job.id)
+        # An ordinary retryable failure: counted, on the outbox's ladder (not 60 s, not failed at once).
+        assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 1, 0)
+        assert record.next_retry_at - clock.now() < 60_000
+        for _ in range(3):
+            clock.advance(30_000)
+            await settle()
+        assert len(calls.processed) == 3 and calls.exhausted == [job.id]  # max attempts exhaust
+        outcome = await job.done
+        assert (outcome.status, outcome.http_status) == ("failed", status)
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+@pytest.mark.parametrize("status", [401, 403, 409, 422])
+def test_a_non_retryable_http_status_exhausts_at_once_and_rolls_back(status: int) -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        box, calls = make(store, is_retryable_error=lambda err: getattr(err, "status", None) != status)
+        calls.fail = pyjobq.JobError(f"HTTP {status}", status=status)
+        box.start()
+        job = await box.enqueue("react", 1, max_attempts=5)
+        await settle()
+        assert calls.rolled_back == [job.id] and len(calls.processed) == 1
+        assert await store.all() == []
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_offline_releases_uncounted_whatever_the_error_carried() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        box, calls = make(store, is_online=lambda: False)
+        calls.fail = pyjobq.JobError("HTTP 503", status=503)
+        box.start()
+        job = await box.enqueue("send", 1, max_attempts=1)
+        await settle()
+        record = await store.get(job.id)
+        assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 0, 1)
+        assert calls.exhausted == []
+        box.stop()
+    run(main)  # a hang fails instead of stalling
+
+
+def test_the_rollback_delete_and_the_unknown_type_delete_are_published() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        store.put_raw(stored("ghost", "gone/type", clock.now()))
+        heard: list[Any] = []
+        box, calls = make(store, clock, on_activity=heard.append)
+        posted: list[Any] = []
+        channel = box._scheduler._channel
+        real_post = channel.post
+
+        def post(message: Any) -> None:  # what every other listener of the channel hears
+            posted.extend(updated_jobs(parse(message)))
+            real_post(message)
+
+        channel.post = post  # type: ignore[method-assign]
+        calls.fail = RuntimeError("no")
+        box.start()
+        job = await box.enqueue("react", 1, max_attempts=1)
+        await settle()
+        assert calls.rolled_back == [job.id] and await store.all() == []
+        deleted = {u.id for u in heard if u.get("deleted")}
+        assert {"ghost", job.id} <= deleted
+        posted_deleted = {j["id"] for j in posted if j.get("deleted")}
+        assert {"ghost", job.id} <= posted_deleted
+        box.stop()
+    run(main)  # a hang fails instead of stalling

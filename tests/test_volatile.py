@@ -500,3 +500,170 @@ def test_abort_signal_api() -> None:
 
 async def _await(signal: AbortSignal) -> Any:
     return await signal
+
+
+# ---------------------------------------------------------------- issue 15: volatile jobs by the same rules
+
+
+def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_executor_settles() -> None:
+    """Spec: suspend_type "resolves when that executor settles" — also when the job is deleted or
+    cancelled meanwhile: not before its executor (which heeds its signal) has settled, never never."""
+    for verb in ("delete_job", "cancel_job"):
+        async def main() -> None:
+            world = World()
+            tab = world.open_tab()
+            cleanup = asyncio.Event()
+
+            async def checkpointing(signal: AbortSignal) -> None:
+                signal.heeded = True
+                await signal.wait()
+                await cleanup.wait()  # saving a checkpoint before it settles
+                signal.raise_if_aborted()
+
+            job = tab.side.enqueue(checkpointing, type="decode")
+            await settle()
+            suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
+            await settle()
+            assert not suspend.done()
+            assert await getattr(tab.side, verb)(job.id) is True
+            await settle()
+            assert not suspend.done(), f"{verb}: resolved while the executor was still saving"
+            cleanup.set()
+            await settle()
+            assert suspend.done() and suspend.exception() is None, verb
+            assert (await job.done).status == "cancelled"
+        run(main)
+
+
+def test_a_suspension_waiting_on_an_executor_that_ignores_its_signal_still_settles_after_a_delete() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+
+        async def deaf(_signal: AbortSignal) -> None:
+            await asyncio.Event().wait()  # never looks at its signal: cancelled when abandoned
+
+        job = tab.side.enqueue(deaf, type="decode")
+        await settle()
+        suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
+        await settle()
+        assert not suspend.done()
+        await tab.side.delete_job(job.id)
+        await settle()
+        assert suspend.done() and suspend.exception() is None
+    run(main)
+
+
+@pytest.mark.parametrize("status", ["failed", "cancelled", "done"])
+def test_a_finished_id_can_be_used_again_for_a_new_volatile_job(status: str) -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        calls: list[str] = []
+
+        async def first(_signal: AbortSignal) -> str:
+            calls.append("first")
+            if status == "failed":
+                raise Terminal("no")
+            if status == "cancelled":
+                await asyncio.Event().wait()
+            return "one"
+
+        async def second(_signal: AbortSignal) -> str:
+            calls.append("second")
+            return "two"
+
+        old = tab.side.enqueue(first, id="save-1", type="t")
+        await settle()
+        if status == "cancelled":
+            assert await tab.side.cancel_job("save-1")
+            await settle()
+        assert (await old.done).status == status
+        new = tab.side.enqueue(second, id="save-1", type="t")
+        assert new is not old
+        assert await new.done == Outcome(id="save-1", status="done", result="two")
+        assert calls == ["first", "second"]
+    run(main)
+
+
+def test_a_duplicate_outstanding_volatile_id_is_still_the_same_job() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        gate = asyncio.Event()
+
+        async def held(_signal: AbortSignal) -> str:
+            await gate.wait()
+            return "x"
+
+        job = tab.side.enqueue(held, id="k", type="t")
+        await settle()
+        assert tab.side.enqueue(held, id="k", type="t") is job
+        gate.set()
+        assert (await job.done).result == "x"
+    run(main)
+
+
+def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs_it_at_once() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        online = {"now": False}
+        tab.side._is_online = lambda: online["now"]  # navigator.onLine, read when the attempt fails
+        calls = 0
+
+        async def upload(_signal: AbortSignal) -> str:
+            nonlocal calls
+            calls += 1
+            if not online["now"]:
+                raise OSError("Failed to fetch")
+            return "sent"
+
+        job = tab.side.enqueue(upload, type="upload", max_attempts=1)
+        await settle()
+        record = await volatile_record(tab, job.id)
+        assert (record["status"], record["attempts"], record["given_back"], record["code"]) == (
+            "pending", 0, 1, "offline")
+        online["now"] = True
+        tab.side.back_online()  # the online event: due now, not at its ladder slot
+        await settle()
+        assert calls == 2
+        assert (await job.done).result == "sent"
+    run(main)
+
+
+def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothing() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        tab.side._is_online = lambda: False
+        tab.side.enqueue(lambda _s: asyncio.sleep(0), type="t")
+        await settle()
+        engine = tab.side._volatile
+        assert engine._is_online() is False  # its fallback is the page's reading, not "online"
+    run(main)
+
+
+def test_whatever_an_executor_raises_after_suspend_type_aborted_it_counts_as_interrupted() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        calls = 0
+
+        async def sloppy(signal: AbortSignal) -> str:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await signal.wait()
+                raise ValueError("stream closed")  # not Interrupted: it was stopped all the same
+            return "resumed"
+
+        job = tab.side.enqueue(sloppy, type="decode", max_attempts=1)
+        await settle()
+        await tab.side.suspend_type("decode")
+        record = await volatile_record(tab, job.id)
+        assert (record["status"], record["attempts"], record["given_back"]) == ("paused", 0, 1)
+        assert not job.done.done()
+        await tab.side.resume_type("decode")
+        assert await job.done == Outcome(id=job.id, status="done", result="resumed")
+    run(main)

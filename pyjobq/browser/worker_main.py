@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -13,7 +14,7 @@ from ..memory import LoopClock
 from ..lease import HeldLease, LinkLease
 from ..scheduler import Scheduler
 from .idb import IndexedDBStore
-from . import proxies
+from . import drain, proxies
 from .ports import BroadcastChannelPort, PortLink, WebLocks
 
 log = logging.getLogger("pyjobq")
@@ -44,6 +45,9 @@ def start(params_json: str, early: Any) -> None:
     if not any(isinstance(h, ConsoleHandler) for h in log.handlers):
         log.addHandler(ConsoleHandler(logging.WARNING))
     params = json.loads(params_json)
+    # This Pyodide is pyjobq's own: ready callbacks run together, one browser task per batch
+    # (pyjobq/browser/drain.py has why).
+    drain.install(asyncio.get_event_loop())
     link = PortLink(js.self)
     link.subscribe(lambda data: _debug_counts(link, data))
     scheduler = Scheduler(

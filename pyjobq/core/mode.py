@@ -16,7 +16,10 @@ few decisions, and each decision is a field here, read by name where it is made:
 * **the outbox** (:data:`OUTBOX`, spec outbox.txt): claims are *leases* — the claim
   writes ``next_retry_at`` on the running record — so processors that share a store
   but hold no common lock reclaim a lease that ran out as due work; a done entry is
-  deleted.
+  deleted; claims are FIFO across types, one at a time ("keysOnly + one get, FIFO by
+  createdAt among due keys"), so a ``msg/react`` never overtakes its ``msg/send``; and
+  an HTTP status means nothing by itself: the handler's ``is_retryable_error`` decides,
+  and an offline failure is released uncounted whatever it carried.
 
 A value rather than flags, so the combinations that exist are the three named
 here and no reader has to work out what ``volatile and lease_ms is None`` meant.
@@ -28,7 +31,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Mode", "JOB_QUEUE", "VOLATILE", "OUTBOX"]
+__all__ = ["Mode", "JOB_QUEUE", "VOLATILE", "OUTBOX", "RETENTION_MS"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,18 @@ class Mode:
     on_success: Literal["keep", "delete"] = "keep"
     #: The in-tab engine of volatile jobs: updates say so, types can be suspended.
     volatile: bool = False
+    #: ``"type"``: each type is a lane, the oldest due job of every idle type starts (spec
+    #: job-queue.txt "Each job type is its own queue"). ``"fifo"``: the oldest due record of
+    #: any type, one at a time (spec outbox.txt "FIFO by createdAt among due keys").
+    lanes: Literal["type", "fifo"] = "type"
+    #: The job queue's HTTP status rules (spec "Retry timing and special HTTP statuses"): a 401
+    #: waits 60 s uncounted, 403/409/422 fail at once, and only a failure with no HTTP status
+    #: counts as offline. False (the outbox): a status is an ordinary error, and every failure
+    #: while offline is released uncounted.
+    http_status_rules: bool = True
+    #: The lease holder deletes ``done`` records older than this by itself, on taking the lease
+    #: and every :data:`~pyjobq.core.retention.SWEEP_EVERY_MS` while it holds it; None: no sweep.
+    retention_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.on_success not in ("keep", "delete"):
@@ -54,6 +69,11 @@ class Mode:
             raise ValueError(f"Mode.lease_ms must be a positive number of milliseconds, got {self.lease_ms!r}")
         if self.run_locks and self.lease_ms is not None:
             raise ValueError("Mode: run locks guard lock-based recovery, which leases replace; choose one")
+        if self.lanes not in ("type", "fifo"):
+            raise ValueError(f"Mode.lanes must be 'type' or 'fifo', got {self.lanes!r}")
+        if self.retention_ms is not None and not self.retention_ms > 0:
+            raise ValueError(f"Mode.retention_ms must be a positive number of milliseconds or None, "
+                             f"got {self.retention_ms!r}")
 
     @property
     def leases(self) -> bool:
@@ -70,9 +90,12 @@ class Mode:
         return dataclasses.replace(self, lease_ms=lease_ms)
 
 
-#: Persistent jobs: one processor lease, lock-based recovery, run locks, done records kept.
-JOB_QUEUE = Mode("job queue", run_locks=True)
+#: How long the job queue keeps a ``done`` record (spec "Startup and cleanup": 7 days).
+RETENTION_MS = 7 * 24 * 3600 * 1000.0
+
+#: Persistent jobs: one processor lease, lock-based recovery, run locks, done records kept 7 days.
+JOB_QUEUE = Mode("job queue", run_locks=True, retention_ms=RETENTION_MS)
 #: Volatile jobs: this tab's closures; no run locks (nothing else recovers), suspendable types.
 VOLATILE = Mode("volatile", volatile=True)
-#: The outbox: claims are 60 s leases, a done entry is deleted.
-OUTBOX = Mode("outbox", lease_ms=60_000.0, on_success="delete")
+#: The outbox: claims are 60 s leases, FIFO across types, a done entry is deleted, no HTTP rules.
+OUTBOX = Mode("outbox", lease_ms=60_000.0, on_success="delete", lanes="fifo", http_status_rules=False)

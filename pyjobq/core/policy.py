@@ -26,6 +26,7 @@ Every function here returns a new record; none performs I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 from .records import JobRecord, RunResult
@@ -90,12 +91,17 @@ def settle(
     backoff: Callable[[int], float],
     held_yield_lock: str | None = None,
     suspended: bool = False,
+    http_status_rules: bool = True,
 ) -> JobRecord:
     """Apply a page's ``run_result`` to the running record it answers.
 
     ``held_yield_lock`` names the job type's yield lock when someone holds it
     exclusively; ``suspended`` says the job's (volatile) type is suspended. Either
-    parks an interrupted job instead of re-queueing it.
+    parks an interrupted job instead of re-queueing it. Without ``http_status_rules``
+    (the outbox) an HTTP status is an ordinary failure — no 60 s 401 wait, no
+    403/409/422 fail-fast; the handler's ``is_retryable_error`` made any of them
+    terminal already — and a failure while offline is released uncounted whatever it
+    carried (spec outbox.txt: "Offline releaseUncounted ... then skip").
     """
     if outcome.ok:
         return _move(record, Event.SUCCEED, now, result=outcome.result, error=None,
@@ -106,11 +112,11 @@ def settle(
         if held_yield_lock is not None or suspended:
             return _move(record, Event.PARK, now, yield_lock=held_yield_lock, **given_back, **failure)
         return _move(record, Event.RETRY, now, next_retry_at=now, **given_back, **failure)
-    if outcome.terminal or outcome.status in TERMINAL_STATUSES:
+    if outcome.terminal or (http_status_rules and outcome.status in TERMINAL_STATUSES):
         return _move(record, Event.FAIL, now, **failure)
-    if outcome.status == UNAUTHORIZED:
+    if http_status_rules and outcome.status == UNAUTHORIZED:
         return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back, **failure)
-    if not online and outcome.status is None:
+    if not online and (outcome.status is None or not http_status_rules):
         # Only a failure that never reached a server says nothing about the job: one with an
         # HTTP status was answered, so it counts whatever the network did afterwards.
         # The ladder climbs with every try, counted or not, so an offline job
@@ -121,6 +127,15 @@ def settle(
     if record.attempts >= record.max_attempts:
         return _move(record, Event.FAIL, now, **failure)
     return _move(record, Event.RETRY, now, next_retry_at=now + backoff(record.attempts), **failure)
+
+
+def after_abort(outcome: RunResult) -> RunResult:
+    """The outcome of a run its engine aborted (``suspend_type``): whatever the executor raised
+    counts as interrupted — it stopped because it was told to (spec: "An interrupted attempt
+    does not count as a failure"). A success stays a success."""
+    if outcome.ok or outcome.interrupted:
+        return outcome
+    return dataclasses.replace(outcome, interrupted=True, terminal=False)
 
 
 def claim_due(record: JobRecord, now: float, owner: str, lease_ms: float | None) -> JobRecord | None:

@@ -31,7 +31,7 @@ Picks use a list per type, sorted by (created_at, id), and one sorted list of
 from __future__ import annotations
 
 import bisect
-from typing import Collection, Iterable, NamedTuple
+from typing import Collection, Iterable, Literal, NamedTuple
 
 from .records import JobRecord
 from .status import Status
@@ -166,13 +166,37 @@ class QueueView:
         return None
 
     def picks(self, now: float, busy_types: Collection[str], exclude: Collection[str] = (), *,
-              leases: bool = False) -> list[Entry]:
-        """The oldest due record of every type not in ``busy_types``, oldest first
-        (the same choice as :func:`pyjobq.core.lanes.pick` over the store's due records)."""
+              leases: bool = False, lanes: Literal["type", "fifo"] = "type") -> list[Entry]:
+        """What a look starts, oldest first.
+
+        ``lanes="type"``: the oldest due record of every type not in ``busy_types`` (the same
+        choice as :func:`pyjobq.core.lanes.pick` over the store's due records). ``"fifo"``
+        (the outbox): the one oldest due record of any type, and nothing while anything is
+        busy — one at a time, so a later entry never reaches the server before an earlier one.
+        """
+        if lanes == "fifo":
+            if busy_types:
+                return []
+            oldest = self.oldest_due_any(now, exclude, leases=leases)
+            return [] if oldest is None else [oldest]
         found = [e for t in self._lanes if t not in busy_types
                  if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
+
+    def oldest_due_any(self, now: float, exclude: Collection[str] = (), *,
+                       leases: bool = False) -> Entry | None:
+        """The oldest due record of any type, by (created_at, id); None when nothing is due."""
+        heads = [e for t in self._lanes if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
+        return min(heads, key=lambda e: (e.created_at, e.id), default=None)
+
+    def follow_on(self, job_type: str, now: float, exclude: Collection[str] = (), *,
+                  leases: bool = False, lanes: Literal["type", "fifo"] = "type") -> Entry | None:
+        """What a settling run of ``job_type`` hands over to in its own transaction: its lane's
+        oldest due record, or (``"fifo"``) the oldest due record of any type."""
+        if lanes == "fifo":
+            return self.oldest_due_any(now, exclude, leases=leases)
+        return self.oldest_due(job_type, now, exclude, leases=leases)
 
     def next_due_at(self, after: float | None = None) -> float | None:
         """The smallest ``next_retry_at`` (strictly greater than ``after``, when given), or None."""

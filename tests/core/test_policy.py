@@ -307,6 +307,33 @@ def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
                                     http_status=status, code=None)
 
 
+@pytest.mark.parametrize("status", [401, 403, 409, 422])
+def test_without_the_job_queues_http_rules_a_status_is_an_ordinary_failure(status: int) -> None:
+    running = policy.claim(fresh(max_attempts=3), T0, "tab")
+    after = policy.settle(running, RunResult(ok=False, error="x", status=status), now=T0 + 1, online=True,
+                          backoff=BACKOFF, http_status_rules=False)
+    assert (after.status, after.attempts, after.given_back, after.next_retry_at, after.http_status) == (
+        Status.PENDING, 1, 0, T0 + 1 + 1000, status)
+    last = policy.claim(running.evolve(attempts=2, status=Status.PENDING, owner=None, next_retry_at=T0), T0, "tab")
+    failed = policy.settle(last, RunResult(ok=False, error="x", status=status), now=T0 + 1, online=True,
+                           backoff=BACKOFF, http_status_rules=False)
+    assert (failed.status, failed.attempts) == (Status.FAILED, 3)
+
+
+def test_without_the_job_queues_http_rules_offline_is_uncounted_whatever_the_error_carried() -> None:
+    running = policy.claim(fresh(), T0, "tab")
+    with_status = RunResult(ok=False, error="503", status=503)
+    assert policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF).attempts == 1
+    after = policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF, http_status_rules=False)
+    assert (after.status, after.attempts, after.given_back, after.code) == (Status.PENDING, 0, 1, policy.OFFLINE)
+
+
+def test_after_abort_any_failure_is_an_interruption_and_a_success_stays_one() -> None:
+    assert policy.after_abort(RunResult(ok=False, error="ValueError", terminal=True)) == RunResult(
+        ok=False, error="ValueError", interrupted=True)
+    assert policy.after_abort(RunResult(ok=True, result=1)) == RunResult(ok=True, result=1)
+
+
 # ---------------------------------------------------------------- the claim's read-modify-write
 
 def _stored(status: Status, **kw) -> JobRecord:

@@ -88,3 +88,17 @@ def test_snapshot_tells_whether_a_read_changed_anything() -> None:
     assert again.snapshot() == before
     again.replace([entry("a"), entry("b", created=T0 + 1)])
     assert again.snapshot() != before
+
+
+def test_fifo_picks_the_one_oldest_due_record_of_any_type_and_nothing_while_one_is_busy() -> None:
+    rows = [entry("react", "msg/react", created=T0 + 2), entry("send", "msg/send", created=T0 + 1),
+            entry("send2", "msg/send", created=T0 + 3), entry("early-not-due", "msg/send", created=T0, due=T0 + 9)]
+    view = QueueView()
+    view.replace(rows)
+    assert [e.id for e in view.picks(T0, busy_types=set(), lanes="fifo")] == ["send"]
+    assert view.picks(T0, busy_types={"msg/send"}, lanes="fifo") == []  # one at a time, whatever its type
+    assert [e.id for e in view.picks(T0, set(), exclude={"send"}, lanes="fifo")] == ["react"]
+    assert [e.id for e in view.picks(T0 + 9, set(), lanes="fifo")] == ["early-not-due"]
+    # The settle's follow-on: the next oldest of any type (fifo), or of its own lane (type).
+    assert view.follow_on("msg/send", T0, exclude={"send"}, lanes="fifo").id == "react"
+    assert view.follow_on("msg/send", T0, exclude={"send"}).id == "send2"

@@ -1,0 +1,93 @@
+"""One browser task for a run of ready callbacks, in the scheduler's own worker.
+
+Theory of operation
+-------------------
+Pyodide's event loop (``pyodide.webloop.WebLoop``) gives every ``call_soon`` a browser
+task of its own: each step of each coroutine — a future resolving, a task resuming
+after an ``await`` — waits behind whatever else the worker's event loop holds, and
+pays a scheduling round trip. The profile of the scheduler worker showed about twenty
+such tasks per job, most of them chained (a settle's transaction completes, its
+awaiter resumes, publishes, resumes the pass, which claims...), so a job's latency
+was a queue of browser tasks rather than work.
+
+:func:`install` makes the loop run the callbacks that are ready *together*, as
+CPython's own loop does in one iteration: ``call_soon`` appends to a queue, and one
+browser task drains it — including what the drained callbacks make ready — until it
+is empty or :data:`BUDGET_MS` has passed, when the rest goes on in the next task, so
+the worker still answers messages, IndexedDB events and lock grants between batches.
+Timers (``call_later`` with a delay) are the loop's own, unchanged.
+
+Nothing about ordering changes: callbacks run first in, first out, as asyncio
+promises. IndexedDB is unaffected too: pyjobq issues a transaction's requests
+synchronously and awaits only its completion (pyjobq/browser/idb.py), so running
+more Python in one task can never find a transaction inactive.
+
+Only the scheduler's worker is changed — pyjobq owns that Pyodide. The page's loop is
+the application's and is left exactly as Pyodide made it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import time
+from typing import Any, Callable
+
+#: A batch gives the browser its turn after this long, so messages and events still come in.
+BUDGET_MS = 8.0
+
+
+def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None = None) -> None:
+    """Make ``loop.call_soon`` batch ready callbacks into one browser task per run.
+
+    ``schedule`` posts a callback as a new browser task; by default Pyodide's own
+    ``scheduleCallback`` (what ``WebLoop`` uses for ``setTimeout(…, 0)``).
+    """
+    if getattr(loop, "_pyjobq_drain", False):
+        return
+    if schedule is None:
+        schedule = _browser_task
+    ready: collections.deque[asyncio.Handle] = collections.deque()
+    scheduled = False
+
+    def drain() -> None:
+        nonlocal scheduled
+        install_running = getattr(loop, "_install_running_loop", None)
+        if install_running is not None:
+            install_running()
+            loop._install_asyncgen_hooks()
+        deadline = time.monotonic() + BUDGET_MS / 1000
+        try:
+            while ready:
+                handle = ready.popleft()
+                if not handle.cancelled():
+                    handle._run()
+                if time.monotonic() >= deadline:
+                    break
+        finally:
+            scheduled = False
+            if ready:
+                scheduled = True
+                schedule(drain)
+
+    def call_soon(callback: Callable[..., Any], *args: Any,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
+        nonlocal scheduled
+        handle = asyncio.Handle(callback, args, loop, context=context)
+        ready.append(handle)
+        if not scheduled:
+            scheduled = True
+            schedule(drain)
+        return handle
+
+    loop.call_soon = call_soon
+    loop.call_soon_threadsafe = call_soon
+    loop._pyjobq_drain = True
+
+
+def _browser_task(callback: Callable[[], None]) -> None:
+    from pyodide.ffi import create_once_callable
+    from pyodide_js._api import scheduleCallback  # type: ignore[import-not-found]
+
+    scheduleCallback(create_once_callable(callback, _may_syncify=True), 0)

@@ -1,0 +1,44 @@
+"""Retention: which ``done`` records the job queue deletes, and when the lease holder looks.
+
+Theory of operation
+-------------------
+Spec job-queue.txt, "Startup and cleanup": "Automatically clean up only successfully
+completed jobs ... cleanup_old() deletes done records older than 7 days — and only those."
+A failed or cancelled record is the last copy of what the caller asked for, and an
+unfinished one is work, so :func:`sweepable` takes ``done`` records and nothing else,
+whatever a caller passes it.
+
+Nothing but the app called ``cleanup_old()`` before, so every ``done`` record kept its
+full body for ever and storage grew until ``QuotaExceededError``. So the holder of the
+processor lease sweeps by itself: on taking the lease for the first time, and then every
+:data:`SWEEP_EVERY_MS` while it holds it (:func:`sweep_due`). Once an hour bounds how long
+an expired record outlives its seven days, and costs one read of the ``done`` index.
+
+Pure functions: the clock's reading comes in, a decision goes out.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .records import JobRecord
+from .status import Status
+
+#: How often the lease holder sweeps while it holds the lease.
+SWEEP_EVERY_MS = 3600 * 1000.0
+
+
+def sweepable(records: Iterable[JobRecord], now: float, retention_ms: float) -> list[JobRecord]:
+    """The ``done`` records last written more than ``retention_ms`` before ``now``, oldest first.
+
+    Records of any other status are never returned, whatever their age.
+    """
+    cutoff = now - retention_ms
+    old = [r for r in records if r.status is Status.DONE and r.updated_at < cutoff]
+    old.sort(key=lambda r: (r.updated_at, r.id))
+    return old
+
+
+def sweep_due(last_swept_at: float | None, now: float, every_ms: float = SWEEP_EVERY_MS) -> bool:
+    """True when a sweep is due: never swept yet (the lease was just taken), or ``every_ms`` passed."""
+    return last_swept_at is None or now - last_swept_at >= every_ms

@@ -1,0 +1,77 @@
+"""The lease holder's retention sweep: carries out :mod:`pyjobq.core.retention`'s decisions.
+
+The scheduler calls :meth:`Sweeper.look` each time round its pass (only the lease holder
+makes passes), so the first look after taking the lease sweeps, and a timer wakes the
+scheduler when the next sweep is due. A sweep reads the ``done`` index, deletes what
+:func:`~pyjobq.core.retention.sweepable` names in one batched transaction
+(``Store.delete_many``) and publishes the deletions, so open job tables drop the rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+from .core.ports import Clock, Store, Timer
+from .core.records import JobRecord
+from .core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
+from .core.status import Status
+
+log = logging.getLogger("pyjobq")
+
+
+async def sweep(store: Store, now: float, retention_ms: float,
+                publish: Callable[[Sequence[JobRecord]], None]) -> int:
+    """Delete the ``done`` records older than ``retention_ms`` in one transaction, publish them
+    as deleted; returns how many."""
+    old = sweepable(await store.by_status(Status.DONE), now, retention_ms)
+    if old:
+        await store.delete_many([r.id for r in old])
+        publish(old)
+    return len(old)
+
+
+class Sweeper:
+    """When and how a scheduler sweeps; inert when ``retention_ms`` is None (volatile jobs, the outbox)."""
+
+    def __init__(self, retention_ms: float | None, *, store: Store, clock: Clock,
+                 publish: Callable[[Sequence[JobRecord]], None], wake: Callable[[], None],
+                 every_ms: float = SWEEP_EVERY_MS) -> None:
+        self._retention_ms = retention_ms
+        self._store = store
+        self._clock = clock
+        self._publish = publish
+        self._wake = wake
+        self._every_ms = every_ms
+        self._last_swept_at: float | None = None
+        self._timer: Timer | None = None
+        self._stopped = False
+
+    async def look(self) -> None:
+        """From inside a pass: sweep if one is due, then arm the wake for the next."""
+        if self._retention_ms is None or self._stopped:
+            return
+        now = self._clock.now()
+        if not sweep_due(self._last_swept_at, now, self._every_ms):
+            return
+        self._last_swept_at = now
+        count = await sweep(self._store, now, self._retention_ms, self._publish)
+        if count:
+            log.info("pyjobq swept %d done record(s) older than %g days", count,
+                     self._retention_ms / 86_400_000)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._clock.call_later(self._every_ms, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._wake()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def restart(self) -> None:
+        self._stopped = False
