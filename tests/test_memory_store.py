@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
 import store_contract
 from pyjobq.core.status import Status
 from pyjobq.memory import MemoryStore, VolatileStore
+from pyjobq.testing import run
 
 
 @pytest.mark.parametrize("check", store_contract.CHECKS, ids=lambda c: c.__name__)
 def test_memory_store_meets_the_contract(check) -> None:
-    asyncio.run(check(MemoryStore()))
+    run(check(MemoryStore()))
 
 
 #: The volatile store holds the engine's own frozen records as they are: no structured copies,
@@ -24,7 +24,7 @@ SHARES_RECORDS = {"check_returned_records_are_copies"}
 @pytest.mark.parametrize("check", [c for c in store_contract.CHECKS if c.__name__ not in SHARES_RECORDS],
                          ids=lambda c: c.__name__)
 def test_volatile_store_meets_the_contract(check) -> None:
-    asyncio.run(check(VolatileStore(forget_done=False)))
+    run(check(VolatileStore(forget_done=False)))
 
 
 def test_volatile_store_forgets_done_records_and_keeps_failed_ones() -> None:
@@ -39,7 +39,7 @@ def test_volatile_store_forgets_done_records_and_keeps_failed_ones() -> None:
         [updated] = await store.update_many([store_contract.Change("b", lambda cur: failed)])
         assert updated.applied and updated.record == failed
         assert await store.get("a") is None and await store.all() == [failed]
-    asyncio.run(main())
+    run(main)
 
 
 def test_every_check_is_listed() -> None:
@@ -50,5 +50,5 @@ def test_every_check_is_listed() -> None:
 def test_raw_shows_the_stored_json() -> None:
     store = MemoryStore()
     record = store_contract.make_record("a")
-    asyncio.run(store.add([record]))
+    run(store.add([record]))
     assert store.raw() == {"a": record.to_dict()}

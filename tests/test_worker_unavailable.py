@@ -17,6 +17,7 @@ from pyjobq.core.messages import make
 from pyjobq.errors import WORKER_ADVICE
 from pyjobq.executor import ExecutorSide
 from pyjobq.memory import ChannelHub
+from pyjobq.testing import run
 
 
 class SilentLink:
@@ -116,7 +117,7 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
         assert (volatile.status, volatile.result) == ("done", {"width": 64})
         assert told == [error]                            # the console hook heard it once
 
-    asyncio.run(main())
+    run(main)
 
 
 def test_no_ready_within_the_start_timeout_fails_with_a_timeout() -> None:
@@ -135,7 +136,7 @@ def test_no_ready_within_the_start_timeout_fails_with_a_timeout() -> None:
         assert "no answer within 60 s" in str(raised.value)
         assert len(told) == 1
 
-    asyncio.run(main())
+    run(main)
 
 
 def test_ready_disarms_the_start_timeout() -> None:
@@ -153,7 +154,7 @@ def test_ready_disarms_the_start_timeout() -> None:
         assert await pending == []
         assert told == [] and side.unavailable is None
 
-    asyncio.run(main())
+    run(main)
 
 
 def test_stopped_fails_waiting_calls_and_done_with_the_reason() -> None:
@@ -176,7 +177,7 @@ def test_stopped_fails_waiting_calls_and_done_with_the_reason() -> None:
         link.say(make("worker_error", stage="start", message="late"))
         assert side.unavailable is told[0] and len(told) == 1
 
-    asyncio.run(main())
+    run(main)
 
 
 @pytest.mark.parametrize("stage", sorted(WORKER_ADVICE))
