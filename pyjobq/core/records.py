@@ -16,7 +16,7 @@ import json
 import math
 import reprlib
 import uuid
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple
 
 from ..errors import InvalidJobError, PyjobqError
@@ -116,7 +116,8 @@ class NewJob:
         check_json(self.params, "the job's params")
 
     def to_message(self) -> dict[str, Any]:
-        return asdict(self)
+        """The job as ``enqueue`` carries it (shallow: every link copies what it sends)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "NewJob":
