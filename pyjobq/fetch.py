@@ -17,6 +17,7 @@ captured, so a job that waits hours runs with the credentials of the moment.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from typing import Any, Awaitable, Callable
@@ -90,7 +91,22 @@ class _Takes:
 
 def _takes(transport: Any) -> _Takes:
     """What a transport accepts beyond (method, path, body). Three arguments stay three: a
-    transport written before the signal was offered is called exactly as it always was."""
+    transport written before the signal was offered is called exactly as it always was.
+
+    The transport is read on every replay; what its signature says is worked out once per
+    transport (``inspect.signature`` cost more than the rest of a replay's Python)."""
+    try:
+        return _takes_cached(transport)
+    except TypeError:  # unhashable: worked out each time
+        return _read_takes(transport)
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_cached(transport: Any) -> _Takes:
+    return _read_takes(transport)
+
+
+def _read_takes(transport: Any) -> _Takes:
     try:
         sig = inspect.signature(transport)
     except (TypeError, ValueError):  # a JavaScript function, a builtin: the three arguments

@@ -28,6 +28,7 @@ from .core.view import UNFINISHED, Entry
 
 
 log = logging.getLogger("pyjobq")
+"""The library's logger (``"pyjobq"``), silent unless the application configures logging."""
 
 #: Statuses whose ``next_retry_at`` means "not before": pending, and a running lease.
 _TIMED = ("pending", "running")
@@ -403,6 +404,13 @@ class ChannelHub:
 
 
 class MemoryChannel:
+    """One context's end of a named in-memory broadcast channel (a ``BroadcastChannel``).
+
+    What one end posts reaches every *other* open end of the same name, in a later task and
+    as a copy, never the poster itself — as in the browser. Get one from
+    :meth:`ChannelHub.channel`.
+    """
+
     def __init__(self, hub: ChannelHub, name: str) -> None:
         self._hub = hub
         self.name = name
@@ -511,6 +519,9 @@ class _Request:
 
 
 class FakeLock:
+    """What a granted :class:`FakeLocks` request's callback receives: the lock's name and mode
+    (the Web Locks API's ``Lock``)."""
+
     def __init__(self, name: str, mode: str) -> None:
         self.name = name
         self.mode = mode

@@ -28,7 +28,7 @@ import asyncio
 from typing import Any, Callable, Coroutine, Sequence
 
 from .core import lanes
-from .core.ports import LockManager
+from .core.ports import Clock, LockManager, Timer
 from .core.view import Entry
 
 Release = Callable[[], None]
@@ -133,3 +133,42 @@ def _let_go(ask: "asyncio.Future[Release | None]") -> None:
                 release()
 
     ask.add_done_callback(answered)
+
+
+class WakeTimer:
+    """The scheduler's one retry timer: it wakes the scheduler at the soonest ``next_retry_at``.
+
+    Armed for a moment, it is kept while that moment stays the soonest (no new timer per
+    look); armed again for another moment, the old one is cancelled. One timer, whatever
+    the backlog.
+    """
+
+    def __init__(self, clock: Clock, wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._wake = wake
+        self._timer: Timer | None = None
+        #: The moment it fires, when armed by :meth:`arm_at` (kept if asked for again).
+        self._at: float | None = None
+
+    def arm_at(self, due_at: float | None) -> None:
+        """Fire at ``due_at`` (None: not at all); a timer already armed for that moment is kept."""
+        if self._timer is not None and due_at == self._at:
+            return
+        self.clear()
+        self._at = due_at
+        if due_at is not None:
+            self._timer = self._clock.call_later(max(0.0, due_at - self._clock.now()), self._fire)
+
+    def arm_in(self, delay_ms: float) -> None:
+        """Fire after ``delay_ms`` (a pass that failed runs again then)."""
+        self.clear()
+        self._timer = self._clock.call_later(max(0.0, delay_ms), self._fire)
+
+    def clear(self) -> None:
+        timer, self._timer, self._at = self._timer, None, None
+        if timer is not None:
+            timer.cancel()
+
+    def _fire(self) -> None:
+        self._timer = self._at = None
+        self._wake()

@@ -83,7 +83,7 @@ from .inflight import Flight, FlightTable
 from .lease import LEASE_MESSAGES
 from .publisher import Publisher
 from .retention import Sweeper
-from .runlocks import RunLocks, no_release
+from .runlocks import RunLocks, WakeTimer, no_release
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
 
@@ -148,7 +148,7 @@ class Scheduler:
         self._kick = asyncio.Event()
         self._wanted = False
         self._pass_task: asyncio.Future[None] | None = None
-        self._retry_timer: Timer | None = None
+        self._retry_timer = WakeTimer(clock, self.wake)
         self._tasks = TaskSet(log, "pyjobq scheduler task failed")
         self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
         self._unsubscribe: list[Callable[[], None]] = []
@@ -171,8 +171,6 @@ class Scheduler:
         #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
         self._view: QueueView | None = None
         self._view_read_at = 0.0
-        #: When the retry timer fires (set by the view's arming), to keep one that still fits.
-        self._retry_at: float | None = None
         #: When the pass last took a look; a chain of settles keeps looking at least this often.
         self._looked_at = 0.0
         #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
@@ -200,8 +198,7 @@ class Scheduler:
         self._stopped = True
         self._sweeper.stop()
         self._run_locks.drop_prefetched()
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
+        self._retry_timer.clear()
         if self._verify_timer is not None:
             self._verify_timer.cancel()
             self._verify_timer = None
@@ -228,9 +225,7 @@ class Scheduler:
 
     def clear_retry_timer(self) -> None:
         """Drop the pending retry wake; the next enqueue or wake() arms it again."""
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        self._retry_timer.clear()
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -273,9 +268,7 @@ class Scheduler:
             delay = min(PASS_RETRY_MS * 2 ** (self._pass_failures - 1), PASS_RETRY_CAP_MS)
             log.exception("pyjobq scheduler pass failed; it runs again in %g s", delay / 1000)
             if not self._stopped:
-                if self._retry_timer is not None:
-                    self._retry_timer.cancel()
-                self._retry_timer, self._retry_at = self.clock.call_later(delay, self.wake), None
+                self._retry_timer.arm_in(delay)
 
     def _on_revoked(self) -> None:
         self._revoked = True
@@ -491,38 +484,19 @@ class Scheduler:
         self._arm_verify()
 
     def _arm_retry_timer_from_view(self) -> None:
-        """While lanes run: the next moment something *becomes* due, from the view (a timer
-        already armed for that moment is kept: no new timer per look)."""
-        if self._stopped or self._view is None:
-            return
-        now = self.clock.now()
-        due_at = self._view.next_due_at(now if self.flights else None)
-        if self._retry_timer is not None and due_at == self._retry_at:
-            return
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
-        self._retry_at = due_at
-        if due_at is not None:
-            self._retry_timer = self.clock.call_later(max(0.0, due_at - now), self._retry_due)
-
-    def _retry_due(self) -> None:
-        self._retry_timer = self._retry_at = None
-        self.wake()
+        """While lanes run: the next moment something *becomes* due, from the view."""
+        if not self._stopped and self._view is not None:
+            self._retry_timer.arm_at(self._view.next_due_at(self.clock.now() if self.flights else None))
 
     async def _arm_retry_timer(self) -> None:
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-            self._retry_timer = None
+        self._retry_timer.clear()
         if self._stopped:
             return
         # While runs are in flight, work already due is waiting for its lane and the
         # run's result wakes the loop; a timer for it would fire at once, again and again.
-        after = self.clock.now() if self.flights else None
-        due_at = await self.store.next_due_at(after)
+        due_at = await self.store.next_due_at(self.clock.now() if self.flights else None)
         if due_at is not None and math.isfinite(due_at):
-            self._retry_timer = self.clock.call_later(max(0.0, due_at - self.clock.now()), self.wake)
-        self._retry_at = None  # armed from the store: the view's next arming makes its own
+            self._retry_timer.arm_at(due_at)
 
     # ------------------------------------------------------------ the handshake
 

@@ -16,7 +16,7 @@ import json
 import math
 import reprlib
 import uuid
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple
 
 from ..errors import InvalidJobError, PyjobqError
@@ -116,7 +116,8 @@ class NewJob:
         check_json(self.params, "the job's params")
 
     def to_message(self) -> dict[str, Any]:
-        return asdict(self)
+        """The job as ``enqueue`` carries it (shallow: every link copies what it sends)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "NewJob":
@@ -184,17 +185,19 @@ class JobRecord:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        unknown = d.pop("unknown_fields")
+        """The stored value: every field (``status`` as its string) and the unknown fields kept.
+
+        Shallow: nested values are the record's own. Every store copies what it writes
+        (structured clone, or JSON in the fakes), so nothing stored can alias them."""
+        d = {name: getattr(self, name) for name in _STORED}
         d["status"] = self.status.value
-        return {**unknown, **d} if unknown else d
+        return {**self.unknown_fields, **d} if self.unknown_fields else d
 
     def summary(self) -> dict[str, Any]:
         """What travels in a ``job-update``: no ``_params`` and no unknown fields (either may be
         large), and a ``result`` only when it is small (:data:`NEWS_RESULT_LIMIT`); a bigger one
         is left out with ``result_truncated: True`` and read from the store by whoever needs it."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("_params", "unknown_fields", "result")}
+        d = {name: getattr(self, name) for name in _SUMMARY}
         d["status"] = self.status.value
         d["result"] = None
         if self.result is not None:
@@ -221,8 +224,7 @@ class JobRecord:
         name_id = raw_id if isinstance(raw_id, str) else repr(raw_id)[:80]
         if depth(data, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # the record itself is one level
             raise RecordError(f"job record {name_id!r} nests deeper than {MAX_DEPTH} levels")
-        missing = [f.name for f in fields(cls)
-                   if f.name not in data and f.default is _MISSING_DEFAULT and f.default_factory is _MISSING_DEFAULT]
+        missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise RecordError(f"job record {name_id!r} is missing {', '.join(missing)}")
         raw_status = data["status"]
@@ -248,7 +250,7 @@ class JobRecord:
                 raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a finite number")
             if name in _COUNTS and isinstance(value, (int, float)) and value != int(value):
                 raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a whole number")
-        known = {f.name for f in fields(cls)} - {"unknown_fields"}
+        known = _STORED_SET
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = status
         for name in _COUNTS:
@@ -403,3 +405,11 @@ class RunResult:
     #: The page's word on whether it was offline when the attempt failed; None: it did not say.
     offline: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: JobRecord's stored fields, in order; those a job-update carries; those a stored value must have.
+_STORED = tuple(f.name for f in fields(JobRecord) if f.name != "unknown_fields")
+_STORED_SET = frozenset(_STORED)
+_SUMMARY = tuple(name for name in _STORED if name not in ("_params", "result"))
+_REQUIRED = tuple(f.name for f in fields(JobRecord)
+                  if f.default is _MISSING_DEFAULT and f.default_factory is _MISSING_DEFAULT)
