@@ -1,0 +1,156 @@
+"""The worker's batched event loop (pyjobq/browser/drain.py) and the publisher's news order
+(pyjobq/publisher.py), on CPython: both are pure Python over the loop and the ports."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from pyjobq.browser import drain
+from pyjobq.core.messages import updated_jobs
+from pyjobq.publisher import NEWS_BATCH, Publisher
+from pyjobq.testing import record
+
+
+class BrowserTasks:
+    """Stands in for the browser's task queue: each scheduled callback is one task, run on demand."""
+
+    def __init__(self) -> None:
+        self.queued: list[Callable[[], None]] = []
+        self.ran = 0
+
+    def schedule(self, callback: Callable[[], None]) -> None:
+        self.queued.append(callback)
+
+    def run_one(self) -> None:
+        self.ran += 1
+        self.queued.pop(0)()
+
+
+def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order() -> None:
+    loop = asyncio.new_event_loop()
+    tasks = BrowserTasks()
+    drain.install(loop, schedule=tasks.schedule)
+    seen: list[str] = []
+
+    def second() -> None:
+        seen.append("second")
+        loop.call_soon(seen.append, "made ready by second")
+
+    loop.call_soon(seen.append, "first")
+    loop.call_soon(second)
+    cancelled = loop.call_soon(seen.append, "cancelled")
+    cancelled.cancel()
+    loop.call_soon(seen.append, "third")
+    assert len(tasks.queued) == 1  # one browser task for all of them
+    tasks.run_one()
+    assert seen == ["first", "second", "third", "made ready by second"]
+    assert tasks.queued == [] and tasks.ran == 1
+    loop.close()
+
+
+def test_a_batch_gives_the_browser_its_turn_after_the_budget(monkeypatch: Any) -> None:
+    loop = asyncio.new_event_loop()
+    tasks = BrowserTasks()
+    drain.install(loop, schedule=tasks.schedule)
+    now = [0.0]
+    monkeypatch.setattr(drain.time, "monotonic", lambda: now[0])
+    seen: list[int] = []
+
+    def slow(n: int) -> None:
+        seen.append(n)
+        now[0] += drain.BUDGET_MS / 1000 / 2  # each takes half the budget
+
+    for n in range(5):
+        loop.call_soon(slow, n)
+    tasks.run_one()
+    assert seen == [0, 1] and len(tasks.queued) == 1  # the rest goes on in the next task
+    tasks.run_one()
+    tasks.run_one()
+    assert seen == [0, 1, 2, 3, 4] and tasks.queued == []
+    loop.close()
+
+
+def test_a_callback_that_raises_is_reported_and_the_batch_goes_on() -> None:
+    loop = asyncio.new_event_loop()
+    tasks = BrowserTasks()
+    drain.install(loop, schedule=tasks.schedule)
+    reported: list[Any] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["exception"]))
+    seen: list[str] = []
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    loop.call_soon(boom)
+    loop.call_soon(seen.append, "after")
+    tasks.run_one()
+    assert seen == ["after"] and [str(e) for e in reported] == ["boom"]
+    loop.close()
+
+
+def test_installing_twice_changes_nothing() -> None:
+    loop = asyncio.new_event_loop()
+    tasks = BrowserTasks()
+    drain.install(loop, schedule=tasks.schedule)
+    patched = loop.call_soon
+    drain.install(loop, schedule=tasks.schedule)
+    assert loop.call_soon is patched
+    loop.close()
+
+
+class Recorder:
+    def __init__(self, log: list[tuple[str, Any]], name: str) -> None:
+        self.log, self.name = log, name
+
+    def send(self, message: Any) -> None:
+        self.log.append((self.name, message))
+
+    post = send
+
+
+def test_the_page_hears_at_once_and_other_tabs_after_the_step_merged_in_order() -> None:
+    async def main() -> None:
+        log: list[tuple[str, Any]] = []
+        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
+                              source="tab", volatile=False)
+        publisher.records([record("a")])
+        publisher.records([record("b"), record("c")])
+        log.append(("link", "run"))  # what the step does next: hand off the claimed job
+        assert [name for name, _ in log] == ["link", "link", "link"]
+        await asyncio.sleep(0)
+        assert [name for name, _ in log] == ["link", "link", "link", "channel"]
+        [(_, merged)] = [entry for entry in log if entry[0] == "channel"]
+        assert [job["id"] for job in updated_jobs(merged)] == ["a", "b", "c"]
+
+    asyncio.run(main())
+
+
+def test_progress_keeps_its_place_among_the_news_and_batches_stay_within_the_limit() -> None:
+    async def main() -> None:
+        log: list[tuple[str, Any]] = []
+        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
+                              source="tab", volatile=False)
+        publisher.records([record(f"r{n}") for n in range(NEWS_BATCH + 1)])
+        publisher.progress("r0", 0.5, "half")
+        publisher.records([record("late")])
+        await asyncio.sleep(0)
+        posted = [updated_jobs(m) for name, m in log if name == "channel"]
+        assert [len(jobs) for jobs in posted] == [NEWS_BATCH, 1, 1, 1]
+        assert posted[2][0]["progress_only"] and posted[3][0]["id"] == "late"
+
+    asyncio.run(main())
+
+
+def test_volatile_news_never_reaches_the_channel() -> None:
+    async def main() -> None:
+        log: list[tuple[str, Any]] = []
+        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
+                              source="tab:volatile", volatile=True)
+        publisher.records([record("v")])
+        publisher.progress("v", 1, None)
+        await asyncio.sleep(0)
+        assert [name for name, _ in log] == ["link", "link"]
+        assert all(m["job"]["volatile"] for _, m in log)
+
+    asyncio.run(main())
