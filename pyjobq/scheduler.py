@@ -7,17 +7,29 @@ Every tab has one, but only the holder of the processor lease (a Web Lock
 named by ``lock_name``) processes; the others wait on the lock, and a closed or
 crashed tab releases it by itself (spec: "Preventing duplicate execution").
 
-A *pass* runs inside the lease. Each time round its loop it
+A *pass* runs inside the lease (:class:`~pyjobq.passes.Pass`, pyjobq/passes.py):
+it recovers running records no page of ours has in flight, returns paused jobs
+whose yield lock is free and starts the oldest due job of every idle lane, then
+waits for a ``run_result``, a wake or the retry timer. It ends only once nothing
+is in flight and nothing is due, so recovery never races this page's own runs.
+After a pass one timer is armed for the soonest ``next_retry_at``.
 
-1. recovers running records that no page of ours has in flight — inside the
-   lease, their page is gone — to pending (or failed at the ceiling);
-2. returns paused jobs whose yield lock nobody holds exclusively;
-3. starts the oldest due job of every idle type (the lanes), checking the
-   attempt ceiling before hand-off and parking types whose yield lock is held;
+The scheduler is the parts' meeting point; each part has its own module:
 
-then waits for a ``run_result``, a wake or the retry timer. It ends only once
-nothing is in flight and nothing is due, so recovery never races this page's
-own runs. After a pass one timer is armed for the soonest ``next_retry_at``.
+* the pass — :mod:`pyjobq.passes` (its decisions: :mod:`pyjobq.core.lanes`,
+  :mod:`pyjobq.core.policy`, over :mod:`pyjobq.core.view`);
+* the in-flight table — :mod:`pyjobq.inflight` (claims, deadlines, run locks'
+  releases, waiters; every way out of it in one place);
+* the run locks, lock watches and the one retry timer — :mod:`pyjobq.runlocks`;
+* the requests a page sends, as a table of handlers — :mod:`pyjobq.handlers`;
+* the news it publishes — :mod:`pyjobq.publisher`;
+* the retention sweep — :mod:`pyjobq.retention`;
+* the mode, one frozen value — :mod:`pyjobq.core.mode`.
+
+What stays here: the lifecycle, the lease, the message router, the handshake and
+the settle (with its group commit of the lane's next claim), and ``write`` — the
+one way a change reaches the store, so everything stored is published and seen by
+the pass's view.
 
 Volatile jobs and the outbox (:class:`pyjobq.outbox.Outbox`) are this same loop
 in another :class:`~pyjobq.core.mode.Mode` (pyjobq/core/mode.py says what each
@@ -61,19 +73,17 @@ multi-tab simulation.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import random as _random
 from typing import Any, Callable, Mapping, Sequence
 
 from .tasks import TaskSet
-from .core import lanes, messages, policy
+from .core import messages, policy
 from .core.backoff import make_backoff
 from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
 from .core.mode import JOB_QUEUE, Mode
-from .core.view import Entry, QueueView
 from .core.records import JobRecord, RunResult, check_json
 from .errors import InvalidJobError
 from .core.status import Status
@@ -81,9 +91,10 @@ from .core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and calle
 from .handlers import RequestHandlers
 from .inflight import Flight, FlightTable
 from .lease import LEASE_MESSAGES
+from .passes import Pass
 from .publisher import Publisher
 from .retention import Sweeper
-from .runlocks import RunLocks, WakeTimer, no_release
+from .runlocks import RunLocks, WakeTimer
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
 
@@ -131,13 +142,13 @@ class Scheduler:
             raise TypeError(f"mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or OUTBOX), got {mode!r}")
         self.mode = mode
         self.store = store
-        self._locks = locks
+        self.locks = locks
         self._channel = channel
         self.link = link
         self.clock = clock
         self._lock_name = lock_name
         self.source = source
-        self._yields = dict(yields or {})
+        self.yields = dict(yields or {})
         self._handshake_ms = handshake_timeout_ms
         self._backoff = backoff if backoff is not None else make_backoff(random)
         self._is_online = is_online
@@ -145,14 +156,14 @@ class Scheduler:
         self.flights = FlightTable(clock, source, on_ended=self._on_ended)
         self._publisher = Publisher(link=link, channel=channel, source=source, volatile=mode.volatile)
         self._handlers = RequestHandlers(self)
-        self._kick = asyncio.Event()
-        self._wanted = False
+        self.kick = asyncio.Event()
+        self.wanted = False
         self._pass_task: asyncio.Future[None] | None = None
-        self._retry_timer = WakeTimer(clock, self.wake)
+        self.retry_timer = WakeTimer(clock, self.wake)
         self._tasks = TaskSet(log, "pyjobq scheduler task failed")
-        self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
+        self.run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
         self._unsubscribe: list[Callable[[], None]] = []
-        self._stopped = False
+        self.stopped = False
         #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
         self.volatile = mode.volatile
         #: Suspended types (``suspend_type``): their pending jobs park, new ones too.
@@ -163,18 +174,13 @@ class Scheduler:
 
             lease = LockLease(locks, lock_name)
         self._lease = lease
-        self._revoked = False
-        #: Types with a running record whose run lock another page holds: busy in the lanes.
-        self._busy_elsewhere: set[str] = set()
+        self.revoked = False
         self._pass_failures = 0
         self._verify_timer: Timer | None = None
-        #: The pass's view of the queue (pyjobq/core/view.py); None outside a pass.
-        self._view: QueueView | None = None
-        self._view_read_at = 0.0
-        #: When the pass last took a look; a chain of settles keeps looking at least this often.
-        self._looked_at = 0.0
+        #: The pass: its view of the queue, its looks, claims and parks (pyjobq/passes.py).
+        self._look = Pass(self)
         #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
-        self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
+        self.sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
 
     # ------------------------------------------------------------ lifecycle
@@ -195,10 +201,10 @@ class Scheduler:
         a tab that takes over — one with newer code after a database upgrade — does not
         recover and re-run a job this page is still running.
         """
-        self._stopped = True
-        self._sweeper.stop()
-        self._run_locks.drop_prefetched()
-        self._retry_timer.clear()
+        self.stopped = True
+        self.sweeper.stop()
+        self.run_locks.drop_prefetched()
+        self.retry_timer.clear()
         if self._verify_timer is not None:
             self._verify_timer.cancel()
             self._verify_timer = None
@@ -211,7 +217,7 @@ class Scheduler:
         for unsubscribe in self._unsubscribe[len(keep):]:
             unsubscribe()
         self._unsubscribe = keep
-        self._kick.set()
+        self.kick.set()
 
     def back_online(self) -> None:
         """The ``online`` event: jobs waiting out an offline failure are due now; process."""
@@ -225,7 +231,7 @@ class Scheduler:
 
     def clear_retry_timer(self) -> None:
         """Drop the pending retry wake; the next enqueue or wake() arms it again."""
-        self._retry_timer.clear()
+        self.retry_timer.clear()
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -233,10 +239,10 @@ class Scheduler:
 
     def wake(self) -> None:
         """Process soon: an enqueue, the ``online`` event or the retry timer."""
-        if self._stopped:
+        if self.stopped:
             return
-        self._wanted = True
-        self._kick.set()
+        self.wanted = True
+        self.kick.set()
         if self._pass_task is None or self._pass_task.done():
             self._pass_task = asyncio.ensure_future(self._pass())
 
@@ -247,17 +253,17 @@ class Scheduler:
 
     async def _pass(self) -> None:
         try:
-            while not self._stopped:
-                if self._wanted:
-                    self._wanted = False
-                    self._revoked = False
-                    if not await self._lease.hold(self._drain, self._on_revoked):
+            while not self.stopped:
+                if self.wanted:
+                    self.wanted = False
+                    self.revoked = False
+                    if not await self._lease.hold(self._look.run, self._on_revoked):
                         # Taken away mid-pass (the page froze): ask again; the page grants it on resume.
-                        self._wanted = True
+                        self.wanted = True
                     continue
                 await self._arm_retry_timer()
                 self._pass_failures = 0
-                if not self._wanted:
+                if not self.wanted:
                     return
         except asyncio.CancelledError:
             raise
@@ -267,174 +273,16 @@ class Scheduler:
             self._pass_failures += 1
             delay = min(PASS_RETRY_MS * 2 ** (self._pass_failures - 1), PASS_RETRY_CAP_MS)
             log.exception("pyjobq scheduler pass failed; it runs again in %g s", delay / 1000)
-            if not self._stopped:
-                self._retry_timer.arm_in(delay)
+            if not self.stopped:
+                self.retry_timer.arm_in(delay)
 
     def _on_revoked(self) -> None:
-        self._revoked = True
-        self._run_locks.drop_prefetched()
-        self._kick.set()
-
-    async def _drain(self) -> None:
-        # The view of the queue is this pass's: read whole on taking the lease, kept current by
-        # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
-        await self._read_view()
-        try:
-            while not self._stopped and not self._revoked:
-                self._kick.clear()
-                self._wanted = False
-                self._looked_at = self.clock.now()
-                await self._catch_up()
-                await self._sweeper.look()
-                if self.mode.recovers:
-                    # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
-                    await self._recover()
-                await self._unpark_free()
-                if self._revoked:
-                    return
-                progressed = await self._start_ready()
-                # An abandoned run still ending holds its type here: the pass (and so the lease)
-                # waits for it, or the next holder would start that type beside it.
-                if not self.flights and not self.flights.ending and not progressed:
-                    # The view says nothing is left; the store has the last word before we let go.
-                    if await self._read_view():
-                        continue
-                    return
-                if not progressed and not self._revoked:
-                    self._arm_retry_timer_from_view()
-                    await self._kick.wait()
-        finally:
-            self._view = None
-            self._run_locks.drop_prefetched()
-
-    async def _read_view(self) -> bool:
-        """Read the view whole from the store; True when that changed what it held."""
-        before = self._view.snapshot() if self._view is not None else None
-        view = QueueView()
-        view.replace(await self.store.entries())
-        self._view, self._view_read_at = view, self.clock.now()
-        return before is not None and before != view.snapshot()
-
-    async def _catch_up(self) -> None:
-        """Read again what news named since the last look, and everything once a recheck is due."""
-        view = self._require_view()
-        if self.clock.now() - self._view_read_at >= RECHECK_MS:
-            await self._read_view()
-            return
-        ids = view.stale()
-        if ids:
-            found = {e.id: e for e in await self.store.entries(ids)}
-            for job_id in ids:
-                if job_id in found:
-                    view.apply(found[job_id])
-                else:
-                    view.forget(job_id)
-
-    def _require_view(self) -> QueueView:
-        if self._view is None:
-            raise RuntimeError("the queue view is read only inside a pass")
-        return self._view
+        self.revoked = True
+        self.run_locks.drop_prefetched()
+        self.kick.set()
 
     def _ours(self) -> set[str]:
         return self.flights.ours()
-
-    async def _recover(self) -> None:
-        now = self.clock.now()
-        ours = self._ours()
-        running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
-        elsewhere: set[str] = set()
-        if running and self.mode.run_locks:
-            held = await self._locks.held()
-            # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            elsewhere = {r.id for r in running if held.get(self._run_locks.name(r.id)) == "exclusive"}
-        self._busy_elsewhere = {r.type for r in running if r.id in elsewhere}
-        for job_id in sorted(elsewhere):
-            # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
-            # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._run_locks.watch(self._run_locks.name(job_id))
-        orphaned = lanes.orphans(running, ours, elsewhere)
-        if not orphaned or self._revoked:
-            return  # revoked: the page let the lease go (it froze); recovery is the next holder's
-
-        def change(cur: JobRecord, *, seen: Entry) -> JobRecord | None:
-            # Only the run we judged orphaned: a page frozen between that look and this write
-            # must not recover the run another tab claimed meanwhile (it changed owner).
-            if cur.id in self._ours() or self._revoked \
-                    or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
-                return None
-            return policy.recover(cur, now)
-
-        await self.write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
-
-    async def _unpark_free(self) -> None:
-        paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
-        if not paused:
-            return
-        held = await self._locks.held()
-        now = self.clock.now()
-        await self.write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
-                           for e in lanes.unparkable(paused, held)])
-        for entry in paused:
-            if held.get(entry.yield_lock or "") == "exclusive":
-                self._run_locks.watch(entry.yield_lock or "")
-
-    def _busy(self) -> set[str]:
-        return self.flights.busy_types() | self._busy_elsewhere
-
-    async def _start_ready(self) -> bool:
-        """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self.clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._ours(), leases=self.mode.leases,
-                                           lanes=self.mode.lanes)
-        if not picks:
-            return False
-        held = await self._locks.held() if self._yields else {}
-        starts = lanes.plan_starts(picks, suspended=self.suspended, yields=self._yields, held=held)
-        for lock in starts.watch:
-            self._run_locks.watch(lock)
-        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), _PENDING) for e, lock in starts.parks]
-        claims = list(starts.claims)
-        releases = await self._run_locks.take(claims)
-        claims = [e for e in claims if e.id in releases]
-        if self._revoked:
-            for release in releases.values():
-                release()  # the page let the lease go while we asked: claim nothing
-            return False
-        done = await self._group_commit(parks, claims, releases, now)
-        return any(updated.applied for updated in done)
-
-    def _prefetch(self, job_type: str) -> None:
-        """Take the run lock of the lane's next job now, while this one runs: the settle's
-        transaction then claims it with no wait for the lock manager."""
-        if not self.mode.run_locks or self._view is None or self._stopped or self._revoked \
-                or self._run_locks.has_prefetched(job_type):
-            return
-        entry = self._view.oldest_due(job_type, self.clock.now(), self._ours(), leases=self.mode.leases)
-        if entry is not None:
-            self._run_locks.prefetch(entry)
-
-    async def _group_commit(self, changes: list[Change], claims: list[Entry],
-                            releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
-        """``changes`` then the claims of ``claims``, one transaction; what was claimed is handed
-        off once it committed. Returns what each change did, ``changes`` first, then the claims."""
-        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), _CLAIMABLE) for e in claims]
-        try:
-            done = await self.write(all_changes)
-        except BaseException:
-            for release in releases.values():
-                release()
-            raise
-        for change, updated in zip(all_changes[len(changes):], done[len(changes):]):
-            release = releases.pop(change.job_id)
-            if not updated.applied:
-                release()  # deleted or changed by another tab meanwhile
-                continue
-            assert updated.record is not None
-            if updated.record.status is Status.RUNNING:
-                self._hand_off(updated.record, None if release is no_release else release)
-            else:
-                release()  # failed at the ceiling rather than run
-        return done
 
     async def write(self, changes: list[Change]) -> list[Updated]:
         """One transaction of read-modify-writes; what applied is published (and so seen)."""
@@ -445,17 +293,13 @@ class Scheduler:
         for change, updated in zip(changes, done):
             if updated.applied:
                 continue
-            if updated.record is None and self._view is not None:
-                self._view.forget(change.job_id)
-            elif updated.record is not None and self._view is not None:
-                self._view.apply(updated.record)  # what is stored, whatever the view believed
+            if updated.record is None and self._look.view is not None:
+                self._look.view.forget(change.job_id)
+            elif updated.record is not None and self._look.view is not None:
+                self._look.view.apply(updated.record)  # what is stored, whatever the view believed
         return done
 
-    def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
-        """The claim's one read-modify-write (never a job of ours already)."""
-        return None if cur.id in self._ours() else policy.claim_due(cur, now, self.source, self.mode.lease_ms)
-
-    def _hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
+    def hand_off(self, record: JobRecord, release_run_lock: Callable[[], None] | None = None) -> None:
         flight = self.flights.add(record.id, record.type, release_run_lock=release_run_lock,
                                   deadline_ms=self._handshake_ms, on_deadline=self._on_deadline)
         self.link.send(make(
@@ -468,10 +312,10 @@ class Scheduler:
             attempt=record.attempts,
         ))
         self._arm_verify()
-        self._prefetch(record.type)
+        self._look.prefetch(record.type)
 
     def _arm_verify(self) -> None:
-        if self._verify_timer is None and self.flights and not self._stopped and self.mode.run_locks:
+        if self._verify_timer is None and self.flights and not self.stopped and self.mode.run_locks:
             self._verify_timer = self.clock.call_later(RECHECK_MS, self._verify_in_flight)
 
     def _verify_in_flight(self) -> None:
@@ -483,20 +327,15 @@ class Scheduler:
                 self._spawn(self._verify_gone(flight.job_id, flight.claim))
         self._arm_verify()
 
-    def _arm_retry_timer_from_view(self) -> None:
-        """While lanes run: the next moment something *becomes* due, from the view."""
-        if not self._stopped and self._view is not None:
-            self._retry_timer.arm_at(self._view.next_due_at(self.clock.now() if self.flights else None))
-
     async def _arm_retry_timer(self) -> None:
-        self._retry_timer.clear()
-        if self._stopped:
+        self.retry_timer.clear()
+        if self.stopped:
             return
         # While runs are in flight, work already due is waiting for its lane and the
         # run's result wakes the loop; a timer for it would fire at once, again and again.
         due_at = await self.store.next_due_at(self.clock.now() if self.flights else None)
         if due_at is not None and math.isfinite(due_at):
-            self._retry_timer.arm_at(due_at)
+            self.retry_timer.arm_at(due_at)
 
     # ------------------------------------------------------------ the handshake
 
@@ -531,18 +370,18 @@ class Scheduler:
             await self.write([Change(flight.job_id, change, _RUNNING)])
         finally:
             self.flights.finish(flight)
-            self._kick.set()
+            self.kick.set()
 
     def _ended(self, msg: dict[str, Any]) -> bool:
         """A page's word that an abandoned run ended: free its type and its run lock."""
         return self.flights.ended(msg.get("claim"))
 
     def _on_ended(self) -> None:
-        if self._stopped and not self.flights.ending:
+        if self.stopped and not self.flights.ending:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._unsubscribe = []
-        self._kick.set()
+        self.kick.set()
 
     async def _run_result(self, msg: dict[str, Any]) -> None:
         job_id = msg["job_id"]
@@ -575,9 +414,9 @@ class Scheduler:
         if flight.settled is not None:  # suspend_type aborted this run
             outcome = policy.after_abort(outcome)
         held_lock = None
-        yield_lock = self._yields.get(flight.type)
+        yield_lock = self.yields.get(flight.type)
         if outcome.interrupted and yield_lock:
-            if (await self._locks.held()).get(yield_lock) == "exclusive":
+            if (await self.locks.held()).get(yield_lock) == "exclusive":
                 held_lock = yield_lock
         now = self.clock.now()
         # The page's reading when the attempt failed; an older page sends none: ours, now.
@@ -593,11 +432,11 @@ class Scheduler:
 
         change = Change(job_id, settle, _RUNNING)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
-        follow = await self._follow_on(flight, now)
+        follow = await self._look.follow_on(flight, now)
         followed = False
         try:
             try:
-                done = await self._group_commit([change], [follow[0]] if follow else [],
+                done = await self._look.group_commit([change], [follow[0]] if follow else [],
                                                 dict([(follow[0].id, follow[1])]) if follow else {}, now)
                 followed = follow is not None and follow[0].id in self.flights
             except Exception as exc:
@@ -619,29 +458,10 @@ class Scheduler:
             self.flights.finish(flight)
             # The lane went on with its next job: the pass need not look again for this one,
             # unless it has not looked for LOOK_EVERY_MS (recovery and unparking keep going).
-            if not followed or self._stopped or self.clock.now() - self._looked_at >= LOOK_EVERY_MS:
-                self._kick.set()
+            if not followed or self.stopped or self.clock.now() - self._look.looked_at >= LOOK_EVERY_MS:
+                self.kick.set()
         if held_lock:
-            self._run_locks.watch(held_lock)
-
-    async def _follow_on(self, flight: Flight, now: float) -> tuple[Entry, Callable[[], None]] | None:
-        """The next job of a settling run's lane, with its run lock, to claim in the settle's
-        transaction; None when the lane has none ready, or its start needs the full look
-        (a suspended type, a yield lock to check, the lease going)."""
-        if self._stopped or self._revoked or self._view is None or not lanes.chains(
-                flight.type, suspended=self.suspended, yields=self._yields, busy_elsewhere=self._busy_elsewhere):
-            return None
-        entry = self._view.follow_on(flight.type, now, self._ours(), leases=self.mode.leases,
-                                     lanes=self.mode.lanes)
-        if entry is None or not lanes.chains(entry.type, suspended=self.suspended, yields=self._yields,
-                                             busy_elsewhere=self._busy_elsewhere):
-            return None
-        releases = await self._run_locks.take([entry])
-        release = releases.get(entry.id)
-        if release is not None and (self._stopped or self._revoked):
-            release()
-            return None
-        return None if release is None else (entry, release)
+            self.run_locks.watch(held_lock)
 
     # ------------------------------------------------------------ requests from the page
 
@@ -652,7 +472,7 @@ class Scheduler:
             log.warning("pyjobq scheduler ignored a message: %s", exc)
             return
         kind = msg["type"]
-        if self._stopped:
+        if self.stopped:
             if kind == "run_result":
                 self._ended(msg)  # an abandoned run's last word: its run lock goes
             return
@@ -689,11 +509,11 @@ class Scheduler:
     def _news(self, job: dict[str, Any]) -> None:
         """One record another tab (or any same-origin script) says it stored."""
         job_id = job.get("id")
-        if self._view is not None and isinstance(job_id, str) and not job.get("progress_only") \
+        if self._look.view is not None and isinstance(job_id, str) and not job.get("progress_only") \
                 and not job.get("volatile"):
             # News, not truth: the next look reads this record from the store.
-            self._view.mark_stale(job_id)
-            self._kick.set()
+            self._look.view.mark_stale(job_id)
+            self.kick.set()
         # Another tab says it deleted or cancelled a job this page is running. The channel is
         # news (any same-origin script can post on it): drop the run only if the store agrees.
         flight = self.flights.get(job_id) if isinstance(job_id, str) else None
@@ -730,7 +550,7 @@ class Scheduler:
         if flight is None:
             return
         self.link.send(make("abandon_run", job_id=job_id, claim=flight.claim))
-        self._kick.set()
+        self.kick.set()
 
     def stamp(self) -> float:
         """A created_at that strictly increases on this scheduler, so jobs filed in one
@@ -743,24 +563,17 @@ class Scheduler:
     def publish_many(self, records: Sequence[JobRecord], **extra: Any) -> None:
         """Tell every page of records one transaction stored (or, ``deleted=True``, deleted).
         The pass's view takes them too: every write of ours passes here."""
-        if self._view is not None:
+        if self._look.view is not None:
             for record in records:
                 if extra.get("deleted"):
-                    self._view.forget(record.id)
+                    self._look.view.forget(record.id)
                 else:
-                    self._view.apply(record)
+                    self._look.view.apply(record)
         self._publisher.records(records, **extra)
 
 
 _PENDING = frozenset({Status.PENDING})
 _RUNNING = frozenset({Status.RUNNING})
-_PAUSED = frozenset({Status.PAUSED})
-#: What a claim may read: pending, or (on leases) a running record whose lease ran out.
-_CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
-
-
-def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
-    return policy.park(cur, now, lock)
 
 
 def _opt(value: Any, kind: type) -> Any:

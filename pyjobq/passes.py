@@ -1,0 +1,255 @@
+"""The pass: what the lease holder looks at, and the claims and parks it makes.
+
+Theory of operation
+-------------------
+A pass runs inside the processor lease (pyjobq/scheduler.py holds it). It decides
+from a *view* of the queue (:class:`~pyjobq.core.view.QueueView`): read whole from the
+store when the pass takes the lease, kept current by the engine's own writes, and —
+for what other tabs' news names — read again from the store, never taken from the
+news. Each time round its loop it
+
+1. reads again what news named, and the whole view once a recheck is due;
+2. sweeps old ``done`` records when a sweep is due (pyjobq/retention.py);
+3. recovers running records no page of ours has in flight (not on leases);
+4. returns paused jobs whose yield lock nobody holds exclusively;
+5. starts the oldest due job of every idle lane (:func:`pyjobq.core.lanes.plan_starts`
+   decides park or claim), every park and claim in one transaction.
+
+It ends once nothing is in flight or ending and nothing is due — and the store, read
+whole one last time, agrees. A settle chains its lane's next claim into its own
+transaction (:meth:`Pass.follow_on`, :meth:`Pass.group_commit`), so a lane that has
+work goes on without a look; the pass still looks at least every ``LOOK_EVERY_MS``.
+
+Every claim is a read-modify-write with its status precondition inside the
+transaction (:func:`pyjobq.core.policy.claim_due`): a stale view can never claim a
+record that changed or went. The engine's state it reads — flights, run locks, the
+stopped and revoked flags, the wake event — is the engine's; the pass keeps only the
+view and what it learnt on its last look.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Callable
+
+from .core import lanes, policy
+from .core.messages import RECHECK_MS
+from .core.ports import Change, Updated
+from .core.records import JobRecord
+from .core.status import Status
+from .core.view import Entry, QueueView
+from .runlocks import no_release
+
+if TYPE_CHECKING:
+    from .inflight import Flight
+    from .scheduler import Scheduler
+
+_PENDING = frozenset({Status.PENDING})
+_RUNNING = frozenset({Status.RUNNING})
+_PAUSED = frozenset({Status.PAUSED})
+#: What a claim may read: pending, or (on leases) a running record whose lease ran out.
+_CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
+
+
+class Pass:
+    """The lease holder's looks, claims and parks, over the view of the queue."""
+
+    def __init__(self, engine: "Scheduler") -> None:
+        self._e = engine
+        #: The view of the queue (pyjobq/core/view.py); None outside a pass.
+        self.view: QueueView | None = None
+        self._read_at = 0.0
+        #: When the pass last took a look; a chain of settles keeps looking at least this often.
+        self.looked_at = 0.0
+        #: Types with a running record whose run lock another page holds: busy in the lanes.
+        self.busy_elsewhere: set[str] = set()
+
+    async def run(self) -> None:
+        # The view of the queue is this pass's: read whole on taking the lease, kept current by
+        # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
+        await self.read_view()
+        try:
+            while not self._e.stopped and not self._e.revoked:
+                self._e.kick.clear()
+                self._e.wanted = False
+                self.looked_at = self._e.clock.now()
+                await self._catch_up()
+                await self._e.sweeper.look()
+                if self._e.mode.recovers:
+                    # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
+                    await self._recover()
+                await self._unpark_free()
+                if self._e.revoked:
+                    return
+                progressed = await self._start_ready()
+                # An abandoned run still ending holds its type here: the pass (and so the lease)
+                # waits for it, or the next holder would start that type beside it.
+                if not self._e.flights and not self._e.flights.ending and not progressed:
+                    # The view says nothing is left; the store has the last word before we let go.
+                    if await self.read_view():
+                        continue
+                    return
+                if not progressed and not self._e.revoked:
+                    self.arm_retry_timer()
+                    await self._e.kick.wait()
+        finally:
+            self.view = None
+            self._e.run_locks.drop_prefetched()
+
+    async def read_view(self) -> bool:
+        """Read the view whole from the store; True when that changed what it held."""
+        before = self.view.snapshot() if self.view is not None else None
+        view = QueueView()
+        view.replace(await self._e.store.entries())
+        self.view, self._read_at = view, self._e.clock.now()
+        return before is not None and before != view.snapshot()
+
+    async def _catch_up(self) -> None:
+        """Read again what news named since the last look, and everything once a recheck is due."""
+        view = self._require_view()
+        if self._e.clock.now() - self._read_at >= RECHECK_MS:
+            await self.read_view()
+            return
+        ids = view.stale()
+        if ids:
+            found = {e.id: e for e in await self._e.store.entries(ids)}
+            for job_id in ids:
+                if job_id in found:
+                    view.apply(found[job_id])
+                else:
+                    view.forget(job_id)
+
+    def _require_view(self) -> QueueView:
+        if self.view is None:
+            raise RuntimeError("the queue view is read only inside a pass")
+        return self.view
+
+    async def _recover(self) -> None:
+        now = self._e.clock.now()
+        ours = self._e.flights.ours()
+        running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
+        elsewhere: set[str] = set()
+        if running and self._e.mode.run_locks:
+            held = await self._e.locks.held()
+            # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
+            elsewhere = {r.id for r in running if held.get(self._e.run_locks.name(r.id)) == "exclusive"}
+        self.busy_elsewhere = {r.type for r in running if r.id in elsewhere}
+        for job_id in sorted(elsewhere):
+            # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
+            # worker dies with the run lock, and a frozen tab may be discarded later.
+            self._e.run_locks.watch(self._e.run_locks.name(job_id))
+        orphaned = lanes.orphans(running, ours, elsewhere)
+        if not orphaned or self._e.revoked:
+            return  # revoked: the page let the lease go (it froze); recovery is the next holder's
+
+        def change(cur: JobRecord, *, seen: Entry) -> JobRecord | None:
+            # Only the run we judged orphaned: a page frozen between that look and this write
+            # must not recover the run another tab claimed meanwhile (it changed owner).
+            if cur.id in self._e.flights.ours() or self._e.revoked \
+                    or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
+                return None
+            return policy.recover(cur, now)
+
+        await self._e.write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
+
+    async def _unpark_free(self) -> None:
+        paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
+        if not paused:
+            return
+        held = await self._e.locks.held()
+        now = self._e.clock.now()
+        await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
+                           for e in lanes.unparkable(paused, held)])
+        for entry in paused:
+            if held.get(entry.yield_lock or "") == "exclusive":
+                self._e.run_locks.watch(entry.yield_lock or "")
+
+    def _busy(self) -> set[str]:
+        return self._e.flights.busy_types() | self.busy_elsewhere
+
+    async def _start_ready(self) -> bool:
+        """Start the oldest due job of every idle type: every park and claim in one transaction."""
+        now = self._e.clock.now()
+        picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(), leases=self._e.mode.leases,
+                                           lanes=self._e.mode.lanes)
+        if not picks:
+            return False
+        held = await self._e.locks.held() if self._e.yields else {}
+        starts = lanes.plan_starts(picks, suspended=self._e.suspended, yields=self._e.yields, held=held)
+        for lock in starts.watch:
+            self._e.run_locks.watch(lock)
+        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), _PENDING) for e, lock in starts.parks]
+        claims = list(starts.claims)
+        releases = await self._e.run_locks.take(claims)
+        claims = [e for e in claims if e.id in releases]
+        if self._e.revoked:
+            for release in releases.values():
+                release()  # the page let the lease go while we asked: claim nothing
+            return False
+        done = await self.group_commit(parks, claims, releases, now)
+        return any(updated.applied for updated in done)
+
+    def prefetch(self, job_type: str) -> None:
+        """Take the run lock of the lane's next job now, while this one runs: the settle's
+        transaction then claims it with no wait for the lock manager."""
+        if not self._e.mode.run_locks or self.view is None or self._e.stopped or self._e.revoked \
+                or self._e.run_locks.has_prefetched(job_type):
+            return
+        entry = self.view.oldest_due(job_type, self._e.clock.now(), self._e.flights.ours(), leases=self._e.mode.leases)
+        if entry is not None:
+            self._e.run_locks.prefetch(entry)
+
+    async def group_commit(self, changes: list[Change], claims: list[Entry],
+                            releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
+        """``changes`` then the claims of ``claims``, one transaction; what was claimed is handed
+        off once it committed. Returns what each change did, ``changes`` first, then the claims."""
+        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), _CLAIMABLE) for e in claims]
+        try:
+            done = await self._e.write(all_changes)
+        except BaseException:
+            for release in releases.values():
+                release()
+            raise
+        for change, updated in zip(all_changes[len(changes):], done[len(changes):]):
+            release = releases.pop(change.job_id)
+            if not updated.applied:
+                release()  # deleted or changed by another tab meanwhile
+                continue
+            assert updated.record is not None
+            if updated.record.status is Status.RUNNING:
+                self._e.hand_off(updated.record, None if release is no_release else release)
+            else:
+                release()  # failed at the ceiling rather than run
+        return done
+
+    def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
+        """The claim's one read-modify-write (never a job of ours already)."""
+        return None if cur.id in self._e.flights.ours() else policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
+
+    async def follow_on(self, flight: Flight, now: float) -> tuple[Entry, Callable[[], None]] | None:
+        """The next job of a settling run's lane, with its run lock, to claim in the settle's
+        transaction; None when the lane has none ready, or its start needs the full look
+        (a suspended type, a yield lock to check, the lease going)."""
+        if self._e.stopped or self._e.revoked or self.view is None or not lanes.chains(
+                flight.type, suspended=self._e.suspended, yields=self._e.yields, busy_elsewhere=self.busy_elsewhere):
+            return None
+        entry = self.view.follow_on(flight.type, now, self._e.flights.ours(), leases=self._e.mode.leases,
+                                     lanes=self._e.mode.lanes)
+        if entry is None or not lanes.chains(entry.type, suspended=self._e.suspended, yields=self._e.yields,
+                                             busy_elsewhere=self.busy_elsewhere):
+            return None
+        releases = await self._e.run_locks.take([entry])
+        release = releases.get(entry.id)
+        if release is not None and (self._e.stopped or self._e.revoked):
+            release()
+            return None
+        return None if release is None else (entry, release)
+
+    def arm_retry_timer(self) -> None:
+        """While lanes run: the next moment something *becomes* due, from the view."""
+        if not self._e.stopped and self.view is not None:
+            self._e.retry_timer.arm_at(self.view.next_due_at(self._e.clock.now() if self._e.flights else None))
+
+
+def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:
+    return policy.park(cur, now, lock)
