@@ -667,3 +667,23 @@ def test_whatever_an_executor_raises_after_suspend_type_aborted_it_counts_as_int
         await tab.side.resume_type("decode")
         assert await job.done == Outcome(id=job.id, status="done", result="resumed")
     run(main)
+
+
+def test_ten_thousand_finished_volatile_jobs_leave_nothing_behind_in_the_tab() -> None:
+    # Finished volatile jobs are forgotten once published, so a tab's memory stays flat however
+    # many it has run: nothing in the engine's store, no closure, no handle, no run kept.
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+
+        async def noop(signal: AbortSignal) -> None:
+            return None
+
+        for _batch in range(10):
+            jobs = [tab.side.enqueue(noop, type="noop") for _ in range(1_000)]
+            outcomes = await asyncio.gather(*(job.done for job in jobs))
+            assert {o.status for o in outcomes} == {"done"}
+        side = tab.side
+        assert await side._volatile.store.all() == []
+        assert (len(side._closures), len(side._jobs), len(side._running)) == (0, 0, 0)
+    run(main, timeout_s=120)
