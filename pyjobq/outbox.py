@@ -63,9 +63,9 @@ from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, current_job_id
 from .handle import Job, JobUpdate
 from .lease import GateLease
-from .memory import ChannelHub, LockHub, LoopClock, link_pair
+from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
-from .scheduler import Scheduler
+from .wiring import in_process
 
 DAY_MS = 24 * 3600 * 1000.0
 DEFAULT_POLL_INTERVAL_MS = 30_000.0
@@ -221,22 +221,21 @@ class Outbox:
         self._max_attempts = max_attempts
         self.source = f"outbox-{new_id()[:12]}"
 
-        worker_end, page_end = link_pair()
         # Private channels and locks: the outbox opens no BroadcastChannel and takes
         # no shared lock (its leases are what keep two tabs apart). Its processor lease is
         # the gate start() opens and stop() closes.
         self._gate = GateLease()
-        self._scheduler = Scheduler(
-            store=store, locks=LockHub().client(), channel=ChannelHub().channel("outbox"),
-            link=worker_end, clock=self._clock, lock_name="pyjobq-outbox", source=self.source,
+        engine = in_process(
+            store=store, source=self.source, clock=self._clock, lock_name="pyjobq-outbox",
             is_online=is_online, mode=OUTBOX.with_lease(lease_ms), lease=self._gate,
             backoff=backoff if backoff is not None else outbox_backoff(),
-        )
+            start=False)  # once the store check passed (_check_store)
+        self._scheduler = engine.scheduler
         # An entry type with no handler must not fall through to the built-in 'fetch'.
         factories: dict[str, Callable[[Any], Any]] = {FETCH: self._unknown(FETCH)}
         factories.update({name: self._factory(name) for name in self._handlers})
-        self._side = ExecutorSide(link=page_end, channel=ChannelHub().channel("outbox"), source=self.source,
-                                  reconstructors=factories, clock=self._clock)
+        self._side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ChannelHub().channel("outbox"),
+                                  source=self.source, reconstructors=factories, clock=self._clock)
         # For the outbox's life: an entry that fails after stop() is still exhausted.
         self._side.on_update(self._on_update)
         self._started_with: dict[str, int] = {}  # entry id -> given_back when its run started

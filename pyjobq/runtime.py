@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import sys
 
+from dataclasses import dataclass, field
+
 from .config import Settings
 from .core.records import new_id
 from .executor import ExecutorSide
+from .memory import ChannelHub, LockHub, MemoryStore
 
 IN_PYODIDE = sys.platform == "emscripten"
 
@@ -26,43 +29,35 @@ def start(settings: Settings) -> ExecutorSide:
 
 
 def start_memory(settings: Settings, source: str) -> ExecutorSide:
-    from .memory import ChannelHub, LockHub, LoopClock, MemoryStore, link_pair
-    from .scheduler import Scheduler
+    """The queue on plain CPython: its scheduler in this process, on the process's store."""
+    from .memory import LoopClock, MemoryStore
+    from .wiring import in_process
 
     hub = _shared_hub()
-    page_end, worker_end = link_pair()
-    side = ExecutorSide(
-        link=page_end,
-        channel=hub["channels"].channel(settings.channel_name),
-        source=source,
-        reconstructors=settings.reconstructors,
-        transport=settings.transport,
-        locks=hub["locks"].client(),
-        yields=settings.yields,
-    )
-    scheduler = Scheduler(
-        store=hub["stores"].setdefault(settings.db_name, MemoryStore()),
-        locks=hub["locks"].client(),
-        channel=hub["channels"].channel(settings.channel_name),
-        link=worker_end,
-        clock=LoopClock(),
-        lock_name=settings.lock_name,
-        source=source,
-        yields=settings.yields,
-        handshake_timeout_ms=settings.handshake_timeout_ms,
-    )
-    side.scheduler = scheduler  # type: ignore[attr-defined]
-    scheduler.start()
-    return side
+    engine = in_process(
+        store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source, clock=LoopClock(),
+        lock_name=settings.lock_name, locks=hub.locks.client(), channel=hub.channels.channel(settings.channel_name),
+        yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms)
+    return ExecutorSide(
+        link=engine.link, engine=engine.scheduler, channel=hub.channels.channel(settings.channel_name),
+        source=source, reconstructors=settings.reconstructors, transport=settings.transport,
+        locks=hub.locks.client(), yields=settings.yields)
 
 
-_HUB: dict[str, object] = {}
-
-
-def _shared_hub() -> dict:  # type: ignore[type-arg]
+@dataclass
+class _Origin:
     """One process is one origin: the stores, locks and channels all queues here share."""
-    if not _HUB:
-        from .memory import ChannelHub, LockHub
 
-        _HUB.update(stores={}, locks=LockHub(), channels=ChannelHub())
-    return _HUB
+    stores: dict[str, MemoryStore] = field(default_factory=dict)
+    locks: LockHub = field(default_factory=LockHub)
+    channels: ChannelHub = field(default_factory=ChannelHub)
+
+
+_ORIGIN: _Origin | None = None
+
+
+def _shared_hub() -> _Origin:
+    global _ORIGIN
+    if _ORIGIN is None:
+        _ORIGIN = _Origin()
+    return _ORIGIN

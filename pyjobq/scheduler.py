@@ -81,7 +81,8 @@ from typing import Any, Callable, Mapping, Sequence
 from .tasks import TaskSet
 from .core import messages, policy
 from .core.backoff import make_backoff
-from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, BadMessage, make
+from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
+from .core.router import Router
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
 from .core.mode import JOB_QUEUE, Mode
 from .core.records import JobRecord, RunResult, check_json
@@ -150,8 +151,10 @@ class Scheduler:
         self.source = source
         self.yields = dict(yields or {})
         self._handshake_ms = handshake_timeout_ms
-        self._backoff = backoff if backoff is not None else make_backoff(random)
-        self._is_online = is_online
+        #: The retry ladder: attempt n → delay in ms.
+        self.backoff = backoff if backoff is not None else make_backoff(random)
+        #: ``navigator.onLine`` here, read when an outcome says nothing of the network.
+        self.is_online = is_online
         #: The runs handed off, until their outcome is stored (pyjobq/inflight.py).
         self.flights = FlightTable(clock, source, on_ended=self._on_ended)
         self._publisher = Publisher(link=link, channel=channel, source=source, volatile=mode.volatile)
@@ -187,8 +190,15 @@ class Scheduler:
 
     def start(self) -> None:
         self._unsubscribe = [
-            self.link.subscribe(self._on_link),
-            self._channel.subscribe(self._on_channel),
+            self.link.subscribe(Router("pyjobq scheduler", {
+                "run_started": self._live(self._run_started),
+                "run_result": self._on_run_result,
+                "wake": self._live(lambda _msg: self.wake()),
+                "online": self._live(lambda _msg: self.back_online()),
+                "progress": self._live(self._progress),
+                **{kind: self._live(self._answer) for kind in self._handlers.table},
+            }, ignore=LEASE_MESSAGES | {"debug_counts"})),  # the LinkLease's; the worker host's
+            self._channel.subscribe(Router("pyjobq scheduler", {"job-update": self._on_news}, kind="channel")),
         ]
         self.link.send(make("ready", source=self.source))
         self.wake()
@@ -420,13 +430,13 @@ class Scheduler:
                 held_lock = yield_lock
         now = self.clock.now()
         # The page's reading when the attempt failed; an older page sends none: ours, now.
-        online = not outcome.offline if outcome.offline is not None else self._is_online()
+        online = not outcome.offline if outcome.offline is not None else self.is_online()
         suspended = outcome.interrupted and flight.type in self.suspended
 
         def settle(cur: JobRecord) -> JobRecord | None:
             if cur.owner != self.source:
                 return None
-            return policy.settle(cur, outcome, now=now, online=online, backoff=self._backoff,
+            return policy.settle(cur, outcome, now=now, online=online, backoff=self.backoff,
                                  held_yield_lock=held_lock, suspended=suspended,
                                  http_status_rules=self.mode.http_status_rules)
 
@@ -465,46 +475,26 @@ class Scheduler:
 
     # ------------------------------------------------------------ requests from the page
 
-    def _on_link(self, data: Any) -> None:
-        try:
-            msg = messages.parse(data)
-        except BadMessage as exc:
-            log.warning("pyjobq scheduler ignored a message: %s", exc)
-            return
-        kind = msg["type"]
-        if self.stopped:
-            if kind == "run_result":
-                self._ended(msg)  # an abandoned run's last word: its run lock goes
-            return
-        if kind == "run_started":
-            self._run_started(msg)
-        elif kind == "run_result":
-            self._spawn(self._run_result(msg))
-        elif kind == "wake":
-            self.wake()
-        elif kind == "online":
-            self.back_online()
-        elif kind == "progress":
-            self._progress(msg)
-        elif kind in self._handlers.table:
-            self._spawn(self._handlers.answer(msg))
-        elif kind in LEASE_MESSAGES:
-            pass  # the LinkLease's (pyjobq/lease.py)
-        elif kind == "debug_counts":
-            pass  # answered by the worker's host (pyjobq/browser/worker_main.py)
-        else:
-            log.warning("pyjobq scheduler ignored a %r message from its page", kind)
+    def _live(self, handler: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], None]:
+        """``handler``, heard only while this scheduler runs."""
+        def live(msg: dict[str, Any]) -> None:
+            if not self.stopped:
+                handler(msg)
+        return live
 
-    def _on_channel(self, data: Any) -> None:
-        try:
-            msg = messages.parse(data)
-        except BadMessage as exc:
-            log.warning("pyjobq scheduler ignored a channel message: %s", exc)
-            return
-        if msg["type"] != "job-update" or msg["source"] == self.source:
-            return
-        for job in messages.updated_jobs(msg):
-            self._news(job)
+    def _answer(self, msg: dict[str, Any]) -> None:
+        self._spawn(self._handlers.answer(msg))
+
+    def _on_run_result(self, msg: dict[str, Any]) -> None:
+        if self.stopped:
+            self._ended(msg)  # an abandoned run's last word: its run lock goes
+        else:
+            self._spawn(self._run_result(msg))
+
+    def _on_news(self, msg: dict[str, Any]) -> None:
+        if msg["source"] != self.source:
+            for job in messages.updated_jobs(msg):
+                self._news(job)
 
     def _news(self, job: dict[str, Any]) -> None:
         """One record another tab (or any same-origin script) says it stored."""

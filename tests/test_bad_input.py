@@ -10,7 +10,7 @@ import pytest
 
 from pyjobq.errors import InvalidJobError
 from pyjobq.testing import Response
-from pyjobq.testing import World, settle
+from pyjobq.testing import CHANNEL, World, settle
 from test_executor_scheduler import run
 
 
@@ -103,8 +103,7 @@ def test_a_malformed_or_foreign_channel_message_is_ignored_and_logged(
         seen: list[Any] = []
         tab.side.on_update(seen.append)
         caplog.set_level(logging.WARNING, logger="pyjobq")
-        tab.side._on_channel(data)
-        tab.scheduler._on_channel(data)
+        world.channels.channel(CHANNEL).post(data)  # any same-origin script can post on it
         job = tab.side.enqueue_fetch("POST", "/x")
         await settle()
         assert (await asyncio.wait_for(job.done, 5)).status == "done"  # the queue runs on

@@ -68,14 +68,9 @@ def test_handshake_timeout_abandons_and_fails_naming_run_started() -> None:
         world = World()
         tab = world.open_tab(transport=Server(), handshake_timeout_ms=10_000)
         heard: list[dict[str, Any]] = []
-        page_listener = tab.page_link._listeners[0]
-
-        def deaf_to_run(msg: dict[str, Any]) -> None:
-            heard.append(msg)
-            if msg["type"] != "run":  # a page whose module never loaded: it never answers run
-                page_listener(msg)
-
-        tab.page_link._listeners[0] = deaf_to_run
+        tab.page_link.subscribe(heard.append)
+        # A page whose module never loaded: it never answers run.
+        tab.side.persistent.router.handlers["run"] = lambda _msg: None
         job = tab.side.enqueue_fetch("GET", "/slow-module")
         await settle()
         assert (await world.store.get(job.id)).status == "running"
@@ -482,7 +477,7 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
 
         side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
                             reconstructors={"k": lambda params: work})
-        side._on_link(make("run", job_id="j", reconstructor="k", params=None, job_type="t", attempt=1))
+        side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None, job_type="t", attempt=1))
         await asyncio.sleep(0)  # one turn: the answer posted during the handler is delivered
         assert heard == ["run_started"]
         await settle()

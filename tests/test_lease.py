@@ -167,14 +167,12 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
         # The worker claims and posts `run` while the page is letting the lease go: the
         # page refuses the run, the worker gives the attempt back and asks for the lease again.
         refused: list[str] = []
-        original = a.side._send_result
 
-        def spy(job_id: str, fields: dict[str, Any], link: Any) -> None:
-            if fields.get("code") == "lease_revoked":
-                refused.append(job_id)
-            original(job_id, fields, link)
+        def heard(msg: dict[str, Any]) -> None:  # what the worker hears from its page
+            if msg.get("type") == "run_result" and msg.get("code") == "lease_revoked":
+                refused.append(msg["job_id"])
 
-        a.side._send_result = spy  # type: ignore[method-assign]
+        a.worker_link.subscribe(heard)
         froze: list[str] = []
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:

@@ -225,7 +225,7 @@ def test_the_default_backoff_subtracts_up_to_20_percent() -> None:
 
     async def main() -> None:
         box, _ = make(backoff=None)
-        assert box._scheduler._backoff.jitter == -0.20
+        assert box._scheduler.backoff.jitter == -0.20
     run(main)
 
 

@@ -130,7 +130,7 @@ def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> 
             assert (first.status, out.status, out.result) == ("done", "done", {"path": "/after"})
             assert (job.id, "done") in heard
             # Another tab's news no longer reaches this one: its channel is closed.
-            other = _shared_hub()["channels"].channel(queue.settings.channel_name)
+            other = _shared_hub().channels.channel(queue.settings.channel_name)
             other.post({"v": 1, "type": "job-update", "source": "another-tab",
                         "job": {"id": "elsewhere", "status": "done"}})
             await asyncio.sleep(0.05)

@@ -25,7 +25,7 @@ from pyjobq.testing import Tab, World, run, settle
 
 async def volatile_record(tab: Tab, job_id: str) -> dict[str, Any] | None:
     """The engine's record; once done, the engine has forgotten it: then as it was published."""
-    record = await tab.side._volatile.store.get(job_id)
+    record = await tab.side.volatile.engine.store.get(job_id)
     if record is None:
         published = tab.published.get(job_id)
         return published
@@ -87,7 +87,7 @@ def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
         assert work.calls == 1
         assert await world.store.all() == []
         assert world.store.raw() == {}
-        assert await tab.side._volatile.store.get(job.id) is None  # forgotten once published
+        assert await tab.side.volatile.engine.store.get(job.id) is None  # forgotten once published
         record = await volatile_record(tab, job.id)
         assert (record["status"], record["attempts"], record["_reconstructor"]) == ("done", 1, "volatile")
     run(main)
@@ -129,7 +129,7 @@ def test_a_volatile_job_is_never_seen_by_another_tab() -> None:
         assert heard_here == [(job.id, "pending", True), (job.id, "running", True), (job.id, "done", True)]
         assert heard_there == []
         assert await other.side.query_all() == []
-        assert other.side._volatile is None
+        assert other.side.volatile is None
     run(main)
 
 
@@ -154,7 +154,7 @@ def test_a_duplicate_outstanding_id_returns_the_existing_job() -> None:
         again = tab.side.enqueue(second, id="render-42")
         assert again is job and again.done is job.done
         await settle()
-        assert len(await tab.side._volatile.store.all()) == 1
+        assert len(await tab.side.volatile.engine.store.all()) == 1
         first.release()
         await settle()
         assert await job.done == Outcome(id="render-42", status="done", result="first")
@@ -188,7 +188,7 @@ def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypat
         tab = world.open_tab()
         tab.side.enqueue(Work())
         await settle()
-        persistent, volatile = tab.scheduler._backoff, tab.side._volatile._backoff
+        persistent, volatile = tab.scheduler.backoff, tab.side.volatile.engine.backoff
         assert persistent is not volatile
         assert made == [persistent, volatile]
         assert type(persistent) is type(volatile) is Backoff
@@ -210,7 +210,7 @@ def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempt
 
         job = tab.side.enqueue(flaky, max_attempts=4)
         await settle()
-        ladder = [tab.side._volatile._backoff.step(n) for n in (1, 2, 3)]
+        ladder = [tab.side.volatile.engine.backoff.step(n) for n in (1, 2, 3)]
         assert ladder == [1000.0, 2000.0, 4000.0]
         for attempt, step in enumerate(ladder, start=1):
             record = await volatile_record(tab, job.id)
@@ -238,7 +238,7 @@ def test_a_volatile_and_a_persistent_failure_get_the_same_delay_for_the_same_dra
         tab = world.open_tab(transport=None)  # the persistent fetch job fails: no transport
         tab.side.enqueue(Work())  # make the volatile engine
         await world.advance(1)
-        tab.side._volatile._backoff = backoff_module.make_backoff(world.random)
+        tab.side.volatile.engine.backoff = backoff_module.make_backoff(world.random)
         volatile_failing = tab.side.enqueue(_raiser(RuntimeError("x")), max_attempts=3)
         persistent_failing = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
         await settle()
@@ -608,14 +608,13 @@ def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs
     async def main() -> None:
         world = World()
         tab = world.open_tab()
-        online = {"now": False}
-        tab.side._is_online = lambda: online["now"]  # navigator.onLine, read when the attempt fails
+        world.online = False  # navigator.onLine, read when the attempt fails
         calls = 0
 
         async def upload(_signal: AbortSignal) -> str:
             nonlocal calls
             calls += 1
-            if not online["now"]:
+            if not world.online:
                 raise OSError("Failed to fetch")
             return "sent"
 
@@ -624,7 +623,7 @@ def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs
         record = await volatile_record(tab, job.id)
         assert (record["status"], record["attempts"], record["given_back"], record["code"]) == (
             "pending", 0, 1, "offline")
-        online["now"] = True
+        world.online = True
         tab.side.back_online()  # the online event: due now, not at its ladder slot
         await settle()
         assert calls == 2
@@ -636,11 +635,11 @@ def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothin
     async def main() -> None:
         world = World()
         tab = world.open_tab()
-        tab.side._is_online = lambda: False
+        world.online = False
         tab.side.enqueue(lambda _s: asyncio.sleep(0), type="t")
         await settle()
-        engine = tab.side._volatile
-        assert engine._is_online() is False  # its fallback is the page's reading, not "online"
+        assert tab.side.volatile is not None and tab.side.volatile.engine is not None
+        assert tab.side.volatile.engine.is_online() is False  # its fallback is the page's reading, not "online"
     run(main)
 
 
@@ -684,6 +683,8 @@ def test_ten_thousand_finished_volatile_jobs_leave_nothing_behind_in_the_tab() -
             outcomes = await asyncio.gather(*(job.done for job in jobs))
             assert {o.status for o in outcomes} == {"done"}
         side = tab.side
-        assert await side._volatile.store.all() == []
-        assert (len(side._closures), len(side._jobs), len(side._running)) == (0, 0, 0)
+        assert await side.volatile.engine.store.all() == []
+        volatile = side.volatile
+        assert volatile is not None
+        assert (len(volatile.runner.closures), len(volatile.handles.jobs), len(volatile.runner.running)) == (0, 0, 0)
     run(main, timeout_s=120)

@@ -25,7 +25,8 @@ from pyodide.ffi import JsException
 from ..executor import ExecutorSide
 from ..lease import LeaseHolder
 from . import proxies
-from .ports import PortLink, js_object
+from ..core.ports import Link
+from .ports import js_object
 
 log = logging.getLogger("pyjobq")
 
@@ -79,7 +80,7 @@ def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None]) -> Cal
     return cancel
 
 
-def hold_lease_on_page(side: ExecutorSide, link: PortLink, lock_name: str,
+def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str,
                        on_first_grant: Callable[[], None] | None = None) -> Callable[[], None]:
     """Give ``side`` a :class:`~pyjobq.lease.LeaseHolder`, in line for the lock at once, and
     wire it to the lifecycle events. ``on_first_grant`` runs when the page first holds it.

@@ -102,4 +102,5 @@ async def worker_counts(side: Any, *, trace: bool = False) -> dict[str, int | No
     """
     from ..core.messages import make
 
-    return await side._request(make("debug_counts", trace=trace), side._link)  # type: ignore[no-any-return]
+    counts: dict[str, int | None] = await side.persistent.request(make("debug_counts", trace=trace), to_worker=True)
+    return counts

@@ -49,8 +49,8 @@ from ..config import Settings
 from ..errors import WorkerUnavailable
 from ..executor import ExecutorSide
 from ..lease import NeverLease
-from ..memory import LoopClock, link_pair
-from ..scheduler import Scheduler
+from ..memory import LoopClock
+from ..wiring import in_process
 from . import lifecycle, proxies
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
@@ -216,11 +216,22 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
     claims, settles or recovers — that stays the lease holder's. So a tab whose worker waits
     for the lease with no Pyodide loaded still answers at once.
     """
-    page_end, scheduler_end = link_pair()
     requests_source = source + ":page"
+
+    def upgraded(reason: str) -> None:
+        requests.scheduler.stop()
+        side.scheduler_unavailable(WorkerUnavailable(
+            f"persistent jobs stopped on this page: {reason}", code="worker_stopped", worker_message=reason))
+
+    requests = in_process(
+        store=IndexedDBStore(settings.db_name, on_upgraded=upgraded), source=requests_source,
+        clock=LoopClock(), lock_name=settings.lock_name, locks=WebLocks(),
+        # Its own channel object: the worker, in this tab, hears its news there too.
+        channel=BroadcastChannelPort(settings.channel_name),
+        yields=settings.yields, lease=NeverLease(), start=False)
     side = ExecutorSide(
         link=link,
-        requests=page_end,
+        requests=requests.link,
         requests_source=requests_source,
         channel=BroadcastChannelPort(settings.channel_name),
         source=source,
@@ -230,28 +241,9 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
         yields=settings.yields,
         is_online=lambda: bool(js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
     )
-
-    def upgraded(reason: str) -> None:
-        requests.stop()
-        side.scheduler_unavailable(WorkerUnavailable(
-            f"persistent jobs stopped on this page: {reason}", code="worker_stopped", worker_message=reason))
-
-    lease = NeverLease()
-    requests = Scheduler(
-        store=IndexedDBStore(settings.db_name, on_upgraded=upgraded),
-        locks=WebLocks(),
-        # Its own channel object: the worker, in this tab, hears its news there too.
-        channel=BroadcastChannelPort(settings.channel_name),
-        link=scheduler_end,
-        clock=LoopClock(),
-        lock_name=settings.lock_name,
-        source=requests_source,
-        yields=settings.yields,
-        lease=lease,
-    )
-    side.requests_scheduler = requests  # type: ignore[attr-defined]
+    side.resources["requests"] = requests.scheduler
     side.on_unavailable = lambda error: _on_unavailable(side, error)
-    requests.start()
+    requests.scheduler.start()
     return side
 
 
@@ -270,7 +262,7 @@ class _StartWatch:
     def attach(self, side: ExecutorSide, worker: Any) -> None:
         self._side = side
         self._unlisten.append(proxies.listen(worker, "error", self._on_error))
-        self._unlisten.append(side._link.subscribe(self._on_message))
+        self._unlisten.append(side.link.subscribe(self._on_message))
         if self._early is not None:
             self._fail(self._early)
 
@@ -322,7 +314,7 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         start.close()
         return _unavailable(settings, source, WorkerUnavailable.not_started("script", str(exc)))
     side = _side(settings, source, PortLink(worker))
-    side.worker = worker  # type: ignore[attr-defined]
+    side.resources["worker"] = worker
     start.attach(side, worker)
     side.expect_ready(settings.worker_start_timeout_ms)
 
@@ -339,13 +331,13 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
     if lifecycle.has_document():
         # The page holds the lease for its worker (it can be frozen) and boots the worker's
         # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
-        side.unhold_lease = lifecycle.hold_lease_on_page(  # type: ignore[attr-defined]
-            side, side._link, settings.lock_name, on_first_grant=boot)  # type: ignore[arg-type]
+        side.resources["lease_hold"] = lifecycle.hold_lease_on_page(
+            side, side.link, settings.lock_name, on_first_grant=boot)
     else:
         boot()  # a worker host's worker takes the lease itself before it loads Pyodide
     # Chromium does not always fire `online` inside a dedicated worker when the page's
     # network comes back (seen under DevTools' offline emulation); the page's own event
     # is forwarded so the scheduler runs jobs that were waiting out the disconnection.
-    side.unlisten_online = proxies.listen(  # type: ignore[attr-defined]
+    side.resources["online_listener"] = proxies.listen(
         js.globalThis, "online", lambda _event: side.back_online())
     return side

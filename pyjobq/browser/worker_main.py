@@ -10,6 +10,7 @@ from typing import Any
 import js  # type: ignore[import-not-found]
 
 from ..core import messages
+from ..core.router import Router
 from ..memory import LoopClock
 from ..lease import HeldLease, LinkLease
 from ..scheduler import Scheduler
@@ -49,7 +50,8 @@ def start(params_json: str, early: Any) -> None:
     # (pyjobq/browser/drain.py has why).
     drain.install(asyncio.get_event_loop())
     link = PortLink(js.self)
-    link.subscribe(lambda data: _debug_counts(link, data))
+    # Beside the scheduler on the same link: it logs what is not one of ours.
+    link.subscribe(Router("pyjobq worker", {"debug_counts": lambda msg: _debug_counts(link, msg)}, quiet=True))
     scheduler = Scheduler(
         store=IndexedDBStore(params["db"], on_upgraded=lambda reason: _upgraded(link, reason)),
         locks=WebLocks(),
@@ -87,14 +89,8 @@ def _upgraded(link: PortLink, reason: str) -> None:
     link.send(messages.make("stopped", reason=reason))
 
 
-def _debug_counts(link: PortLink, data: Any) -> None:
+def _debug_counts(link: PortLink, msg: dict[str, Any]) -> None:
     """Answer ``debug_counts``: this worker's live proxies and listeners (tests, DevTools)."""
-    if not (isinstance(data, dict) and data.get("type") == "debug_counts"):
-        return
-    try:
-        msg = messages.parse(data)
-    except messages.BadMessage:
-        return  # the scheduler's own handler logs what it ignores
     if msg.get("trace"):
         proxies.trace_pyodide_proxies()
     link.send(messages.make("reply", request_id=msg["request_id"], ok=True, value=proxies.counts()))

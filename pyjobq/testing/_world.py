@@ -40,6 +40,7 @@ from ..executor import ExecutorSide
 from ..lease import LeaseHolder, LinkLease, NeverLease, fake_grab
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
+from ..wiring import in_process
 from ._run import settle
 
 __all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook",
@@ -313,8 +314,9 @@ class Tab:
             is_online=lambda: world.online, clock=self.clock, locks=self.page_locks, yields=yields)
         self.queue.on_update(self._heard)
         if waiting:
-            assert self._requests_link is not None and self.request_channel is not None
-            self.requests = self._scheduler(self._requests_link, self.page_locks, self.request_channel,
+            assert self._requests_end is not None and self._requests_link is not None
+            assert self.request_channel is not None
+            self.requests = self._scheduler((self._requests_end, self._requests_link), self.page_locks, self.request_channel,
                                             f"{self.name}:page", NeverLease())
             # Its worker's script runs (no Pyodide yet): the page sends what it holds.
             self.worker_link.send(make("worker_alive"))
@@ -331,21 +333,20 @@ class Tab:
         """The same object as :attr:`queue` (pyjobq's name for it: the executor side)."""
         return self.queue
 
-    def _scheduler(self, link: MemoryLink, locks: Any, channel: FreezableChannel, source: str,
-                   lease: Any) -> Scheduler:
+    def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: Any, channel: FreezableChannel,
+                   source: str, lease: Any) -> Scheduler:
         world = self.world
-        scheduler = Scheduler(
-            store=GuardedStore(world.store, self), locks=locks, channel=channel, link=_TabLink(link, self),
-            clock=self.clock, lock_name=LOCK, source=source, random=world.random,
-            is_online=lambda: world.online, lease=lease, **self._worker_args)
+        scheduler = in_process(
+            store=GuardedStore(world.store, self), source=source, clock=self.clock, lock_name=LOCK,
+            locks=locks, channel=channel, ends=ends, wrap=lambda end: _TabLink(end, self),
+            random=world.random, is_online=lambda: world.online, lease=lease, **self._worker_args).scheduler
         self._schedulers.append(scheduler)
-        scheduler.start()
         return scheduler
 
     def _boot(self) -> None:
         """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
         lease = LinkLease(self.worker_link) if self.queue.lease_holder is not None else None
-        self.scheduler = _in_tab(self, self._scheduler, self.worker_link, self.locks, self.worker_channel,
+        self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
                                  self.name, lease)
 
     def _heard(self, update: Any) -> None:

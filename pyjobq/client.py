@@ -1,0 +1,290 @@
+"""This page's word with one engine: :class:`EngineClient`.
+
+A page talks to two engines, both :class:`~pyjobq.scheduler.Scheduler` s: the persistent one
+(the scheduler worker, and the page's own request scheduler on the same store) and the
+volatile one (in this tab, on a store only it holds). Each is one :class:`EngineClient`: it
+files jobs (a burst in one ``enqueue`` message and one transaction), sends requests and
+settles their replies in call order, hands its engine's ``run`` s to its
+:class:`~pyjobq.runner.Runner` and its ``job-update`` s to its
+:class:`~pyjobq.handles.Handles`. The persistent client also follows its worker's start
+(``worker_alive`` / ``worker_booting`` / ``ready``, bounded by :meth:`expect_ready`) and,
+once the worker cannot serve it, fails every request at once (:meth:`fail`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import errors
+from .core.messages import make
+from .core.outcome import Outcome
+from .core.ports import Link
+from .core.records import NewJob, new_id
+from .core.router import Router
+from .core.status import Status
+from .errors import PyjobqError, WorkerUnavailable
+from .handle import Job
+from .handles import Handles
+from .lease import LEASE_MESSAGES
+from .runner import Runner
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+log = logging.getLogger("pyjobq")
+
+
+def reply_error(msg: dict[str, Any]) -> PyjobqError:
+    """The error a failed ``reply`` stands for: of the class the engine raised (``error_type``),
+    when it is one of pyjobq's errors, so a page can catch what it would have caught in-process."""
+    message = str(msg.get("error"))
+    kind = getattr(errors, str(msg.get("error_type")), None)
+    if isinstance(kind, type) and issubclass(kind, PyjobqError):
+        try:
+            return kind(message)
+        except TypeError:  # a class with other constructor arguments
+            pass
+    return PyjobqError(message)
+
+
+class EngineClient:
+    """Talks to one engine over ``link``.
+
+    Args:
+        link: reaches the engine that runs this client's jobs (``run`` comes from there).
+        runner: runs them.
+        handles: the handles of this engine's jobs.
+        source: the ``source`` the engine stamps on its news.
+        requests: reaches the engine that answers store requests, when not ``link`` (a
+            browser page's own request scheduler). Requests sent there wait, in order, until
+            the worker's script says ``worker_alive``: a worker that cannot start fails them
+            instead of leaving records no tab of this code could ever process.
+        engine: the engine itself when it runs in this Python process; None for a worker.
+    """
+
+    def __init__(self, link: Link, *, runner: Runner, handles: Handles, source: str,
+                 requests: Link | None = None, engine: "Scheduler | None" = None) -> None:
+        self.link = link
+        self.requests_link = requests if requests is not None else link
+        self.runner = runner
+        self.handles = handles
+        self.source = source
+        #: The in-process engine behind :attr:`link`; None when it runs in a worker.
+        self.engine = engine
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._batch: list[tuple[NewJob, Job]] = []
+        self._held: list[dict[str, Any]] | None = [] if requests is not None else None
+        #: Why this engine cannot serve this page (its worker did not start or stopped for
+        #: good): every request fails with it, at once. None while it is usable.
+        self.unavailable: WorkerUnavailable | None = None
+        #: Called once with that error.
+        self.on_unavailable: Callable[[WorkerUnavailable], None] | None = None
+        #: True once the engine said ``ready``.
+        self.ready = False
+        self._ready_timer: Any = None
+        self._start_timeout_ms: float | None = None
+        #: What this client does with each message type its engine sends.
+        self.router = router = Router("pyjobq", {
+            "run": runner.run,
+            "abandon_run": lambda msg: runner.abandon(msg["job_id"], msg.get("claim")),
+            "abort_run": runner.abort,
+            "reply": self._reply,
+            "job-update": self._job_update,
+            "ready": self._ready,
+            "worker_alive": self._worker_alive,
+            "worker_booting": lambda _msg: self._arm_start(),  # it loads Pyodide now: that is bounded
+            "worker_error": self._worker_error,
+            "stopped": self._stopped,
+        }, ignore=LEASE_MESSAGES, origin="its worker")
+        self._unsubscribe = [link.subscribe(router)]
+        if requests is not None:
+            self._unsubscribe.append(requests.subscribe(router))
+
+    # ------------------------------------------------------------ filing
+
+    def file(self, new: NewJob) -> Job:
+        """File ``new`` and return its handle. Jobs filed in one burst travel in one message."""
+        job = self.handles.add(new.id)
+        if not self._batch:
+            asyncio.get_event_loop().call_soon(self.flush)
+        self._batch.append((new, job))
+        return job
+
+    def flush(self) -> None:
+        """Send the jobs filed since the last flush (before any other request: call order)."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        future = self._send(make("enqueue", jobs=[new.to_message() for new, _ in batch]), self.requests_link)
+
+        def stored(f: asyncio.Future[Any]) -> None:
+            error = f.exception() if not f.cancelled() else PyjobqError("enqueue was cancelled")
+            for new, job in batch:
+                if error is None:
+                    job._stored.set_result(None)
+                    continue
+                job._stored.set_exception(error)
+                self.runner.closures.pop(new.id, None)
+                code = error.code if isinstance(error, WorkerUnavailable) else "not_stored"
+                self.handles.settle(new.id, Outcome(id=new.id, status=Status.FAILED,
+                                                    error=f"not stored: {error}", code=code))
+
+        future.add_done_callback(stored)
+
+    def look_up(self, job_id: str) -> Job:
+        """A handle on a job filed earlier (e.g. before a reload); ``done`` resolves as usual."""
+        existing = self.handles.get(job_id)
+        if existing is not None:
+            return existing
+        job = self.handles.add(job_id)
+        job._stored.set_result(None)
+
+        def found(f: asyncio.Future[Any]) -> None:
+            error = PyjobqError("the lookup was cancelled") if f.cancelled() else f.exception()
+            if error is not None:
+                # The record may well exist: say why this page cannot tell, never "not found".
+                self.handles.jobs.pop(job_id, None)
+                job._lose(error)
+                return
+            self.handles.settle_from(job_id, f.result(), missing=Outcome(
+                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}", code="not_found"))
+
+        self.request(make("get_job", job_id=job_id)).add_done_callback(found)
+        return job
+
+    def read(self, job_id: str) -> asyncio.Future[Any]:
+        """The stored record of ``job_id`` (None: there is none)."""
+        return self.request(make("get_job", job_id=job_id))
+
+    def knows(self, job_id: Any) -> bool:
+        """Whether ``job_id`` is a job this client filed and may still run (its closure is here)."""
+        return job_id in self.runner.closures
+
+    # ------------------------------------------------------------ requests
+
+    def request(self, msg: dict[str, Any], *, to_worker: bool = False) -> asyncio.Future[Any]:
+        """Send a request; the future settles with its reply's value or error. Jobs filed just
+        before go first, or ``delete_job(id)`` right after filing would find nothing to delete.
+        ``to_worker``: to the engine behind :attr:`link` even when requests go elsewhere."""
+        if self._batch:
+            self.flush()
+        return self._send(msg, self.link if to_worker else self.requests_link)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """Send a message that asks for no reply (``wake``, ``online``)."""
+        self.link.send(msg)
+
+    def _send(self, msg: dict[str, Any], link: Link) -> asyncio.Future[Any]:
+        future = asyncio.get_event_loop().create_future()
+        if self.unavailable is not None:
+            future.set_exception(self.unavailable)
+            return future
+        request_id = new_id()
+        self._pending[request_id] = future
+        message = {**msg, "request_id": request_id}
+        if link is self.requests_link and self._held is not None:
+            self._held.append(message)
+            return future
+        try:
+            link.send(message)
+        except Exception as exc:  # a message the link cannot carry: fail it, never leave it waiting
+            self._pending.pop(request_id, None)
+            future.set_exception(PyjobqError(f"{msg.get('type')} could not be sent to the worker: {exc}"))
+        return future
+
+    def _reply(self, msg: dict[str, Any]) -> None:
+        future = self._pending.pop(msg["request_id"], None)
+        if future is None or future.done():
+            return
+        if msg["ok"]:
+            future.set_result(msg.get("value"))
+        else:
+            future.set_exception(reply_error(msg))
+
+    def _job_update(self, msg: dict[str, Any]) -> None:
+        from .core.messages import updated_jobs
+
+        for job in updated_jobs(msg):
+            job_id = job.get("id")
+            # A retried job runs its closure again: keep the closures of failed and cancelled
+            # jobs until they are deleted.
+            if job.get("deleted") or job.get("status") == Status.DONE.value:
+                self.runner.closures.pop(job_id, None)  # type: ignore[arg-type]
+            self.handles.update(job)
+
+    # ------------------------------------------------------------ the worker's start
+
+    def _ready(self, msg: dict[str, Any]) -> None:
+        if msg["source"] == self.source:
+            self.ready = True
+            self._disarm_start()
+
+    def _worker_alive(self, _msg: dict[str, Any]) -> None:
+        self._disarm_start()  # its script runs: waiting for the lease is not bounded
+        held, self._held = self._held, None
+        for message in held or ():
+            self.requests_link.send(message)
+
+    def _worker_error(self, msg: dict[str, Any]) -> None:
+        stage = msg.get("stage")
+        self.fail(WorkerUnavailable.not_started(stage if isinstance(stage, str) else "start", msg["message"]))
+
+    def _stopped(self, msg: dict[str, Any]) -> None:
+        self.fail(WorkerUnavailable(f"persistent jobs stopped on this page: {msg['reason']}",
+                                    code="worker_stopped", worker_message=msg["reason"]))
+
+    def expect_ready(self, timeout_ms: float) -> None:
+        """Bound the worker's start: its script must say ``worker_alive`` within ``timeout_ms``,
+        and once it says ``worker_booting`` (it holds the lease and loads Pyodide) its scheduler
+        must say ``ready`` within ``timeout_ms`` again. A tab waiting for the lease in between
+        waits as long as the lease is held elsewhere. Past a deadline every request fails with
+        a :class:`WorkerUnavailable` (stage ``timeout``): no request waits for ever."""
+        self._start_timeout_ms = timeout_ms
+        self._arm_start()
+
+    def _arm_start(self) -> None:
+        timeout_ms = self._start_timeout_ms
+        if timeout_ms is None or self.ready:
+            return
+        self._disarm_start()
+
+        def check() -> None:
+            self._ready_timer = None
+            if not self.ready:
+                self.fail(WorkerUnavailable.not_started("timeout", f"no answer within {timeout_ms / 1000:g} s"))
+
+        self._ready_timer = self.handles.clock.call_later(timeout_ms, check)
+
+    def _disarm_start(self) -> None:
+        if self._ready_timer is not None:
+            self._ready_timer.cancel()
+            self._ready_timer = None
+
+    def fail(self, error: WorkerUnavailable) -> None:
+        """The engine cannot serve this page any more: fail every request that waits on it and
+        every later one at once with ``error``, and make each stored job's ``done`` raise it
+        (this page can no longer learn their outcomes). Only the first call counts."""
+        if self.unavailable is not None:
+            return
+        self.unavailable = error
+        self._held = None  # their futures fail below; the messages are never sent
+        self._disarm_start()
+        log.error("pyjobq: %s", error)
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.flush()  # jobs filed this turn fail through their enqueue, which now fails at once
+        self.handles.lose_stored(error)
+        if self.on_unavailable is not None:
+            try:
+                self.on_unavailable(error)
+            except Exception:
+                log.exception("pyjobq: the on_unavailable hook raised")
+
+    def close(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()

@@ -1,0 +1,175 @@
+"""Job handles and listeners: what this page tells its code about jobs.
+
+:class:`Listeners` are the page's ``on_update`` callbacks and ``updates()`` iterators: every
+``job-update`` reaches them, from either engine and from other tabs. :class:`Handles` are the
+:class:`~pyjobq.handle.Job` handles of one engine's jobs, and settle each one's ``done`` once.
+
+The channel is news, the store is the truth (spec: "Updates"): a handle settles on its own
+engine's word over the link, but news of an end heard from another tab — or a result too
+big to travel — is checked against the store first (:meth:`Handles.confirm`). An engine
+whose handles can :attr:`~Handles.read` the store also rereads, every
+:data:`~pyjobq.core.messages.RECHECK_MS`, the records of jobs still outstanding here: a
+message lost on the way costs that long, never a ``done`` that never resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncIterator, Callable
+
+from .core.messages import RECHECK_MS
+from .core.outcome import Outcome
+from .core.ports import Clock
+from .core.status import TERMINAL, Status
+from .handle import Job, JobUpdate
+
+log = logging.getLogger("pyjobq")
+
+#: Reads one stored record by id (None: there is none).
+Read = Callable[[str], "asyncio.Future[Any]"]
+
+
+class Listeners:
+    """The page's ``job-update`` listeners."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[JobUpdate], None]] = []
+
+    def add(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
+        """Call ``callback(update)`` for every ``job-update``; returns a function that unsubscribes."""
+        self._callbacks.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return unsubscribe
+
+    def __len__(self) -> int:
+        return len(self._callbacks)
+
+    def tell(self, update: JobUpdate) -> None:
+        """Hand ``update`` to every listener; one that raises is logged and the rest still hear."""
+        for callback in list(self._callbacks):
+            try:
+                callback(update)
+            except Exception:
+                log.exception("pyjobq: a job-update listener raised")
+
+    async def updates(self) -> AsyncIterator[JobUpdate]:
+        """``async for update in updates()``: every ``job-update`` from now on."""
+        queue: asyncio.Queue[JobUpdate] = asyncio.Queue()
+        unsubscribe = self.add(queue.put_nowait)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            unsubscribe()
+
+
+def _ended(job: dict[str, Any]) -> bool:
+    return bool(job.get("deleted")) or job.get("status") in TERMINAL
+
+
+def _deleted(job_id: str) -> Outcome:
+    return Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code="deleted")
+
+
+class Handles:
+    """The handles of one engine's jobs on this page.
+
+    Args:
+        listeners: told of every update this engine's jobs get.
+        clock: for the recheck timer.
+        read: reads a record from this engine's store; None for an engine whose word is
+            never lost (volatile jobs: the engine runs in this page), which then neither
+            confirms news nor rechecks.
+    """
+
+    def __init__(self, listeners: Listeners, clock: Clock, read: Read | None = None) -> None:
+        self.listeners = listeners
+        self.clock = clock
+        self.read = read
+        self.jobs: dict[str, Job] = {}
+        self._confirming: set[str] = set()  # ids whose news of an end is being checked
+        self._recheck_timer: Any = None
+        #: Set once this page can no longer learn outcomes: nothing is reread after that.
+        self.lost: BaseException | None = None
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.jobs
+
+    def get(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def add(self, job_id: str) -> Job:
+        """A new handle on ``job_id`` (filed here, or looked up by id)."""
+        job = Job(job_id)
+        self.jobs[job_id] = job
+        self._arm_recheck()
+        return job
+
+    def settle(self, job_id: str, outcome: Outcome) -> None:
+        handle = self.jobs.pop(job_id, None)
+        if handle is not None:
+            handle._settle(outcome)
+
+    def settle_from(self, job_id: str, record: dict[str, Any] | None, *, missing: Outcome | None = None) -> None:
+        """Settle from a stored record: terminal → its outcome; none → ``missing`` (default:
+        deleted); anything else → not yet."""
+        if record is None:
+            self.settle(job_id, missing or _deleted(job_id))
+        elif record.get("status") in TERMINAL:
+            self.settle(job_id, Outcome.of(record))
+
+    def lose_stored(self, error: BaseException) -> None:
+        """This page can no longer learn these jobs' outcomes: each stored one's ``done`` raises
+        ``error`` (one still being filed fails through its enqueue instead)."""
+        self.lost = error
+        for job_id, handle in list(self.jobs.items()):
+            if handle._stored.done():
+                del self.jobs[job_id]
+                handle._lose(error)
+
+    def update(self, job: dict[str, Any], *, trusted: bool = True) -> None:
+        """A ``job-update``: news for every listener. ``done`` settles on it only when it is this
+        engine's own word (``trusted``) and whole; otherwise an end is checked first."""
+        self.listeners.tell(JobUpdate(job))
+        job_id = job.get("id")
+        if not isinstance(job_id, str) or job_id not in self.jobs or not _ended(job):
+            return
+        if not trusted or job.get("result_truncated"):
+            self.confirm(job_id)
+        elif job.get("deleted"):
+            self.settle(job_id, _deleted(job_id))
+        else:
+            self.settle(job_id, Outcome.of(job))
+
+    def confirm(self, job_id: str) -> None:
+        """Settle ``done`` from the stored record, which news said has ended: terminal → its
+        outcome; gone → deleted; anything else → the news was wrong, wait for more."""
+        if self.read is None or job_id in self._confirming or self.lost is not None:
+            return
+        self._confirming.add(job_id)
+
+        def read(f: asyncio.Future[Any]) -> None:
+            self._confirming.discard(job_id)
+            if job_id in self.jobs and not f.cancelled() and f.exception() is None:
+                self.settle_from(job_id, f.result())
+
+        self.read(job_id).add_done_callback(read)
+
+    def _arm_recheck(self) -> None:
+        if self.read is not None and self._recheck_timer is None and self.lost is None:
+            self._recheck_timer = self.clock.call_later(RECHECK_MS, self._recheck)
+
+    def _recheck(self) -> None:
+        """Read the records of jobs still outstanding here, settling those that ended."""
+        self._recheck_timer = None
+        outstanding = [job_id for job_id, handle in self.jobs.items() if not handle._done.done()]
+        for job_id in outstanding:
+            if self.jobs[job_id]._stored.done():
+                self.confirm(job_id)
+        if outstanding:
+            self._arm_recheck()

@@ -1,0 +1,272 @@
+"""Running user code: the executors of one engine's jobs, on the page that holds them.
+
+A :class:`Runner` answers its engine's ``run`` with ``run_started`` (in the same event) and
+then ``run_result``; ``abandon_run`` drops a run, ``abort_run`` aborts its signal. The
+persistent engine's runner rebuilds each executor from its reconstructor and params; the
+volatile engine's runs the closures ``enqueue`` was given, which live only in this tab
+(spec: "Where jobs run"). Which of the two a runner is, is which table it was made with —
+nothing here asks which engine a job belongs to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .abort import AbortSignal
+from .core.messages import ABANDON_GRACE_MS, make
+from .core.ports import Clock, Link, LockManager, LockStolen
+from .core.records import check_json
+from .errors import InvalidJobError, OrphanedJobError, PyjobqError
+from .fetch import Answer, code_from_body
+
+#: An executor: an async callable taking the job's abort signal.
+Executor = Callable[[AbortSignal], Any]
+
+# Which job the current task runs, for report_progress(); asyncio copies it into the task.
+_current_run: contextvars.ContextVar[tuple[Link, str] | None] = \
+    contextvars.ContextVar("pyjobq_current_run", default=None)
+
+
+def report_progress(fraction: float, note: str | None = None) -> None:
+    """From inside an executor: tell every job table how far along the job is.
+
+    ``fraction`` is clamped to 0..1. Progress travels in a ``job-update`` and is
+    not stored. Outside an executor this raises :class:`PyjobqError`.
+    """
+    current = _current_run.get()
+    if current is None:
+        raise PyjobqError("report_progress() was called outside a running job's executor")
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise InvalidJobError(f"progress must be a number between 0 and 1, got {fraction!r}")
+    link, job_id = current
+    link.send(make("progress", job_id=job_id, progress=min(1.0, max(0.0, float(fraction))),
+                   note=None if note is None else str(note)))
+
+
+def current_job_id() -> str | None:
+    """From inside an executor: the id of the job it runs; None outside one."""
+    current = _current_run.get()
+    return None if current is None else current[1]
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs run")."""
+    status = getattr(exc, "status", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    code = getattr(exc, "code", None)
+    if not isinstance(code, str):
+        code = code_from_body(getattr(exc, "body", None))
+    message = str(exc) or type(exc).__name__
+    return {
+        "ok": False,
+        "error": message if isinstance(exc, PyjobqError) else f"{type(exc).__name__}: {message}",
+        "status": status,
+        "code": code,
+        "terminal": getattr(exc, "terminal", False) is True,
+        "interrupted": getattr(exc, "interrupted", False) is True,
+    }
+
+
+@dataclass
+class _Run:
+    """A run this page has in hand, from ``run`` until its executor settled."""
+
+    task: asyncio.Future[Any]
+    signal: AbortSignal
+    #: The scheduler's claim identifier, echoed in every answer; None from an older scheduler.
+    claim: str | None
+    #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
+    abandoned: bool = False
+    grace: Any = None
+
+
+def _claimed(fields: dict[str, Any], claim: str | None) -> dict[str, Any]:
+    """An answer's fields with the claim it answers: echoed only when the ``run`` had one."""
+    return fields if claim is None else {**fields, "claim": claim}
+
+
+class Runner:
+    """The runs of one engine's jobs on this page.
+
+    Args:
+        link: where the engine's ``run`` came from, and where every answer goes.
+        clock: for the abandon grace.
+        registry: reconstructor name → factory (``factory(params)`` returns the executor).
+        closures: job id → executor, for jobs whose code lives only in this tab (volatile).
+        locks, yields: the page's ``navigator.locks`` and job type → yield lock: a run of such
+            a type holds its yield lock in shared mode (spec: "Yielding"). None: no yielding.
+        is_online: ``navigator.onLine`` where the executor runs, read when an attempt fails.
+        refusing: True while this page may not begin runs (it let the processor lease go,
+            :mod:`pyjobq.lease`): a ``run`` then is given back unspent.
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        *,
+        clock: Clock,
+        registry: Mapping[str, Callable[[Any], Executor]] | None = None,
+        closures: dict[str, Executor] | None = None,
+        locks: LockManager | None = None,
+        yields: Mapping[str, str] | None = None,
+        is_online: Callable[[], bool] | None = None,
+        refusing: Callable[[], bool] | None = None,
+    ) -> None:
+        self.link = link
+        self.clock = clock
+        self.registry: dict[str, Callable[[Any], Executor]] = dict(registry or {})
+        #: The closures of jobs this tab filed and may still run (a retried job runs again).
+        self.closures: dict[str, Executor] = closures if closures is not None else {}
+        self.locks = locks
+        self.yields = dict(yields or {})
+        #: ``navigator.onLine`` where the executor runs; None: say nothing of it.
+        self.is_online = is_online
+        self._refusing = refusing
+        self.running: dict[str, _Run] = {}
+
+    def run(self, msg: dict[str, Any]) -> None:
+        """A ``run``: refuse it unspent, or start it and answer ``run_started`` now."""
+        job_id = msg["job_id"]
+        if self._refusing is not None and self._refusing():
+            # Claimed after this page let the lease go (freeze/pagehide), before the worker
+            # knew: give it back unspent for whoever holds the lease now (pyjobq/lease.py).
+            self._send_result(job_id, _claimed({
+                "ok": False, "interrupted": True, "code": "lease_revoked",
+                "error": "the page let the processor lease go (frozen or hidden) before this run began",
+            }, msg.get("claim")))
+            return
+        if job_id in self.running:
+            # A second run of a job this page is still running (an answer of the first may
+            # be in flight): refuse it, unspent, rather than run the job twice at once.
+            self._send_result(job_id, _claimed({
+                "ok": False, "interrupted": True, "code": "already_running",
+                "error": "this page is still running an earlier claim of this job",
+            }, msg.get("claim")))
+            return
+        started = self._start(msg)
+        if started is not None:
+            asyncio.ensure_future(self._finish(job_id, started))
+
+    def abort(self, msg: dict[str, Any]) -> None:
+        """An ``abort_run``: abort the run's signal (its executor decides what to do)."""
+        running = self.running.get(msg["job_id"])
+        if running is not None:
+            running.signal.abort(msg.get("reason") or "aborted")
+
+    def abandon(self, job_id: str, claim: str | None = None, *, at_once: bool = False) -> None:
+        """Drop a run: abort its signal; cancel its task at once unless the executor heeds the
+        signal (then only after :data:`ABANDON_GRACE_MS`). The run stays in hand — a second
+        ``run`` of the job is refused — until its task ended, which the page then confirms."""
+        run = self.running.get(job_id)
+        if run is None or (claim is not None and run.claim is not None and claim != run.claim):
+            return
+        if run.abandoned and not at_once:
+            return
+        run.abandoned = True
+        run.signal.abort("abandoned")
+        if at_once or not run.signal.heeded:
+            run.task.cancel()
+        elif run.grace is None:
+            task = run.task
+
+            def cancel() -> None:
+                task.cancel()
+
+            run.grace = self.clock.call_later(ABANDON_GRACE_MS, cancel)
+
+    def _executor(self, msg: dict[str, Any]) -> Executor | None:
+        """The job's executor: its closure, or rebuilt by its reconstructor. None when the run
+        was answered instead (no such reconstructor here, or its factory raised)."""
+        job_id, name = msg["job_id"], msg["reconstructor"]
+        executor = self.closures.get(job_id)
+        if executor is not None:
+            return executor
+        factory = self.registry.get(name)
+        if factory is None:
+            self._send_result(job_id, _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))
+            return None
+        try:
+            return factory(msg.get("params"))
+        except Exception as exc:
+            fields = error_fields(exc)
+            fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
+                          terminal=True, code="reconstructor_failed")
+            self._send_result(job_id, _claimed(fields, msg.get("claim")))
+            return None
+
+    def _start(self, msg: dict[str, Any]) -> asyncio.Future[Any] | None:
+        """Rebuild the executor, start it and say ``run_started`` — all in the ``run`` message's
+        own event, so the handshake costs no extra turn of the event loop."""
+        executor = self._executor(msg)
+        if executor is None:
+            return None
+        job_id = msg["job_id"]
+        signal = AbortSignal()
+        token = _current_run.set((self.link, job_id))
+        try:
+            task: asyncio.Future[Any] = asyncio.ensure_future(executor(signal))
+        finally:
+            _current_run.reset(token)
+        claim: str | None = msg.get("claim")
+        self.running[job_id] = _Run(task, signal, claim)
+        self.link.send(make("run_started", job_id=job_id, **({"claim": claim} if claim is not None else {})))
+        yield_lock = self.yields.get(msg.get("job_type", ""))
+        if yield_lock and self.locks is not None:
+            self._hold_shared(yield_lock, task, signal)
+        return task
+
+    async def _finish(self, job_id: str, task: asyncio.Future[Any]) -> None:
+        """Await the executor and answer ``run_result`` (only these fields survive the closure)."""
+        fields: dict[str, Any]
+        run = self.running[job_id]
+        try:
+            fields = {"ok": True, "result": await task}
+        except asyncio.CancelledError:
+            fields = error_fields(PyjobqError("the run was cancelled on its page"))
+        except Exception as exc:
+            fields = error_fields(exc)
+            if self.is_online is not None:
+                fields["offline"] = not self.is_online()  # read now: when the attempt failed
+        finally:
+            if self.running.get(job_id) is run:
+                del self.running[job_id]
+            if run.grace is not None:
+                run.grace.cancel()
+        if run.abandoned:
+            # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
+            # that it ended before the job's type runs again (an older one waits for nothing).
+            if run.claim is not None:
+                self._send_result(job_id, {"ok": False, "error": "abandoned", "code": "abandoned",
+                                           "claim": run.claim})
+            return
+        if fields["ok"] and isinstance(fields["result"], Answer):
+            fields.update(result=fields["result"].result, status=fields["result"].status)
+        if fields["ok"]:
+            try:
+                check_json(fields["result"], "the executor's result")
+            except InvalidJobError as exc:
+                # Repeating the work would produce the same result: fail at once.
+                fields = error_fields(exc)
+                fields.update(terminal=True, code="result_not_cloneable")
+        self._send_result(job_id, _claimed(fields, run.claim))
+
+    def _send_result(self, job_id: str, fields: dict[str, Any]) -> None:
+        self.link.send(make("run_result", job_id=job_id, **fields))
+
+    def _hold_shared(self, lock: str, task: asyncio.Future[Any], signal: AbortSignal) -> None:
+        """Hold the job type's yield lock in shared mode while it runs: foreground work that
+        takes it with ``steal: true`` rejects this request, which aborts the job's signal
+        (spec: "Yielding")."""
+        assert self.locks is not None
+
+        async def hold(_lock: Any) -> None:
+            await asyncio.wait({task})
+
+        def released(request: asyncio.Future[Any]) -> None:
+            if not request.cancelled() and isinstance(request.exception(), LockStolen):
+                signal.abort(f"yield lock {lock!r} was taken")
+
+        asyncio.ensure_future(self.locks.request(lock, hold, mode="shared")).add_done_callback(released)
