@@ -334,6 +334,17 @@ class ExecutorSide:
 
     # ------------------------------------------------------------ stop
 
+    def crash(self) -> None:
+        """The page is gone, as a crashed tab is: it hears nothing more from its engines or the
+        channel, and every run it has in hand ends, cancelled, unanswered. What it held — the
+        lease, run locks — is for the engines to find out (a crashed page's locks go with it).
+        For test kits (:meth:`pyjobq.testing.Tab.crash`); a live page calls :meth:`stop`."""
+        for engine in self._engines():
+            engine.close()
+            for run in engine.runner.running.values():
+                run.task.cancel()
+        self.stop()
+
     def stop(self) -> None:
         """Clear the volatile retry wake and close the channel (spec: "The queue registers as
         the job-queue service"). The queue still runs: updates from other tabs stop, our

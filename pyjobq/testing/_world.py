@@ -413,7 +413,7 @@ class Tab:
         for channel in (self.page_channel, self.worker_channel, self.request_channel):
             if channel is not None:
                 channel.crash()
-        self.queue.stop()
+        self.queue.crash()
         self.frozen = False
         for waiter in self._thaw_waiters:
             waiter.cancel()
