@@ -4,8 +4,9 @@ the one-tab world most tests start from. Import from here; don't copy them into 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable, Callable
 
+from pyjobq.abort import AbortSignal
 from pyjobq.testing import Response, Tab, World
 
 
@@ -48,6 +49,23 @@ class Server:
     def paths(self) -> list[str]:
         """The path of every call, in order."""
         return [c[1] for c in self.calls]
+
+
+def one_tab(**options: Any) -> tuple[World, Tab]:
+    """A new world with one tab; ``options`` go to :meth:`World.open_tab`."""
+    world = World()
+    return world, world.open_tab(**options)
+
+
+def reconstructor(
+    execute: Callable[[Any, AbortSignal], Awaitable[Any]],
+) -> Callable[[Any], Callable[[AbortSignal], Awaitable[Any]]]:
+    """A reconstructor whose executor, given a job's params, is ``execute(params, signal)``."""
+    def factory(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
+        async def executor(signal: AbortSignal) -> Any:
+            return await execute(params, signal)
+        return executor
+    return factory
 
 
 def serving(*answers: Any, **options: Any) -> tuple[World, Server, Tab]:

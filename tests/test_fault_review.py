@@ -23,7 +23,7 @@ from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox
 from pyjobq.testing import CHANNEL, LOCK, Response, Tab, World, run, settle
 from store_contract import make_record
-from helpers import Server, serving
+from helpers import Server, one_tab, reconstructor, serving
 
 
 def nested(levels: int) -> Any:
@@ -301,16 +301,13 @@ def test_a_body_too_deep_to_store_is_refused_at_the_call_and_its_batch_is_stored
 
 def test_a_result_too_deep_to_store_fails_its_job_once() -> None:
     async def main() -> None:
-        world = World()
         runs: list[int] = []
 
-        def factory(params: Any) -> Any:
-            async def executor(signal: Any) -> Any:
-                runs.append(1)
-                return nested(600)
-            return executor
+        async def deep(params: Any, signal: Any) -> Any:
+            runs.append(1)
+            return nested(600)
 
-        tab = world.open_tab(reconstructors={"deep": factory})
+        world, tab = one_tab(reconstructors={"deep": reconstructor(deep)})
         job = tab.side.enqueue_persistent("deep", None, max_attempts=3)
         for _ in range(3):
             await world.advance(60_000)
