@@ -7,7 +7,8 @@ import asyncio
 from typing import Any, Awaitable, Callable
 
 from pyjobq.abort import AbortSignal
-from pyjobq.testing import Response, Tab, World
+from pyjobq.handle import Job
+from pyjobq.testing import Response, Tab, World, settle
 
 
 class Server:
@@ -73,3 +74,12 @@ def serving(*answers: Any, **options: Any) -> tuple[World, Server, Tab]:
     :meth:`World.open_tab`."""
     world, server = World(), Server(*answers)
     return world, server, world.open_tab(transport=server, **options)
+
+
+async def holding(path: str, **enqueue: Any) -> tuple[World, Server, Tab, Job]:
+    """A one-tab world (``serving("hold")``) whose job ``POST path`` (``enqueue`` options) is
+    on the wire now, held by the server."""
+    world, server, tab = serving("hold")
+    job = tab.side.enqueue_fetch("POST", path, **enqueue)
+    await settle()
+    return world, server, tab, job

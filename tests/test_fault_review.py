@@ -23,7 +23,7 @@ from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox
 from pyjobq.testing import CHANNEL, LOCK, Response, Tab, World, run, settle
 from store_contract import make_record
-from helpers import Server, one_tab, reconstructor, serving
+from helpers import Server, holding, one_tab, reconstructor, serving
 
 
 def nested(levels: int) -> Any:
@@ -203,9 +203,7 @@ def test_a_transport_of_three_arguments_is_called_as_before() -> None:
 
 def test_an_answer_for_another_claim_is_ignored() -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/slow")
-        await settle()
+        world, server, tab, job = await holding("/slow")
         # Run 1's answer, still in flight when the job was claimed again: another claim's word.
         tab.page_link.send(make("run_result", job_id=job.id, claim="tab1:999", ok=True, result={"old": True}))
         await settle()
@@ -236,9 +234,7 @@ def test_a_page_refuses_a_second_run_of_a_job_it_is_running() -> None:
 
 async def a_run_and_another_tab() -> tuple[World, Server, Tab, Job, Tab]:
     """Tab A with its job ``/real`` held on the wire, and a second tab B."""
-    world, server, a = serving("hold")
-    job = a.side.enqueue_fetch("POST", "/real")
-    await settle()
+    world, server, a, job = await holding("/real")
     return world, server, a, job, world.open_tab()
 
 
@@ -318,9 +314,7 @@ def test_a_result_too_deep_to_store_fails_its_job_once() -> None:
 
 def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_again() -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
-        await settle()
+        world, server, tab, job = await holding("/x", max_attempts=3)
         claim = next(iter(tab.scheduler.flights)).claim
         # An older page that checks no depth answers with a result nobody can store.
         tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True, result=nested(600)))

@@ -16,7 +16,7 @@ from pyjobq.core.messages import make
 from pyjobq.lease import LeaseHolder, fake_grab
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
-from helpers import Server, serving
+from helpers import Server, holding, serving
 
 
 def holder_and_worker(hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any, list[dict[str, Any]]]:
@@ -262,9 +262,7 @@ def test_stale_and_foreign_lease_messages_change_nothing() -> None:
 
 def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
     async def main() -> None:
-        world, server, a = serving("hold")
-        job = a.side.enqueue_fetch("POST", "/w")
-        await settle()
+        world, server, a, job = await holding("/w")
         assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, job.id): "exclusive"}
         server.release("/w", Response(200, {}))
         await settle()
