@@ -13,7 +13,7 @@ from pyjobq.scheduler import RETENTION_MS
 from pyjobq.testing import Response
 from pyjobq.testing import World, run, sequential_ids, settle
 from store_contract import make_record
-from helpers import Server, one_tab, reconstructor, serving
+from helpers import Server, holding, one_tab, reconstructor, serving
 
 HOUR = 3600 * 1000.0
 
@@ -168,9 +168,7 @@ def test_http_errors_carry_status_and_the_body_code() -> None:
 
 def test_delete_job_of_a_running_job_aborts_it_and_done_resolves_deleted() -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/long")
-        await settle()
+        world, server, tab, job = await holding("/long")
         assert server.holding == ["/long"]
         assert await tab.side.delete_job(job.id) is True
         await settle()
@@ -262,9 +260,7 @@ def test_lanes_two_types_side_by_side_one_type_serial() -> None:
 
 def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.scheduler.stop()
         server.release("/x")
         await settle()
@@ -277,9 +273,7 @@ def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: py
 
 def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.side.stop()
         tab.side.stop()
         server.release("/x")
@@ -310,9 +304,7 @@ def test_job_handle_for_an_already_finished_job() -> None:
 
 def test_job_handle_after_reload_resolves_when_the_job_finishes() -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.crash()
         reloaded = world.open_tab(transport=server)
         handle = reloaded.side.job(job.id)
