@@ -1,5 +1,6 @@
-"""What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport and
-the one-tab world most tests start from. Import from here; don't copy them into a test file."""
+"""What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport
+(:class:`Server`), the one-tab worlds most tests start from (:func:`one_tab`, :func:`serving`,
+:func:`holding`) and :func:`reconstructor`. Import from here; don't copy them into a test file."""
 
 from __future__ import annotations
 
