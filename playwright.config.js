@@ -9,14 +9,8 @@ const { defineConfig } = require("@playwright/test");
 const PORT = Number(process.env.E2E_PORT || 8123);
 const SITE = process.env.E2E_SITE || "build/site";
 const BASE_URL = `http://127.0.0.1:${PORT}`;
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
+// One list for every launcher (tests/conftest.py, scripts/bench.mjs and demo.mjs, lifecycle.spec.js).
+const CHROMIUM_ARGS = require("./tests/chromium-flags.json");
 
 module.exports = defineConfig({
   testDir: "tests/e2e",

@@ -5,7 +5,7 @@
 //
 // Env: DEMO_PORT (8000), CHROMIUM_PATH (/usr/bin/chromium).
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "@playwright/test";
@@ -14,8 +14,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const PORT = Number(process.env.DEMO_PORT || 8000);
 const BASE = `http://127.0.0.1:${PORT}`;
 const EXIT = process.env.DEMO_EXIT === "1";
-const ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run"];
+const ARGS = JSON.parse(readFileSync(path.join(ROOT, "tests/chromium-flags.json"), "utf8"));
 
 const t0 = Date.now();
 const say = (msg) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)}s] ${msg}`);

@@ -21,9 +21,7 @@ Control: ``GET /__demo/state`` (mode, token, notes, the last 200 requests),
 
 from __future__ import annotations
 
-import argparse
 import json
-import posixpath
 import random
 import re
 import secrets
@@ -31,15 +29,12 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-MIME = {
-    ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-    ".json": "application/json", ".html": "text/html; charset=utf-8", ".whl": "application/octet-stream",
-    ".zip": "application/zip", ".css": "text/css", ".py": "text/x-python; charset=utf-8",
-    ".txt": "text/plain; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml",
-}
+# The static half (files, no-store, JSON replies, the command line) is the test server's.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from server import StaticHandler, arguments, bind, serve  # noqa: E402
 
 
 class Demo:
@@ -60,31 +55,13 @@ class Demo:
                 "forbid": self.forbid, "notes": self.notes, "log": self.log[-200:]}
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(StaticHandler):
     server_version = "pyjobq-demo/1"
-    protocol_version = "HTTP/1.1"
-    root: Path
     demo: Demo
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _json(self, status: int, obj) -> None:
-        self._send(status, json.dumps(obj).encode(), "application/json")
 
     def _handle(self) -> None:
         url = urllib.parse.urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self._read_body()
         try:
             if url.path.startswith("/__demo/"):
                 self._control(url.path, raw)
@@ -175,46 +152,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(200, d.state())
         self._json(404, {"code": "unknown_control"})
 
-    def _static(self, path: str) -> None:
-        rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
-        target = (self.root / rel).resolve()
-        if not target.is_relative_to(self.root):
-            return self._json(403, {"code": "forbidden"})
-        if target.is_dir():
-            if not path.endswith("/"):
-                self.send_response(301)
-                self.send_header("Location", path + "/")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            target = target / "index.html"
-        if not target.is_file():
-            return self._send(404, b"not found\n", "text/plain")
-        self._send(200, target.read_bytes(), MIME.get(target.suffix, "application/octet-stream"))
-
 
 def make_server(port: int, root: Path, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    handler = type("DemoHandler", (Handler,), {"root": root.resolve(), "demo": Demo()})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return bind(Handler, port, host, root=root.resolve(), demo=Demo())
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description="pyjobq demo server")
-    ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--root", type=Path, default=Path("build/site"))
-    args = ap.parse_args()
-    server = make_server(args.port, args.root, args.host)
-    print(f"demo server on http://{args.host}:{server.server_address[1]}/demo/", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    args = arguments("pyjobq demo server", 8000).parse_args()
+    return serve(make_server(args.port, args.root, args.host), "demo server on {base}/demo/")
 
 
 if __name__ == "__main__":

@@ -10,21 +10,17 @@ overridden here to launch Debian's chromium by path. Like the original it is mod
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-# Flags that keep Chromium quiet offline (DESIGN.md, "Offline toolchain").
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# Flags that keep Chromium quiet offline (DESIGN.md, "Offline toolchain"); Playwright's config
+# reads the same file.
+CHROMIUM_ARGS = json.loads(Path(__file__).with_name("chromium-flags.json").read_text())
 
 
 @pytest.fixture(scope="module")

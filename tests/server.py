@@ -58,6 +58,8 @@ MIME = {
     ".map": "application/json",
     ".py": "text/x-python; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
 }
 
 DEFAULT_TOKEN = "t0"
@@ -101,14 +103,14 @@ class State:
             return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
-class Handler(BaseHTTPRequestHandler):
-    server_version = "pyjobq-test/1"
+class StaticHandler(BaseHTTPRequestHandler):
+    """Serves ``root`` with ``Cache-Control: no-store``; the JSON and logging plumbing of both
+    this server and the demo's (scripts/demo_server.py subclasses it)."""
+
     protocol_version = "HTTP/1.1"
     root: Path
-    state: State
-    quiet: bool
+    quiet = True
 
-    # -- plumbing ---------------------------------------------------------------------
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
         if not self.quiet:
             sys.stderr.write("%s %s\n" % (self.address_string(), format % args))
@@ -133,6 +135,29 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, obj) -> None:
         self._send(status, json.dumps(obj).encode(), "application/json")
 
+    def _static(self, path: str) -> None:
+        rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
+        target = (self.root / rel).resolve()
+        if not target.is_relative_to(self.root):
+            return self._json(403, {"code": "forbidden"})
+        if target.is_dir():
+            if not path.endswith("/"):
+                # As http.server and static hosts do: the folder's index.html links relative
+                # URLs, which resolve against the slash (JupyterLite opens /lite/notebooks?path=…).
+                query = urllib.parse.urlsplit(self.path).query
+                return self._send(301, b"", "text/plain", {"Location": path + "/" + ("?" + query if query else "")})
+            target = target / "index.html"
+        if not target.is_file():
+            return self._send(404, b"not found\n", "text/plain")
+        ctype = MIME.get(target.suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        self._send(200, target.read_bytes(), ctype)
+
+
+class Handler(StaticHandler):
+    server_version = "pyjobq-test/1"
+    state: State
+
+    # -- plumbing ---------------------------------------------------------------------
     def _record(self, path: str, status: int, **extra) -> None:
         entry = {
             "started": self._started,
@@ -321,40 +346,28 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, {"ok": True})
         return self._json(404, {"code": "unknown_control"})
 
-    def _static(self, path: str) -> None:
-        rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
-        target = (self.root / rel).resolve()
-        if not target.is_relative_to(self.root):
-            return self._json(403, {"code": "forbidden"})
-        if target.is_dir():
-            if not path.endswith("/"):
-                # As http.server and static hosts do: the folder's index.html links relative
-                # URLs, which resolve against the slash (JupyterLite opens /lite/notebooks?path=…).
-                query = urllib.parse.urlsplit(self.path).query
-                return self._send(301, b"", "text/plain", {"Location": path + "/" + ("?" + query if query else "")})
-            target = target / "index.html"
-        if not target.is_file():
-            return self._send(404, b"not found\n", "text/plain")
-        ctype = MIME.get(target.suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        self._send(200, target.read_bytes(), ctype)
 
-
-def make_server(port: int, root: Path, quiet: bool = True, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    handler = type("BoundHandler", (Handler,), {"root": root.resolve(), "state": State(), "quiet": quiet})
-    server = ThreadingHTTPServer((host, port), handler)
+def bind(handler: type[StaticHandler], port: int, host: str = "127.0.0.1", **attrs) -> ThreadingHTTPServer:
+    """A threading server on ``host:port`` (0: a free port) whose handler is ``handler`` with
+    ``attrs`` set on a subclass, so each server keeps its own state."""
+    server = ThreadingHTTPServer((host, port), type("Bound" + handler.__name__, (handler,), attrs))
     server.daemon_threads = True
     return server
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description="pyjobq test server")
-    ap.add_argument("--port", type=int, default=8123)
+def arguments(description: str, port: int) -> argparse.ArgumentParser:
+    """The command line both servers take: ``--port``, ``--host``, ``--root``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--port", type=int, default=port)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--root", type=Path, default=Path("build/site"))
-    ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
-    args = ap.parse_args()
-    server = make_server(args.port, args.root, quiet=not args.verbose, host=args.host)
-    print(f"listening on http://{args.host}:{server.server_address[1]}", flush=True)
+    return ap
+
+
+def serve(server: ThreadingHTTPServer, banner: str) -> int:
+    """Print ``banner`` (``{base}`` is the server's URL), serve until Ctrl-C, close."""
+    host, port = server.server_address[:2]
+    print(banner.format(base=f"http://{host}:{port}"), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -362,6 +375,17 @@ def main() -> int:
     finally:
         server.server_close()
     return 0
+
+
+def make_server(port: int, root: Path, quiet: bool = True, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    return bind(Handler, port, host, root=root.resolve(), state=State(), quiet=quiet)
+
+
+def main() -> int:
+    ap = arguments("pyjobq test server", 8123)
+    ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = ap.parse_args()
+    return serve(make_server(args.port, args.root, quiet=not args.verbose, host=args.host), "listening on {base}")
 
 
 if __name__ == "__main__":

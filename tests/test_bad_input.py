@@ -9,9 +9,8 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from pyjobq.errors import InvalidJobError
-from pyjobq.testing import Response
-from pyjobq.testing import CHANNEL, World, settle
-from test_executor_scheduler import run
+from pyjobq.testing import CHANNEL, World, run, settle
+from helpers import serving
 
 
 def test_enqueue_rejects_a_body_that_cannot_be_stored_before_anything_is_filed() -> None:
@@ -98,8 +97,7 @@ def test_a_malformed_or_foreign_channel_message_is_ignored_and_logged(
     data: Any, caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=lambda *a: _ok())
+        world, _, tab = serving()
         seen: list[Any] = []
         tab.side.on_update(seen.append)
         caplog.set_level(logging.WARNING, logger="pyjobq")
@@ -112,26 +110,15 @@ def test_a_malformed_or_foreign_channel_message_is_ignored_and_logged(
     run(main)
 
 
-async def _ok() -> Response:
-    return Response(200, {"ok": True})
-
-
 def test_a_10_mb_body_is_stored_whole_and_stays_out_of_job_updates() -> None:
     async def main() -> None:
-        world = World()
-        bodies: list[Any] = []
-
-        async def transport(method: str, path: str, body: Any) -> Any:
-            bodies.append(body)
-            return Response(200, {"ok": True})
-
-        tab = world.open_tab(transport=transport)
+        world, server, tab = serving()
         updates: list[Any] = []
         tab.side.on_update(updates.append)
         big = {"blob": "x" * 10_000_000}
         job = tab.side.enqueue_fetch("PUT", "/big", big)
         await settle()
         assert (await asyncio.wait_for(job.done, 5)).status == "done"
-        assert bodies == [big]
+        assert [body for _, _, body in server.calls] == [big]
         assert updates and all("_params" not in u for u in updates)
     run(main)

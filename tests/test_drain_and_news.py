@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import pytest
 
 from pyjobq.browser import drain
 from pyjobq.core.messages import updated_jobs
 from pyjobq.publisher import NEWS_BATCH, Publisher
-from pyjobq.testing import record
+from pyjobq.testing import record, run
 
 
 class BrowserTasks:
@@ -18,6 +20,7 @@ class BrowserTasks:
     def __init__(self) -> None:
         self.queued: list[Callable[[], None]] = []
         self.ran = 0
+        self.loop: asyncio.AbstractEventLoop
 
     def schedule(self, callback: Callable[[], None]) -> None:
         self.queued.append(callback)
@@ -27,10 +30,18 @@ class BrowserTasks:
         self.queued.pop(0)()
 
 
-def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order() -> None:
-    loop = asyncio.new_event_loop()
+@pytest.fixture
+def tasks() -> Iterator[BrowserTasks]:
+    """The browser's task queue, with the batched event loop installed on a new loop (``.loop``)."""
     tasks = BrowserTasks()
-    drain.install(loop, schedule=tasks.schedule)
+    tasks.loop = asyncio.new_event_loop()
+    drain.install(tasks.loop, schedule=tasks.schedule)
+    yield tasks
+    tasks.loop.close()
+
+
+def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order(tasks: BrowserTasks) -> None:
+    loop = tasks.loop
     seen: list[str] = []
 
     def second() -> None:
@@ -46,13 +57,10 @@ def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_ord
     tasks.run_one()
     assert seen == ["first", "second", "third", "made ready by second"]
     assert tasks.queued == [] and tasks.ran == 1
-    loop.close()
 
 
-def test_a_batch_gives_the_browser_its_turn_after_the_budget(monkeypatch: Any) -> None:
-    loop = asyncio.new_event_loop()
-    tasks = BrowserTasks()
-    drain.install(loop, schedule=tasks.schedule)
+def test_a_batch_gives_the_browser_its_turn_after_the_budget(tasks: BrowserTasks, monkeypatch: Any) -> None:
+    loop = tasks.loop
     now = [0.0]
     monkeypatch.setattr(drain.time, "monotonic", lambda: now[0])
     seen: list[int] = []
@@ -68,13 +76,10 @@ def test_a_batch_gives_the_browser_its_turn_after_the_budget(monkeypatch: Any) -
     tasks.run_one()
     tasks.run_one()
     assert seen == [0, 1, 2, 3, 4] and tasks.queued == []
-    loop.close()
 
 
-def test_a_callback_that_raises_is_reported_and_the_batch_goes_on() -> None:
-    loop = asyncio.new_event_loop()
-    tasks = BrowserTasks()
-    drain.install(loop, schedule=tasks.schedule)
+def test_a_callback_that_raises_is_reported_and_the_batch_goes_on(tasks: BrowserTasks) -> None:
+    loop = tasks.loop
     reported: list[Any] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context["exception"]))
     seen: list[str] = []
@@ -86,17 +91,13 @@ def test_a_callback_that_raises_is_reported_and_the_batch_goes_on() -> None:
     loop.call_soon(seen.append, "after")
     tasks.run_one()
     assert seen == ["after"] and [str(e) for e in reported] == ["boom"]
-    loop.close()
 
 
-def test_installing_twice_changes_nothing() -> None:
-    loop = asyncio.new_event_loop()
-    tasks = BrowserTasks()
-    drain.install(loop, schedule=tasks.schedule)
+def test_installing_twice_changes_nothing(tasks: BrowserTasks) -> None:
+    loop = tasks.loop
     patched = loop.call_soon
     drain.install(loop, schedule=tasks.schedule)
     assert loop.call_soon is patched
-    loop.close()
 
 
 class Recorder:
@@ -109,11 +110,25 @@ class Recorder:
     post = send
 
 
-def test_the_page_hears_at_once_and_other_tabs_after_the_step_merged_in_order() -> None:
+@pytest.fixture
+def log() -> list[tuple[str, Any]]:
+    """What the publisher sent, in order: ("link", message) to the page, ("channel", message) to other tabs."""
+    return []
+
+
+@pytest.fixture
+def publisher(log: list[tuple[str, Any]], request: pytest.FixtureRequest) -> Publisher:
+    """A publisher writing to ``log``; ``parametrize("publisher", ["volatile"], indirect=True)``
+    for a volatile engine's."""
+    volatile = getattr(request, "param", None) == "volatile"
+    return Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
+                     source="tab:volatile" if volatile else "tab", volatile=volatile)
+
+
+def test_the_page_hears_at_once_and_other_tabs_after_the_step_merged_in_order(
+    publisher: Publisher, log: list[tuple[str, Any]],
+) -> None:
     async def main() -> None:
-        log: list[tuple[str, Any]] = []
-        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
-                              source="tab", volatile=False)
         publisher.records([record("a")])
         publisher.records([record("b"), record("c")])
         log.append(("link", "run"))  # what the step does next: hand off the claimed job
@@ -122,15 +137,13 @@ def test_the_page_hears_at_once_and_other_tabs_after_the_step_merged_in_order() 
         assert [name for name, _ in log] == ["link", "link", "link", "channel"]
         [(_, merged)] = [entry for entry in log if entry[0] == "channel"]
         assert [job["id"] for job in updated_jobs(merged)] == ["a", "b", "c"]
+    run(main)
 
-    asyncio.run(main())
 
-
-def test_progress_keeps_its_place_among_the_news_and_batches_stay_within_the_limit() -> None:
+def test_progress_keeps_its_place_among_the_news_and_batches_stay_within_the_limit(
+    publisher: Publisher, log: list[tuple[str, Any]],
+) -> None:
     async def main() -> None:
-        log: list[tuple[str, Any]] = []
-        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
-                              source="tab", volatile=False)
         publisher.records([record(f"r{n}") for n in range(NEWS_BATCH + 1)])
         publisher.progress("r0", 0.5, "half")
         publisher.records([record("late")])
@@ -138,19 +151,15 @@ def test_progress_keeps_its_place_among_the_news_and_batches_stay_within_the_lim
         posted = [updated_jobs(m) for name, m in log if name == "channel"]
         assert [len(jobs) for jobs in posted] == [NEWS_BATCH, 1, 1, 1]
         assert posted[2][0]["progress_only"] and posted[3][0]["id"] == "late"
+    run(main)
 
-    asyncio.run(main())
 
-
-def test_volatile_news_never_reaches_the_channel() -> None:
+@pytest.mark.parametrize("publisher", ["volatile"], indirect=True)
+def test_volatile_news_never_reaches_the_channel(publisher: Publisher, log: list[tuple[str, Any]]) -> None:
     async def main() -> None:
-        log: list[tuple[str, Any]] = []
-        publisher = Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
-                              source="tab:volatile", volatile=True)
         publisher.records([record("v")])
         publisher.progress("v", 1, None)
         await asyncio.sleep(0)
         assert [name for name, _ in log] == ["link", "link"]
         assert all(m["job"]["volatile"] for _, m in log)
-
-    asyncio.run(main())
+    run(main)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -13,46 +13,14 @@ from pyjobq.scheduler import RETENTION_MS
 from pyjobq.testing import Response
 from pyjobq.testing import World, run, sequential_ids, settle
 from store_contract import make_record
+from helpers import Server, holding, one_tab, reconstructor, serving
 
 HOUR = 3600 * 1000.0
 
 
-
-class Server:
-    """A fake transport: answers from a script, or holds a call until released."""
-
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[str, str, Any]] = []
-        self.held: dict[str, asyncio.Future[Any]] = {}
-        self.cancelled: list[str] = []
-
-    async def __call__(self, method: str, path: str, body: Any) -> Any:
-        self.calls.append((method, path, body))
-        answer = self.answers.pop(0) if self.answers else Response(200, {"ok": True})
-        if answer == "hold":
-            self.held[path] = asyncio.get_running_loop().create_future()
-            try:
-                answer = await self.held[path]
-            except asyncio.CancelledError:
-                self.cancelled.append(path)
-                raise
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
-    def release(self, path: str, answer: Any = None) -> None:
-        self.held.pop(path).set_result(answer if answer is not None else Response(200, {"ok": True}))
-
-    @property
-    def holding(self) -> list[str]:
-        return sorted(p for p, f in self.held.items() if not f.done())
-
-
 def test_a_fetch_job_runs_and_done_resolves() -> None:
     async def main() -> None:
-        world, server = World(), Server(Response(201, {"id": 7}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(201, {"id": 7}))
         job = tab.side.enqueue_fetch("post", "/items", {"name": "x"}, label="Create")
         await settle()
         assert await job.done == Outcome(id=job.id, status="done", result={"id": 7}, http_status=201)
@@ -90,8 +58,7 @@ def test_handshake_timeout_abandons_and_fails_naming_run_started() -> None:
 
 def test_work_after_run_started_is_untimed() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server, handshake_timeout_ms=10_000)
+        world, server, tab = serving("hold", handshake_timeout_ms=10_000)
         job = tab.side.enqueue_fetch("PUT", "/upload", {"big": True})
         await settle()
         for _ in range(5):
@@ -106,8 +73,7 @@ def test_work_after_run_started_is_untimed() -> None:
 
 def test_orphaned_reconstructor_fails_at_once_naming_it() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=Server())
+        world, tab = one_tab(transport=Server())
         job = tab.side.enqueue_persistent("decode_audio", {"take": 3}, max_attempts=5)
         await settle()
         outcome = await job.done
@@ -120,14 +86,10 @@ def test_orphaned_reconstructor_fails_at_once_naming_it() -> None:
 
 def test_the_page_with_the_reconstructor_runs_what_another_page_filed() -> None:
     async def main() -> None:
-        world = World()
+        async def decode(params: Any, signal: Any) -> Any:
+            return {"decoded": params["take"]}
 
-        def decode(params: Any) -> Callable[[Any], Awaitable[Any]]:
-            async def execute(signal: Any) -> Any:
-                return {"decoded": params["take"]}
-            return execute
-
-        filer = world.open_tab(reconstructors={"decode_audio": decode})
+        world, filer = one_tab(reconstructors={"decode_audio": reconstructor(decode)})
         job = filer.side.enqueue_persistent("decode_audio", {"take": 3})
         await settle()
         assert await job.done == Outcome(id=job.id, status="done", result={"decoded": 3})
@@ -136,8 +98,7 @@ def test_the_page_with_the_reconstructor_runs_what_another_page_filed() -> None:
 
 def test_no_transport_error_says_how_to_configure_one() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=None)
+        world, tab = one_tab(transport=None)
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=1)
         await settle()
         outcome = await job.done
@@ -148,8 +109,7 @@ def test_no_transport_error_says_how_to_configure_one() -> None:
 
 def test_no_transport_retries_on_the_ladder_until_max_attempts() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=None)
+        world, tab = one_tab(transport=None)
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
         await settle()
         assert (await world.store.get(job.id)).next_retry_at == world.clock.now() + 1000
@@ -164,12 +124,10 @@ def test_no_transport_retries_on_the_ladder_until_max_attempts() -> None:
 @pytest.mark.parametrize("answer", [{"status": 200}, "OK", None, 200])
 def test_a_transport_returning_a_non_response(answer: Any) -> None:
     async def main() -> None:
-        world = World()
-
         async def transport(method: str, path: str, body: Any) -> Any:
             return answer
 
-        tab = world.open_tab(transport=transport)
+        world, tab = one_tab(transport=transport)
         job = tab.side.enqueue_fetch("GET", "/x", max_attempts=1)
         await settle()
         outcome = await job.done
@@ -180,14 +138,10 @@ def test_a_transport_returning_a_non_response(answer: Any) -> None:
 
 def test_an_executor_result_that_is_not_json_fails_at_once() -> None:
     async def main() -> None:
-        world = World()
+        async def odd(params: Any, signal: Any) -> Any:
+            return {"when": object()}
 
-        def make(params: Any) -> Callable[[Any], Awaitable[Any]]:
-            async def execute(signal: Any) -> Any:
-                return {"when": object()}
-            return execute
-
-        tab = world.open_tab(reconstructors={"odd": make})
+        world, tab = one_tab(reconstructors={"odd": reconstructor(odd)})
         job = tab.side.enqueue_persistent("odd", None, max_attempts=5)
         await settle()
         outcome = await job.done
@@ -199,9 +153,7 @@ def test_an_executor_result_that_is_not_json_fails_at_once() -> None:
 
 def test_http_errors_carry_status_and_the_body_code() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(Response(409, {"error": {"code": "version_conflict"}}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(409, {"error": {"code": "version_conflict"}}))
         job = tab.side.enqueue_fetch("PUT", "/doc/1", {"v": 2})
         await settle()
         assert await job.done == Outcome(id=job.id, status="failed", error="PUT /doc/1 answered 409 (version_conflict)",
@@ -211,10 +163,7 @@ def test_http_errors_carry_status_and_the_body_code() -> None:
 
 def test_delete_job_of_a_running_job_aborts_it_and_done_resolves_deleted() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/long")
-        await settle()
+        world, server, tab, job = await holding("/long")
         assert server.holding == ["/long"]
         assert await tab.side.delete_job(job.id) is True
         await settle()
@@ -228,8 +177,7 @@ def test_delete_job_of_a_running_job_aborts_it_and_done_resolves_deleted() -> No
 
 def test_delete_from_another_tab_aborts_the_run_on_the_lease_holder() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        runner = world.open_tab(transport=server)
+        world, server, runner = serving("hold")
         viewer = world.open_tab(transport=server)
         job = runner.side.enqueue_fetch("POST", "/long")
         await settle()
@@ -243,8 +191,7 @@ def test_delete_from_another_tab_aborts_the_run_on_the_lease_holder() -> None:
 
 def test_cleanup_old_deletes_only_done_records_older_than_7_days() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         await settle()  # its first pass swept the (empty) store; the next sweep is an hour away
         now = world.clock.now()
         old = now - RETENTION_MS - 1
@@ -263,9 +210,7 @@ def test_cleanup_old_deletes_only_done_records_older_than_7_days() -> None:
 
 def test_retry_all_runs_failed_and_cancelled_jobs_again_with_a_fresh_budget() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(Response(403), Response(409))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(403), Response(409))
         forbidden = tab.side.enqueue_fetch("POST", "/a", type="a")
         conflict = tab.side.enqueue_fetch("POST", "/b", type="b")
         await settle()
@@ -288,8 +233,7 @@ def test_lanes_two_types_side_by_side_one_type_serial() -> None:
             await lanes()
 
     async def lanes() -> None:
-        world, server = World(), Server("hold", "hold", "hold")
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving("hold", "hold", "hold")
         a1 = tab.side.enqueue_fetch("POST", "/a1", type="upload")
         a2 = tab.side.enqueue_fetch("POST", "/a2", type="upload")
         b1 = tab.side.enqueue_fetch("POST", "/b1", type="save")
@@ -311,10 +255,7 @@ def test_lanes_two_types_side_by_side_one_type_serial() -> None:
 
 def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.scheduler.stop()
         server.release("/x")
         await settle()
@@ -327,10 +268,7 @@ def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: py
 
 def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.side.stop()
         tab.side.stop()
         server.release("/x")
@@ -343,8 +281,7 @@ def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(caplog: p
 
 def test_job_handle_for_an_already_finished_job() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=Server(Response(422, {"code": "invalid"})))
+        world, tab = one_tab(transport=Server(Response(422, {"code": "invalid"})))
         job = tab.side.enqueue_fetch("POST", "/x")
         await settle()
         first = await job.done
@@ -362,10 +299,7 @@ def test_job_handle_for_an_already_finished_job() -> None:
 
 def test_job_handle_after_reload_resolves_when_the_job_finishes() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/x")
-        await settle()
+        world, server, tab, job = await holding("/x")
         tab.crash()
         reloaded = world.open_tab(transport=server)
         handle = reloaded.side.job(job.id)
@@ -379,8 +313,7 @@ def test_job_handle_after_reload_resolves_when_the_job_finishes() -> None:
 
 def test_a_job_update_reaches_another_tabs_callback_and_iterator() -> None:
     async def main() -> None:
-        world = World()
-        runner = world.open_tab(transport=Server())
+        world, runner = one_tab(transport=Server())
         viewer = world.open_tab(transport=Server())
         seen: list[tuple[str, str]] = []
         unsubscribe = viewer.side.on_update(lambda u: seen.append((u.id, u.status)))
@@ -404,8 +337,7 @@ def test_a_job_update_reaches_another_tabs_callback_and_iterator() -> None:
 
 def test_a_crashed_lease_holders_run_is_recovered_by_the_next_tab() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        a = world.open_tab(transport=server)
+        world, server, a = serving("hold")
         b = world.open_tab(transport=server)
         await settle()
         job = a.side.enqueue_fetch("POST", "/x")
@@ -423,8 +355,7 @@ def test_a_crashed_lease_holders_run_is_recovered_by_the_next_tab() -> None:
 def test_one_type_drains_in_filing_order_within_one_millisecond() -> None:
     async def main() -> None:
         with sequential_ids(descending=True):  # as a uuid4 may happen to sort
-            world, server = World(), Server("hold", "hold", "hold")
-            tab = world.open_tab(transport=server)
+            world, server, tab = serving("hold", "hold", "hold")
             for path in ("/first", "/second", "/third"):
                 tab.side.enqueue_fetch("POST", path, type="save")
             await settle()
@@ -439,9 +370,7 @@ def test_one_type_drains_in_filing_order_within_one_millisecond() -> None:
 
 def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(OSError("network unreachable"))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(OSError("network unreachable"))
         world.online = False
         job = tab.side.enqueue_fetch("POST", "/x")
         await settle()

@@ -28,11 +28,31 @@ class Holder:
         return self.name
 
 
+class Tabs:
+    """A lock hub and the one log its holders write, in order."""
+
+    def __init__(self) -> None:
+        self.hub, self.log = LockHub(), []
+
+    def request(self, name: str, lock: str = "L", *, client: Any = None,
+                **options: Any) -> tuple[Holder, asyncio.Future[str]]:
+        """A holder called ``name`` asking for ``lock`` (from a new client unless given one)."""
+        holder = Holder(self.log, name)
+        return holder, asyncio.ensure_future((client or self.hub.client()).request(lock, holder, **options))
+
+    @staticmethod
+    async def finish(holder: Holder, request: asyncio.Future[str]) -> str:
+        """Let ``holder`` end its callback; its request's result."""
+        holder.release.set()
+        return await request
+
+
 def test_exclusive_excludes_and_queues_fifo() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        a, b, c = (Holder(log, n) for n in "abc")
-        tasks = [asyncio.ensure_future(hub.client().request("L", h)) for h in (a, b, c)]
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        (a, ta), (b, tb), (c, tc) = (tabs.request(n) for n in "abc")
+        tasks = [ta, tb, tc]
         await settle()
         assert log == ["a got exclusive"]
         assert hub.held() == {"L": "exclusive"}
@@ -49,15 +69,15 @@ def test_exclusive_excludes_and_queues_fifo() -> None:
 
 def test_shared_coexists_and_excludes_exclusive() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        s1, s2, x, s3 = Holder(log, "s1"), Holder(log, "s2"), Holder(log, "x"), Holder(log, "s3")
-        t1 = asyncio.ensure_future(hub.client().request("L", s1, mode="shared"))
-        t2 = asyncio.ensure_future(hub.client().request("L", s2, mode="shared"))
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        s1, t1 = tabs.request("s1", mode="shared")
+        s2, t2 = tabs.request("s2", mode="shared")
         await settle()
-        tx = asyncio.ensure_future(hub.client().request("L", x))
+        x, tx = tabs.request("x")
         await settle()
         # s3 comes after the waiting exclusive request: FIFO, so it waits too.
-        t3 = asyncio.ensure_future(hub.client().request("L", s3, mode="shared"))
+        s3, t3 = tabs.request("s3", mode="shared")
         await settle()
         assert log == ["s1 got shared", "s2 got shared"]
         assert hub.held() == {"L": "shared"}
@@ -76,10 +96,10 @@ def test_shared_coexists_and_excludes_exclusive() -> None:
 
 def test_different_names_do_not_interact() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        a, b = Holder(log, "a"), Holder(log, "b")
-        ta = asyncio.ensure_future(hub.client().request("L1", a))
-        tb = asyncio.ensure_future(hub.client().request("L2", b))
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        a, ta = tabs.request("a", "L1")
+        b, tb = tabs.request("b", "L2")
         await settle()
         assert log == ["a got exclusive", "b got exclusive"]
         assert hub.held() == {"L1": "exclusive", "L2": "exclusive"}
@@ -88,46 +108,35 @@ def test_different_names_do_not_interact() -> None:
     run(main())
 
 
-def test_if_available_gets_none_when_taken() -> None:
+@pytest.mark.parametrize("mode, beside", [("exclusive", None), ("shared", "shared")],
+                         ids=["exclusive_gets_none_when_taken", "shared_is_granted_beside_shared"])
+def test_if_available(mode: str, beside: str | None) -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        a, b = Holder(log, "a"), Holder(log, "b")
-        ta = asyncio.ensure_future(hub.client().request("L", a))
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        a, ta = tabs.request("a", mode=mode)
         await settle()
+        b = Holder(log, "b")
         b.release.set()
-        assert await hub.client().request("L", b, if_available=True) == "b"
-        assert b.lock is None
-        assert log == ["a got exclusive", "b got None", "b done"]
-        a.release.set()
-        await ta
+        assert await hub.client().request("L", b, mode=mode, if_available=True) == "b"
+        assert (b.lock and b.lock.mode) == beside
+        assert log == [f"a got {mode}", f"b got {beside}", "b done"]
+        await tabs.finish(a, ta)
         c = Holder(log, "c")
         c.release.set()
-        assert await hub.client().request("L", c, if_available=True) == "c"
-        assert c.lock.mode == "exclusive" and c.lock.name == "L"
-    run(main())
-
-
-def test_shared_if_available_is_granted_beside_shared() -> None:
-    async def main() -> None:
-        hub, log = LockHub(), []
-        a, b = Holder(log, "a"), Holder(log, "b")
-        ta = asyncio.ensure_future(hub.client().request("L", a, mode="shared"))
-        await settle()
-        b.release.set()
-        await hub.client().request("L", b, mode="shared", if_available=True)
-        assert log == ["a got shared", "b got shared", "b done"]
-        a.release.set()
-        await ta
+        assert await hub.client().request("L", c, mode=mode, if_available=True) == "c"
+        assert c.lock.mode == mode and c.lock.name == "L"
+        assert hub.held() == {}
     run(main())
 
 
 def test_steal_rejects_the_victim_while_its_callback_keeps_running() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        victim, thief = Holder(log, "victim"), Holder(log, "thief")
-        tv = asyncio.ensure_future(hub.client().request("L", victim, mode="shared"))
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        victim, tv = tabs.request("victim", mode="shared")
         await settle()
-        tt = asyncio.ensure_future(hub.client().request("L", thief, steal=True))
+        thief, tt = tabs.request("thief", steal=True)
         await settle()
         with pytest.raises(LockStolen, match="'L' was stolen"):
             await tv
@@ -137,21 +146,20 @@ def test_steal_rejects_the_victim_while_its_callback_keeps_running() -> None:
         await settle()
         assert log[-1] == "victim done"
         assert hub.held() == {"L": "exclusive"}  # and its end releases nothing of the thief's
-        thief.release.set()
-        assert await tt == "thief"
+        assert await tabs.finish(thief, tt) == "thief"
         assert hub.held() == {}
     run(main())
 
 
 def test_crash_releases_held_and_drops_queued() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
-        dying, waiting_dying, other = hub.client(), hub.client(), hub.client()
-        a, q, b = Holder(log, "a"), Holder(log, "q"), Holder(log, "b")
-        ta = asyncio.ensure_future(dying.request("L", a))
+        tabs = Tabs()
+        hub, log = tabs.hub, tabs.log
+        dying, waiting_dying = hub.client(), hub.client()
+        a, ta = tabs.request("a", client=dying)
         await settle()
-        tq = asyncio.ensure_future(waiting_dying.request("L", q))
-        tb = asyncio.ensure_future(other.request("L", b))
+        q, tq = tabs.request("q", client=waiting_dying)
+        b, tb = tabs.request("b")
         await settle()
         waiting_dying.crash()
         dying.crash()
@@ -159,23 +167,21 @@ def test_crash_releases_held_and_drops_queued() -> None:
         assert log == ["a got exclusive", "b got exclusive"]
         assert ta.cancelled() or isinstance(ta.exception(), asyncio.CancelledError)
         assert tq.done()
-        b.release.set()
-        assert await tb == "b"
+        assert await tabs.finish(b, tb) == "b"
         assert hub.held() == {}
     run(main())
 
 
 def test_held_through_a_client() -> None:
     async def main() -> None:
-        hub, log = LockHub(), []
+        tabs = Tabs()
+        hub = tabs.hub
         client = hub.client()
         assert await client.held() == {}
-        a = Holder(log, "a")
-        ta = asyncio.ensure_future(client.request("L", a, mode="shared"))
+        a, ta = tabs.request("a", client=client, mode="shared")
         await settle()
         assert await hub.client().held() == {"L": "shared"}
-        a.release.set()
-        await ta
+        await tabs.finish(a, ta)
         assert await client.held() == {}
     run(main())
 

@@ -18,12 +18,12 @@ from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
 from pyjobq.core.records import MAX_DEPTH, NEWS_RESULT_LIMIT
 from pyjobq.errors import InvalidJobError, StoreInUseError
+from pyjobq.handle import Job
 from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox
-from pyjobq.testing import Response
+from pyjobq.testing import CHANNEL, LOCK, Response, Tab, World, run, settle
 from store_contract import make_record
-from pyjobq.testing import CHANNEL, LOCK, World, settle
-from test_executor_scheduler import Server, run
+from helpers import Server, holding, one_tab, reconstructor, serving
 
 
 def nested(levels: int) -> Any:
@@ -62,10 +62,10 @@ def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_o
         assert (await asyncio.wait_for(job.done, 5)).status == "done"
         records = {r["id"]: r for r in await tab.side.query_all()}  # <bg-jobs>'s read works
         assert records["bad"]["status"] == "failed" and records["bad"]["code"] == "malformed_record"
-        assert [c[1] for c in server.calls] == ["/good"]  # the bad record never reached the server
+        assert server.paths == ["/good"]  # the bad record never reached the server
         world.clock.advance(120_000)
         await settle()
-        assert [c[1] for c in server.calls] == ["/good"]
+        assert server.paths == ["/good"]
     run(main)
 
 
@@ -192,8 +192,7 @@ def test_the_debounce_recipe_never_has_two_saves_of_one_type_in_flight(how: str)
 
 def test_a_transport_of_three_arguments_is_called_as_before() -> None:
     async def main() -> None:
-        world, server = World(), Server()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving()
         job = tab.side.enqueue_fetch("POST", "/three", {"a": 1})
         await settle()
         assert (await job.done).status == "done" and server.calls == [("POST", "/three", {"a": 1})]
@@ -204,10 +203,7 @@ def test_a_transport_of_three_arguments_is_called_as_before() -> None:
 
 def test_an_answer_for_another_claim_is_ignored() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/slow")
-        await settle()
+        world, server, tab, job = await holding("/slow")
         # Run 1's answer, still in flight when the job was claimed again: another claim's word.
         tab.page_link.send(make("run_result", job_id=job.id, claim="tab1:999", ok=True, result={"old": True}))
         await settle()
@@ -220,8 +216,7 @@ def test_an_answer_for_another_claim_is_ignored() -> None:
 
 def test_a_page_refuses_a_second_run_of_a_job_it_is_running() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving("hold")
         answers: list[dict[str, Any]] = []
         tab.worker_link.subscribe(lambda m: answers.append(m) if m.get("type") == "run_result" else None)
         job = tab.side.enqueue_fetch("POST", "/once")
@@ -237,13 +232,15 @@ def test_a_page_refuses_a_second_run_of_a_job_it_is_running() -> None:
 
 # ---------------------------------------------------------------- 6. the channel trusted as truth
 
+async def a_run_and_another_tab() -> tuple[World, Server, Tab, Job, Tab]:
+    """Tab A with its job ``/real`` held on the wire, and a second tab B."""
+    world, server, a, job = await holding("/real")
+    return world, server, a, job, world.open_tab()
+
+
 def test_a_forged_job_update_neither_ends_a_run_nor_resolves_done() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        a = world.open_tab(transport=server)
-        job = a.side.enqueue_fetch("POST", "/real")
-        await settle()
-        b = world.open_tab()
+        world, server, _, job, b = await a_run_and_another_tab()
         watching = b.side.job(job.id)
         await settle()
         forger = world.channels.channel(CHANNEL)  # any same-origin script
@@ -262,11 +259,7 @@ def test_a_forged_job_update_neither_ends_a_run_nor_resolves_done() -> None:
 
 def test_a_true_delete_by_another_tab_still_ends_the_run_and_resolves_done() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        a = world.open_tab(transport=server)
-        job = a.side.enqueue_fetch("POST", "/real")
-        await settle()
-        b = world.open_tab()
+        world, server, a, job, b = await a_run_and_another_tab()
         assert await b.side.delete_job(job.id)
         await settle()
         assert server.cancelled == ["/real"] and a.scheduler.in_flight == frozenset()
@@ -278,8 +271,7 @@ def test_a_true_delete_by_another_tab_still_ends_the_run_and_resolves_done() -> 
 
 def test_delete_job_right_after_filing_deletes_it_and_it_is_never_sent() -> None:
     async def main() -> None:
-        world, server = World(), Server()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving()
         prev = tab.side.enqueue_fetch("PUT", "/draft", {"v": 1}, delay_ms=500)
         assert await tab.side.delete_job(prev.id) is True
         await world.advance(1_000)
@@ -291,8 +283,7 @@ def test_delete_job_right_after_filing_deletes_it_and_it_is_never_sent() -> None
 
 def test_a_body_too_deep_to_store_is_refused_at_the_call_and_its_batch_is_stored() -> None:
     async def main() -> None:
-        world, server = World(), Server()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving()
         innocent = tab.side.enqueue_fetch("POST", "/innocent")
         with pytest.raises(InvalidJobError, match=f"deeper than {MAX_DEPTH} levels"):
             tab.side.enqueue_fetch("POST", "/deep", nested(600))
@@ -300,22 +291,19 @@ def test_a_body_too_deep_to_store_is_refused_at_the_call_and_its_batch_is_stored
         await settle()
         assert (await asyncio.wait_for(innocent.stored, 5)) is None
         assert (await asyncio.wait_for(innocent.done, 5)).status == "done"
-        assert sorted(c[1] for c in server.calls) == ["/at-the-limit", "/innocent"]
+        assert sorted(server.paths) == ["/at-the-limit", "/innocent"]
     run(main)
 
 
 def test_a_result_too_deep_to_store_fails_its_job_once() -> None:
     async def main() -> None:
-        world = World()
         runs: list[int] = []
 
-        def factory(params: Any) -> Any:
-            async def executor(signal: Any) -> Any:
-                runs.append(1)
-                return nested(600)
-            return executor
+        async def deep(params: Any, signal: Any) -> Any:
+            runs.append(1)
+            return nested(600)
 
-        tab = world.open_tab(reconstructors={"deep": factory})
+        world, tab = one_tab(reconstructors={"deep": reconstructor(deep)})
         job = tab.side.enqueue_persistent("deep", None, max_attempts=3)
         for _ in range(3):
             await world.advance(60_000)
@@ -326,10 +314,7 @@ def test_a_result_too_deep_to_store_fails_its_job_once() -> None:
 
 def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_again() -> None:
     async def main() -> None:
-        world, server = World(), Server("hold")
-        tab = world.open_tab(transport=server)
-        job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
-        await settle()
+        world, server, tab, job = await holding("/x", max_attempts=3)
         claim = next(iter(tab.scheduler.flights)).claim
         # An older page that checks no depth answers with a result nobody can store.
         tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True, result=nested(600)))
@@ -454,8 +439,7 @@ def _strip_claims(link: Any) -> None:
 @pytest.mark.parametrize("older", ["page", "scheduler"])
 def test_run_revision_2_works_with_an_older_peer(older: str) -> None:
     async def main() -> None:
-        world, server = World(), Server(Response(500, {}), "hold")
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(500, {}), "hold")
         _strip_claims(tab.page_link if older == "page" else tab.worker_link)
         sent_by_page: list[dict[str, Any]] = []
         tab.worker_link.subscribe(sent_by_page.append)

@@ -9,24 +9,50 @@ once when its tab resumes (or be recovered once if the frozen tab is discarded).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
 from pyjobq.lease import LeaseHolder, fake_grab
 from pyjobq.memory import LockHub, link_pair
-from pyjobq.testing import Response
-from pyjobq.testing import LOCK, World, settle
-from test_executor_scheduler import Server, run
+from pyjobq.testing import LOCK, Response, Tab, World, run, settle
+from helpers import Server, holding, serving
+
+
+def holder_and_worker(hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any, list[dict[str, Any]]]:
+    """A page's lease holder on ``hub``, the worker's end of its link, and what the worker hears."""
+    page, worker = link_pair()
+    heard: list[dict[str, Any]] = []
+    worker.subscribe(heard.append)
+    return LeaseHolder(page, fake_grab(hub.client()), LOCK, **options), worker, heard
+
+
+def another_tab_processes(hub: LockHub) -> Callable[[], Awaitable[None]]:
+    """Another tab takes the lock on ``hub`` now; awaiting what comes back closes that tab."""
+    let_go = asyncio.get_running_loop().create_future()
+
+    async def hold(_lock: Any) -> None:
+        await let_go
+
+    task = asyncio.ensure_future(hub.client().request(LOCK, hold))
+
+    async def close() -> None:
+        let_go.set_result(None)
+        await task
+    return close
+
+
+def two_tabs(first: Server, second: Server) -> tuple[World, Tab, Tab]:
+    """A world and two tabs holding the lease in the page, opened in this order."""
+    world = World()
+    return (world, world.open_tab(transport=first, page_lease=True),
+            world.open_tab(transport=second, page_lease=True))
 
 
 def test_the_holder_grants_keeps_between_drains_and_lets_go_when_frozen() -> None:
     async def main() -> None:
         hub = LockHub()
-        page, worker = link_pair()
-        heard: list[dict[str, Any]] = []
-        worker.subscribe(heard.append)
-        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK)
+        holder, worker, heard = holder_and_worker(hub)
 
         worker.send(make("lease_request"))
         await settle()
@@ -56,25 +82,15 @@ def test_the_holder_grants_keeps_between_drains_and_lets_go_when_frozen() -> Non
 def test_an_eager_holder_takes_the_lock_at_once_and_boots_its_worker_on_the_first_grant() -> None:
     async def main() -> None:
         hub = LockHub()
-        other = hub.client()
-        let_go = asyncio.get_running_loop().create_future()
-
-        async def hold(_lock: Any) -> None:
-            await let_go
-
-        other_task = asyncio.ensure_future(other.request(LOCK, hold))  # another tab processes
+        close_other = another_tab_processes(hub)
         await settle()
-        page, worker = link_pair()
-        heard: list[dict[str, Any]] = []
-        worker.subscribe(heard.append)
         boots: list[int] = []
-        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK, eager=True,
-                             on_first_grant=lambda: boots.append(len(heard)))
+        holder, worker, heard = holder_and_worker(
+            hub, eager=True, on_first_grant=lambda: boots.append(len(heard)))
         await settle()
         assert boots == [] and heard == [] and not holder.holding  # waiting in line, no boot
 
-        let_go.set_result(None)  # the processing tab closes
-        await other_task
+        await close_other()  # the processing tab closes
         await settle()
         # Booted before the grant is posted, so the worker's first drain finds it waiting.
         assert boots == [0] and heard == [make("lease_granted", epoch=1)]
@@ -93,22 +109,12 @@ def test_an_eager_holder_takes_the_lock_at_once_and_boots_its_worker_on_the_firs
 def test_a_queued_request_is_dropped_on_freeze_and_made_again_on_resume() -> None:
     async def main() -> None:
         hub = LockHub()
-        other = hub.client()
-        let_go = asyncio.get_running_loop().create_future()
-
-        async def hold(_lock: Any) -> None:
-            await let_go
-
-        other_task = asyncio.ensure_future(other.request(LOCK, hold))
-        page, worker = link_pair()
-        heard: list[dict[str, Any]] = []
-        worker.subscribe(heard.append)
-        holder = LeaseHolder(page, fake_grab(hub.client()), LOCK)
+        close_other = another_tab_processes(hub)
+        holder, worker, heard = holder_and_worker(hub)
         worker.send(make("lease_request"))
         await settle()
         holder.freeze()
-        let_go.set_result(None)
-        await other_task
+        await close_other()
         await settle()
         # Granted to nobody while frozen: a frozen page holding it would stop every tab.
         assert heard == [] and hub.held() == {}
@@ -120,10 +126,8 @@ def test_a_queued_request_is_dropped_on_freeze_and_made_again_on_resume() -> Non
 
 def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> None:
     async def main() -> None:
-        world = World()
         server_a, server_b = Server("hold"), Server()
-        a = world.open_tab(transport=server_a, page_lease=True)
-        b = world.open_tab(transport=server_b, page_lease=True)
+        world, a, b = two_tabs(server_a, server_b)
         long_job = a.side.enqueue_fetch("POST", "/decode", type="upload")
         await settle()
         assert server_a.holding == ["/decode"]
@@ -136,12 +140,12 @@ def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> No
         later_upload = b.side.enqueue_fetch("POST", "/upload-2", type="upload")
         await settle()
         assert (await quick.done).status == "done"
-        assert [c[1] for c in server_b.calls] == ["/save"]  # not /decode, not /upload-2
+        assert server_b.paths == ["/save"]  # not /decode, not /upload-2
         record = await world.store.get(long_job.id)
         assert (record.status, record.owner, record.attempts) == ("running", a.name, 1)
         await world.advance(120_000)  # however long A stays frozen, B never recovers its run
         assert (await world.store.get(long_job.id)).status == "running"
-        assert [c[1] for c in server_b.calls] == ["/save"]
+        assert server_b.paths == ["/save"]
 
         a.resume()
         await settle()
@@ -151,7 +155,7 @@ def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> No
         assert (await later_upload.done).status == "done"
         record = await world.store.get(long_job.id)
         assert (record.status, record.attempts) == ("done", 1)
-        calls = [c[1] for c in server_a.calls + server_b.calls]
+        calls = server_a.paths + server_b.paths
         assert sorted(calls) == ["/decode", "/save", "/upload-2"]  # each exactly once
         assert {k for k in world.locks.held() if ":run:" in k} == set()
     run(main)
@@ -159,9 +163,7 @@ def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> No
 
 def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
     async def main() -> None:
-        world = World()
-        server = Server()
-        a = world.open_tab(transport=server, page_lease=True)
+        world, server, a = serving(page_lease=True)
         await settle()
         holder = a.side.lease_holder
         # The worker claims and posts `run` while the page is letting the lease go: the
@@ -187,17 +189,15 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
         await settle()
         assert (await job.done).status == "done"
         record = await world.store.get(job.id)
-        assert record.attempts == 1 and [c[1] for c in server.calls] == ["/late"]
+        assert record.attempts == 1 and server.paths == ["/late"]
         assert refused == [job.id] and record.given_back == 1
     run(main)
 
 
 def test_a_frozen_tab_that_is_discarded_has_its_run_recovered_once() -> None:
     async def main() -> None:
-        world = World()
         server_a, server_b = Server("hold"), Server()
-        a = world.open_tab(transport=server_a, page_lease=True)
-        b = world.open_tab(transport=server_b, page_lease=True)
+        world, a, b = two_tabs(server_a, server_b)
         job = a.side.enqueue_fetch("POST", "/decode", type="upload")
         await settle()
         a.freeze()
@@ -208,17 +208,15 @@ def test_a_frozen_tab_that_is_discarded_has_its_run_recovered_once() -> None:
         await settle()
         record = await world.store.get(job.id)
         assert (record.status, record.attempts) == ("done", 2)  # the dead run spent one
-        assert [c[1] for c in server_b.calls] == ["/decode"]
+        assert server_b.paths == ["/decode"]
         assert server_a.cancelled == ["/decode"]
     run(main)
 
 
 def test_a_resumed_tab_waits_in_line_while_the_tab_that_took_over_holds_the_lease() -> None:
     async def main() -> None:
-        world = World()
         server_a, server_b = Server(), Server()
-        a = world.open_tab(transport=server_a, page_lease=True)
-        b = world.open_tab(transport=server_b, page_lease=True)
+        world, a, b = two_tabs(server_a, server_b)
         await settle()
         a.freeze()
         await settle()
@@ -231,7 +229,7 @@ def test_a_resumed_tab_waits_in_line_while_the_tab_that_took_over_holds_the_leas
         after = a.side.enqueue_fetch("POST", "/y")
         await settle()
         assert (await after.done).status == "done"
-        assert [c[1] for c in server_a.calls] == [] and [c[1] for c in server_b.calls] == ["/x", "/y"]
+        assert server_a.paths == [] and server_b.paths == ["/x", "/y"]
         assert world.locks.held() == {LOCK: "exclusive"}
         assert b.side.lease_holder.holding and not a.side.lease_holder.holding
         # When B closes, A — in line since it resumed — takes over.
@@ -239,7 +237,7 @@ def test_a_resumed_tab_waits_in_line_while_the_tab_that_took_over_holds_the_leas
         await settle()
         last = a.side.enqueue_fetch("POST", "/z")
         await settle()
-        assert (await last.done).status == "done" and [c[1] for c in server_a.calls] == ["/z"]
+        assert (await last.done).status == "done" and server_a.paths == ["/z"]
         assert a.side.lease_holder.holding
     run(main)
 
@@ -262,11 +260,7 @@ def test_stale_and_foreign_lease_messages_change_nothing() -> None:
 
 def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
     async def main() -> None:
-        world = World()
-        server = Server("hold")
-        a = world.open_tab(transport=server)
-        job = a.side.enqueue_fetch("POST", "/w")
-        await settle()
+        world, server, a, job = await holding("/w")
         assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, job.id): "exclusive"}
         server.release("/w", Response(200, {}))
         await settle()

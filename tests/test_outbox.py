@@ -15,7 +15,7 @@ from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
-from pyjobq.testing import record, run, settle
+from pyjobq.testing import T0, record, run, settle
 
 DAY = 24 * 3600 * 1000.0
 
@@ -69,6 +69,19 @@ def make(store: MemoryStore | None = None, clock: FakeClock | None = None, **kw:
     return box, calls
 
 
+def started(fail: Exception | None = None, *, seed: tuple[dict[str, Any], ...] = (),
+            store: MemoryStore | None = None, **kw: Any) -> tuple[Outbox, Calls, MemoryStore, FakeClock]:
+    """``make()`` on ``store`` (a new one) holding the raw records ``seed`` and a new clock
+    (at ``T0``), its process raising ``fail``, started."""
+    store, clock = store if store is not None else MemoryStore(), FakeClock()
+    for value in seed:
+        store.put_raw(value)
+    box, calls = make(store, clock, **kw)
+    calls.fail = fail
+    box.start()
+    return box, calls, store, clock
+
+
 def stored(job_id: str, type_: str, created_at: float, **changes: Any) -> dict[str, Any]:
     changes.setdefault("next_retry_at", created_at)
     return record(job_id, type=type_, reconstructor=type_, params={"n": job_id}, created_at=created_at,
@@ -95,8 +108,7 @@ def test_outbox_is_exported_and_drives_the_engine_on_the_injected_store() -> Non
 
 def test_enqueue_refuses_unknown_types_and_unstorable_payloads() -> None:
     async def main() -> None:
-        box, _ = make()
-        box.start()
+        box, _, *_ = started()
         with pytest.raises(InvalidJobError):
             await box.enqueue("nope", {})
         with pytest.raises(InvalidJobError):
@@ -109,13 +121,12 @@ def test_enqueue_refuses_unknown_types_and_unstorable_payloads() -> None:
 
 def test_claims_are_fifo_by_created_at_among_due_entries() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        t = clock.now()
-        store.put_raw(stored("young", "send", t - 10, next_retry_at=t))
-        store.put_raw(stored("old-not-due", "send", t - 30, next_retry_at=t + 500))
-        store.put_raw(stored("old", "send", t - 20, next_retry_at=t - 1))
-        box, calls = make(store, clock)
-        box.start()
+        t = T0
+        box, calls, store, clock = started(seed=(
+            stored("young", "send", t - 10, next_retry_at=t),
+            stored("old-not-due", "send", t - 30, next_retry_at=t + 500),
+            stored("old", "send", t - 20, next_retry_at=t - 1),
+        ))
         await settle()
         assert [e.id for e in calls.processed] == ["old", "young"]
         clock.advance(500)
@@ -127,9 +138,7 @@ def test_claims_are_fifo_by_created_at_among_due_entries() -> None:
 
 def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
     async def main() -> None:
-        store = CountingStore()
-        box, calls = make(store, prune=False)
-        box.start()
+        box, calls, store, _ = started(store=CountingStore(), prune=False)
         # Both filed before the first settles (in one burst), so the settle can claim the next.
         await asyncio.gather(box.enqueue("send", {"big": "x" * 1000}), box.enqueue("send", {"big": "y" * 1000}))
         await settle()
@@ -145,14 +154,13 @@ def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
 
 def test_a_lease_that_ran_out_is_claimable_again_and_a_live_one_is_not() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        t = clock.now()
-        store.put_raw(stored("expired", "send", t - 100, status="running", owner="dead-tab", attempts=1,
-                             next_retry_at=t - 1))
-        store.put_raw(stored("held", "send", t - 50, status="running", owner="other-tab", attempts=1,
-                             next_retry_at=t + 5000))
-        box, calls = make(store, clock)
-        box.start()
+        t = T0
+        box, calls, store, clock = started(seed=(
+            stored("expired", "send", t - 100, status="running", owner="dead-tab", attempts=1,
+                   next_retry_at=t - 1),
+            stored("held", "send", t - 50, status="running", owner="other-tab", attempts=1,
+                   next_retry_at=t + 5000),
+        ))
         await settle()
         assert [(e.id, e.attempts) for e in calls.processed] == [("expired", 2)]
         assert (await store.get("held")).owner == "other-tab"
@@ -171,10 +179,8 @@ def test_a_lease_that_ran_out_is_claimable_again_and_a_live_one_is_not() -> None
 
 def test_claims_are_leases_on_the_running_record() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
         gate = asyncio.get_running_loop().create_future()
-        box, _ = make(store, clock, lease_ms=10_000, handlers={"send": {"process": lambda e: gate}})
-        box.start()
+        box, _, store, clock = started(lease_ms=10_000, handlers={"send": {"process": lambda e: gate}})
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
@@ -196,10 +202,7 @@ def test_claims_are_leases_on_the_running_record() -> None:
 
 def test_failure_backs_off_minus_jitter_and_arms_one_timer() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        box, calls = make(store, clock)
-        calls.fail = RuntimeError("server down")
-        box.start()
+        box, calls, store, clock = started(RuntimeError("server down"))
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
@@ -231,11 +234,8 @@ def test_the_default_backoff_subtracts_up_to_20_percent() -> None:
 
 def test_offline_failure_costs_no_attempt_and_logs_skip(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
         online = {"now": False}
-        box, calls = make(store, clock, is_online=lambda: online["now"])
-        calls.fail = OSError("Failed to fetch")
-        box.start()
+        box, calls, store, clock = started(OSError("Failed to fetch"), is_online=lambda: online["now"])
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
@@ -248,15 +248,13 @@ def test_offline_failure_costs_no_attempt_and_logs_skip(caplog: pytest.LogCaptur
 
 def test_coming_back_online_drains() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
         listeners: list[Any] = []
 
         def subscribe_online(callback: Any) -> Any:
             listeners.append(callback)
             return lambda: listeners.remove(callback)
 
-        box, calls = make(store, clock, subscribe_online=subscribe_online)
-        box.start()
+        box, calls, store, clock = started(subscribe_online=subscribe_online)
         await settle()
         store.put_raw(stored("from-another-tab", "send", clock.now()))  # no wake reached us
         await settle()
@@ -271,9 +269,7 @@ def test_coming_back_online_drains() -> None:
 
 def test_wake_and_the_watchdog_drain() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        box, calls = make(store, clock, poll_interval_ms=30_000)
-        box.start()
+        box, calls, store, clock = started(poll_interval_ms=30_000)
         await settle()
         store.put_raw(stored("a", "send", clock.now()))
         clock.advance(29_999)
@@ -331,10 +327,7 @@ def test_the_handlers_classifier_wins_over_the_options() -> None:
 
 def test_max_attempts_without_on_exhausted_rolls_back_then_deletes() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        box, calls = make(store, clock)
-        calls.fail = RuntimeError("no")
-        box.start()
+        box, calls, store, clock = started(RuntimeError("no"))
         job = await box.enqueue("react", {"emoji": "+1"}, max_attempts=2)
         await settle()
         clock.advance(900)
@@ -347,11 +340,11 @@ def test_max_attempts_without_on_exhausted_rolls_back_then_deletes() -> None:
 
 def test_a_rollback_cut_short_is_finished_by_the_next_start() -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        store.put_raw(stored("left", "react", clock.now(), status="failed", next_retry_at=None, attempts=5))
-        store.put_raw(stored("kept", "send", clock.now(), status="failed", next_retry_at=None, attempts=5))
-        box, calls = make(store, clock)
-        box.start()
+        t = T0
+        box, calls, store, clock = started(seed=(
+            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5),
+            stored("kept", "send", t, status="failed", next_retry_at=None, attempts=5),
+        ))
         await settle()
         assert calls.rolled_back == ["left"] and calls.exhausted == []
         assert [r.id for r in await store.all()] == ["kept"]
@@ -361,11 +354,11 @@ def test_a_rollback_cut_short_is_finished_by_the_next_start() -> None:
 
 def test_unknown_type_warns_and_deletes(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        store.put_raw(stored("ghost", "gone/type", clock.now()))
-        store.put_raw(stored("fetchy", "fetch", clock.now()))  # not the built-in fetch here
-        box, calls = make(store, clock)
-        box.start()
+        t = T0
+        box, calls, store, clock = started(seed=(
+            stored("ghost", "gone/type", t),
+            stored("fetchy", "fetch", t),  # not the built-in fetch here
+        ))
         await settle()
         assert await store.all() == [] and calls.processed == []
         warned = [r for r in caplog.records if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
@@ -389,9 +382,7 @@ def test_transport_result_is_handed_to_process() -> None:
                 return {"sent": entry.payload}
 
         transport = Transport()
-        store, clock = MemoryStore(), FakeClock()
-        box, calls = make(store, clock, transport=transport)
-        box.start()
+        box, calls, store, clock = started(transport=transport)
         job = await box.enqueue("send", 7)
         await settle()
         assert calls.processed == [] and (await store.get(job.id)).attempts == 1  # send error: the retry path
@@ -413,8 +404,7 @@ def test_yield_every(every: int, expected: int) -> None:
         async def idle() -> None:
             idles.append(1)
 
-        box, calls = make(yield_every=every, idle=idle)
-        box.start()
+        box, calls, *_ = started(yield_every=every, idle=idle)
         for n in range(3):
             await box.enqueue("send", n)
         await settle()
@@ -465,8 +455,7 @@ def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
 def test_on_activity_hears_every_change() -> None:
     async def main() -> None:
         seen: list[tuple[str, bool]] = []
-        box, _ = make(on_activity=lambda u: seen.append((u["status"], bool(u.get("deleted")))))
-        box.start()
+        box, _, *_ = started(on_activity=lambda u: seen.append((u["status"], bool(u.get("deleted")))))
         await box.enqueue("send", 1)
         await settle()
         assert seen == [("pending", False), ("running", False), ("done", False), ("done", True)]
@@ -479,10 +468,7 @@ def test_logging_is_silent_by_default_with_one_structured_event_per_step(
     assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("pyjobq").handlers)
 
     async def main() -> None:
-        store, clock = MemoryStore(), FakeClock()
-        box, calls = make(store, clock)
-        calls.fail = RuntimeError("boom")
-        box.start()
+        box, calls, store, clock = started(RuntimeError("boom"))
         job = await box.enqueue("send", 1, max_attempts=2)
         await settle()
         clock.advance(900)
@@ -549,9 +535,7 @@ def test_an_entry_enqueued_before_start_is_stored_at_once_and_sent_on_start() ->
 
 def test_stop_then_start_drains_again_and_entries_enqueued_while_stopped_wait_for_it() -> None:
     async def main() -> None:
-        store = MemoryStore()
-        box, calls = make(store)
-        box.start()
+        box, calls, store, _ = started()
         await box.enqueue("send", 1)
         await settle()
         box.stop()
@@ -618,9 +602,7 @@ def test_claims_are_fifo_across_types_one_at_a_time() -> None:
             in_flight["now"] -= 1
 
         handlers = {"msg/send": {"process": api}, "msg/react": {"process": api}}
-        store = MemoryStore()
-        box, _ = make(store, handlers=handlers)
-        box.start()
+        box, _, store, _ = started(handlers=handlers)
         await asyncio.gather(box.enqueue("msg/send", "m1"), box.enqueue("msg/react", "r1"),
                              box.enqueue("msg/send", "m2"), box.enqueue("msg/react", "r2"))
         await settle()

@@ -20,6 +20,7 @@ from pyjobq.core.backoff import Backoff
 from pyjobq import Outcome
 from pyjobq.executor import report_progress
 from pyjobq.testing import Tab, World, run, settle
+from helpers import one_tab, reconstructor
 
 
 
@@ -76,8 +77,7 @@ class Work:
 
 def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         work = Work(result={"n": 1})
         job = tab.side.enqueue(work, label="thumbnail")
         assert isinstance(job.id, str) and job.id
@@ -95,14 +95,10 @@ def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
 
 def test_query_all_lists_a_volatile_job_with_its_label_after_the_persistent_ones() -> None:
     async def main() -> None:
-        world = World()
+        async def note(params: Any, signal: Any) -> Any:
+            return params
 
-        def note(params: Any) -> Callable[[Any], Awaitable[Any]]:
-            async def execute(signal: Any) -> Any:
-                return params
-            return execute
-
-        tab = world.open_tab(reconstructors={"note": note})
+        world, tab = one_tab(reconstructors={"note": reconstructor(note)})
         stored = tab.side.enqueue_persistent("note", {"x": 1}, label="persisted")
         volatile = tab.side.enqueue(Work(hold=True), id="vol-1", label="Rendering preview", type="render")
         await settle()
@@ -135,8 +131,7 @@ def test_a_volatile_job_is_never_seen_by_another_tab() -> None:
 
 def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         decode, upload = Work(hold=True), Work(hold=True)
         jobs = [tab.side.enqueue(decode, type="decode"), tab.side.enqueue(upload, type="upload")]
         await settle()  # the clock does not move: both are due the moment they are filed
@@ -147,8 +142,7 @@ def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
 
 def test_a_duplicate_outstanding_id_returns_the_existing_job() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         first, second = Work(hold=True, result="first"), Work(result="second")
         job = tab.side.enqueue(first, id="render-42")
         again = tab.side.enqueue(second, id="render-42")
@@ -184,8 +178,7 @@ def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypat
     monkeypatch.setattr(scheduler_module, "make_backoff", spy)
 
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         tab.side.enqueue(Work())
         await settle()
         persistent, volatile = tab.scheduler.backoff, tab.side.volatile.engine.backoff
@@ -200,8 +193,7 @@ def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypat
 
 def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempts() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         calls: list[float] = []
 
         async def flaky(signal: AbortSignal) -> Any:
@@ -259,8 +251,7 @@ def _raiser(exc: BaseException) -> Callable[[AbortSignal], Awaitable[Any]]:
 
 def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         job = tab.side.enqueue(_raiser(Terminal("unsupported codec", code="codec")), max_attempts=5)
         await settle()
         assert await job.done == Outcome(id=job.id, status="failed", error="unsupported codec", code="codec")
@@ -271,8 +262,7 @@ def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
 
 def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         calls = 0
 
         async def stops_once(signal: AbortSignal) -> Any:
@@ -295,8 +285,7 @@ def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
 
 def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         side = tab.side
         running = Work(hold=True, result="decoded")
         running.cleanup_done = asyncio.Event()
@@ -350,8 +339,7 @@ def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes()
 
 def test_suspend_type_with_nothing_running_resolves_at_once() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         await tab.side.suspend_type("decode")
         job = tab.side.enqueue(Work(result=1), type="decode")
         await settle()
@@ -368,15 +356,13 @@ def test_suspend_type_touches_neither_persistent_jobs_nor_other_tabs() -> None:
         world = World()
         held: list[asyncio.Future[Any]] = []
 
-        def slow(params: Any) -> Callable[[Any], Awaitable[Any]]:
-            async def execute(signal: AbortSignal) -> Any:
-                fut = asyncio.get_running_loop().create_future()
-                held.append(fut)
-                return await fut
-            return execute
+        async def slow(params: Any, signal: AbortSignal) -> Any:
+            fut = asyncio.get_running_loop().create_future()
+            held.append(fut)
+            return await fut
 
-        tab = world.open_tab(reconstructors={"slow": slow})
-        other = world.open_tab(reconstructors={"slow": slow})
+        tab = world.open_tab(reconstructors={"slow": reconstructor(slow)})
+        other = world.open_tab(reconstructors={"slow": reconstructor(slow)})
         persistent = tab.side.enqueue_persistent("slow", None, type="decode")
         theirs = other.side.enqueue(Work(hold=True), type="decode")
         await settle()
@@ -395,8 +381,7 @@ def test_suspend_type_touches_neither_persistent_jobs_nor_other_tabs() -> None:
 
 def test_report_progress_travels_in_a_job_update_and_is_not_stored() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         seen: list[dict[str, Any]] = []
         tab.side.on_update(lambda u: seen.append(dict(u)) if "progress" in u else None)
         gate = asyncio.Event()
@@ -425,15 +410,13 @@ def test_persistent_progress_reaches_another_tab_and_is_not_stored() -> None:
         world = World()
         gate = asyncio.Event()
 
-        def decode(params: Any) -> Callable[[Any], Awaitable[Any]]:
-            async def execute(signal: AbortSignal) -> Any:
-                report_progress(0.5)
-                await gate.wait()
-                return "ok"
-            return execute
+        async def decode(params: Any, signal: AbortSignal) -> Any:
+            report_progress(0.5)
+            await gate.wait()
+            return "ok"
 
-        runner = world.open_tab(reconstructors={"decode": decode})
-        viewer = world.open_tab(reconstructors={"decode": decode})
+        runner = world.open_tab(reconstructors={"decode": reconstructor(decode)})
+        viewer = world.open_tab(reconstructors={"decode": reconstructor(decode)})
         seen: list[tuple[str, Any]] = []
         viewer.side.on_update(lambda u: seen.append((u.id, u.get("progress"))) if "progress" in u else None)
         job = runner.side.enqueue_persistent("decode", None)
@@ -510,8 +493,7 @@ def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_
     cancelled meanwhile: not before its executor (which heeds its signal) has settled, never never."""
     for verb in ("delete_job", "cancel_job"):
         async def main() -> None:
-            world = World()
-            tab = world.open_tab()
+            world, tab = one_tab()
             cleanup = asyncio.Event()
 
             async def checkpointing(signal: AbortSignal) -> None:
@@ -537,8 +519,7 @@ def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_
 
 def test_a_suspension_waiting_on_an_executor_that_ignores_its_signal_still_settles_after_a_delete() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
 
         async def deaf(_signal: AbortSignal) -> None:
             await asyncio.Event().wait()  # never looks at its signal: cancelled when abandoned
@@ -557,8 +538,7 @@ def test_a_suspension_waiting_on_an_executor_that_ignores_its_signal_still_settl
 @pytest.mark.parametrize("status", ["failed", "cancelled", "done"])
 def test_a_finished_id_can_be_used_again_for_a_new_volatile_job(status: str) -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         calls: list[str] = []
 
         async def first(_signal: AbortSignal) -> str:
@@ -588,8 +568,7 @@ def test_a_finished_id_can_be_used_again_for_a_new_volatile_job(status: str) -> 
 
 def test_a_duplicate_outstanding_volatile_id_is_still_the_same_job() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         gate = asyncio.Event()
 
         async def held(_signal: AbortSignal) -> str:
@@ -606,8 +585,7 @@ def test_a_duplicate_outstanding_volatile_id_is_still_the_same_job() -> None:
 
 def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs_it_at_once() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         world.online = False  # navigator.onLine, read when the attempt fails
         calls = 0
 
@@ -645,8 +623,7 @@ def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothin
 
 def test_whatever_an_executor_raises_after_suspend_type_aborted_it_counts_as_interrupted() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         calls = 0
 
         async def sloppy(signal: AbortSignal) -> str:
@@ -672,8 +649,7 @@ def test_ten_thousand_finished_volatile_jobs_leave_nothing_behind_in_the_tab() -
     # Finished volatile jobs are forgotten once published, so a tab's memory stays flat however
     # many it has run: nothing in the engine's store, no closure, no handle, no run kept.
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
 
         async def noop(signal: AbortSignal) -> None:
             return None

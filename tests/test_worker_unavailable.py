@@ -63,11 +63,17 @@ class ManualClock:
             callback()
 
 
-def side_with(link: SilentLink, clock: ManualClock | None = None) -> tuple[ExecutorSide, list[WorkerUnavailable]]:
+def side_with(clock: ManualClock | None = None, *, start_timeout_ms: float | None = None,
+              ) -> tuple[ExecutorSide, SilentLink, list[WorkerUnavailable]]:
+    """A page's side on a silent worker link, what its console hook was told, and (with
+    ``start_timeout_ms``) its worker's start bounded."""
+    link = SilentLink()
     side = ExecutorSide(link=link, channel=ChannelHub().channel("jobs"), source="tab-1", clock=clock)
     told: list[WorkerUnavailable] = []
     side.on_unavailable = told.append
-    return side, told
+    if start_timeout_ms is not None:
+        side.expect_ready(start_timeout_ms)
+    return side, link, told
 
 
 async def thumbnail(signal: Any) -> dict[str, int]:
@@ -76,8 +82,7 @@ async def thumbnail(signal: Any) -> dict[str, int]:
 
 def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> None:
     async def main() -> None:
-        link = SilentLink()
-        side, told = side_with(link)
+        side, link, told = side_with()
         pending_query = asyncio.ensure_future(side.query_all())
         stored_job = side.job("stored-before")           # a record from an earlier visit
         job = side.enqueue_fetch("POST", "/api/x", {"n": 1})
@@ -123,9 +128,7 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
 def test_no_ready_within_the_start_timeout_fails_with_a_timeout() -> None:
     async def main() -> None:
         clock = ManualClock()
-        link = SilentLink()
-        side, told = side_with(link, clock)
-        side.expect_ready(60_000)
+        side, link, told = side_with(clock, start_timeout_ms=60_000)
         pending = asyncio.ensure_future(side.query_all())
         await asyncio.sleep(0)
         assert not pending.done()
@@ -142,9 +145,7 @@ def test_no_ready_within_the_start_timeout_fails_with_a_timeout() -> None:
 def test_ready_disarms_the_start_timeout() -> None:
     async def main() -> None:
         clock = ManualClock()
-        link = SilentLink()
-        side, told = side_with(link, clock)
-        side.expect_ready(60_000)
+        side, link, told = side_with(clock, start_timeout_ms=60_000)
         link.say(make("ready", source="tab-1"))
         assert side.worker_ready and clock.timers == []
         pending = asyncio.ensure_future(side.query_all())
@@ -159,8 +160,7 @@ def test_ready_disarms_the_start_timeout() -> None:
 
 def test_stopped_fails_waiting_calls_and_done_with_the_reason() -> None:
     async def main() -> None:
-        link = SilentLink()
-        side, told = side_with(link)
+        side, link, told = side_with()
         job = side.enqueue_fetch("POST", "/api/x", None)
         await asyncio.sleep(0)
         link.say(make("reply", request_id=link.sent[-1]["request_id"], ok=True, value=None))

@@ -17,6 +17,7 @@ from pyjobq import Outcome
 from pyjobq.core.records import NewJob
 from pyjobq.core.status import Status
 from pyjobq.testing import Tab, World, run, settle
+from helpers import one_tab, reconstructor
 
 FOREGROUND = "app-foreground-priority"
 YIELDS = {"heavy_decode": FOREGROUND}
@@ -75,10 +76,18 @@ async def _note(signal: AbortSignal) -> Any:
     return "saved"
 
 
-def _tabs(world: World, decoder: Decoder) -> tuple[Tab, Tab]:
-    reconstructors = {"decode": decoder.factory, "note": lambda params: _note}
-    return (world.open_tab(reconstructors=reconstructors, yields=YIELDS),
-            world.open_tab(reconstructors=reconstructors, yields=YIELDS))
+def _tab(world: World, decoder: Decoder) -> Tab:
+    """A tab configured with the yield and the ``decode`` and ``note`` reconstructors."""
+    return world.open_tab(reconstructors={"decode": decoder.factory, "note": lambda params: _note}, yields=YIELDS)
+
+
+def _tabs(*, finished: bool = False, terminal_on_abort: bool = False) -> tuple[World, Decoder, Tab, Tab]:
+    """A world, its decoder (its runs finishing at once if ``finished``) and two tabs (``_tab``)."""
+    world, decoder = World(), Decoder()
+    if finished:
+        decoder.finish.set()
+    decoder.terminal_on_abort = terminal_on_abort
+    return world, decoder, _tab(world, decoder), _tab(world, decoder)
 
 
 def _statuses_heard(tab: Tab) -> list[tuple[str, str, Any]]:
@@ -89,8 +98,7 @@ def _statuses_heard(tab: Tab) -> list[tuple[str, str, Any]]:
 
 def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes_without_a_timer() -> None:
     async def main() -> None:
-        world, decoder = World(), Decoder()
-        a, b = _tabs(world, decoder)
+        world, decoder, a, b = _tabs()
         heard_in_b = _statuses_heard(b)
         foreground = Foreground(world)
         await foreground.take()
@@ -130,9 +138,7 @@ def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes
 
 def test_a_job_filed_while_parked_parks_too_and_a_lock_held_shared_parks_nothing() -> None:
     async def main() -> None:
-        world, decoder = World(), Decoder()
-        decoder.finish.set()
-        a, _b = _tabs(world, decoder)
+        world, decoder, a, _b = _tabs(finished=True)
         reader = world.locks.client()
         shared_release = asyncio.Event()
 
@@ -160,7 +166,7 @@ def test_a_tab_opened_later_unparks_a_job_paused_under_a_lock_nobody_holds() -> 
         world, decoder = World(), Decoder()
         decoder.finish.set()
         await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
-        tab = world.open_tab(reconstructors={"decode": decoder.factory}, yields=YIELDS)
+        tab = _tab(world, decoder)
         handle = tab.side.job("left-paused")
         await settle()
         assert await handle.done == Outcome(id="left-paused", status="done", result={"decoded": 9})
@@ -176,7 +182,7 @@ def test_a_tab_opened_while_the_lock_is_held_leaves_the_job_paused_until_release
         foreground = Foreground(world)
         await foreground.take()
         await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
-        tab = world.open_tab(reconstructors={"decode": decoder.factory}, yields=YIELDS)
+        tab = _tab(world, decoder)
         await settle()
         assert (await world.record("left-paused"))["status"] == "paused"
         assert decoder.runs == []
@@ -188,8 +194,7 @@ def test_a_tab_opened_while_the_lock_is_held_leaves_the_job_paused_until_release
 
 def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_with_one_attempt() -> None:
     async def main() -> None:
-        world, decoder = World(), Decoder()
-        a, b = _tabs(world, decoder)
+        world, decoder, a, b = _tabs()
         heard_in_b = _statuses_heard(b)
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", max_attempts=1)
         await settle()
@@ -226,8 +231,7 @@ def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_wi
 
 def test_an_interrupted_job_whose_lock_is_free_again_is_requeued_not_parked() -> None:
     async def main() -> None:
-        world, decoder = World(), Decoder()
-        a, _b = _tabs(world, decoder)
+        world, decoder, a, _b = _tabs()
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode")
         await settle()
         (_, signal), = decoder.runs
@@ -245,9 +249,7 @@ def test_an_interrupted_job_whose_lock_is_free_again_is_requeued_not_parked() ->
 
 def test_terminal_fails_at_once_even_when_raised_on_a_steal() -> None:
     async def main() -> None:
-        world, decoder = World(), Decoder()
-        decoder.terminal_on_abort = True
-        a, b = _tabs(world, decoder)
+        world, decoder, a, b = _tabs(terminal_on_abort=True)
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", max_attempts=5)
         await settle()
         foreground = Foreground(world)
@@ -264,14 +266,10 @@ def test_terminal_fails_at_once_even_when_raised_on_a_steal() -> None:
 
 def test_terminal_without_any_lock_fails_at_once() -> None:
     async def main() -> None:
-        world = World()
+        async def broken(params: Any, signal: AbortSignal) -> Any:
+            raise Terminal("corrupt file")
 
-        def broken(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
-            async def execute(signal: AbortSignal) -> Any:
-                raise Terminal("corrupt file")
-            return execute
-
-        a = world.open_tab(reconstructors={"decode": broken}, yields=YIELDS)
+        world, a = one_tab(reconstructors={"decode": reconstructor(broken)}, yields=YIELDS)
         job = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", max_attempts=5)
         await settle()
         outcome = await job.done

@@ -5,7 +5,7 @@
 // tests/browser/test_idb_store.py::test_non_finite_and_deep_records_fail_alone_in_indexeddb.
 // Nothing is timed: only states are asserted, with generous waits (a loaded 2-core machine).
 const { test, expect } = require("@playwright/test");
-const { openHarness, py } = require("./helpers");
+const { openHarness, py, jobRow } = require("./helpers");
 
 test.setTimeout(240_000);
 
@@ -41,18 +41,19 @@ async function openPage(context) {
   return openHarness(context, { setup: SETUP });
 }
 
-async function statusOf(page, id) {
-  return py(page, `next(r["status"] for r in await queue.query_all() if r["id"] == ${JSON.stringify(id)})`);
+/** File a \`hold\` job numbered \`n\` on the page and wait until its run has started; its id. */
+async function startHeld(page, n) {
+  return py(page, `
+job = queue.enqueue_persistent("hold", {"n": ${n}})
+for _ in range(600):
+    if ${n} in HOLD: break
+    await asyncio.sleep(0.1)
+job.id`);
 }
 
 test("a forged job-update on the channel ends nothing: the run goes on and no done resolves", async ({ context }) => {
   const a = await openPage(context);
-  const id = await py(a, `
-job = queue.enqueue_persistent("hold", {"n": 1})
-for _ in range(600):
-    if 1 in HOLD: break
-    await asyncio.sleep(0.1)
-job.id`);
+  const id = await startHeld(a, 1);
   const b = await openPage(context);
   await py(b, `watching = queue.job(${JSON.stringify(id)})\n"ok"`);
   const channel = await py(a, "queue.settings.channel_name");
@@ -66,7 +67,7 @@ job.id`);
   await a.waitForTimeout(3_000); // time for both tabs to have heard (and checked) the news
   expect(await py(a, `json.dumps([RUNS, HOLD[1].done(), job.done.done()])`)).toEqual([[1], false, false]);
   expect(await py(b, "watching.done.done()")).toBe(false);
-  expect(await statusOf(a, id)).toBe("running");
+  expect((await jobRow(a, id)).status).toBe("running");
   await py(a, `HOLD[1].set_result("released")\n"ok"`);
   expect(await py(a, `(await asyncio.wait_for(job.done, 60)).result["end"]`)).toBe("released");
   expect(await py(b, `(await asyncio.wait_for(watching.done, 90)).result["end"]`)).toBe("released");
@@ -85,12 +86,7 @@ json.dumps([deleted, outcome.code, RUNS])`);
 
 test("a database upgrade while a job runs: its run lock is held until the page's run has ended", async ({ context }) => {
   const page = await openPage(context);
-  const id = await py(page, `
-job = queue.enqueue_persistent("hold", {"n": 3})
-for _ in range(600):
-    if 3 in HOLD: break
-    await asyncio.sleep(0.1)
-job.id`);
+  const id = await startHeld(page, 3);
   const lockName = await py(page, "queue.settings.lock_name");
   const runLock = `${lockName}:run:${id}`;
   const db = await py(page, "queue.settings.db_name");

@@ -24,18 +24,24 @@ function uniqueKey() {
   return `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 }
 
-function logPageErrors(page, tag) {
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[${tag} console error] ${msg.text()}`); });
-  page.on("pageerror", (err) => console.log(`[${tag} page error] ${err.message}`));
+/**
+ * Open `/tests/<name>.html?key=<a new key>` offline (see `offline`), its console errors printed;
+ * `before(page)` runs before it navigates. Returns the page, its key and the requests that leaked.
+ */
+async function openHost(context, baseURL, name, before = () => {}) {
+  const leaks = await offline(context, baseURL);
+  const key = uniqueKey();
+  const page = await context.newPage();
+  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[${name} console error] ${msg.text()}`); });
+  page.on("pageerror", (err) => console.log(`[${name} page error] ${err.message}`));
+  before(page);
+  await page.goto(`/tests/${name}.html?key=${key}`);
+  return { page, key, leaks };
 }
 
 test("a PyScript page imports the queue and completes a persistent job, offline", async ({ context, baseURL }) => {
   test.setTimeout(120_000);
-  const leaks = await offline(context, baseURL);
-  const key = uniqueKey();
-  const page = await context.newPage();
-  logPageErrors(page, "pyscript");
-  await page.goto(`/tests/pyscript.html?key=${key}`);
+  const { page, key, leaks } = await openHost(context, baseURL, "pyscript");
 
   const outcomeText = page.locator("#outcome");
   await expect(outcomeText).not.toBeEmpty({ timeout: 90_000 });
@@ -57,12 +63,9 @@ test("a PyScript page imports the queue and completes a persistent job, offline"
 
 test("the executor side runs in a worker with no window or DOM (a JupyterLite-style kernel)", async ({ context, baseURL }) => {
   test.setTimeout(120_000);
-  const leaks = await offline(context, baseURL);
-  const key = uniqueKey();
-  const page = await context.newPage();
-  logPageErrors(page, "worker-host");
-  page.on("worker", (w) => console.log(`[worker-host] worker started: ${w.url().slice(0, 80)}`));
-  await page.goto(`/tests/worker-host.html?key=${key}`);
+  const { page, key, leaks } = await openHost(context, baseURL, "worker-host", (p) => {
+    p.on("worker", (w) => console.log(`[worker-host] worker started: ${w.url().slice(0, 80)}`));
+  });
 
   await page.waitForFunction(() => window.kernelOutcome !== undefined, null, { timeout: 90_000 });
   const { messages, outcome } = await page.evaluate(() => ({ messages: window.kernelMessages, outcome: window.kernelOutcome }));

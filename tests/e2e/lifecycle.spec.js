@@ -12,10 +12,7 @@ const path = require("path");
 const { configurePython, openHarness, py, resetServer, serverLog, holding, release } = require("./helpers");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const FLAGS = [
-  "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-  "--disable-sync", "--no-first-run", "--headless", "--remote-debugging-port=0",
-];
+const FLAGS = [...require("../chromium-flags.json"), "--headless", "--remote-debugging-port=0"];
 
 /** Launch chromium ourselves; resolve with the process and its DevTools websocket URL. */
 async function launchChromium() {

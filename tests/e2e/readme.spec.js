@@ -14,13 +14,18 @@ const { test, expect } = require("@playwright/test");
 const { useRegistries } = require("./registries");
 const { readmeExample: example, storedRecord } = require("./helpers");
 
-/** Serve the README's examples under /readme/ for every page of `context`. */
-async function serveExamples(context, baseURL) {
+/**
+ * Answer the CDN and PyPI offline (registries.js) and serve the README's examples under /readme/,
+ * for every page of `context`; returns the registries' `{ leaks, served }`.
+ */
+async function readmeSite(context, baseURL) {
+  const registries = await useRegistries(context, /** @type {string} */ (baseURL));
   await context.route(`${baseURL}/readme/*`, (route) => {
     const name = new URL(route.request().url()).pathname.split("/").pop() || "";
     const type = name.endsWith(".py") ? "text/x-python; charset=utf-8" : "text/html; charset=utf-8";
     return route.fulfill({ status: 200, contentType: type, body: example(name) });
   });
+  return registries;
 }
 
 /** Console lines of `page`, as they come (Python's print reaches the console in every host). */
@@ -51,18 +56,21 @@ async function runExample(page, lines, name) {
   return id;
 }
 
+/** Open a new tab and run the example `name` in it (`runExample`); the tab, its console lines, the job's id. */
+async function runInNewTab(context, name, tag = name) {
+  const page = await context.newPage();
+  const lines = consoleOf(page, tag);
+  const id = await runExample(page, lines, name);
+  return { page, lines, id };
+}
+
 test.describe("README examples, as written", () => {
   test.describe.configure({ timeout: 180_000 });
 
   test("cdn.html: Pyodide from the CDN, pyjobq from PyPI; another tab sees the job finish", async ({ context, baseURL }) => {
-    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
-    await serveExamples(context, baseURL);
-    const tabB = await context.newPage();
-    const linesB = consoleOf(tabB, "tab B");
-    await runExample(tabB, linesB, "cdn.html");
-    const tabA = await context.newPage();
-    const linesA = consoleOf(tabA, "tab A");
-    const idA = await runExample(tabA, linesA, "cdn.html");
+    const { leaks, served } = await readmeSite(context, baseURL);
+    const { lines: linesB } = await runInNewTab(context, "cdn.html", "tab B");
+    const { id: idA } = await runInNewTab(context, "cdn.html", "tab A");
     // Tab B's queue hears tab A's job reach done (job-update over the BroadcastChannel).
     await expect.poll(() => linesB.includes(`update: ${idA} done`), { timeout: 30_000 }).toBe(true);
 
@@ -78,11 +86,8 @@ test.describe("README examples, as written", () => {
 
   for (const name of ["pyscript.html", "pyscript-worker.html"]) {
     test(`${name}: PyScript on its default interpreter, pyjobq from its packages config`, async ({ context, baseURL }) => {
-      const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
-      await serveExamples(context, baseURL);
-      const page = await context.newPage();
-      const lines = consoleOf(page, name);
-      await runExample(page, lines, name);
+      const { leaks, served } = await readmeSite(context, baseURL);
+      const { page } = await runInNewTab(context, name);
       // The app ran where the example says: with `worker`, PyScript's own worker hosts it (and
       // pyjobq's scheduler worker beside it); without, only pyjobq's scheduler is a worker.
       const scheduler = (w) => w.url().includes("#db=notes-jobs");
@@ -98,8 +103,7 @@ test.describe("README examples, as written", () => {
   }
 
   test("cdn.html with pyjobq from a wheel URL instead of PyPI", async ({ context, baseURL }) => {
-    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
-    await serveExamples(context, baseURL);
+    const { leaks, served } = await readmeSite(context, baseURL);
     // The same page, installing the wheel by URL — here one the app serves itself.
     const wheel = fs.readdirSync(path.join(__dirname, "..", "..", "build", "cdn", "pypi", "files"))
       .find((f) => f.startsWith("pyjobq-") && f.endsWith(".whl"));
@@ -110,20 +114,15 @@ test.describe("README examples, as written", () => {
     const page = example("cdn.html").replace('install("pyjobq")', `install(new URL("wheels/${wheel}", location.href).href)`);
     expect(page).toContain(`wheels/${wheel}`);
     await context.route(`${baseURL}/readme/cdn-wheel-url.html`, (route) => route.fulfill({ status: 200, contentType: "text/html", body: page }));
-    const tab = await context.newPage();
-    const lines = consoleOf(tab, "wheel URL");
-    await runExample(tab, lines, "cdn-wheel-url.html");
+    await runInNewTab(context, "cdn-wheel-url.html", "wheel URL");
     expect(served).toContain("https://cdn.jsdelivr.net/pyodide/v314.0.7/full/pyodide.asm.wasm");
     expect(served.filter((u) => u.startsWith("https://pypi.org/"))).toEqual([]); // not from PyPI
     expect(leaks).toEqual([]);
   });
 
   test("self-hosted.html: a distribution on the app's origin whose lock lists pyjobq", async ({ context, baseURL }) => {
-    const { leaks, served } = await useRegistries(context, /** @type {string} */ (baseURL));
-    await serveExamples(context, baseURL);
-    const page = await context.newPage();
-    const lines = consoleOf(page, "self-hosted");
-    await runExample(page, lines, "self-hosted.html");
+    const { leaks, served } = await readmeSite(context, baseURL);
+    await runInNewTab(context, "self-hosted.html", "self-hosted");
     expect(served).toEqual([]);
     expect(leaks).toEqual([]);
   });

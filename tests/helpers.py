@@ -1,0 +1,86 @@
+"""What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport
+(:class:`Server`), the one-tab worlds most tests start from (:func:`one_tab`, :func:`serving`,
+:func:`holding`) and :func:`reconstructor`. Import from here; don't copy them into a test file."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+from pyjobq.abort import AbortSignal
+from pyjobq.handle import Job
+from pyjobq.testing import Response, Tab, World, settle
+
+
+class Server:
+    """A fake transport: answers from a script, or holds a call until released.
+
+    Each call takes the next answer of ``answers`` (then ``200 {"ok": true}``): a
+    :class:`~pyjobq.testing.Response`, an exception to raise, or ``"hold"`` — the call waits
+    until :meth:`release`; a cancelled held call is listed in ``cancelled``.
+    """
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str, Any]] = []
+        self.held: dict[str, asyncio.Future[Any]] = {}
+        self.cancelled: list[str] = []
+
+    async def __call__(self, method: str, path: str, body: Any) -> Any:
+        self.calls.append((method, path, body))
+        answer = self.answers.pop(0) if self.answers else Response(200, {"ok": True})
+        if answer == "hold":
+            self.held[path] = asyncio.get_running_loop().create_future()
+            try:
+                answer = await self.held[path]
+            except asyncio.CancelledError:
+                self.cancelled.append(path)
+                raise
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def release(self, path: str, answer: Any = None) -> None:
+        self.held.pop(path).set_result(answer if answer is not None else Response(200, {"ok": True}))
+
+    @property
+    def holding(self) -> list[str]:
+        return sorted(p for p, f in self.held.items() if not f.done())
+
+    @property
+    def paths(self) -> list[str]:
+        """The path of every call, in order."""
+        return [c[1] for c in self.calls]
+
+
+def one_tab(**options: Any) -> tuple[World, Tab]:
+    """A new world with one tab; ``options`` go to :meth:`World.open_tab`."""
+    world = World()
+    return world, world.open_tab(**options)
+
+
+def reconstructor(
+    execute: Callable[[Any, AbortSignal], Awaitable[Any]],
+) -> Callable[[Any], Callable[[AbortSignal], Awaitable[Any]]]:
+    """A reconstructor whose executor, given a job's params, is ``execute(params, signal)``."""
+    def factory(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
+        async def executor(signal: AbortSignal) -> Any:
+            return await execute(params, signal)
+        return executor
+    return factory
+
+
+def serving(*answers: Any, **options: Any) -> tuple[World, Server, Tab]:
+    """A new world with one tab whose transport is ``Server(*answers)``; ``options`` go to
+    :meth:`World.open_tab`."""
+    world, server = World(), Server(*answers)
+    return world, server, world.open_tab(transport=server, **options)
+
+
+async def holding(path: str, **enqueue: Any) -> tuple[World, Server, Tab, Job]:
+    """A one-tab world (``serving("hold")``) whose job ``POST path`` (``enqueue`` options) is
+    on the wire now, held by the server."""
+    world, server, tab = serving("hold")
+    job = tab.side.enqueue_fetch("POST", path, **enqueue)
+    await settle()
+    return world, server, tab, job
