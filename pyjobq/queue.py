@@ -20,9 +20,11 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Callable
 
 from . import config as _config
+from . import notebook as _notebook
 from . import runtime as _runtime
 from . import services as _services
 from .abort import AbortSignal
+from .core.status import TERMINAL
 from .executor import ExecutorSide, current_job_id, report_progress
 from .handle import Job, JobUpdate
 
@@ -37,7 +39,6 @@ _side: ExecutorSide | None = None
 #: (they stay in the store: query_all() shows them), so a long session's memory stays flat.
 _known: OrderedDict[str, dict[str, Any]] = OrderedDict()
 KNOWN_FINISHED = 200
-_FINISHED = frozenset({"done", "failed", "cancelled"})
 #: The ids of the finished records in ``_known``, least recently updated first: trimming is
 #: O(1) per update, not a walk over every known record.
 _finished: OrderedDict[str, None] = OrderedDict()
@@ -63,7 +64,7 @@ def _remember(update: JobUpdate) -> None:
         _known.pop(job_id, None)
         return
     record = _known[job_id] = {**_known.pop(job_id, {}), **update}
-    if record.get("status") in _FINISHED:
+    if record.get("status") in TERMINAL:
         _finished[job_id] = None
         _forget_finished()
 
@@ -77,9 +78,7 @@ def _forget_finished() -> None:
 def _repr_html_() -> str:
     """In a notebook, ``queue`` displays as a table of the jobs this tab knows of — every
     record as of the last :func:`query_all`, updated live by ``job-update`` events since."""
-    from .ui import jobs_html
-
-    return jobs_html(sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"])))
+    return _notebook.jobs_html(sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"])))
 
 
 def enqueue_fetch(
@@ -201,8 +200,7 @@ async def query_all() -> list[dict[str, Any]]:
     _known.clear()
     _known.update((r["id"], r) for r in records)
     _finished.clear()
-    _finished.update((r["id"], None) for r in records if r.get("status") in _FINISHED)
-    _forget_finished()
+    _finished.update((r["id"], None) for r in records if r.get("status") in TERMINAL)
     _forget_finished()
     return records
 

@@ -7,16 +7,21 @@
 //   snapshot()          -> Promise<JSON text of query_all()>
 //   subscribe(cb)       -> unsubscribe(); cb(JSON text of one job-update), from any tab
 //   retry(id), remove(id), retry_all() -> Promise (the queue decides; we only ask)
+//   definition          the table: columns, status labels and colours (pyjobq.core.jobs_table)
+//   cells(jobs, now)    -> every column's value for those jobs, computed by Python, at once
 // An element uses its own `bridge` property if one was set, else globalThis.__pyjobq_bridge.
+//
+// What the table shows is Python's, the same definition the notebook table (jobs_html) draws:
+// this module holds no status list, heading or wording of its own. It builds each column's
+// parts (COLUMN_VIEWS, by the definition's keys) and writes the cells Python computed into them.
 //
 // It subscribes before taking the snapshot, so no update falls between the two; records
 // are merged by updated_at, and ids seen deleted stay deleted. Updates are batched into one
-// render per animation frame. Rows are kept and patched in place (never rebuilt) so a
-// focused button keeps its focus while the table changes around it. Data reaches the DOM
-// only through textContent and attributes: labels and errors are text, never markup.
+// render per animation frame, which asks Python once for the cells of the rows that changed.
+// Rows are kept and patched in place (never rebuilt) so a focused button keeps its focus
+// while the table changes around it. Data reaches the DOM only through textContent and
+// attributes: labels and errors are text, never markup.
 
-const STATUSES = ["pending", "running", "paused", "done", "failed", "cancelled"];
-const RETRYABLE = new Set(["failed", "cancelled"]);
 const BRIDGE_EVENT = "pyjobq:bridge";
 
 const STYLE = `
@@ -61,23 +66,8 @@ tbody th { font-weight: 600; min-width: 14ch; }
 .type { font: 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .pill { display: inline-flex; align-items: center; gap: 5px; padding: 1px 9px; border-radius: 999px; font-size: 12px; font-weight: 600; white-space: nowrap; border: 1px solid transparent; }
 .pill::before { content: ""; width: 7px; height: 7px; border-radius: 50%; background: currentColor; }
-.s-pending   { color: #7d4e00; background: #fff3c4; border-color: #f2d675; }
-.s-running   { color: #0550ae; background: #ddf4ff; border-color: #9ecbff; }
-.s-paused    { color: #6639ba; background: #f3e8ff; border-color: #d2b6f5; }
-.s-done      { color: #116329; background: #dafbe1; border-color: #8ddb9e; }
-.s-failed    { color: #a40e26; background: #ffebe9; border-color: #ffaba8; }
-.s-cancelled { color: #57606a; background: #eef1f4; border-color: #d0d7de; }
-@media (prefers-color-scheme: dark) {
-  .s-pending   { color: #e3b341; background: #3b2e0a; border-color: #6c5314; }
-  .s-running   { color: #79c0ff; background: #0c2d6b; border-color: #1f6feb; }
-  .s-paused    { color: #d2a8ff; background: #2e1a52; border-color: #6e40c9; }
-  .s-done      { color: #56d364; background: #0f2e1a; border-color: #238636; }
-  .s-failed    { color: #ff7b72; background: #3d1114; border-color: #da3633; }
-  .s-cancelled { color: #9198a1; background: #21262d; border-color: #3d444d; }
-}
-.s-running.pill::before { animation: pulse 1.2s ease-in-out infinite; }
+@media (prefers-reduced-motion: reduce) { .pill::before { animation: none !important; } }
 @keyframes pulse { 50% { opacity: .25; } }
-@media (prefers-reduced-motion: reduce) { .s-running.pill::before { animation: none; } }
 .progress { display: flex; white-space: nowrap; align-items: center; gap: 6px; margin-top: 5px; font-size: 12px; color: var(--bg-jobs-muted); }
 progress { width: 90px; height: 8px; accent-color: var(--bg-jobs-accent); }
 .muted { color: var(--bg-jobs-muted); }
@@ -110,67 +100,176 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-/** The name a row is known by: its label, else its type and a short id. */
-function jobName(job) {
-  if (typeof job.label === "string" && job.label) return job.label;
-  return `${job.type || "job"} ${String(job.id).slice(0, 8)}`;
-}
-
-function retryIn(job, now) {
-  if (job.status === "paused") return job.yield_lock ? `when ${job.yield_lock} is free` : "type suspended";
-  if (job.status !== "pending" || typeof job.next_retry_at !== "number") return "";
-  const s = Math.ceil((job.next_retry_at - now) / 1000);
-  if (s <= 0) return "due now";
-  if (s < 90) return `in ${s} s`;
-  const m = Math.floor(s / 60);
-  return m < 90 ? `in ${m} min ${s % 60} s` : `in ${Math.round(m / 60)} h`;
-}
-
 function parse(text) {
   try { return typeof text === "string" ? JSON.parse(text) : text; } catch { return null; }
 }
+
+/** The pills' colours, from the definition's status looks (light, then dark). */
+function statusStyle(statuses) {
+  const rules = (scheme) => statuses.map(({ status, [scheme]: c }) =>
+    `.s-${status} { color: ${c.text}; background: ${c.background}; border-color: ${c.border}; }`).join("\n");
+  const pulse = statuses.filter((s) => s.pulse)
+    .map((s) => `.s-${s.status}.pill::before { animation: pulse 1.2s ease-in-out infinite; }`).join("\n");
+  return `${rules("light")}\n@media (prefers-color-scheme: dark) {\n${rules("dark")}\n}\n${pulse}`;
+}
+
+/** Each column's parts, by the definition's keys: `make` builds the cell, `fill` writes a
+ *  row's value for it (what Python's jobs_table.cells computed) into it. */
+const COLUMN_VIEWS = {
+  job: {
+    make(r) {
+      r.label = el("span", { class: "job-label" });
+      r.scope = el("span", { class: "scope" });
+      r.id = el("span", { class: "job-id" });
+      return el("th", { scope: "row" }, r.label, r.scope, r.id);
+    },
+    fill(r, c, definition) {
+      r.label.textContent = c.name;
+      r.scope.hidden = !c.scope;
+      r.scope.textContent = c.scope;
+      r.scope.title = definition.volatile_note;
+      r.id.textContent = c.short_id;
+      r.id.title = c.id;
+    },
+  },
+  type: {
+    make(r) { r.type = el("span", { class: "type" }); return el("td", {}, r.type); },
+    fill(r, c) { r.type.textContent = c; },
+  },
+  status: {
+    make(r) {
+      r.pill = el("span", { class: "pill" });
+      r.bar = el("progress", { max: "1" });
+      r.pct = el("span");
+      r.progress = el("div", { class: "progress" }, r.bar, r.pct);
+      return el("td", {}, r.pill, r.progress);
+    },
+    fill(r, c, _definition, name) {
+      r.pill.className = `pill s-${c.look}`;
+      r.pill.textContent = c.label;
+      r.progress.hidden = c.progress === null;
+      if (c.progress !== null) {
+        r.bar.value = c.progress;
+        r.bar.setAttribute("aria-label", `Progress of ${name}`);
+        r.pct.textContent = c.progress_text;
+      }
+    },
+  },
+  attempts: {
+    make(r) { r.attempts = el("td"); return r.attempts; },
+    fill(r, c) { r.attempts.textContent = c; },
+  },
+  retry: {
+    make(r) { r.retryIn = el("td", { class: "when" }); return r.retryIn; },
+    fill(r, c, definition) {
+      r.retryIn.textContent = c || definition.no_value;
+      r.retryIn.className = c ? "when" : "when muted";
+    },
+  },
+  error: {
+    make(r) {
+      r.code = el("span", { class: "code" });
+      r.http = el("span", { class: "code" });
+      r.msg = el("span", { class: "error-msg" });
+      return el("td", { class: "error" }, r.code, r.http, r.msg);
+    },
+    fill(r, c, definition) {
+      r.code.hidden = !(c && c.code);
+      r.code.textContent = c ? c.code : "";
+      r.http.hidden = !(c && c.http);
+      r.http.textContent = c ? c.http : "";
+      r.http.title = r.http.textContent;
+      r.msg.textContent = c ? c.message : definition.no_value;
+      r.msg.className = c ? "error-msg" : "error-msg muted";
+    },
+  },
+  actions: {
+    make(r, id, host) {
+      r.retry = el("button", { type: "button", class: "retry", text: "Retry" });
+      r.del = el("button", { type: "button", class: "delete", text: "Delete" });
+      r.retry.addEventListener("click", () => host._act(r.retry, () => host._bridge.retry(id)));
+      r.del.addEventListener("click", () => host._act(r.del, () => host._bridge.remove(id)));
+      return el("td", { class: "actions" }, r.retry, r.del);
+    },
+    fill(r, c, _definition, name, host) {
+      // Hiding a focused button would drop focus on the floor: hand it to Delete first.
+      if (!c.retry && host.shadowRoot.activeElement === r.retry) r.del.focus();
+      r.retry.hidden = !c.retry;
+      r.retry.setAttribute("aria-label", `Retry ${name}`);
+      r.del.setAttribute("aria-label", `Delete ${name}`);
+    },
+  },
+};
 
 export class BgJobs extends HTMLElement {
   constructor() {
     super();
     this._jobs = new Map();      // id -> record (as last rendered or merged)
     this._rows = new Map();      // id -> row parts
+    this._dirty = new Set();     // ids whose row must be filled again at the next render
     this._gone = new Set();      // ids seen deleted: a later snapshot must not revive them
     this._queued = new Map();    // id -> update waiting for the next frame
     this._frame = 0;
     this._tick = 0;
     this._unsubscribe = null;
     this._bridge = null;
+    this._definition = null;     // what the head, counts and rows were built from
     this._generation = 0;
     this._onBridge = () => { if (!this._own) this._connect(); };
     const root = this.attachShadow({ mode: "open" });
-    root.append(el("style", { text: STYLE }));
+    this._statusStyle = el("style");
+    root.append(el("style", { text: STYLE }), this._statusStyle);
     this._counts = el("ul", { class: "counts", "aria-label": "Jobs by status" });
     this._countItems = {};
-    for (const s of STATUSES) {
-      const n = el("b", { text: "0" });
-      const li = el("li", { class: "zero" }, el("span", { class: `pill s-${s}`, text: s }), n);
-      this._countItems[s] = { li, n };
-      this._counts.append(li);
-    }
     this._retryAll = el("button", { type: "button", class: "retry", "aria-label": "Retry all failed and cancelled jobs", text: "Retry all failed" });
     this._retryAll.setAttribute("aria-disabled", "true");
     this._retryAll.addEventListener("click", () => this._act(this._retryAll, () => this._bridge.retry_all()));
     this._sub = el("span", { class: "sub off", text: "connecting…" });
-    this._title = el("span", { class: "title", id: "title" }, document.createTextNode("Background jobs"), this._sub);
+    this._name = document.createTextNode("");
+    this._title = el("span", { class: "title", id: "title" }, this._name, this._sub);
     this._tbody = el("tbody");
-    this._empty = el("tr", { class: "empty" }, el("td", { colspan: "7", text: "No jobs yet." }));
+    this._emptyCell = el("td");
+    this._empty = el("tr", { class: "empty" }, this._emptyCell);
     this._tbody.append(this._empty);
-    const head = el("tr");
-    for (const h of ["Job", "Type", "Status", "Attempts", "Next retry", "Last error", "Actions"]) {
-      head.append(el("th", { scope: "col", text: h }));
-    }
+    this._head = el("tr");
     // The caption carries the counts and "Retry all"; the table is named by its title alone.
     this._note = el("div", { class: "note", role: "status" });
     this._table = el("table", { tabindex: "-1", "aria-labelledby": "title" },
       el("caption", {}, el("div", { class: "bar" }, this._title, this._counts, this._retryAll), this._note),
-      el("thead", {}, head), this._tbody);
+      el("thead", {}, this._head), this._tbody);
     root.append(el("div", { class: "panel", part: "panel" }, el("div", { class: "scroll" }, this._table)));
+  }
+
+  /** Build the head, the counts and the pills' colours from a bridge's definition. */
+  _define(definition) {
+    if (!definition || definition === this._definition) return;
+    this._definition = definition;
+    this._name.textContent = definition.title;
+    this._statusStyle.textContent = statusStyle(definition.statuses);
+    this._head.replaceChildren(...definition.columns.map((c) => el("th", { scope: "col", text: c.heading })));
+    this._emptyCell.setAttribute("colspan", String(definition.columns.length));
+    this._emptyCell.textContent = definition.empty;
+    this._countItems = {};
+    this._counts.replaceChildren(...definition.statuses.map(({ status, label }) => {
+      const n = el("b", { text: "0" });
+      const li = el("li", { class: "zero" }, el("span", { class: `pill s-${status}`, text: label }), n);
+      this._countItems[status] = { li, n };
+      return li;
+    }));
+    // Rows were built for the columns of the definition before: build them again.
+    for (const row of this._rows.values()) row.tr.remove();
+    this._rows.clear();
+  }
+
+  /** Python's cells for `jobs` at `now`, in order; null when the bridge cannot answer. */
+  _cellsOf(jobs, now) {
+    if (!jobs.length) return [];
+    try {
+      return JSON.parse(this._bridge.cells(JSON.stringify(jobs), now));
+    } catch (err) {
+      this._note.textContent = `Could not draw the table: ${err && err.message ? err.message : err}`;
+      return null;
+    }
   }
 
   /** Set a bridge for this element only (instead of globalThis.__pyjobq_bridge). */
@@ -202,6 +301,7 @@ export class BgJobs extends HTMLElement {
     const bridge = this._own || globalThis.__pyjobq_bridge || null;
     this._bridge = bridge;
     if (!bridge) { this._sub.textContent = "waiting for the queue…"; this._sub.className = "sub off"; return; }
+    this._define(bridge.definition);
     const generation = this._generation;
     this._unsubscribe = bridge.subscribe((text) => {
       const job = parse(text);
@@ -247,6 +347,7 @@ export class BgJobs extends HTMLElement {
       if (cur && cur.status !== "running") return; // late progress for a run that has ended
       this._jobs.set(id, { ...(cur || { id, type: "", attempts: 0 }), status: "running",
         progress: job.progress, progress_note: job.progress_note });
+      this._dirty.add(id);
       return;
     }
     if (cur && typeof cur.updated_at === "number" && typeof job.updated_at === "number"
@@ -257,6 +358,7 @@ export class BgJobs extends HTMLElement {
       next.progress_note = cur.progress_note;
     }
     this._jobs.set(id, next);
+    this._dirty.add(id);
   }
 
   _ordered() {
@@ -266,15 +368,16 @@ export class BgJobs extends HTMLElement {
   }
 
   _render() {
+    const definition = this._definition;
+    if (!definition) return;
     const root = this.shadowRoot;
-    const counts = Object.fromEntries(STATUSES.map((s) => [s, 0]));
+    const counts = Object.fromEntries(definition.statuses.map((s) => [s.status, 0]));
     for (const job of this._jobs.values()) if (job.status in counts) counts[job.status]++;
-    for (const s of STATUSES) {
-      const { li, n } = this._countItems[s];
-      n.textContent = String(counts[s]);
-      li.classList.toggle("zero", counts[s] === 0);
+    for (const [status, { li, n }] of Object.entries(this._countItems)) {
+      n.textContent = String(counts[status]);
+      li.classList.toggle("zero", counts[status] === 0);
     }
-    const revivable = counts.failed + counts.cancelled;
+    const revivable = definition.retryable.reduce((sum, status) => sum + counts[status], 0);
     this._retryAll.setAttribute("aria-disabled", String(revivable === 0));
     this._retryAll.textContent = revivable ? `Retry all failed (${revivable})` : "Retry all failed";
 
@@ -290,99 +393,59 @@ export class BgJobs extends HTMLElement {
         (target || this._table).focus();
       }
     }
-    const now = Date.now();
     const ordered = this._ordered();
-    ordered.forEach((job, i) => {
-      let row = this._rows.get(job.id);
-      if (!row) { row = this._makeRow(job.id); this._rows.set(job.id, row); }
-      this._fill(row, job, now);
-      const at = this._tbody.children[i];
+    // One ask of Python per frame, for the rows that changed; the others stay as drawn.
+    const changed = ordered.filter((job) => this._dirty.has(job.id) || !this._rows.has(job.id));
+    const cells = this._cellsOf(changed, Date.now());
+    if (cells) {
+      changed.forEach((job, i) => {
+        let row = this._rows.get(job.id);
+        if (!row) { row = this._makeRow(job.id); this._rows.set(job.id, row); }
+        this._fill(row, job, cells[i]);
+      });
+      this._dirty.clear();
+    }
+    let i = 0;
+    for (const job of ordered) {
+      const row = this._rows.get(job.id);
+      if (!row) continue; // not drawn yet: the bridge could not answer
+      const at = this._tbody.children[i++];
       if (at !== row.tr) this._tbody.insertBefore(row.tr, at || null);
-    });
-    this._empty.hidden = ordered.length > 0;
-    if (ordered.length) this._tbody.append(this._empty);
+    }
+    this._empty.hidden = this._rows.size > 0;
+    if (this._rows.size) this._tbody.append(this._empty);
     this.dispatchEvent(new CustomEvent("bg-jobs-render", { detail: { counts } }));
   }
 
   _makeRow(id) {
-    const r = {};
-    r.label = el("span", { class: "job-label" });
-    r.scope = el("span", { class: "scope", text: "this tab", title: "A volatile job: it lives in this tab only" });
-    r.id = el("span", { class: "job-id" });
-    r.type = el("span", { class: "type" });
-    r.pill = el("span", { class: "pill" });
-    r.bar = el("progress", { max: "1" });
-    r.pct = el("span");
-    r.progress = el("div", { class: "progress" }, r.bar, r.pct);
-    r.attempts = el("td");
-    r.retryIn = el("td", { class: "when" });
-    r.code = el("span", { class: "code" });
-    r.http = el("span", { class: "code" });
-    r.msg = el("span", { class: "error-msg" });
-    r.error = el("td", { class: "error" }, r.code, r.http, r.msg);
-    r.retry = el("button", { type: "button", class: "retry", text: "Retry" });
-    r.del = el("button", { type: "button", class: "delete", text: "Delete" });
-    r.retry.addEventListener("click", () => this._act(r.retry, () => this._bridge.retry(id)));
-    r.del.addEventListener("click", () => this._act(r.del, () => this._bridge.remove(id)));
-    r.tr = el("tr", { "data-job-id": id },
-      el("th", { scope: "row" }, r.label, r.scope, r.id),
-      el("td", {}, r.type),
-      el("td", {}, r.pill, r.progress),
-      r.attempts,
-      r.retryIn,
-      r.error,
-      el("td", { class: "actions" }, r.retry, r.del));
+    const r = { ticks: false };
+    r.tr = el("tr", { "data-job-id": id });
+    for (const column of this._definition.columns) {
+      const view = COLUMN_VIEWS[column.key];
+      r.tr.append(view ? view.make(r, id, this) : el("td"));
+    }
     return r;
   }
 
-  _fill(r, job, now) {
-    const name = jobName(job);
+  _fill(r, job, cells) {
     r.tr.dataset.status = job.status;
-    r.label.textContent = name;
-    r.scope.hidden = job.volatile !== true;
-    r.id.textContent = String(job.id).slice(0, 12);
-    r.id.title = String(job.id);
-    r.type.textContent = job.type || "";
-    r.pill.className = `pill s-${STATUSES.includes(job.status) ? job.status : "cancelled"}`;
-    r.pill.textContent = String(job.status);
-    const hasProgress = typeof job.progress === "number" && job.status === "running";
-    r.progress.hidden = !hasProgress;
-    if (hasProgress) {
-      const p = Math.min(1, Math.max(0, job.progress));
-      r.bar.value = p;
-      r.bar.setAttribute("aria-label", `Progress of ${name}`);
-      r.pct.textContent = `${Math.round(p * 100)}%` + (job.progress_note ? ` · ${job.progress_note}` : "");
+    r.ticks = cells.ticks;
+    for (const column of this._definition.columns) {
+      const view = COLUMN_VIEWS[column.key];
+      if (view) view.fill(r, cells[column.key], this._definition, cells.job.name, this);
     }
-    r.attempts.textContent = `${job.attempts ?? 0} / ${job.max_attempts ?? "?"}`;
-    r.retryIn.textContent = retryIn(job, now) || "—";
-    r.retryIn.className = retryIn(job, now) ? "when" : "when muted";
-    const failedish = job.status !== "done" && (job.error || job.code || job.http_status);
-    r.code.hidden = !(failedish && job.code);
-    r.code.textContent = job.code ? String(job.code) : "";
-    r.http.hidden = !(failedish && job.http_status);
-    r.http.textContent = job.http_status ? `HTTP ${job.http_status}` : "";
-    r.http.title = r.http.textContent;
-    // "cancelled" / "deleted" say no more than their code: show the code alone.
-    r.msg.textContent = failedish && job.error && job.error !== job.code ? String(job.error) : "";
-    if (!failedish) r.msg.textContent = "—";
-    r.msg.className = failedish ? "error-msg" : "error-msg muted";
-    const retryable = RETRYABLE.has(job.status);
-    // Hiding a focused button would drop focus on the floor: hand it to Delete first.
-    if (!retryable && this.shadowRoot.activeElement === r.retry) r.del.focus();
-    r.retry.hidden = !retryable;
-    r.retry.setAttribute("aria-label", `Retry ${name}`);
-    r.del.setAttribute("aria-label", `Delete ${name}`);
   }
 
+  /** Redraw the countdowns: the rows whose retry cell changes with time alone. */
   _refreshTimes() {
-    const now = Date.now();
-    for (const [id, row] of this._rows) {
-      const job = this._jobs.get(id);
-      if (!job) continue;
-      const text = retryIn(job, now);
-      row.retryIn.textContent = text || "—";
-      row.retryIn.className = text ? "when" : "when muted";
-    }
+    if (!this._bridge || !this._definition) return;
+    const ticking = [...this._rows].filter(([id, row]) => row.ticks && this._jobs.has(id));
+    const cells = this._cellsOf(ticking.map(([id]) => this._jobs.get(id)), Date.now());
+    if (!cells) return;
+    ticking.forEach(([, row], i) => {
+      row.ticks = cells[i].ticks;
+      COLUMN_VIEWS.retry.fill(row, cells[i].retry, this._definition);
+    });
   }
 
   // Buttons are never `disabled` while busy: disabling a focused button drops focus (the
@@ -403,11 +466,13 @@ export class BgJobs extends HTMLElement {
   }
 }
 
-/** Make a bridge object around the Python side's single entry point.
+/** Make a bridge object around the Python side's two entry points and its table.
  *
  * `call(op, arg, resolve, reject)` runs a queue operation and settles with JSON text.
+ * `cells(jobsText, now)` returns, synchronously, the JSON text of those jobs' cells.
+ * `definitionText` is the JSON of the table's definition (pyjobq.core.jobs_table).
  * The Python side calls `bridge.emit(text)` for every job-update. */
-export function makeBridge(call) {
+export function makeBridge(call, cells, definitionText) {
   const listeners = new Set();
   const ask = (op, arg) => new Promise((resolve, reject) => call(op, arg ?? null, resolve, reject));
   return {
@@ -419,6 +484,8 @@ export function makeBridge(call) {
     retry: (id) => ask("retry", String(id)),
     remove: (id) => ask("remove", String(id)),
     retry_all: () => ask("retry_all"),
+    definition: JSON.parse(definitionText),
+    cells: (jobsText, now) => cells(jobsText, now),
     emit(text) {
       for (const cb of [...listeners]) {
         try { cb(text); } catch (err) { console.error("<bg-jobs> listener failed", err); }

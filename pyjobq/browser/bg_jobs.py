@@ -8,6 +8,12 @@ ever crosses to JS (DESIGN.md: the PyodideFuture crash). Python reaches the
 element through ``bridge.emit(text)`` for every ``job-update``. The bridge asks
 the queue for everything (``retry_job``, ``delete_job``, ``retry_all``); it
 never opens the database itself.
+
+What the element draws is Python's too (:mod:`pyjobq.core.jobs_table`, the notebook
+table's definition): the bridge carries the table's definition as JSON, and a second
+proxy, ``cells(records, now)``, answers synchronously with every column's value for
+the rows the element is about to draw — JSON text in, JSON text out, no Python object
+crosses. The element keeps no status list, heading or wording of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import js  # type: ignore[import-not-found]
 from pyodide.code import run_js
 from pyodide.ffi import to_js
 
+from ..core import jobs_table
 from ..errors import PyjobqError
 from . import proxies
 from .ports import js_object
@@ -36,6 +43,12 @@ def _public(record: Any) -> dict[str, Any]:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
+
+
+def cells_json(records_text: str, now: float) -> str:
+    """``<bg-jobs>``' synchronous ask: the cells (:func:`~pyjobq.core.jobs_table.cells`) of a
+    JSON list of records, read at ``now`` (``Date.now()``), as a JSON list in the same order."""
+    return _dumps([jobs_table.cells(record, float(now)) for record in json.loads(records_text)])
 
 
 async def load_module() -> Any:
@@ -58,7 +71,8 @@ class Bridge:
         self._queue = queue
         self._tasks: set[asyncio.Task[Any]] = set()
         self._call = proxies.create(self._on_call)
-        self.js = module.makeBridge(self._call)
+        self._cells = proxies.create(cells_json)
+        self.js = module.makeBridge(self._call, self._cells, _dumps(jobs_table.definition()))
         self._unsubscribe = queue.on_update(self._on_update)
         module.install(self.js)
 
@@ -99,6 +113,7 @@ class Bridge:
         for task in list(self._tasks):
             task.cancel()
         proxies.destroy(self._call)
+        proxies.destroy(self._cells)
 
 
 def has_dom() -> bool:

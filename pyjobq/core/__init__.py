@@ -1,4 +1,4 @@
-"""The pure core of pyjobq: records, statuses, the retry policy and the scheduler's decisions.
+"""The pure core of pyjobq: records, statuses, the retry policy, the scheduler's decisions and the jobs table.
 
 Nothing in this package touches IndexedDB, a lock, a channel, a timer or the clock.
 Time and randomness are arguments; storage and the browser come in through the

@@ -39,6 +39,9 @@ const row = (page, id) => page.locator(`bg-jobs tr[data-job-id="${id}"]`);
 const count = (page, status) =>
   page.locator("bg-jobs .counts li").filter({ hasText: status }).locator("b");
 
+/** "#7d4e00" as getComputedStyle reads it: "rgb(125, 78, 0)". */
+const rgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(", ")})`;
+
 async function shoot(locator, name) {
   fs.mkdirSync(SHOTS, { recursive: true });
   await locator.screenshot({ path: path.join(SHOTS, name), animations: "disabled" });
@@ -86,6 +89,37 @@ job.id`);
     await expect(count(page, status)).toHaveText(String(n));
   }
   await expect(row(page, done).locator(".pill")).toHaveText("done");
+
+  // One table: the element draws Python's definition, the one the notebook table draws.
+  const definition = await py(page, "from pyjobq.core import jobs_table\njson.dumps(jobs_table.definition())");
+  await expect(page.locator("bg-jobs thead th")).toHaveText(definition.columns.map((c) => c.heading));
+  await expect(page.locator("bg-jobs .counts li .pill")).toHaveText(definition.statuses.map((s) => s.label));
+  const notebook = await py(page, `
+import re
+from pyjobq import ui
+html = ui.jobs_html(await queue.query_all())
+json.dumps({"headings": re.findall(r'<th scope="col"[^>]*>([^<]*)</th>', html),
+            "statuses": [str(s) for s in ui.STATUSES]})`);
+  expect(notebook.headings).toEqual(definition.columns.filter((c) => !c.interactive).map((c) => c.heading));
+  expect(notebook.statuses).toEqual(definition.statuses.map((s) => s.status));
+  // Every row shows what Python's cells say, its pill in its status's colours.
+  const cells = await py(page, `
+from pyjobq.core import jobs_table
+json.dumps({r["id"]: jobs_table.cells(r, js.Date.now()) for r in await queue.query_all()})`);
+  const looks = Object.fromEntries(definition.statuses.map((s) => [s.status, s.light]));
+  for (const id of [done, failed, refused, running, pending, cancelled, paused, thumb]) {
+    const c = cells[id];
+    const pill = row(page, id).locator(".pill");
+    await expect(pill).toHaveText(c.status.label);
+    await expect(pill).toHaveCSS("color", rgb(looks[c.status.look].text));
+    await expect(pill).toHaveCSS("background-color", rgb(looks[c.status.look].background));
+    await expect(pill).toHaveCSS("border-top-color", rgb(looks[c.status.look].border));
+    await expect(row(page, id).locator(".job-label")).toHaveText(c.job.name);
+    await expect(row(page, id).locator(".job-id")).toHaveText(c.job.short_id);
+    await expect(row(page, id).locator("td").nth(2)).toHaveText(c.attempts);
+    await expect(row(page, id).locator(".error-msg")).toHaveText(c.error ? c.error.message : definition.no_value);
+    if (c.error && c.error.code) await expect(row(page, id).locator(".code").first()).toHaveText(c.error.code);
+  }
   await expect(row(page, failed)).toContainText("1 / 1");
   await expect(row(page, failed)).toContainText("status_500");
   await expect(row(page, failed)).toContainText("HTTP 500");

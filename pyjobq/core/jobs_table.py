@@ -1,0 +1,290 @@
+"""The jobs table: the columns and status looks that ``<bg-jobs>`` and the notebook table share.
+
+Theory of operation
+-------------------
+Two renderers draw one table (spec: "Inspecting jobs"): :func:`pyjobq.ui.jobs_html`, escaped
+HTML for a notebook or a kernel without a DOM, and the ``<bg-jobs>`` element, live in a page.
+Two copies of a status list, a heading or a wording drift apart, so both draw what this module
+says, and nothing else:
+
+- :data:`COLUMNS`, in order, each with its key and heading;
+- :data:`STATUS_LOOKS`, in the order the caption counts them, each with its label and colours
+  (light and dark); a status the table does not know is drawn as :data:`FALLBACK`;
+- :func:`cells`: for one record, the value of every column — the name a row is known by, the
+  progress text, "in 2 min 5 s", "3 / 5", the error's code, HTTP status and message.
+
+The notebook renderer imports them. The element receives them from Python: the bridge hands it
+:func:`definition` (JSON) when it connects and answers its calls for the cells of the rows it
+draws, so the JavaScript holds no status, heading or wording of its own — only what the DOM
+needs done: build the rows, patch them in place, keep focus, tick once a second.
+
+Pure: the clock is ``now``, an argument (the element passes ``Date.now()``, a notebook nothing:
+times are then absolute). Records are plain mappings as ``query_all`` lists them or as a
+``job-update`` carries them; any field may be missing or of the wrong type (a record written by
+other code), and a cell then reads as empty rather than raising.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import datetime, timezone
+from typing import Any, Mapping, TypedDict
+
+from .status import TRANSITIONS, Event, Status
+
+TITLE = "Background jobs"
+"""What both tables are called (the element's title, the notebook table's caption)."""
+
+EMPTY_TABLE = "No jobs yet."
+"""The one row of a table with no jobs."""
+
+NO_VALUE = "—"
+"""What a cell with nothing to say shows (no retry due, no error)."""
+
+VOLATILE_SCOPE = "this tab"
+"""Beside a volatile job's name."""
+
+VOLATILE_NOTE = "A volatile job: it lives in this tab only"
+"""What :data:`VOLATILE_SCOPE` means, for a reader who asks (the element's tooltip)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column: its key in :func:`cells` and its heading."""
+
+    key: str
+    heading: str
+    #: Buttons that ask the queue: only a live page (``<bg-jobs>``) has them.
+    interactive: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("job", "Job"),
+    Column("type", "Type"),
+    Column("status", "Status"),
+    Column("attempts", "Attempts"),
+    Column("retry", "Next retry"),
+    Column("error", "Last error"),
+    Column("actions", "Actions", interactive=True),
+)
+"""Every column, in order; the notebook table draws those that are not ``interactive``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Colours:
+    """A status pill's CSS colours."""
+
+    text: str
+    background: str
+    border: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusLook:
+    """How one status is drawn: its label and its colours on a light and a dark page."""
+
+    status: Status
+    label: str
+    light: Colours
+    dark: Colours
+    #: The pill's dot pulses where the page can animate it: work is under way.
+    pulse: bool = False
+
+
+STATUS_LOOKS: tuple[StatusLook, ...] = (
+    StatusLook(Status.PENDING, "pending",
+               Colours("#7d4e00", "#fff3c4", "#f2d675"), Colours("#e3b341", "#3b2e0a", "#6c5314")),
+    StatusLook(Status.RUNNING, "running",
+               Colours("#0550ae", "#ddf4ff", "#9ecbff"), Colours("#79c0ff", "#0c2d6b", "#1f6feb"),
+               pulse=True),
+    StatusLook(Status.PAUSED, "paused",
+               Colours("#6639ba", "#f3e8ff", "#d2b6f5"), Colours("#d2a8ff", "#2e1a52", "#6e40c9")),
+    StatusLook(Status.DONE, "done",
+               Colours("#116329", "#dafbe1", "#8ddb9e"), Colours("#56d364", "#0f2e1a", "#238636")),
+    StatusLook(Status.FAILED, "failed",
+               Colours("#a40e26", "#ffebe9", "#ffaba8"), Colours("#ff7b72", "#3d1114", "#da3633")),
+    StatusLook(Status.CANCELLED, "cancelled",
+               Colours("#57606a", "#eef1f4", "#d0d7de"), Colours("#9198a1", "#21262d", "#3d444d")),
+)
+"""Every status once, in the order the caption counts them."""
+
+LOOKS: dict[str, StatusLook] = {str(look.status): look for look in STATUS_LOOKS}
+""":data:`STATUS_LOOKS` by status."""
+
+FALLBACK = Status.CANCELLED
+"""A status the table does not know (a record written by other code) is drawn like this one."""
+
+RETRYABLE = frozenset(status for status, event in TRANSITIONS if event is Event.REVIVE)
+"""The statuses a row offers "Retry" for: those ``retry_job`` / ``retry_all`` revive."""
+
+
+class JobCell(TypedDict):
+    """The ``job`` column: the name a row is known by, the id, and its scope."""
+
+    name: str
+    id: str
+    short_id: str
+    scope: str  # VOLATILE_SCOPE, or "" for a persistent job
+
+
+class StatusCell(TypedDict):
+    """The ``status`` column: a pill drawn as ``look``, and a running job's progress."""
+
+    look: str  # a status of STATUS_LOOKS: the record's own, else FALLBACK
+    label: str
+    progress: float | None  # 0 to 1
+    progress_text: str
+
+
+class ErrorCell(TypedDict):
+    """The ``error`` column: each part is ``""`` when the record has none."""
+
+    code: str
+    http: str
+    message: str
+
+
+class ActionsCell(TypedDict):
+    """The ``actions`` column: whether the row offers "Retry" (it always offers "Delete")."""
+
+    retry: bool
+
+
+class Cells(TypedDict):
+    """Every column's value for one record (keys: :data:`COLUMNS`' keys), and ``ticks``."""
+
+    job: JobCell
+    type: str
+    status: StatusCell
+    attempts: str
+    retry: str  # "" when no retry is due
+    error: ErrorCell | None  # None: nothing went wrong (or the job is done)
+    actions: ActionsCell
+    ticks: bool  # the retry cell changes with ``now`` alone: redraw it as time passes
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def job_name(record: Mapping[str, Any]) -> str:
+    """The name a row is known by: its label, else its type and the first 8 characters of its id."""
+    label = record.get("label")
+    if isinstance(label, str) and label:
+        return label
+    return f"{record.get('type') or 'job'} {_text(record.get('id'))[:8]}"
+
+
+def countdown(at_ms: float, now: float) -> str:
+    """How long until ``at_ms``, read at ``now`` (both ms since the epoch): "in 5 s", "due now".
+
+    Seconds up to 90 s, then minutes and seconds up to 90 min, then whole hours.
+    """
+    seconds = math.ceil((at_ms - now) / 1000)
+    if seconds <= 0:
+        return "due now"
+    if seconds < 90:
+        return f"in {seconds} s"
+    minutes = seconds // 60
+    if minutes < 90:
+        return f"in {minutes} min {seconds % 60} s"
+    return f"in {(minutes + 30) // 60} h"
+
+
+def retry_text(record: Mapping[str, Any], now: float | None) -> str:
+    """The ``retry`` column: when a pending job runs next, or what a paused one waits for.
+
+    Args:
+        record: a job record.
+        now: ms since the epoch; ``None`` gives an absolute UTC time instead of a countdown.
+
+    Returns:
+        ``""`` for every other status, and for a pending job with no (finite) ``next_retry_at``.
+    """
+    status = _text(record.get("status"))
+    if status == Status.PAUSED:
+        lock = record.get("yield_lock")
+        return f"when {lock} is free" if lock else "type suspended"
+    at = _number(record.get("next_retry_at"))
+    if status != Status.PENDING or at is None:
+        return ""
+    if now is not None:
+        return countdown(at, now)
+    try:
+        return datetime.fromtimestamp(at / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # a year no calendar reaches
+        return ""
+
+
+def _status_cell(record: Mapping[str, Any]) -> StatusCell:
+    status = _text(record.get("status"))
+    look = LOOKS.get(status)
+    progress = _number(record.get("progress"))
+    cell: StatusCell = {"look": str(look.status if look else FALLBACK),
+                        "label": look.label if look else status, "progress": None,
+                        "progress_text": ""}
+    if status == Status.RUNNING and progress is not None:
+        p = min(1.0, max(0.0, progress))
+        note = record.get("progress_note")
+        cell["progress"] = p
+        cell["progress_text"] = f"{round(p * 100)}%" + (f" · {note}" if note else "")
+    return cell
+
+
+def _error_cell(record: Mapping[str, Any]) -> ErrorCell | None:
+    code, http, error = record.get("code"), record.get("http_status"), record.get("error")
+    if _text(record.get("status")) == Status.DONE or not (code or http or error):
+        return None
+    return {
+        "code": _text(code) if code else "",
+        "http": f"HTTP {http}" if http else "",
+        # "cancelled" / "deleted" say no more than their code: the code alone is shown.
+        "message": _text(error) if error and error != code else "",
+    }
+
+
+def cells(record: Mapping[str, Any], now: float | None = None) -> Cells:
+    """Every column's value for one job record (what ``query_all`` lists, or a ``job-update``).
+
+    Args:
+        record: the record; fields of the wrong type read as missing.
+        now: ms since the epoch, for the retry countdown (see :func:`retry_text`).
+    """
+    job_id = _text(record.get("id"))
+    status = _text(record.get("status"))
+    attempts = record.get("attempts")
+    max_attempts = record.get("max_attempts")
+    retry = retry_text(record, now)
+    return {
+        "job": {"name": job_name(record), "id": job_id, "short_id": job_id[:12],
+                "scope": VOLATILE_SCOPE if record.get("volatile") is True else ""},
+        "type": _text(record.get("type")),
+        "status": _status_cell(record),
+        "attempts": f"{0 if attempts is None else attempts} / "
+                    f"{'?' if max_attempts is None else max_attempts}",
+        "retry": retry,
+        "error": _error_cell(record),
+        "actions": {"retry": status in RETRYABLE},
+        "ticks": bool(retry) and now is not None and status == Status.PENDING,
+    }
+
+
+def definition() -> dict[str, Any]:
+    """The table's definition as JSON-like data, for ``<bg-jobs>``: everything above but :func:`cells`."""
+    return {
+        "title": TITLE,
+        "empty": EMPTY_TABLE,
+        "no_value": NO_VALUE,
+        "volatile_note": VOLATILE_NOTE,
+        "columns": [dataclasses.asdict(column) for column in COLUMNS],
+        "statuses": [{**dataclasses.asdict(look), "status": str(look.status)}
+                     for look in STATUS_LOOKS],
+        "retryable": [str(look.status) for look in STATUS_LOOKS if look.status in RETRYABLE],
+    }
