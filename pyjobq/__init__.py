@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from .abort import AbortSignal
 from .config import configure
 from .core.outcome import Outcome
+from .codes import Code
 from .core.status import Status
 from .errors import (
     ConfigurationError,
@@ -31,6 +32,7 @@ from .errors import (
     NoTransportError,
     OrphanedJobError,
     PyjobqError,
+    StorageError,
     StoreInUseError,
     Terminal,
     WorkerUnavailable,
@@ -81,10 +83,10 @@ _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 
 # A literal list: type checkers read it to know what the package re-exports.
 __all__ = [
-    "AbortSignal", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
+    "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
     "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
-    "PyjobqError", "Status", "StoreInUseError", "Terminal", "WorkerUnavailable", "cancel_job",
+    "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable", "cancel_job",
     "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job", "enqueue",
     "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
     "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",

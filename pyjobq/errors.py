@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .codes import Code
+
 
 class PyjobqError(Exception):
     """Base class of every error raised by pyjobq."""
@@ -37,7 +39,7 @@ class IllegalTransition(PyjobqError):
 class NoTransportError(PyjobqError):
     """A fetch job was replayed but no transport is configured."""
 
-    code = "no_transport"
+    code = Code.NO_TRANSPORT
 
     def __init__(self) -> None:
         super().__init__(
@@ -105,10 +107,29 @@ class StoreInUseError(PyjobqError):
     """
 
 
+class LockStolen(PyjobqError):
+    """A Web Lock was taken from its holder by a request with ``steal: true``.
+
+    Raised by a lock manager's ``request`` (:class:`~pyjobq.core.ports.LockManager`); the
+    holder's callback keeps running, so the holder must stop itself.
+    """
+
+
+class StorageError(PyjobqError):
+    """IndexedDB refused an operation (quota exceeded, blocked, closed by a newer version).
+
+    Raised by the browser's store; importable on CPython too, to catch it in shared code.
+    """
+
+
+class DatabaseUpgradedError(StorageError):
+    """Another tab opened the database at a newer version: this page's code is out of date."""
+
+
 class OrphanedJobError(PyjobqError):
     """The page picking up a persistent job has no reconstructor for it."""
 
-    code = "orphaned"
+    code = Code.ORPHANED
     terminal = True
 
     def __init__(self, reconstructor: str) -> None:
@@ -163,7 +184,7 @@ class WorkerUnavailable(PyjobqError):
     worker (or the browser) said. Volatile jobs are not affected.
     """
 
-    def __init__(self, message: str, *, code: str = "worker_not_started", worker_message: str = "",
+    def __init__(self, message: str, *, code: str = Code.WORKER_NOT_STARTED, worker_message: str = "",
                  stage: str | None = None) -> None:
         super().__init__(message)
         self.code = code
@@ -176,5 +197,5 @@ class WorkerUnavailable(PyjobqError):
         return cls(
             f"pyjobq's scheduler worker did not start ({stage}), so persistent jobs cannot run "
             f"on this page. The worker said: {worker_message.strip() or '(nothing)'}. {advice}",
-            code="worker_not_started", worker_message=worker_message, stage=stage,
+            code=Code.WORKER_NOT_STARTED, worker_message=worker_message, stage=stage,
         )

@@ -23,6 +23,7 @@ import json
 from typing import Any, Awaitable, Callable
 
 from .abort import AbortSignal
+from .codes import Code
 from .errors import HTTPError, JobError, NoTransportError
 
 FETCH = "fetch"
@@ -51,7 +52,7 @@ async def read_response(response: Any) -> tuple[int, bool, str]:
         raise JobError(
             f"the transport returned {type(response).__name__}, not a Response: return the "
             "unread response of your fetch call (js Response or pyodide.http.FetchResponse)",
-            code="bad_transport_result",
+            code=Code.BAD_TRANSPORT_RESULT,
         )
     ok = getattr(response, "ok", None)
     ok = (200 <= status < 300) if ok is None else bool(ok)

@@ -21,22 +21,17 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .core import policy
 from .core.messages import make
+from .codes import Code
 from .core.ports import Change
 from .core.records import JobRecord, NewJob
 from .core.mode import RETENTION_MS
-from .core.status import TERMINAL, Status
+from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED, Status
 from .retention import sweep
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
 
 log = logging.getLogger("pyjobq")
-
-
-_PENDING = frozenset({Status.PENDING})
-_PAUSED = frozenset({Status.PAUSED})
-_UNFINISHED = frozenset(Status) - TERMINAL
-_REVIVABLE = frozenset({Status.FAILED, Status.CANCELLED})
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -114,12 +109,12 @@ class RequestHandlers:
         await engine.store.delete_many([r.id for r in existing])
         for record in existing:
             engine.abandon(record.id)
-        engine.publish_many(existing, deleted=True, error="deleted", code="deleted")
+        engine.publish_many(existing, deleted=True, error="deleted", code=Code.DELETED)
         return len(existing)
 
     async def cancel_job(self, msg: dict[str, Any]) -> bool:
         now = self._engine.clock.now()
-        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.cancel(cur, now), _UNFINISHED)])
+        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.cancel(cur, now), UNFINISHED)])
         if not updated.applied:
             return False
         self._engine.abandon(msg["job_id"])
@@ -136,7 +131,7 @@ class RequestHandlers:
 
     async def _revive(self, job_ids: list[str]) -> int:
         now = self._engine.clock.now()
-        done = await self._engine.write([Change(i, lambda cur: policy.revive(cur, now), _REVIVABLE) for i in job_ids])
+        done = await self._engine.write([Change(i, lambda cur: policy.revive(cur, now), REVIVABLE) for i in job_ids])
         count = sum(1 for updated in done if updated.applied)
         if count:
             self._engine.wake()
@@ -159,7 +154,7 @@ class RequestHandlers:
         engine.suspended.add(job_type)
         now = engine.clock.now()
         pending = [r.id for r in await engine.store.by_status(Status.PENDING) if r.type == job_type]
-        done = await engine.write([Change(i, lambda cur: policy.park(cur, now, None), _PENDING) for i in pending])
+        done = await engine.write([Change(i, lambda cur: policy.park(cur, now, None), ONLY_PENDING) for i in pending])
         running = engine.flights.of_type(job_type)
         waits = [flight.wait_settled() for flight in running]
         for flight in running:
@@ -175,7 +170,7 @@ class RequestHandlers:
         now = engine.clock.now()
         paused = [r.id for r in await engine.store.by_status(Status.PAUSED)
                   if r.type == job_type and r.yield_lock is None]
-        done = await engine.write([Change(i, lambda cur: _unpark_suspended(cur, now), _PAUSED) for i in paused])
+        done = await engine.write([Change(i, lambda cur: _unpark_suspended(cur, now), ONLY_PAUSED) for i in paused])
         engine.wake()
         return sum(1 for updated in done if updated.applied)
 

@@ -1,21 +1,26 @@
-"""The processor lease, held by the scheduler or by its page.
+"""The processor lease, held by the scheduler or by its page — and frozen tabs.
 
 Theory of operation
 -------------------
+This is where pyjobq explains what a frozen or back/forward-cached tab does to the queue;
+the scheduler, the run locks, the lifecycle handlers and docs/decisions.md point here.
+docs/decisions.md, "Frozen and back/forward-cached tabs", has what was measured in Chromium.
+
 Only the holder of the processor lease claims jobs (spec: "Preventing duplicate
-execution across tabs"). Where the lease lives decides what a frozen tab does to
-every other tab:
+execution across tabs"). A page that is frozen (``freeze``) or put in the back/forward
+cache (``pagehide``) keeps its Web Locks, and its dedicated worker is frozen with it, so a
+lease its worker held would stop the queue for every tab while that tab sits frozen. Where
+the lease lives is therefore a port (:class:`~pyjobq.core.ports.Lease`):
 
 * :class:`LockLease` — the scheduler holds the Web Lock itself. Right for an
   executor side with no document (a JupyterLite kernel, a PyScript worker): it is
   never frozen on its own, and a closed or crashed one releases the lock.
 * :class:`LinkLease` + :class:`LeaseHolder` — the *page* holds the lock for its
-  worker. A page that is frozen (``freeze``) or put in the back/forward cache
-  (``pagehide``) keeps its Web Locks, and its dedicated worker is frozen with it,
-  so a worker-held lease would stop the queue for every tab. The page releases a
-  lock synchronously inside its ``freeze`` handler (measured, docs/decisions.md);
+  worker, and lets go synchronously inside its ``freeze``/``pagehide`` handler
+  (pyjobq/browser/lifecycle.py), which releases it while the page is frozen (measured);
   a worker cannot be relied on to (it freezes too, and releases only from a later
-  asyncio callback). So the page holds it and lets go on ``freeze``/``pagehide``.
+  asyncio callback). ``resume``/``pageshow`` ask for it again. A revoked pass claims
+  nothing more, returns at once and asks for the lease again.
 
 **A tab that takes the lease keeps it for its life** (until it closes, crashes, freezes or is
 hidden into the back/forward cache), not just for one drain: the other tabs wait in the lock's
@@ -35,13 +40,30 @@ The messages (all on the worker link, which is FIFO)::
 
 After a revocation the page refuses ``run`` until the worker's ``lease_released``
 for that epoch arrives: a run the worker claimed before it learnt of the
-revocation is answered as interrupted, which gives its attempt back and leaves it
-pending for whoever holds the lease now. Runs already on the page carry on
-through the freeze; what keeps another tab from recovering (and so doubling)
-them is the per-job *run lock* their scheduler holds from before the claim until
-the outcome is stored (:func:`pyjobq.core.lanes.run_lock`). A frozen document
-keeps it; a discarded one releases it, and its running record is then an orphan
-the next holder recovers — so a frozen run is neither doubled nor lost.
+revocation is answered as interrupted (code ``lease_revoked``), which gives its attempt
+back and leaves it pending for whoever holds the lease now.
+
+**What makes that safe is the run lock.** Runs already on the page carry on through the
+freeze. Before claiming a job the scheduler takes ``<lock_name>:run:<job id>``
+(``ifAvailable``, :func:`pyjobq.core.lanes.run_lock`, pyjobq/runlocks.py) and holds it until
+the run's outcome is stored. Recovery skips running records whose run lock is held, and a
+type with such a record is busy in the lanes, so the tab that takes the lease from a frozen
+one neither runs the frozen job a second time nor starts a second job of its type; the
+frozen tab finishes it on resume and stores the outcome as its owner. A frozen document
+keeps its run locks; a discarded one releases them, and its running records are then
+ordinary orphans the next holder recovers (the dead run spending an attempt, as for a
+crash) — so a frozen run is neither doubled nor lost. A recovery write applies only to the
+record judged orphaned (same owner, ``updated_at`` and attempts), so a page frozen between
+its look and its write cannot recover a run another tab claimed meanwhile
+(pyjobq/passes.py). The run locks live on the worker, not the page: a lock only has to
+*stay* held while frozen and *go* when the document is discarded, and a worker's does both;
+only releasing on freeze needed the page. The outbox (lease mode) and the in-tab volatile
+engine take no run locks: nothing recovers their running records by lock.
+
+Simpler schemes fail: a worker-held lease is not released while frozen; a page-held
+lease without run locks lets the next holder recover — and so double — the frozen run;
+recovering by a time limit would bound runs, which the spec forbids ("Only the handshake
+is bounded").
 """
 
 from __future__ import annotations

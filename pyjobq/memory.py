@@ -19,25 +19,49 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Collection, Iterable, Sequence
 
-from .core.ports import Change, LockStolen, Message, Unsubscribe, Updated
+from .core.ports import Change, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
-from .core.status import TERMINAL, Status
-from .core.view import UNFINISHED, Entry
+from .core.status import CLAIMABLE, ONLY_PENDING, TERMINAL, UNFINISHED, Status
+from .core.view import Entry
+from .errors import LockStolen
 
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
 
-#: Statuses whose ``next_retry_at`` means "not before": pending, and a running lease.
-_TIMED = ("pending", "running")
-_FINISHED_VALUES = frozenset(s.value for s in Status if s not in UNFINISHED)
 
 
 def _copy(value: Any) -> Any:
     """A structured copy, as postMessage and IndexedDB make (JSON-like values only)."""
     return json.loads(json.dumps(value))
+
+
+# What both stores' queries decide on, from a record's fields: a MemoryStore reads them from the
+# raw stored value (anything other code wrote: not decoded until it matches), a VolatileStore
+# from its records.
+
+def _oldest_first(records: Iterable[JobRecord]) -> list[JobRecord]:
+    return sorted(records, key=lambda r: (r.created_at, r.id))
+
+
+def _is(status: Any, statuses: Collection[Status]) -> bool:
+    # A raw value's status may be anything, unhashable too: only a str can be one of ours.
+    return isinstance(status, str) and status in statuses
+
+
+def _due(status: Any, next_retry_at: Any, now: float, statuses: Collection[Status]) -> bool:
+    """One of ``statuses``, and its "not before" a moment at or before ``now``."""
+    return _is(status, statuses) and _finite(next_retry_at) and next_retry_at <= now
+
+
+def _soonest(timed: Iterable[tuple[Any, Any]], after: float | None) -> float | None:
+    """The smallest "not before" of the (status, next_retry_at) pairs that have one (a pending
+    record or a running lease), past ``after`` when given."""
+    times = [at for status, at in timed
+             if _is(status, CLAIMABLE) and _finite(at) and (after is None or at > after)]
+    return min(times, default=None)
 
 
 class MemoryStore:
@@ -80,12 +104,11 @@ class MemoryStore:
     def _decode(self, row: dict[str, Any]) -> JobRecord:
         return JobRecord.from_dict(_copy(row))
 
-    def _sorted(self, keys: Any, status: str | None = None) -> list[JobRecord]:
-        records = [r for r in (self._read(k) for k in list(keys)) if r is not None]
+    def _sorted(self, keys: Any, status: Status | None = None) -> list[JobRecord]:
+        records = (r for r in (self._read(k) for k in list(keys)) if r is not None)
         if status is not None:
-            records = [r for r in records if r.status.value == status]  # a malformed one is failed now
-        records.sort(key=lambda r: (r.created_at, r.id))
-        return records
+            records = (r for r in records if r.status is status)  # a malformed one is failed now
+        return _oldest_first(records)
 
     async def add(self, records: Sequence[JobRecord]) -> None:
         rows = [_copy(r.to_dict()) for r in records]
@@ -120,7 +143,7 @@ class MemoryStore:
                 done.append(Updated(None, False))
                 continue
             assert current is not None
-            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            new = change.replacement(current)
             if new is None:
                 done.append(Updated(current, False))
                 continue
@@ -133,7 +156,7 @@ class MemoryStore:
         keys = list(self._rows) if ids is None else [i for i in ids if i in self._rows]
         found: list[Entry] = []
         for key in keys:
-            if ids is None and self._rows[key].get("status") in _FINISHED_VALUES:
+            if ids is None and _is(self._rows[key].get("status"), TERMINAL):
                 continue  # not decoded: a look never pays for the history
             record = self._read(key)
             if record is not None and (ids is not None or record.status in UNFINISHED):
@@ -151,25 +174,23 @@ class MemoryStore:
             self._rows.pop(job_id, None)
 
     async def by_status(self, status: str) -> list[JobRecord]:
-        status = Status(status).value
-        return self._sorted((k for k, r in self._rows.items() if r.get("status") == status), status)
+        wanted = Status(status)
+        return self._sorted((k for k, r in self._rows.items() if r.get("status") == wanted), wanted)
 
     async def by_group(self, group: str) -> list[JobRecord]:
         return [r for r in self._sorted(k for k, r in self._rows.items() if r.get("group") == group)
                 if r.group == group]
 
     async def due(self, now: float) -> list[JobRecord]:
-        return [r for r in self._sorted(
-            (k for k, r in self._rows.items()
-             if r.get("status") == "pending" and _finite(r.get("next_retry_at")) and r["next_retry_at"] <= now),
-            "pending")]
+        return self._sorted((k for k, r in self._rows.items()
+                             if _due(r.get("status"), r.get("next_retry_at"), now, ONLY_PENDING)), Status.PENDING)
 
     async def due_keys(self, now: float) -> list[DueKey]:
         keys: list[DueKey] = []
         # Like the IndexedDB index scan: four fields read without decoding the payload; a due
         # value a pass could not even order is decoded, so it is failed, and left out.
         for key, r in list(self._rows.items()):
-            if r.get("status") not in _TIMED or not _finite(r.get("next_retry_at")) or r["next_retry_at"] > now:
+            if not _due(r.get("status"), r.get("next_retry_at"), now, CLAIMABLE):
                 continue
             if isinstance(key, str) and r.get("id") == key and isinstance(r.get("type"), str) \
                     and _finite(r.get("created_at")):
@@ -180,10 +201,7 @@ class MemoryStore:
         return keys
 
     async def next_due_at(self, after: float | None = None) -> float | None:
-        times = [r["next_retry_at"] for r in self._rows.values()
-                 if r.get("status") in _TIMED and _finite(r.get("next_retry_at"))
-                 and (after is None or r["next_retry_at"] > after)]
-        return min(times) if times else None
+        return _soonest(((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()), after)
 
     async def all(self) -> list[JobRecord]:
         return self._sorted(list(self._rows))
@@ -227,10 +245,6 @@ class VolatileStore:
         else:
             self._records[record.id] = record
 
-    @staticmethod
-    def _sorted(records: Any) -> list[JobRecord]:
-        return sorted(records, key=lambda r: (r.created_at, r.id))
-
     async def add(self, records: Sequence[JobRecord]) -> None:
         ids = [r.id for r in records]
         for job_id in ids:
@@ -256,7 +270,7 @@ class VolatileStore:
             if current is None:
                 done.append(Updated(None, False))
                 continue
-            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            new = change.replacement(current)
             if new is None:
                 done.append(Updated(current, False))
                 continue
@@ -284,28 +298,23 @@ class VolatileStore:
 
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)
-        return self._sorted(r for r in self._records.values() if r.status is wanted)
+        return _oldest_first(r for r in self._records.values() if r.status is wanted)
 
     async def by_group(self, group: str) -> list[JobRecord]:
-        return self._sorted(r for r in self._records.values() if r.group == group)
+        return _oldest_first(r for r in self._records.values() if r.group == group)
 
     async def due(self, now: float) -> list[JobRecord]:
-        return self._sorted(r for r in self._records.values() if r.status is Status.PENDING
-                            and r.next_retry_at is not None and r.next_retry_at <= now)
+        return _oldest_first(r for r in self._records.values() if _due(r.status, r.next_retry_at, now, ONLY_PENDING))
 
     async def due_keys(self, now: float) -> list[DueKey]:
-        return [DueKey(r.id, r.type, r.created_at, r.status) for r in self._sorted(
-            r for r in self._records.values() if r.status.value in _TIMED
-            and r.next_retry_at is not None and r.next_retry_at <= now)]
+        return [DueKey(r.id, r.type, r.created_at, r.status) for r in _oldest_first(
+            r for r in self._records.values() if _due(r.status, r.next_retry_at, now, CLAIMABLE))]
 
     async def next_due_at(self, after: float | None = None) -> float | None:
-        times = [r.next_retry_at for r in self._records.values()
-                 if r.status.value in _TIMED and r.next_retry_at is not None
-                 and (after is None or r.next_retry_at > after)]
-        return min(times) if times else None
+        return _soonest(((r.status, r.next_retry_at) for r in self._records.values()), after)
 
     async def all(self) -> list[JobRecord]:
-        return self._sorted(self._records.values())
+        return _oldest_first(self._records.values())
 
 
 def _finite(value: Any) -> bool:
@@ -403,7 +412,22 @@ class ChannelHub:
         receiver._receive(message)
 
 
-class MemoryChannel:
+class _Listeners:
+    """What a channel's end and a link's end share: their subscribers, called in order."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[Message], None]] = []
+
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _notify(self, message: Message) -> None:
+        for listener in list(self._listeners):
+            listener(message)
+
+
+class MemoryChannel(_Listeners):
     """One context's end of a named in-memory broadcast channel (a ``BroadcastChannel``).
 
     What one end posts reaches every *other* open end of the same name, in a later task and
@@ -412,9 +436,9 @@ class MemoryChannel:
     """
 
     def __init__(self, hub: ChannelHub, name: str) -> None:
+        super().__init__()
         self._hub = hub
         self.name = name
-        self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
         #: Its context crashed (:meth:`crash`): messages it posted are no longer delivered.
         self.dead = False
@@ -434,18 +458,13 @@ class MemoryChannel:
             raise RuntimeError("InvalidStateError: the channel is closed")
         self._hub._deliver(self, message)
 
-    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
-
     def _receive(self, message: Message) -> None:
         if self.closed:
             return
         if self._ignored and isinstance(message, dict) and message.get("type") == "job-update" \
                 and message.get("source") in self._ignored:
             return
-        for listener in list(self._listeners):
-            listener(message)
+        self._notify(message)
 
     def close(self) -> None:
         self.closed = True
@@ -453,12 +472,12 @@ class MemoryChannel:
             self._hub._open.remove(self)
 
 
-class MemoryLink:
+class MemoryLink(_Listeners):
     """One end of a worker ↔ page pair: messages are copied and delivered in a later task."""
 
     def __init__(self, *, copy: bool = True) -> None:
+        super().__init__()
         self.peer: MemoryLink | None = None
-        self._listeners: list[Callable[[Message], None]] = []
         self.closed = False
         self._copy = copy
 
@@ -467,18 +486,13 @@ class MemoryLink:
             return  # like postMessage to a terminated worker: dropped
         asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message) if self._copy else message)
 
-    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
-
     def _receive(self, message: Message) -> None:
         if self.closed:
             return
         if self.held is not None:  # a frozen context runs no task: the message waits
             self.held.append(message)
             return
-        for listener in list(self._listeners):
-            listener(message)
+        self._notify(message)
 
     #: Messages waiting while this end's context is frozen (:meth:`freeze`); None when it is not.
     held: list[Message] | None = None

@@ -36,19 +36,13 @@ from .core import lanes, policy
 from .core.messages import RECHECK_MS
 from .core.ports import Change, Updated
 from .core.records import JobRecord
-from .core.status import Status
+from .core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
 from .core.view import Entry, QueueView
 from .runlocks import no_release
 
 if TYPE_CHECKING:
     from .inflight import Flight
     from .scheduler import Scheduler
-
-_PENDING = frozenset({Status.PENDING})
-_RUNNING = frozenset({Status.RUNNING})
-_PAUSED = frozenset({Status.PAUSED})
-#: What a claim may read: pending, or (on leases) a running record whose lease ran out.
-_CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
 
 
 class Pass:
@@ -150,7 +144,7 @@ class Pass:
                 return None
             return policy.recover(cur, now)
 
-        await self._e.write([Change(e.id, functools.partial(change, seen=e), _RUNNING) for e in orphaned])
+        await self._e.write([Change(e.id, functools.partial(change, seen=e), ONLY_RUNNING) for e in orphaned])
 
     async def _unpark_free(self) -> None:
         paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
@@ -158,7 +152,7 @@ class Pass:
             return
         held = await self._e.locks.held()
         now = self._e.clock.now()
-        await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), _PAUSED)
+        await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
                            for e in lanes.unparkable(paused, held)])
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
@@ -178,7 +172,7 @@ class Pass:
         starts = lanes.plan_starts(picks, suspended=self._e.suspended, yields=self._e.yields, held=held)
         for lock in starts.watch:
             self._e.run_locks.watch(lock)
-        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), _PENDING) for e, lock in starts.parks]
+        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), ONLY_PENDING) for e, lock in starts.parks]
         claims = list(starts.claims)
         releases = await self._e.run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
@@ -203,7 +197,7 @@ class Pass:
                             releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
         """``changes`` then the claims of ``claims``, one transaction; what was claimed is handed
         off once it committed. Returns what each change did, ``changes`` first, then the claims."""
-        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), _CLAIMABLE) for e in claims]
+        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), CLAIMABLE) for e in claims]
         try:
             done = await self._e.write(all_changes)
         except BaseException:

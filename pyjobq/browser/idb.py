@@ -31,9 +31,10 @@ from pyodide.ffi import jsnull, to_js
 from ..core.records import MALFORMED  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
 from ..core.ports import Change, Updated
 from ..core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, malformed
-from ..core.status import Status
-from ..core.view import UNFINISHED, Entry
-from ..errors import PyjobqError
+from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
+from ..core.view import Entry
+# Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
+from ..errors import DatabaseUpgradedError as DatabaseUpgradedError, StorageError as StorageError
 from . import proxies
 
 log = logging.getLogger("pyjobq")
@@ -46,14 +47,6 @@ INDEXES: dict[str, Any] = {
     "by_group_status": ["group", "status"],
     "by_next_retry": "next_retry_at",
 }
-
-
-class StorageError(PyjobqError):
-    """IndexedDB refused an operation (quota exceeded, blocked, closed by a newer version)."""
-
-
-class DatabaseUpgradedError(StorageError):
-    """Another tab opened the database at a newer version: this page's code is out of date."""
 
 
 def _to_js(value: dict[str, Any]) -> Any:
@@ -123,9 +116,6 @@ class _Transaction:
             self._release()
 
 
-_STATUSES = frozenset(s.value for s in Status)
-
-
 def _malformed(raw: Any, exc: Exception) -> JobRecord:
     """A stored value that is not a valid job record, as a failed record (see records.malformed)."""
     return malformed(raw, exc, float(js.Date.now()))
@@ -186,7 +176,7 @@ def _entry(value: Any, key: Any, bad: list[tuple[Any, JobRecord]]) -> Entry | No
     type_, created = _text(getattr(value, "type", None)), _number(getattr(value, "created_at", None))
     retry = getattr(value, "next_retry_at", None)
     attempts = _number(getattr(value, "attempts", None))
-    if status in _STATUSES and type_ is not None and created is not None and isinstance(key, str) \
+    if status in KNOWN and type_ is not None and created is not None and isinstance(key, str) \
             and attempts is not None and (retry is None or retry is jsnull or _number(retry) is not None):
         lock, owner = getattr(value, "yield_lock", None), getattr(value, "owner", None)
         return Entry(key, type_, Status(status), created, None if retry is None or retry is jsnull else float(retry),
@@ -371,7 +361,7 @@ class IndexedDBStore:
                 if current is None:  # a newer pyjobq's record: left exactly as it is
                     done.append(Updated(None, False))
                     return
-            new = None if change.when is not None and current.status not in change.when else change.apply(current)
+            new = change.replacement(current)
             if new is None:
                 done.append(Updated(current, False))
                 return
@@ -477,13 +467,13 @@ class IndexedDBStore:
             # A missing property raises AttributeError through the proxy: read with defaults.
             status, type_ = getattr(value, "status", None), getattr(value, "type", None)
             created = getattr(value, "created_at", None)
-            if status in ("pending", "running"):
+            if status in CLAIMABLE:
                 if isinstance(type_, str) and isinstance(created, (int, float)) and not isinstance(created, bool) \
                         and math.isfinite(created) and isinstance(cursor.primaryKey, str):
                     keys.append(DueKey(cursor.primaryKey, type_, float(created), Status(status)))
                 else:
                     _decode(value, bad)  # due, but not a record a pass can run: failed below
-            elif status not in _STATUSES:
+            elif status not in KNOWN:
                 _decode(value, bad)
             cursor.continue_()  # fires the same request's success event again
 

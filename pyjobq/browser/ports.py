@@ -17,7 +17,8 @@ import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
 from ..core.messages import job_update_prefix
-from ..core.ports import LockStolen, Message, Unsubscribe
+from ..core.ports import Message, Unsubscribe
+from ..errors import LockStolen
 from . import proxies
 
 log = logging.getLogger("pyjobq")

@@ -45,7 +45,8 @@ def run_lock(lock_name: str, job_id: str) -> str:
     """The Web Lock a scheduler holds from before it claims a job until its outcome is stored.
 
     Its holder's document outlives a freeze but not a discard, so a running record whose
-    run lock is held is another page's run (perhaps a frozen one), never an orphan.
+    run lock is held is another page's run (perhaps a frozen one), never an orphan
+    (why the queue needs that: pyjobq/lease.py).
     """
     return f"{lock_name}:run:{job_id}"
 

@@ -6,28 +6,17 @@ through :func:`parse` first: a foreign, malformed or newer-versioned message is
 rejected with :class:`BadMessage` (the receivers log it and carry on), and
 nothing read from a message is ever executed.
 
-Executor → scheduler: ``enqueue``, ``wake``, ``run_started``, ``run_result``,
-``delete_job``, ``delete_group``, ``cancel_job``, ``retry_job``, ``retry_all``,
-``query_all``, ``get_job``, ``cleanup_old``, ``debug_counts`` (a debugging aid: the
-worker's live proxy and listener counts, see :mod:`pyjobq.browser.proxies`).
-Scheduler → executor: ``worker_alive`` (the worker's script runs; it may now wait for the lease
-without Pyodide), ``worker_booting`` (it holds the lease and loads Pyodide), ``worker_error`` (the
-bootstrap failed at ``stage``: script, import, load, install or start, with the worker's own
-``message``), ``ready``, ``run``, ``abandon_run``, ``reply``, ``job-update``,
-``stopped`` (the worker stopped for good — another tab upgraded the database — with the
-reason to show; the executor side fails its requests with it).
-The processor lease, when the page holds it for its worker (see :mod:`pyjobq.lease`):
-scheduler → executor ``lease_request`` (take the lock for me) and ``lease_released``
-(done with grant ``epoch``, or acknowledging its revocation); executor → scheduler
-``lease_granted`` (the page holds the lock, grant number ``epoch``) and ``lease_revoked``
-(the page let it go on ``freeze``/``pagehide``).
-Across tabs (BroadcastChannel): ``job-update``.
+Every message type is one entry of :data:`SCHEMA`, with who sends it, what it says and the
+fields :func:`parse` checks; docs/messages.md is the table generated from it
+(``python scripts/vocab_docs.py``), and tests/core/test_messages.py fails when they differ.
+A page's executor side and its scheduler worker speak over the worker's ``postMessage``;
+other tabs hear only ``job-update``, on the BroadcastChannel.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping, NamedTuple
 
 from ..errors import PyjobqError
 
@@ -52,44 +41,94 @@ ABANDON_GRACE_MS = 30_000.0
 #: is lost for good when the tab that stored it crashed (or froze) before broadcasting it.
 RECHECK_MS = 30_000.0
 
-# type -> {field: allowed python types}. Fields not listed are ignored, never used.
+# Field types: each field a message type lists is checked; fields not listed are ignored, never used.
 _STR = (str,)
 _OPT_STR = (str, type(None))
 _ANY = (object,)
-_SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
-    "enqueue": {"jobs": (list,), "request_id": _OPT_STR},
-    "wake": {},
-    "online": {},
-    "run": {"job_id": _STR, "reconstructor": _STR, "params": _ANY, "job_type": _STR, "attempt": (int,),
-            "claim": _OPT_STR},
-    "run_started": {"job_id": _STR, "claim": _OPT_STR},
-    "run_result": {"job_id": _STR, "ok": (bool,), "claim": _OPT_STR, "offline": (bool, type(None))},
-    "abandon_run": {"job_id": _STR, "claim": _OPT_STR},
-    "delete_job": {"job_id": _STR, "request_id": _OPT_STR},
-    "delete_group": {"group": _STR, "request_id": _OPT_STR},
-    "cancel_job": {"job_id": _STR, "request_id": _OPT_STR},
-    "retry_job": {"job_id": _STR, "request_id": _OPT_STR},
-    "retry_all": {"request_id": _OPT_STR},
-    "query_all": {"request_id": _STR},
-    "get_job": {"job_id": _STR, "request_id": _STR},
-    "cleanup_old": {"request_id": _OPT_STR},
-    "reply": {"request_id": _STR, "ok": (bool,)},
-    "ready": {"source": _STR},
-    # ``jobs``: a batch (one transaction's records), ``job`` its first for older receivers.
-    "job-update": {"job": (dict,), "source": _STR, "jobs": (list, type(None))},
-    "progress": {"job_id": _STR},
-    "worker_error": {"message": _STR, "stage": _OPT_STR},
-    "worker_alive": {},
-    "worker_booting": {},
-    "abort_run": {"job_id": _STR},
-    "suspend_type": {"job_type": _STR, "request_id": _OPT_STR},
-    "resume_type": {"job_type": _STR, "request_id": _OPT_STR},
-    "lease_request": {},
-    "lease_granted": {"epoch": (int,)},
-    "lease_revoked": {"epoch": (int,)},
-    "lease_released": {"epoch": (int,)},
-    "stopped": {"reason": _STR},
-    "debug_counts": {"request_id": _STR, "trace": (bool, type(None))},
+
+#: Who sends a message type (:attr:`MessageType.sender`).
+PAGE = "page → scheduler"
+SCHEDULER = "scheduler → page"
+NEWS = "scheduler → page, and any tab → other tabs (BroadcastChannel)"
+
+
+class MessageType(NamedTuple):
+    """One message type: who sends it, what it says, and ``fields`` (name → allowed Python types)."""
+
+    sender: str
+    doc: str
+    fields: Mapping[str, tuple[type, ...]]
+
+
+def _type(sender: str, doc: str, **fields: tuple[type, ...]) -> MessageType:
+    return MessageType(sender, doc, fields)
+
+
+#: Every message type, by its ``type``.
+SCHEMA: dict[str, MessageType] = {
+    # ------------------------------------------------------------ requests (a page's calls)
+    "enqueue": _type(PAGE, "New jobs (``NewJob.to_message``) to store in one transaction.",
+                     jobs=(list,), request_id=_OPT_STR),
+    "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``.", request_id=_STR),
+    "get_job": _type(PAGE, "One record (or None), for a handle's ``done``; answered in a ``reply``.",
+                     job_id=_STR, request_id=_STR),
+    "delete_job": _type(PAGE, "Delete a record in any status, ending its run anywhere.",
+                        job_id=_STR, request_id=_OPT_STR),
+    "delete_group": _type(PAGE, "Delete every record of a group.", group=_STR, request_id=_OPT_STR),
+    "cancel_job": _type(PAGE, "Cancel an unfinished job, ending its run anywhere.",
+                        job_id=_STR, request_id=_OPT_STR),
+    "retry_job": _type(PAGE, "Revive a failed or cancelled job with a fresh budget.",
+                       job_id=_STR, request_id=_OPT_STR),
+    "retry_all": _type(PAGE, "Revive every failed and cancelled job.", request_id=_OPT_STR),
+    "cleanup_old": _type(PAGE, "Delete ``done`` records older than 7 days.", request_id=_OPT_STR),
+    "suspend_type": _type(PAGE, "Park a (volatile) type's pending jobs and abort its running one; "
+                          "answered once that run settled.", job_type=_STR, request_id=_OPT_STR),
+    "resume_type": _type(PAGE, "Unpark a suspended type's jobs.", job_type=_STR, request_id=_OPT_STR),
+    "debug_counts": _type(PAGE, "A debugging aid: the worker's live proxy and listener counts "
+                          "(pyjobq/browser/proxies.py); answered in a ``reply``.",
+                          request_id=_STR, trace=(bool, type(None))),
+    "reply": _type(SCHEDULER, "The answer to a request with a ``request_id``: ``ok`` and its "
+                   "``value``, or its ``error``.", request_id=_STR, ok=(bool,)),
+    # ------------------------------------------------------------ nudges
+    "wake": _type(PAGE, "Look for due work now (a page's own timer, a visibility change)."),
+    "online": _type(PAGE, "The browser is back online: jobs waiting out an offline failure are due now."),
+    # ------------------------------------------------------------ running a job
+    "run": _type(SCHEDULER, "Run this claimed job (``claim`` names the claim; the page rebuilds "
+                 "the closure from ``reconstructor`` and ``params`` when it has none).",
+                 job_id=_STR, reconstructor=_STR, params=_ANY, job_type=_STR, attempt=(int,),
+                 claim=_OPT_STR),
+    "run_started": _type(PAGE, "The page began the run (the handshake: none within "
+                         "``handshake_timeout_ms`` fails the job).", job_id=_STR, claim=_OPT_STR),
+    "run_result": _type(PAGE, "How the run ended: ``ok`` and its ``result``, or its ``error``, "
+                        "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``.",
+                        job_id=_STR, ok=(bool,), claim=_OPT_STR, offline=(bool, type(None))),
+    "progress": _type(PAGE, "An executor's ``report_progress``: published, never stored.", job_id=_STR),
+    "abandon_run": _type(SCHEDULER, "Stop this run: its job was deleted or cancelled, or the "
+                         "scheduler stops; the page confirms its end with a ``run_result``.",
+                         job_id=_STR, claim=_OPT_STR),
+    "abort_run": _type(SCHEDULER, "Abort this run's signal (its type was suspended); its outcome "
+                       "counts as interrupted.", job_id=_STR),
+    # ------------------------------------------------------------ news
+    "job-update": _type(NEWS, "Records as just stored or deleted (``jobs``: one transaction's "
+                        "batch, ``job`` its first for older receivers).",
+                        job=(dict,), source=_STR, jobs=(list, type(None))),
+    # ------------------------------------------------------------ the worker's life
+    "worker_alive": _type(SCHEDULER, "The worker's script runs: it may now wait for the lease "
+                          "without Pyodide."),
+    "worker_booting": _type(SCHEDULER, "The worker holds the lease and loads Pyodide."),
+    "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, load, "
+                          "install or start), with the worker's own ``message``.",
+                          message=_STR, stage=_OPT_STR),
+    "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.", source=_STR),
+    "stopped": _type(SCHEDULER, "The worker stopped for good (another tab upgraded the database), "
+                     "with the ``reason`` to show; the page fails its requests with it.", reason=_STR),
+    # ------------------------------------------------------------ the lease, held by the page (pyjobq/lease.py)
+    "lease_request": _type(SCHEDULER, "Take the processor lease's Web Lock for me."),
+    "lease_granted": _type(PAGE, "The page holds the lock: grant number ``epoch``.", epoch=(int,)),
+    "lease_revoked": _type(PAGE, "The page let grant ``epoch`` go (``freeze`` or ``pagehide``).",
+                           epoch=(int,)),
+    "lease_released": _type(SCHEDULER, "Done with grant ``epoch``, or acknowledging its revocation.",
+                            epoch=(int,)),
 }
 
 
@@ -114,7 +153,7 @@ class BadMessage(PyjobqError):
 
 def make(type_: str, **fields: Any) -> dict[str, Any]:
     """Build a message. The caller passes only JSON-like values."""
-    if type_ not in _SCHEMA:
+    if type_ not in SCHEMA:
         raise ValueError(f"unknown message type {type_!r}")
     return {"v": VERSION, "type": type_, **fields}
 
@@ -130,10 +169,10 @@ def parse(data: Any) -> dict[str, Any]:
     if data.get("v") != VERSION:
         raise BadMessage(f"protocol version {data.get('v')!r}, this page speaks {VERSION}")
     type_ = data.get("type")
-    schema = _SCHEMA.get(type_) if isinstance(type_, str) else None
-    if schema is None:
+    kind = SCHEMA.get(type_) if isinstance(type_, str) else None
+    if kind is None:
         raise BadMessage(f"unknown message type {type_!r}")
-    for name, kinds in schema.items():
+    for name, kinds in kind.fields.items():
         value = data.get(name)
         if kinds is _ANY:
             continue

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
+from ..codes import Code
 from .records import JobRecord, RunResult
 from .status import Event, Status, apply
 
@@ -39,7 +40,7 @@ TERMINAL_STATUSES = frozenset({403, 409, 422})
 UNAUTHORIZED = 401
 AUTH_RETRY_MS = 60_000.0
 #: The code of a failure with no network below: coming back online makes such jobs due at once.
-OFFLINE = "offline"
+OFFLINE = Code.OFFLINE
 
 
 def _move(record: JobRecord, event: Event, now: float, **changes: object) -> JobRecord:
@@ -64,7 +65,7 @@ def claim(record: JobRecord, now: float, owner: str, lease_ms: float | None = No
         return _move(
             record, Event.FAIL, now,
             error=f"no attempts left ({record.attempts} of {record.max_attempts} spent)",
-            code=record.code or "attempts_exhausted",
+            code=record.code or Code.ATTEMPTS_EXHAUSTED,
         )
     lease = None if lease_ms is None else now + lease_ms
     return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner, next_retry_at=lease)
@@ -166,7 +167,7 @@ def recover(record: JobRecord, now: float) -> JobRecord:
         return _move(
             record, Event.FAIL, now,
             error=record.error or "the page running the last allowed attempt went away",
-            code=record.code or "page_gone",
+            code=record.code or Code.PAGE_GONE,
         )
     return _move(record, Event.RECOVER, now, next_retry_at=now)
 
@@ -184,7 +185,7 @@ def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> 
 
 
 def cancel(record: JobRecord, now: float) -> JobRecord:
-    return _move(record, Event.CANCEL, now, error="cancelled", code="cancelled")
+    return _move(record, Event.CANCEL, now, error="cancelled", code=Code.CANCELLED)
 
 
 def prunable(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, Sequence
 
+from ..errors import LockStolen as LockStolen  # its home before it joined PyjobqError
 from .records import DueKey, JobRecord
 from .status import Status
 from .view import Entry
@@ -30,6 +31,13 @@ class Change(NamedTuple):
     job_id: str
     apply: Callable[[JobRecord], JobRecord | None]
     when: Collection[Status] | None = None
+
+    def replacement(self, current: JobRecord) -> JobRecord | None:
+        """What this change writes over ``current``; None leaves it (also when its status is
+        not one of ``when``, without calling ``apply``). What every store's update runs."""
+        if self.when is not None and current.status not in self.when:
+            return None
+        return self.apply(current)
 
 
 class Updated(NamedTuple):
@@ -163,7 +171,7 @@ class LockManager(Protocol):
         steal: bool = False,
     ) -> Any:
         """Hold ``name`` while ``callback(lock)`` runs; ``lock`` is None when
-        ``if_available`` found it taken. Raises :class:`LockStolen` when another
+        ``if_available`` found it taken. Raises :class:`~pyjobq.errors.LockStolen` when another
         request stole it (the callback keeps running: the holder must stop itself).
         """
 
@@ -174,10 +182,9 @@ class LockManager(Protocol):
 class Lease(Protocol):
     """The processor lease (spec: "Preventing duplicate execution across tabs").
 
-    Only its holder claims jobs and recovers orphans. In a worker whose page has a
-    document the page holds the Web Lock for it and can take it back at ``freeze`` or
-    ``pagehide`` (:class:`pyjobq.lease.LinkLease`); elsewhere the scheduler holds the
-    lock itself and it is never taken back (:class:`pyjobq.lease.LockLease`).
+    Only its holder claims jobs and recovers orphans. Who holds it — the page, which takes
+    it back when frozen (:class:`pyjobq.lease.LinkLease`), or the scheduler itself
+    (:class:`pyjobq.lease.LockLease`) — and why: pyjobq/lease.py.
     """
 
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
@@ -188,7 +195,3 @@ class Lease(Protocol):
         already handed to the page carry on (their run locks keep them from being
         recovered). Returns False when the lease was revoked, True otherwise.
         """
-
-
-class LockStolen(Exception):
-    """The lock was taken from its holder with ``steal: true``."""

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple
 
+from ..codes import Code
 from ..errors import InvalidJobError, PyjobqError
 from .status import TERMINAL, Status
 
@@ -306,8 +307,9 @@ def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
     )
 
 
-#: The code of a record failed because its stored value is not a job record.
-MALFORMED = "malformed_record"
+#: The code of a record failed because its stored value is not a job record (by this name in
+#: the outbox and the IndexedDB store).
+MALFORMED = Code.MALFORMED_RECORD
 #: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from the store.
 NEWS_RESULT_LIMIT = 16 * 1024
 _COUNTS = ("attempts", "max_attempts", "given_back", "http_status")
@@ -361,34 +363,6 @@ class DueKey(NamedTuple):
     type: str
     created_at: float
     status: Status
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What ``done`` resolves to once a job reaches a terminal status.
-
-    ``status`` describes the job, ``http_status`` the server's response, and
-    ``code`` the specific error — use ``code`` when explaining a failure, since
-    errors with different remedies can share one HTTP status.
-    """
-
-    id: str
-    status: str
-    result: Any = None
-    error: str | None = None
-    http_status: int | None = None
-    code: str | None = None
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> "Outcome":
-        return cls(
-            id=record["id"],
-            status=str(record["status"]),
-            result=record.get("result"),
-            error=record.get("error"),
-            http_status=record.get("http_status"),
-            code=record.get("code"),
-        )
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,6 @@ class Event(str, enum.Enum):
         return self.value
 
 
-#: Statuses a job never leaves on its own; ``done`` resolves on reaching one.
-TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
-
 TRANSITIONS: dict[tuple[Status, Event], Status] = {
     (Status.PENDING, Event.CLAIM): Status.RUNNING,
     (Status.PENDING, Event.PARK): Status.PAUSED,
@@ -71,6 +68,26 @@ TRANSITIONS: dict[tuple[Status, Event], Status] = {
     (Status.FAILED, Event.REVIVE): Status.PENDING,
     (Status.CANCELLED, Event.REVIVE): Status.PENDING,
 }
+
+
+# The named sets every module imports (a str enum hashes as its value, so ``"done" in TERMINAL``
+# holds for a raw stored string too: the stores need no sets of values of their own).
+
+#: Every status this version knows; a stored record with another is a newer pyjobq's (foreign).
+KNOWN = frozenset(Status)
+#: Statuses a job never leaves on its own; ``done`` resolves on reaching one.
+TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+#: The rest: what a pass looks at (the queue's view holds these), what ``cancel_job`` can stop.
+UNFINISHED = frozenset(Status) - TERMINAL
+#: What ``retry_job`` / ``retry_all`` revive: the statuses the table lets take ``revive``.
+REVIVABLE = frozenset(status for status, event in TRANSITIONS if event is Event.REVIVE)
+#: What a claim may take, and the statuses whose ``next_retry_at`` means "not before": pending,
+#: and (on leases, the outbox mode) a running record whose lease runs out then.
+CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
+#: One status alone: the ``when`` of a :class:`~pyjobq.core.ports.Change` that expects it.
+ONLY_PENDING = frozenset({Status.PENDING})
+ONLY_RUNNING = frozenset({Status.RUNNING})
+ONLY_PAUSED = frozenset({Status.PAUSED})
 
 
 def apply(status: Status | str, event: Event | str) -> Status:

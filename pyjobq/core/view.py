@@ -34,7 +34,7 @@ import bisect
 from typing import Collection, Iterable, Literal, NamedTuple
 
 from .records import JobRecord
-from .status import Status
+from .status import UNFINISHED, Status
 
 
 class Entry(NamedTuple):
@@ -57,12 +57,11 @@ class Entry(NamedTuple):
                    record.yield_lock, record.owner, record.updated_at, record.attempts)
 
 
-#: The statuses a view holds; a record in any other one is finished and leaves it.
-UNFINISHED = frozenset({Status.PENDING, Status.RUNNING, Status.PAUSED})
-
-
 class QueueView:
-    """The unfinished records of one store, as :class:`Entry` rows (see the module docstring)."""
+    """The unfinished records of one store, as :class:`Entry` rows (see the module docstring).
+
+    It holds the records whose status is in :data:`~pyjobq.core.status.UNFINISHED`; one that
+    leaves those is finished and leaves the view."""
 
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-CORE = ["pyjobq", "pyjobq.core", "pyjobq.core.backoff", "pyjobq.core.lanes", "pyjobq.core.messages",
+CORE = ["pyjobq", "pyjobq.codes", "pyjobq.core", "pyjobq.core.backoff", "pyjobq.core.lanes", "pyjobq.core.messages",
         "pyjobq.core.policy", "pyjobq.core.ports", "pyjobq.core.records", "pyjobq.core.status",
         "pyjobq.config", "pyjobq.errors", "pyjobq.memory", "pyjobq.scheduler", "pyjobq.executor",
         "pyjobq.fetch", "pyjobq.abort", "pyjobq.testing", "pyjobq.runtime"]

@@ -31,6 +31,17 @@ VALID = [
     make("stopped", reason="reload this page"),
     make("debug_counts", request_id="r"),
     make("debug_counts", request_id="r", trace=True),
+    make("online"),
+    make("worker_error", message="no wasm", stage="load"),
+    make("worker_alive"),
+    make("worker_booting"),
+    make("abort_run", job_id="j", reason="type 't' suspended"),
+    make("suspend_type", job_type="t", request_id="r"),
+    make("resume_type", job_type="t", request_id=None),
+    make("lease_request"),
+    make("lease_granted", epoch=1),
+    make("lease_revoked", epoch=1),
+    make("lease_released", epoch=1),
 ]
 
 
@@ -79,3 +90,39 @@ def test_parse_rejects(data: object, message: str) -> None:
     with pytest.raises(BadMessage) as info:
         parse(data)
     assert str(info.value) == message
+
+
+# ---------------------------------------------------------------- the schema is the one list
+
+def test_every_message_type_says_who_sends_it_and_what_it_says() -> None:
+    from pyjobq.core.messages import NEWS, PAGE, SCHEDULER, SCHEMA
+
+    for name, kind in SCHEMA.items():
+        assert kind.sender in (PAGE, SCHEDULER, NEWS), name
+        assert kind.doc.strip().endswith("."), name
+    assert [name for name, kind in SCHEMA.items() if kind.sender == NEWS] == ["job-update"]
+
+
+def test_every_message_type_has_a_valid_example_here() -> None:
+    from pyjobq.core.messages import SCHEMA
+
+    assert {m["type"] for m in VALID} == set(SCHEMA)
+
+
+def test_the_docs_table_of_messages_is_the_one_generated_from_the_schema() -> None:
+    import re
+    import sys
+    from pathlib import Path
+
+    from pyjobq.core import messages
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    import vocab_docs
+
+    assert vocab_docs.stale(root) == [], "run: python scripts/vocab_docs.py"
+    text = (root / "docs" / "messages.md").read_text()
+    assert re.findall(r"^\| `([a-z_-]+)` \|", text, flags=re.M) == list(messages.SCHEMA)
+    # The module's docstring points to the schema instead of listing the types by hand.
+    assert messages.__doc__ is not None and "SCHEMA" in messages.__doc__
+    assert "``enqueue``, ``wake``" not in messages.__doc__

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from pyjobq.core.records import JobRecord, NewJob, Outcome, RecordError
+from pyjobq.core.outcome import Outcome
+from pyjobq.core.records import JobRecord, NewJob, RecordError
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError, PyjobqError
 

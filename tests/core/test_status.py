@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
+from source_scan import lines_matching, still_to_switch  # tests/ is on sys.path
 
 from pyjobq.core.status import TERMINAL, TRANSITIONS, Event, Status, apply
 from pyjobq.errors import IllegalTransition, PyjobqError
@@ -62,3 +64,45 @@ def test_unknown_strings_raise_illegal_transition(status: str, event: str) -> No
 
 def test_terminal_statuses() -> None:
     assert TERMINAL == {S.DONE, S.FAILED, S.CANCELLED}
+
+
+# ---------------------------------------------------------------- the named sets everyone imports
+
+def test_the_named_sets() -> None:
+    from pyjobq.core.status import (
+        CLAIMABLE, KNOWN, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, REVIVABLE, UNFINISHED)
+
+    assert KNOWN == set(Status)
+    assert UNFINISHED == {S.PENDING, S.RUNNING, S.PAUSED}
+    assert UNFINISHED | TERMINAL == KNOWN and not UNFINISHED & TERMINAL
+    # Exactly what the table lets revive and cancel.
+    assert REVIVABLE == {S.FAILED, S.CANCELLED} == {s for s, e in TRANSITIONS if e is E.REVIVE}
+    assert UNFINISHED == {s for s, e in TRANSITIONS if e is E.CANCEL}
+    assert CLAIMABLE == {S.PENDING, S.RUNNING}
+    assert (ONLY_PENDING, ONLY_RUNNING, ONLY_PAUSED) == ({S.PENDING}, {S.RUNNING}, {S.PAUSED})
+    # A raw stored string is found in them too: the stores need no sets of values of their own.
+    assert "done" in TERMINAL and "pending" in UNFINISHED and "running" in CLAIMABLE and "later" not in KNOWN
+
+
+#: A status set spelt out (``frozenset({Status.X ...})``, ``frozenset({"done", ...})``) rather than
+#: imported from pyjobq/core/status.py.
+STATUS_SET = re.compile(r"""frozenset\(\{\s*(Status\.|["'](pending|running|paused|done|failed|cancelled)["'])"""
+                        r"""|frozenset\((s\.value for s in )?Status\)""")
+#: Files whose owner still has to import the sets (issue 16).
+SETS_STILL_TO_SWITCH = ("pyjobq/queue.py", "pyjobq/scheduler.py")
+
+
+def status_sets() -> dict[str, list[str]]:
+    return lines_matching(STATUS_SET, skip={"pyjobq/core/status.py"})
+
+
+def test_no_status_set_is_spelt_out_outside_the_status_module() -> None:
+    assert STATUS_SET.search('_FINISHED = frozenset({"done", "failed", "cancelled"})')
+    assert STATUS_SET.search("_PENDING = frozenset({Status.PENDING})")
+    assert STATUS_SET.search("_STATUSES = frozenset(s.value for s in Status)")
+    assert {name: lines for name, lines in status_sets().items() if name not in SETS_STILL_TO_SWITCH} == {}
+
+
+@pytest.mark.parametrize("name", still_to_switch(SETS_STILL_TO_SWITCH, "its owner imports pyjobq.core.status's sets"))
+def test_no_status_set_is_left_in_a_file_still_to_switch(name: str) -> None:
+    assert status_sets().get(name, []) == []
