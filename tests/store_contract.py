@@ -233,6 +233,20 @@ async def check_record_round_trips_every_field(store: Any) -> None:
     assert await store.all() == [full, paused, running]
 
 
+async def check_a_code_member_is_stored_as_its_string(store: Any) -> None:
+    from pyjobq.codes import Code
+    from pyjobq.core import policy
+    from pyjobq.core.status import UNFINISHED
+
+    await store.add([make_record("a"), make_record("b", created_at=T0 + 1)])
+    done = await store.update_many([Change("a", lambda cur: policy.cancel(cur, T0 + 1), UNFINISHED),
+                                    Change("b", lambda cur: cur.evolve(code=Code.OFFLINE))])
+    assert [(u.applied, u.record and u.record.code) for u in done] == [(True, "cancelled"), (True, "offline")]
+    got = await store.get("a")
+    assert got.status is Status.CANCELLED and got.code == Code.CANCELLED and str(got.code) == "cancelled"
+    assert [(r.id, str(r.code)) for r in await store.all()] == [("a", "cancelled"), ("b", "offline")]
+
+
 async def check_update_many_in_order_with_preconditions(store: Any) -> None:
     from pyjobq.core.ports import Change
 
@@ -315,6 +329,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_all_oldest_first,
     check_returned_records_are_copies,
     check_record_round_trips_every_field,
+    check_a_code_member_is_stored_as_its_string,
     check_update_many_in_order_with_preconditions,
     check_update_many_all_or_none,
     check_entries_unfinished_and_by_id,
