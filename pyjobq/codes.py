@@ -1,9 +1,5 @@
 """The error codes pyjobq itself sets: one table, :class:`Code`.
 
-Pure data, importing nothing, beside :mod:`pyjobq.errors`: the core reads it (the retry
-policy sets ``offline``, ``page_gone``...), and so do the errors that carry a code, which
-the core imports in turn.
-
 A job's ``code`` (on its :class:`~pyjobq.Outcome`, its record, a ``job-update``) names the
 specific error, and is what to explain a failure by: several errors with different remedies
 can share one HTTP status (spec: "code identifies the specific error"). Every code pyjobq
@@ -11,8 +7,14 @@ sets is a member of :class:`Code`, with what it means and what a user does about
 other code is the server's own (a JSON body's ``code`` or ``error.code``) or one an executor
 raised with.
 
+Pure data that imports nothing, beside :mod:`pyjobq.errors` rather than inside
+:mod:`pyjobq.core`: the core reads it (the retry policy sets ``offline`` and ``page_gone``),
+and so do the errors that carry a code — which the core imports in turn, so a module inside
+the core package would make ``pyjobq.errors`` import the core it is imported by.
+``pyjobq.Code`` and ``pyjobq.core.Code`` are this class.
+
 docs/troubleshooting.md's table of codes is generated from this one
-(``python scripts/vocab_docs.py``), and tests/core/test_codes.py fails when they differ or
+(``python scripts/vocab_docs.py``); tests/core/test_codes.py fails when the two differ, or
 when a ``code="..."`` literal appears anywhere else in pyjobq.
 """
 

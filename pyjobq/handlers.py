@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from .codes import Code
 from .core import policy
 from .core.messages import make
-from .codes import Code
 from .core.ports import Change
 from .core.records import JobRecord, NewJob
 from .core.mode import RETENTION_MS

@@ -32,7 +32,6 @@ log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
 
 
-
 def _copy(value: Any) -> Any:
     """A structured copy, as postMessage and IndexedDB make (JSON-like values only)."""
     return json.loads(json.dumps(value))

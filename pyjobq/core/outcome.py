@@ -17,8 +17,9 @@ class Outcome:
     :attr:`Status.CANCELLED`; a ``str`` enum, so ``outcome.status == "done"`` holds
     too), ``http_status`` the server's response, and ``code`` the specific error —
     use ``code`` when explaining a failure, since errors with different remedies
-    can share one HTTP status. A deleted job resolves as cancelled with code
-    ``deleted``; one this page could not store as failed with code ``not_stored``.
+    can share one HTTP status. Every code pyjobq sets is a :class:`~pyjobq.Code`, with its
+    meaning and remedy: a deleted job resolves as cancelled with ``Code.DELETED``, one this
+    page could not store as failed with ``Code.NOT_STORED``.
 
     Raises:
         InvalidJobError: ``status`` is not a terminal status.
