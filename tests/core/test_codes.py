@@ -25,7 +25,8 @@ LITERAL = re.compile(r"""\bcode\s*=\s*["']|["']code["']\s*:\s*["']|\bcode\s*[!=]
                      r"""|\bcode\s+or\s+["']|\bcode\s*=[^\n]*\belse\s+["']""")
 
 #: Files whose owner still has to switch their literals to ``Code`` members (issue 16).
-STILL_TO_SWITCH = ("pyjobq/browser/runtime.py", "pyjobq/executor.py", "pyjobq/scheduler.py")
+STILL_TO_SWITCH = ("pyjobq/browser/runtime.py", "pyjobq/client.py", "pyjobq/handles.py", "pyjobq/runner.py",
+                   "pyjobq/scheduler.py")
 
 
 def code_literals() -> dict[str, list[str]]:
