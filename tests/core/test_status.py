@@ -89,7 +89,7 @@ def test_the_named_sets() -> None:
 STATUS_SET = re.compile(r"""frozenset\(\{\s*(Status\.|["'](pending|running|paused|done|failed|cancelled)["'])"""
                         r"""|frozenset\((s\.value for s in )?Status\)""")
 #: Files whose owner still has to import the sets (issue 16).
-SETS_STILL_TO_SWITCH = ("pyjobq/queue.py", "pyjobq/scheduler.py")
+SETS_STILL_TO_SWITCH = ("pyjobq/scheduler.py",)
 
 
 def status_sets() -> dict[str, list[str]]:
