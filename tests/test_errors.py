@@ -1,11 +1,10 @@
 """Every error pyjobq raises derives from PyjobqError, and each is importable on plain CPython:
-the lock manager's LockStolen and the IndexedDB store's StorageError too."""
+the lock manager's LockStolen and the IndexedDB store's StorageError too (that pyjobq.errors
+imports no browser module: tests/core/test_import.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import pytest
 
@@ -47,14 +46,6 @@ def test_a_stolen_fake_lock_is_caught_as_a_pyjobq_error() -> None:
         held.set()
         await thief
     run(main())
-
-
-def test_the_errors_import_without_the_browser() -> None:
-    code = ("import sys, pyjobq.errors, pyjobq.core.ports\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('js', 'pyodide') "
-            "or m.startswith('pyjobq.browser')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_every_error_class_derives_from_pyjobq_error() -> None:
