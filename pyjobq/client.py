@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import errors
+from .codes import Code
 from .core.messages import make
 from .core.outcome import Outcome
 from .core.ports import Link
@@ -127,7 +128,7 @@ class EngineClient:
                     continue
                 job._stored.set_exception(error)
                 self.runner.closures.pop(new.id, None)
-                code = error.code if isinstance(error, WorkerUnavailable) else "not_stored"
+                code = error.code if isinstance(error, WorkerUnavailable) else Code.NOT_STORED
                 self.handles.settle(new.id, Outcome(id=new.id, status=Status.FAILED,
                                                     error=f"not stored: {error}", code=code))
 
@@ -149,7 +150,7 @@ class EngineClient:
                 job._lose(error)
                 return
             self.handles.settle_from(job_id, f.result(), missing=Outcome(
-                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}", code="not_found"))
+                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}", code=Code.NOT_FOUND))
 
         self.request(make("get_job", job_id=job_id)).add_done_callback(found)
         return job
@@ -233,7 +234,7 @@ class EngineClient:
 
     def _stopped(self, msg: dict[str, Any]) -> None:
         self.fail(WorkerUnavailable(f"persistent jobs stopped on this page: {msg['reason']}",
-                                    code="worker_stopped", worker_message=msg["reason"]))
+                                    code=Code.WORKER_STOPPED, worker_message=msg["reason"]))
 
     def expect_ready(self, timeout_ms: float) -> None:
         """Bound the worker's start: its script must say ``worker_alive`` within ``timeout_ms``,

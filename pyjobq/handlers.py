@@ -85,7 +85,7 @@ class RequestHandlers:
         return len(records)
 
     async def query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
-        volatile = self._engine.volatile
+        volatile = self._engine.mode.volatile
         return [
             {**record.to_dict(), "volatile": True} if volatile else record.to_dict()
             for record in await self._engine.store.all()

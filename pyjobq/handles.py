@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator, Callable
 
+from .codes import Code
 from .core.messages import RECHECK_MS
 from .core.outcome import Outcome
 from .core.ports import Clock
@@ -73,7 +74,7 @@ def _ended(job: dict[str, Any]) -> bool:
 
 
 def _deleted(job_id: str) -> Outcome:
-    return Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code="deleted")
+    return Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code=Code.DELETED)
 
 
 class Handles:

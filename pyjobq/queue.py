@@ -24,6 +24,7 @@ from . import notebook as _notebook
 from . import runtime as _runtime
 from . import services as _services
 from .abort import AbortSignal
+from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.status import TERMINAL
 from .executor import ExecutorSide, current_job_id, report_progress
 from .handle import Job, JobUpdate
@@ -89,7 +90,7 @@ def enqueue_fetch(
     type: str = "default",
     group: str | None = None,
     label: str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
 ) -> Job:
     """Queue a persistent request, replayed through the transport until it succeeds or must stop.
@@ -121,7 +122,7 @@ def enqueue(
     id: str | None = None,
     type: str = "default",
     label: str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> Job:
     """Queue a volatile job: ``await executor(signal)`` runs in this tab with the same backoff.
 
@@ -165,7 +166,7 @@ def enqueue_persistent(
     type: str = "default",
     group: str | None = None,
     label: str | None = None,
-    max_attempts: int = 5,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
 ) -> Job:
     """Queue a persistent job of a registered kind, rebuilt from JSON-like ``params`` on every run.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .abort import AbortSignal
+from .codes import Code
 from .core.messages import ABANDON_GRACE_MS, make
 from .core.ports import Clock, Link, LockManager, LockStolen
 from .core.records import check_json
@@ -134,7 +135,7 @@ class Runner:
             # Claimed after this page let the lease go (freeze/pagehide), before the worker
             # knew: give it back unspent for whoever holds the lease now (pyjobq/lease.py).
             self._send_result(job_id, _claimed({
-                "ok": False, "interrupted": True, "code": "lease_revoked",
+                "ok": False, "interrupted": True, "code": Code.LEASE_REVOKED,
                 "error": "the page let the processor lease go (frozen or hidden) before this run began",
             }, msg.get("claim")))
             return
@@ -142,7 +143,7 @@ class Runner:
             # A second run of a job this page is still running (an answer of the first may
             # be in flight): refuse it, unspent, rather than run the job twice at once.
             self._send_result(job_id, _claimed({
-                "ok": False, "interrupted": True, "code": "already_running",
+                "ok": False, "interrupted": True, "code": Code.ALREADY_RUNNING,
                 "error": "this page is still running an earlier claim of this job",
             }, msg.get("claim")))
             return
@@ -193,7 +194,7 @@ class Runner:
         except Exception as exc:
             fields = error_fields(exc)
             fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
-                          terminal=True, code="reconstructor_failed")
+                          terminal=True, code=Code.RECONSTRUCTOR_FAILED)
             self._send_result(job_id, _claimed(fields, msg.get("claim")))
             return None
 
@@ -239,7 +240,7 @@ class Runner:
             # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
             # that it ended before the job's type runs again (an older one waits for nothing).
             if run.claim is not None:
-                self._send_result(job_id, {"ok": False, "error": "abandoned", "code": "abandoned",
+                self._send_result(job_id, {"ok": False, "error": "abandoned", "code": Code.ABANDONED,
                                            "claim": run.claim})
             return
         if fields["ok"] and isinstance(fields["result"], Answer):
@@ -250,7 +251,7 @@ class Runner:
             except InvalidJobError as exc:
                 # Repeating the work would produce the same result: fail at once.
                 fields = error_fields(exc)
-                fields.update(terminal=True, code="result_not_cloneable")
+                fields.update(terminal=True, code=Code.RESULT_NOT_CLONEABLE)
         self._send_result(job_id, _claimed(fields, run.claim))
 
     def _send_result(self, job_id: str, fields: dict[str, Any]) -> None:

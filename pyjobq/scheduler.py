@@ -87,7 +87,8 @@ from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store,
 from .core.mode import JOB_QUEUE, Mode
 from .core.records import JobRecord, RunResult, check_json
 from .errors import InvalidJobError
-from .core.status import Status
+from .core.status import ONLY_PENDING, ONLY_RUNNING, Status
+from .codes import Code
 from .core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
 from .handlers import RequestHandlers
 from .inflight import Flight, FlightTable
@@ -167,8 +168,6 @@ class Scheduler:
         self.run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn, wake=self.wake)
         self._unsubscribe: list[Callable[[], None]] = []
         self.stopped = False
-        #: True for the in-tab engine of volatile jobs: its updates say so, and types can be suspended.
-        self.volatile = mode.volatile
         #: Suspended types (``suspend_type``): their pending jobs park, new ones too.
         self.suspended: set[str] = set()
         self._last_created = 0.0
@@ -236,7 +235,7 @@ class Scheduler:
     async def _back_online(self) -> None:
         now = self.clock.now()
         waiting = [r.id for r in await self.store.by_status(Status.PENDING) if r.code == policy.OFFLINE]
-        await self.write([Change(i, lambda cur: policy.back_online(cur, now), _PENDING) for i in waiting])
+        await self.write([Change(i, lambda cur: policy.back_online(cur, now), ONLY_PENDING) for i in waiting])
         self.wake()
 
     def clear_retry_timer(self) -> None:
@@ -373,11 +372,11 @@ class Scheduler:
                 f"run_started never came: the page did not answer 'run' within {ms} ms. Most "
                 f"likely it has no reconstructor {cur._reconstructor!r} registered, or the "
                 "module registering it never loaded.",
-                code="handshake_timeout",
+                code=Code.HANDSHAKE_TIMEOUT,
             )
 
         try:
-            await self.write([Change(flight.job_id, change, _RUNNING)])
+            await self.write([Change(flight.job_id, change, ONLY_RUNNING)])
         finally:
             self.flights.finish(flight)
             self.kick.set()
@@ -420,7 +419,7 @@ class Scheduler:
             except InvalidJobError as exc:
                 # Storable means storable: running it again would give the same result.
                 outcome = RunResult(ok=False, error=str(exc), status=outcome.status,
-                                    code="result_not_storable", terminal=True)
+                                    code=Code.RESULT_NOT_STORABLE, terminal=True)
         if flight.settled is not None:  # suspend_type aborted this run
             outcome = policy.after_abort(outcome)
         held_lock = None
@@ -440,7 +439,7 @@ class Scheduler:
                                  held_yield_lock=held_lock, suspended=suspended,
                                  http_status_rules=self.mode.http_status_rules)
 
-        change = Change(job_id, settle, _RUNNING)
+        change = Change(job_id, settle, ONLY_RUNNING)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
         follow = await self._look.follow_on(flight, now)
         followed = False
@@ -456,7 +455,7 @@ class Scheduler:
                 # running for recovery to run again.
                 log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
                 outcome = RunResult(ok=False, error=f"the result could not be stored: {exc}",
-                                    status=outcome.status, code="result_not_storable", terminal=True)
+                                    status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
                 done = await self.write([change])
             settled = done[0]
             if self.mode.on_success == "delete" and settled.applied and settled.record is not None \
@@ -513,7 +512,7 @@ class Scheduler:
         # tab goes away mid-run this one takes over (its pass recovers the running record)
         # with no enqueue, online event or retry timer of its own to prompt it. If the
         # other tab finishes normally, our pass finds nothing to do and ends.
-        elif not self.volatile and not job.get("volatile") and not job.get("progress_only") \
+        elif not self.mode.volatile and not job.get("volatile") and not job.get("progress_only") \
                 and job.get("status") in (Status.PENDING.value, Status.RUNNING.value):
             self.wake()
 
@@ -560,10 +559,6 @@ class Scheduler:
                 else:
                     self._look.view.apply(record)
         self._publisher.records(records, **extra)
-
-
-_PENDING = frozenset({Status.PENDING})
-_RUNNING = frozenset({Status.RUNNING})
 
 
 def _opt(value: Any, kind: type) -> Any:

@@ -1,13 +1,11 @@
 """What the vocabulary tests read of pyjobq's own source: lines that spell out what one table
-holds (an error code, a status set), and the files still to switch to it (issue 16)."""
+holds (an error code, a status set)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable
-
-import pytest
+from typing import Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,9 +25,3 @@ def lines_matching(pattern: re.Pattern[str], *, skip: Iterable[str] = ()) -> dic
             found[name] = lines
     return found
 
-
-def still_to_switch(names: Iterable[str], reason: str) -> list[Any]:
-    """One ``pytest.param`` a file, each an xfail(strict): once its owner switched the file, its
-    test passes, which fails — then take the file out of the list."""
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"issue 16: {reason}"))
-            for name in names]

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import ast
 import re
-import pytest
-from source_scan import ROOT, sources, still_to_switch  # tests/ is on sys.path
+from source_scan import ROOT, sources  # tests/ is on sys.path
 
 from pyjobq.core.records import DEFAULT_MAX_ATTEMPTS, NewJob
-
-#: Files whose owner still has to switch a literal default to the constant (issue 16).
-STILL_TO_SWITCH = ("pyjobq/queue.py",)
-
 
 def literal_defaults() -> dict[str, list[str]]:
     """Each pyjobq file with the functions whose ``max_attempts`` default is a number of its own."""
@@ -36,12 +31,7 @@ def literal_defaults() -> dict[str, list[str]]:
 
 def test_every_max_attempts_default_is_the_constant() -> None:
     assert NewJob(id="j", reconstructor="r", params=None).max_attempts == DEFAULT_MAX_ATTEMPTS
-    assert {name: where for name, where in literal_defaults().items() if name not in STILL_TO_SWITCH} == {}
-
-
-@pytest.mark.parametrize("name", still_to_switch(STILL_TO_SWITCH, "its owner writes max_attempts=DEFAULT_MAX_ATTEMPTS"))
-def test_no_literal_default_is_left_in_a_file_still_to_switch(name: str) -> None:
-    assert literal_defaults().get(name, []) == []
+    assert literal_defaults() == {}
 
 
 def test_the_docs_state_the_default_the_code_has() -> None:

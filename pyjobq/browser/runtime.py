@@ -46,6 +46,7 @@ import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
 from ..config import Settings
+from ..codes import Code
 from ..errors import WorkerUnavailable
 from ..executor import ExecutorSide
 from ..lease import NeverLease
@@ -186,7 +187,7 @@ def _on_unavailable(side: ExecutorSide, error: WorkerUnavailable) -> None:
     if unhold is not None:
         unhold()
     requests = getattr(side, "requests_scheduler", None)
-    if requests is not None and error.code == "worker_stopped":
+    if requests is not None and error.code == Code.WORKER_STOPPED:
         requests.stop()
 
 
@@ -221,7 +222,7 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
     def upgraded(reason: str) -> None:
         requests.scheduler.stop()
         side.scheduler_unavailable(WorkerUnavailable(
-            f"persistent jobs stopped on this page: {reason}", code="worker_stopped", worker_message=reason))
+            f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED, worker_message=reason))
 
     requests = in_process(
         store=IndexedDBStore(settings.db_name, on_upgraded=upgraded), source=requests_source,

@@ -8,8 +8,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 import pyjobq
 from pyjobq import Code, Outcome, Status
 from pyjobq.core import policy, records
@@ -17,17 +15,12 @@ from pyjobq.core import policy, records
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import vocab_docs  # noqa: E402
-from source_scan import lines_matching, still_to_switch  # noqa: E402  (tests/ is on sys.path)
+from source_scan import lines_matching  # noqa: E402  (tests/ is on sys.path)
 
 #: A code written as a string where it is set or compared: ``code="x"``, ``"code": "x"``,
 #: ``code == "x"``, ``code or "x"``, ``code = ... else "x"``.
 LITERAL = re.compile(r"""\bcode\s*=\s*["']|["']code["']\s*:\s*["']|\bcode\s*[!=]=\s*["']"""
                      r"""|\bcode\s+or\s+["']|\bcode\s*=[^\n]*\belse\s+["']""")
-
-#: Files whose owner still has to switch their literals to ``Code`` members (issue 16).
-STILL_TO_SWITCH = ("pyjobq/browser/runtime.py", "pyjobq/client.py", "pyjobq/handles.py", "pyjobq/runner.py",
-                   "pyjobq/scheduler.py")
-
 
 def code_literals() -> dict[str, list[str]]:
     """Each pyjobq source file (but the table) with its lines that write a code as a literal."""
@@ -43,12 +36,7 @@ def test_the_literal_pattern_finds_every_way_a_code_is_written() -> None:
 
 
 def test_no_code_is_written_as_a_literal_outside_the_table() -> None:
-    assert {name: lines for name, lines in code_literals().items() if name not in STILL_TO_SWITCH} == {}
-
-
-@pytest.mark.parametrize("name", still_to_switch(STILL_TO_SWITCH, "its owner writes pyjobq.Code members"))
-def test_no_code_literal_is_left_in_a_file_still_to_switch(name: str) -> None:
-    assert code_literals().get(name, []) == []
+    assert code_literals() == {}
 
 
 def test_every_code_says_what_it_means_and_what_to_do() -> None:

@@ -6,7 +6,7 @@ import itertools
 import re
 
 import pytest
-from source_scan import lines_matching, still_to_switch  # tests/ is on sys.path
+from source_scan import lines_matching  # tests/ is on sys.path
 
 from pyjobq.core.status import TERMINAL, TRANSITIONS, Event, Status, apply
 from pyjobq.errors import IllegalTransition, PyjobqError
@@ -88,8 +88,6 @@ def test_the_named_sets() -> None:
 #: imported from pyjobq/core/status.py.
 STATUS_SET = re.compile(r"""frozenset\(\{\s*(Status\.|["'](pending|running|paused|done|failed|cancelled)["'])"""
                         r"""|frozenset\((s\.value for s in )?Status\)""")
-#: Files whose owner still has to import the sets (issue 16).
-SETS_STILL_TO_SWITCH = ("pyjobq/scheduler.py",)
 
 
 def status_sets() -> dict[str, list[str]]:
@@ -100,9 +98,4 @@ def test_no_status_set_is_spelt_out_outside_the_status_module() -> None:
     assert STATUS_SET.search('_FINISHED = frozenset({"done", "failed", "cancelled"})')
     assert STATUS_SET.search("_PENDING = frozenset({Status.PENDING})")
     assert STATUS_SET.search("_STATUSES = frozenset(s.value for s in Status)")
-    assert {name: lines for name, lines in status_sets().items() if name not in SETS_STILL_TO_SWITCH} == {}
-
-
-@pytest.mark.parametrize("name", still_to_switch(SETS_STILL_TO_SWITCH, "its owner imports pyjobq.core.status's sets"))
-def test_no_status_set_is_left_in_a_file_still_to_switch(name: str) -> None:
-    assert status_sets().get(name, []) == []
+    assert status_sets() == {}
