@@ -72,7 +72,8 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable
 
-from .core.messages import BadMessage, make, parse
+from .core.messages import make
+from .core.router import Router
 from .core.ports import Link, LockManager
 
 log = logging.getLogger("pyjobq")
@@ -190,7 +191,9 @@ class LinkLease:
         self._epoch: int | None = None  # the grant being held
         self._on_revoked: Callable[[], None] | None = None
         self._unsolicited: int | None = None  # granted before this worker asked (its boot)
-        self._unsubscribe = link.subscribe(self._on_link)
+        # Beside the scheduler on its link (which logs what is not one of ours).
+        self._unsubscribe = link.subscribe(Router("pyjobq lease", {
+            "lease_granted": self._granted_now, "lease_revoked": self._revoked}, quiet=True))
 
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
         self._granted = asyncio.get_event_loop().create_future()
@@ -211,26 +214,21 @@ class LinkLease:
             self._link.send(make("lease_released", epoch=epoch))
         return not revoked
 
-    def _on_link(self, data: Any) -> None:
-        if not (isinstance(data, dict) and data.get("type") in LEASE_MESSAGES):
-            return
-        try:
-            msg = parse(data)
-        except BadMessage:
-            return  # the scheduler's own handler logs it
-        if msg["type"] == "lease_granted":
-            if self._granted is not None and not self._granted.done():
-                self._granted.set_result(msg["epoch"])
-            elif self._epoch is None and self._unsolicited is None:
-                # The page took the lease before this worker's scheduler asked (it boots this
-                # worker only once it holds it): the first drain uses it.
-                self._unsolicited = msg["epoch"]
-            else:  # a second grant nobody waits for (cannot happen on a FIFO link): hand it back
-                self._link.send(make("lease_released", epoch=msg["epoch"]))
-        elif msg["type"] == "lease_revoked" and msg["epoch"] == self._unsolicited:
+    def _granted_now(self, msg: dict[str, Any]) -> None:
+        if self._granted is not None and not self._granted.done():
+            self._granted.set_result(msg["epoch"])
+        elif self._epoch is None and self._unsolicited is None:
+            # The page took the lease before this worker's scheduler asked (it boots this
+            # worker only once it holds it): the first drain uses it.
+            self._unsolicited = msg["epoch"]
+        else:  # a second grant nobody waits for (cannot happen on a FIFO link): hand it back
+            self._link.send(make("lease_released", epoch=msg["epoch"]))
+
+    def _revoked(self, msg: dict[str, Any]) -> None:
+        if msg["epoch"] == self._unsolicited:
             self._unsolicited = None
             self._link.send(make("lease_released", epoch=msg["epoch"]))
-        elif msg["type"] == "lease_revoked" and msg["epoch"] == self._epoch:
+        elif msg["epoch"] == self._epoch:
             self._epoch = None
             on_revoked, self._on_revoked = self._on_revoked, None
             if on_revoked is not None:
@@ -263,7 +261,9 @@ class LeaseHolder:
         self._on_first_grant = on_first_grant
         self._refusing = 0  # the last revoked epoch the worker has not acknowledged; 0: none
         self.frozen = False
-        self._unsubscribe = link.subscribe(self._on_link)
+        # Beside the page's engine client on its link (which logs what is not one of ours).
+        self._unsubscribe = link.subscribe(Router("pyjobq lease", {
+            "lease_request": self._asked, "lease_released": self._released}, quiet=True))
         if eager:
             self._request()
 
@@ -281,25 +281,19 @@ class LeaseHolder:
         """True between a revocation and the worker's acknowledgement: ``run`` is refused then."""
         return self._refusing != 0
 
-    def _on_link(self, data: Any) -> None:
-        if not (isinstance(data, dict) and data.get("type") in LEASE_MESSAGES):
-            return
-        try:
-            msg = parse(data)
-        except BadMessage:
-            return
-        if msg["type"] == "lease_request":
-            self._wanted = True
-            if self._release is not None and self._lent is None:
-                self._lend()  # held between drains: lend it again at once
-            else:
-                self._request()
-        elif msg["type"] == "lease_released":
-            epoch = msg["epoch"]
-            if epoch == self._lent:
-                self._lent = None  # kept: this tab holds the lease for its life (see above)
-            if self._refusing and epoch >= self._refusing:
-                self._refusing = 0
+    def _asked(self, _msg: dict[str, Any]) -> None:
+        self._wanted = True
+        if self._release is not None and self._lent is None:
+            self._lend()  # held between drains: lend it again at once
+        else:
+            self._request()
+
+    def _released(self, msg: dict[str, Any]) -> None:
+        epoch = msg["epoch"]
+        if epoch == self._lent:
+            self._lent = None  # kept: this tab holds the lease for its life (see above)
+        if self._refusing and epoch >= self._refusing:
+            self._refusing = 0
 
     def _lend(self) -> None:
         self._wanted = False

@@ -3,8 +3,7 @@
 Theory of operation
 -------------------
 Under the job queue's mode each run holds ``<lock>:run:<job id>`` from before its
-claim until its outcome is stored (why: pyjobq/scheduler.py, "Frozen and
-back/forward-cached tabs"). :class:`RunLocks` asks for them ``ifAvailable``: a free
+claim until its outcome is stored (why: :mod:`pyjobq.lease`, on frozen tabs). :class:`RunLocks` asks for them ``ifAvailable``: a free
 one is taken and its release returned; a held one means another page still stores
 that run's outcome, so the job is left out and its lock *watched*.
 

@@ -41,29 +41,9 @@ outbox's ladder.
 The scheduler never runs user code: it posts ``run`` and the page answers
 ``run_started`` then ``run_result``. Only the handshake is timed.
 
-Frozen and back/forward-cached tabs
-~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-A frozen page keeps its Web Locks and its dedicated worker freezes with it, so a
-lease held by the worker would stop the queue for every tab while that tab sits
-frozen or in the back/forward cache. So the lease is a port
-(:class:`~pyjobq.core.ports.Lease`): in a worker whose page has a document, the
-page holds the lock for it and lets go synchronously in ``freeze``/``pagehide``
-(:mod:`pyjobq.lease` has the messages, and why the page rather than the worker).
-A revoked pass claims nothing more, returns at once and asks for the lease
-again; the page grants it on ``resume``/``pageshow``.
-
-What makes that safe is the *run lock*: before claiming a job the scheduler
-takes ``<lock_name>:run:<job id>`` (``ifAvailable``) and holds it until the
-run's outcome is stored. Recovery skips running records whose run lock is held,
-and a type with such a record is busy in the lanes, so the tab that takes the
-lease from a frozen one neither runs the frozen job a second time nor starts a
-second job of its type; the frozen tab finishes it on resume and stores the
-outcome as its owner. A discarded document releases its run locks, and its
-running records are then ordinary orphans, recovered by the next pass. Simpler
-schemes fail: a worker-held lease is not released while frozen; a page-held
-lease without run locks lets the next holder recover — and so double — the
-frozen run; recovering by a time limit would bound runs, which the spec forbids
-("Only the handshake is bounded").
+Frozen and back/forward-cached tabs: the page holds the lease for its worker, and each run
+holds a *run lock* until its outcome is stored, so a frozen run is neither doubled nor lost —
+:mod:`pyjobq.lease` explains it.
 
 All decisions come from :mod:`pyjobq.core`; this module only carries them out
 through the ports, so the same code runs in a worker and in the CPython

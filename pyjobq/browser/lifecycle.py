@@ -1,11 +1,8 @@
 """The page-held processor lease in a browser page: Web Locks and the lifecycle events.
 
-A page that is frozen (``freeze``) or put in the back/forward cache (``pagehide``
-with ``persisted``) keeps its Web Locks, and its dedicated worker freezes with it.
-So when the executor side has a document, the page holds the processor lease for
-its worker (:class:`pyjobq.lease.LeaseHolder`) and lets go inside those handlers;
-``resume``/``pageshow`` take it back. See :mod:`pyjobq.lease` for the messages and
-docs/decisions.md for what was measured in Chromium.
+When the executor side has a document the page holds the processor lease for its worker
+(:class:`pyjobq.lease.LeaseHolder`), lets go inside the ``freeze``/``pagehide`` handlers and
+takes it back on ``resume``/``pageshow``: why, in :mod:`pyjobq.lease`.
 
 The lock is requested with a JS promise whose ``resolve`` we keep, so calling it in
 the ``freeze`` handler releases the lock before the page stops (a release through an
