@@ -1,6 +1,6 @@
 """What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport
 (:class:`Server`), the one-tab worlds most tests start from (:func:`one_tab`, :func:`serving`,
-:func:`holding`) and :func:`reconstructor`. Import from here; don't copy them into a test file."""
+:func:`holding`), :func:`reconstructor` and :func:`listed`. Import from here; don't copy them into a test file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable
 
 from pyjobq.abort import AbortSignal
 from pyjobq.handle import Job
-from pyjobq.testing import Response, Tab, World, settle
+from pyjobq.testing import Response, Tab, World, record, settle
 
 
 class Server:
@@ -84,3 +84,10 @@ async def holding(path: str, **enqueue: Any) -> tuple[World, Server, Tab, Job]:
     job = tab.side.enqueue_fetch("POST", path, **enqueue)
     await settle()
     return world, server, tab, job
+
+
+def listed(job_id: str = "a1b2c3d4e5f6", **over: Any) -> dict[str, Any]:
+    """A row as ``query_all`` lists it (a job table's input): a stored ``notes`` record's fields
+    (label "save note", created at 1 s), then ``over`` (any key)."""
+    base = record(job_id, type="notes", label="save note", created_at=1_000.0, next_retry_at=None).to_dict()
+    return {**base, **over}

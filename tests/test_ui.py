@@ -14,19 +14,13 @@ import pytest
 from pyjobq import notebook, ui
 from pyjobq.core import jobs_table
 from pyjobq.core.status import Status
-from pyjobq.testing import record as stored
 from pyjobq.ui import jobs_html
+
+from helpers import listed as record  # tests/ is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 XSS = "<img src=x onerror=window.xss=1>"
-
-
-def record(**over):
-    """A row as ``query_all`` lists it: a stored record's fields, then ``over`` (any key)."""
-    base = stored("a1b2c3d4e5f6", type="notes", label="save note", created_at=1_000.0,
-                  next_retry_at=None).to_dict()
-    return {**base, **over}
 
 
 class Parsed(HTMLParser):

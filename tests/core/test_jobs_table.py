@@ -11,16 +11,15 @@ import pytest
 from pyjobq.core import jobs_table
 from pyjobq.core.jobs_table import cells, countdown, job_name, retry_text
 from pyjobq.core.status import TERMINAL, Status
-from pyjobq.testing import record as stored
+
+from helpers import listed  # tests/ is on sys.path
 
 NOW = 1_000_000.0
 
 
 def record(**over):
-    """A row as ``query_all`` lists it: a stored record's fields, then ``over`` (any key)."""
-    base = stored("a1b2c3d4e5f6a7b8", type="notes", label="save note", created_at=1_000.0,
-                  next_retry_at=None).to_dict()
-    return {**base, **over}
+    """A row as ``query_all`` lists it, with a 16-character id."""
+    return listed("a1b2c3d4e5f6a7b8", **over)
 
 
 def test_every_status_has_one_look_in_the_status_order() -> None:
