@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import errors
 from .codes import Code
-from .core.messages import make
+from .core.messages import make, updated_jobs
 from .core.outcome import Outcome
 from .core.ports import Link
 from .core.records import NewJob, new_id
@@ -205,14 +205,12 @@ class EngineClient:
             future.set_exception(reply_error(msg))
 
     def _job_update(self, msg: dict[str, Any]) -> None:
-        from .core.messages import updated_jobs
-
         for job in updated_jobs(msg):
             job_id = job.get("id")
             # A retried job runs its closure again: keep the closures of failed and cancelled
             # jobs until they are deleted.
-            if job.get("deleted") or job.get("status") == Status.DONE.value:
-                self.runner.closures.pop(job_id, None)  # type: ignore[arg-type]
+            if isinstance(job_id, str) and (job.get("deleted") or job.get("status") == Status.DONE.value):
+                self.runner.closures.pop(job_id, None)
             self.handles.update(job)
 
     # ------------------------------------------------------------ the worker's start

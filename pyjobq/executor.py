@@ -111,8 +111,9 @@ class ExecutorSide:
         #: The page-held processor lease (:class:`pyjobq.lease.LeaseHolder`) when this side
         #: has a document; None in a worker host and in plain CPython.
         self.lease_holder: Any = None
-        #: What else this page made for its queue and lets go of on :meth:`stop` (the
-        #: browser runtime's worker, its lease hold, its event listeners).
+        #: What the browser runtime made for this page's queue, by name: ``worker`` (the
+        #: scheduler's Worker), ``requests`` (the page's request scheduler), ``lease_hold``
+        #: and ``online_listener`` (the functions that undo them). Kept for the queue's life.
         self.resources: dict[str, Any] = {}
 
     def _refusing(self) -> bool:
