@@ -152,7 +152,7 @@ class EngineClient:
             self.handles.settle_from(job_id, f.result(), missing=Outcome(
                 id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}", code=Code.NOT_FOUND))
 
-        self.request(make("get_job", job_id=job_id)).add_done_callback(found)
+        self.read(job_id).add_done_callback(found)
         return job
 
     def read(self, job_id: str) -> asyncio.Future[Any]:
