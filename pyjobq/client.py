@@ -6,9 +6,10 @@ volatile one (in this tab, on a store only it holds). Each is one :class:`Engine
 files jobs (a burst in one ``enqueue`` message and one transaction), sends requests and
 settles their replies in call order, hands its engine's ``run`` s to its
 :class:`~pyjobq.runner.Runner` and its ``job-update`` s to its
-:class:`~pyjobq.handles.Handles`. The persistent client also follows its worker's start
-(``worker_alive`` / ``worker_booting`` / ``ready``, bounded by :meth:`expect_ready`) and,
-once the worker cannot serve it, fails every request at once (:meth:`fail`).
+:class:`~pyjobq.handles.Handles`. The persistent client also holds its requests until its
+worker's script runs (``worker_alive``) and, once the worker cannot serve it, fails every
+request at once (:meth:`fail`); the worker's boot itself is watched and retried by
+:class:`pyjobq.boot.Boot`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pyjobq")
 
+#: The worker's boot steps: :class:`pyjobq.boot.Boot` follows them beside this client.
+BOOT_MESSAGES = frozenset({"worker_progress", "worker_fetched", "worker_booting", "worker_error"})
+
 
 def reply_error(msg: dict[str, Any]) -> PyjobqError:
     """The error a failed ``reply`` stands for: of the class the engine raised (``error_type``),
@@ -60,8 +64,9 @@ class EngineClient:
         source: the ``source`` the engine stamps on its news.
         requests: reaches the engine that answers store requests, when not ``link`` (a
             browser page's own request scheduler). Requests sent there wait, in order, until
-            the worker's script says ``worker_alive``: a worker that cannot start fails them
-            instead of leaving records no tab of this code could ever process.
+            the worker's script says ``worker_alive`` (or its boot is to be retried,
+            :meth:`release_held`): a worker that cannot start at all fails them instead of
+            leaving records no tab of this code could ever process.
         engine: the engine itself when it runs in this Python process; None for a worker.
     """
 
@@ -84,8 +89,6 @@ class EngineClient:
         self.on_unavailable: Callable[[WorkerUnavailable], None] | None = None
         #: True once the engine said ``ready``.
         self.ready = False
-        self._ready_timer: Any = None
-        self._start_timeout_ms: float | None = None
         #: What this client does with each message type its engine sends.
         self.router = router = Router("pyjobq", {
             "run": runner.run,
@@ -94,11 +97,9 @@ class EngineClient:
             "reply": self._reply,
             "job-update": self._job_update,
             "ready": self._ready,
-            "worker_alive": self._worker_alive,
-            "worker_booting": lambda _msg: self._arm_start(),  # it loads Pyodide now: that is bounded
-            "worker_error": self._worker_error,
+            "worker_alive": lambda _msg: self.release_held(),
             "stopped": self._stopped,
-        }, ignore=LEASE_MESSAGES, origin="its worker")
+        }, ignore=LEASE_MESSAGES | BOOT_MESSAGES, origin="its worker")
         self._unsubscribe = [link.subscribe(router)]
         if requests is not None:
             self._unsubscribe.append(requests.subscribe(router))
@@ -218,48 +219,17 @@ class EngineClient:
     def _ready(self, msg: dict[str, Any]) -> None:
         if msg["source"] == self.source:
             self.ready = True
-            self._disarm_start()
 
-    def _worker_alive(self, _msg: dict[str, Any]) -> None:
-        self._disarm_start()  # its script runs: waiting for the lease is not bounded
+    def release_held(self) -> None:
+        """Send the requests held since the start (the worker's script runs, or its boot is
+        being retried: the page's own scheduler stores them either way)."""
         held, self._held = self._held, None
         for message in held or ():
             self.requests_link.send(message)
 
-    def _worker_error(self, msg: dict[str, Any]) -> None:
-        stage = msg.get("stage")
-        self.fail(WorkerUnavailable.not_started(stage if isinstance(stage, str) else "start", msg["message"]))
-
     def _stopped(self, msg: dict[str, Any]) -> None:
         self.fail(WorkerUnavailable(f"persistent jobs stopped on this page: {msg['reason']}",
                                     code=Code.WORKER_STOPPED, worker_message=msg["reason"]))
-
-    def expect_ready(self, timeout_ms: float) -> None:
-        """Bound the worker's start: its script must say ``worker_alive`` within ``timeout_ms``,
-        and once it says ``worker_booting`` (it holds the lease and loads Pyodide) its scheduler
-        must say ``ready`` within ``timeout_ms`` again. A tab waiting for the lease in between
-        waits as long as the lease is held elsewhere. Past a deadline every request fails with
-        a :class:`WorkerUnavailable` (stage ``timeout``): no request waits for ever."""
-        self._start_timeout_ms = timeout_ms
-        self._arm_start()
-
-    def _arm_start(self) -> None:
-        timeout_ms = self._start_timeout_ms
-        if timeout_ms is None or self.ready:
-            return
-        self._disarm_start()
-
-        def check() -> None:
-            self._ready_timer = None
-            if not self.ready:
-                self.fail(WorkerUnavailable.not_started("timeout", f"no answer within {timeout_ms / 1000:g} s"))
-
-        self._ready_timer = self.handles.clock.call_later(timeout_ms, check)
-
-    def _disarm_start(self) -> None:
-        if self._ready_timer is not None:
-            self._ready_timer.cancel()
-            self._ready_timer = None
 
     def fail(self, error: WorkerUnavailable) -> None:
         """The engine cannot serve this page any more: fail every request that waits on it and
@@ -269,7 +239,6 @@ class EngineClient:
             return
         self.unavailable = error
         self._held = None  # their futures fail below; the messages are never sent
-        self._disarm_start()
         log.error("pyjobq: %s", error)
         pending, self._pending = self._pending, {}
         for future in pending.values():

@@ -155,10 +155,16 @@ WORKER_ADVICE = {
         "`script-src` in a Content-Security-Policy), or name the distribution with "
         "pyjobq.configure(pyodide_url='https://.../full/')."
     ),
+    "fetch": (
+        "The worker could not fetch the distribution's files (pyodide.asm.mjs, pyodide.asm.wasm, "
+        "python_stdlib.zip). A Content-Security-Policy must allow them: the distribution's "
+        "origin in `script-src` and `connect-src`."
+    ),
     "load": (
-        "Pyodide failed to start inside the worker. Check the browser console for the "
-        "distribution's own error (a blocked .wasm or python_stdlib.zip download, a CSP without "
-        "'wasm-unsafe-eval'), or name another distribution with pyjobq.configure(pyodide_url=...)."
+        "Pyodide failed to start inside the worker from the distribution's files. Check the "
+        "browser console for the distribution's own error (a CSP without 'wasm-unsafe-eval', "
+        "files of two Pyodide versions), or name another distribution with "
+        "pyjobq.configure(pyodide_url=...)."
     ),
     "install": (
         "pyjobq could not be installed in the worker. By default the page hands the worker the "
@@ -168,11 +174,6 @@ WORKER_ADVICE = {
     "start": (
         "pyjobq's scheduler raised while starting. This is a bug in pyjobq: please report it "
         "with the message above."
-    ),
-    "timeout": (
-        "The worker never said it was ready. A download may be hanging (the Pyodide "
-        "distribution's host), or the page may be too busy; reload, and if it persists raise "
-        "pyjobq.configure(worker_start_timeout_ms=...) or check the Network panel."
     ),
 }
 

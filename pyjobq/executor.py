@@ -19,7 +19,8 @@ in the CPython simulation.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 from .abort import AbortSignal
 from .client import EngineClient
@@ -34,6 +35,11 @@ from .handle import Job, JobUpdate, known_status
 from .handles import Handles, Listeners
 from .runner import Runner, current_job_id, error_fields, report_progress
 
+if TYPE_CHECKING:
+    from .boot import Boot
+    from .lease import LeaseHolder
+    from .scheduler import Scheduler
+
 __all__ = ["ExecutorSide", "VOLATILE", "current_job_id", "error_fields", "report_progress"]
 
 #: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
@@ -42,6 +48,19 @@ VOLATILE = "volatile"
 
 def _assume_online() -> bool:
     return True
+
+
+@dataclass
+class HostResources:
+    """What the host (the browser runtime) made for a side's queue, kept for the queue's life."""
+
+    #: The page's own request scheduler: stores and answers this tab's requests whatever its
+    #: worker does (``NeverLease``, pyjobq/browser/runtime.py).
+    requests: "Scheduler | None" = None
+    #: The worker's boot, watched and retried.
+    boot: "Boot | None" = None
+    #: Undoes the page's ``online`` listener.
+    unlisten_online: Callable[[], None] | None = None
 
 
 class ExecutorSide:
@@ -108,16 +127,15 @@ class ExecutorSide:
         self._unsubscribe = [channel.subscribe(Router(
             "pyjobq", {"job-update": self._news}, kind="channel"))]
         self._channel_open = True
-        #: The page-held processor lease (:class:`pyjobq.lease.LeaseHolder`) when this side
-        #: has a document; None in a worker host and in plain CPython.
-        self.lease_holder: Any = None
-        #: What the browser runtime made for this page's queue, by name: ``worker`` (the
-        #: scheduler's Worker), ``requests`` (the page's request scheduler), ``lease_hold``
-        #: and ``online_listener`` (the functions that undo them). Kept for the queue's life.
-        self.resources: dict[str, Any] = {}
+        #: The page-held processor lease when this side has a document and its worker is in
+        #: line for it (a new one for each worker the page starts); None in a worker host, in
+        #: plain CPython, and while a tab's worker cannot boot.
+        self.lease_holder: LeaseHolder | None = None
+        #: What the host made for this queue (the browser runtime's request scheduler and boot).
+        self.resources = HostResources()
 
     def _refusing(self) -> bool:
-        return self.lease_holder is not None and bool(self.lease_holder.refusing)
+        return self.lease_holder is not None and self.lease_holder.refusing
 
     # ------------------------------------------------------------ the worker
 
@@ -150,10 +168,6 @@ class ExecutorSide:
     @on_unavailable.setter
     def on_unavailable(self, hook: Callable[[WorkerUnavailable], None] | None) -> None:
         self.persistent.on_unavailable = hook
-
-    def expect_ready(self, timeout_ms: float) -> None:
-        """Bound the worker's start (:meth:`pyjobq.client.EngineClient.expect_ready`)."""
-        self.persistent.expect_ready(timeout_ms)
 
     def scheduler_unavailable(self, error: WorkerUnavailable) -> None:
         """The scheduler worker did not start, or stopped for good: fail every request that

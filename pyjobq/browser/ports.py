@@ -79,6 +79,13 @@ class _Listeners:
             self._unlisten()
             self._unlisten = None
 
+    def retarget(self, target: Any) -> None:
+        """Listen to ``target`` instead, for the same subscribers."""
+        self.close()
+        self._target = target
+        if self._subscribers:
+            self._unlisten = proxies.listen(target, "message", self._on_message)
+
 
 class BroadcastChannelPort:
     """The configured BroadcastChannel: reaches every other context of the origin."""
@@ -117,6 +124,12 @@ class PortLink:
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         return self._listeners.subscribe(callback)
+
+    def retarget(self, target: Any) -> None:
+        """Talk to ``target`` from now on (a new worker in place of one that was ended): the
+        subscribers stay, and nothing more is heard from the old one."""
+        self._target = target
+        self._listeners.retarget(target)
 
     def deliver(self, data: Any) -> None:
         """Hand on a message that arrived before Python was listening (the bootstrap buffered it)."""

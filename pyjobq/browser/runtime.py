@@ -23,13 +23,20 @@ origin: CDNs send CORS headers), with the page's own lock (public ``pyodide.lock
 ``tests/browser/test_hosts_runtime.py`` so a Pyodide release that moves it fails a test.
 ``configure(pyodide_url=...)`` overrides it.
 
-**No silent hangs.** The worker is a Blob-URL module worker (Pyodide refuses classic workers;
-a Blob URL cannot carry ``?query``, so the names travel in its ``#hash``), or a served copy of
-its script (``configure(worker_url=...)``, for a CSP that forbids ``blob:``). If the worker
-cannot be constructed, fires ``error`` before it is ready, reports ``worker_error`` (at which
-stage), or says nothing within ``worker_start_timeout_ms``, every persistent request and
-``done`` fails with :class:`~pyjobq.WorkerUnavailable` carrying the worker's message and what
-to do — and that message goes to the console, whatever the app did with Python logging.
+**A tab that cannot process never holds the lease.** The worker is a Blob-URL module worker
+(Pyodide refuses classic workers; a Blob URL cannot carry ``?query``, so the names travel in
+its ``#hash``), or a served copy of its script (``configure(worker_url=...)``, for a CSP that
+forbids ``blob:``). It fetches the distribution's files as bytes first, and the page gets in
+line for the processor lease only once it holds them (``worker_fetched``), so a tab that
+takes the lease over while offline boots from what it fetched while waiting. A boot that
+fails or goes ``worker_start_timeout_ms`` without a step is handled by
+:class:`pyjobq.boot.Boot`: the page lets the lease go at once, and either ends this worker
+and starts a new one later (offline, a stall, a dropped download: on ``online`` and on the
+backoff ladder) — its jobs stay pending, its requests answered by its own scheduler — or,
+when the failure is permanent (a CSP, a worker script that throws, no Pyodide where the page
+says), fails every persistent request and ``done`` with :class:`~pyjobq.WorkerUnavailable`
+carrying the worker's message and what to do. Either message goes to the console, whatever
+the app did with Python logging.
 """
 
 from __future__ import annotations
@@ -39,17 +46,20 @@ import io
 import json
 import zipfile
 from importlib import metadata, resources
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlencode
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
+from ..boot import Boot
 from ..config import Settings
 from ..codes import Code
+from ..core.boot import BootFailure
 from ..errors import WorkerUnavailable
-from ..executor import ExecutorSide
+from ..executor import ExecutorSide, HostResources
 from ..lease import NeverLease
+from ..scheduler import Scheduler
 from ..memory import LoopClock
 from ..wiring import in_process
 from . import lifecycle, proxies
@@ -161,6 +171,8 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         "source": source,
         "handshake_ms": str(settings.handshake_timeout_ms),
         "index": index,
+        # Another distribution than the page's: the worker fetches its lock with its files.
+        "own_lock": "1" if settings.pyodide_url else "",
         # A page can be frozen: it holds the processor lease for its worker (pyjobq/lease.py).
         "lease": "page" if lifecycle.has_document() else "worker",
     }
@@ -179,18 +191,6 @@ def console_error(error: WorkerUnavailable) -> None:
         pass
 
 
-def _on_unavailable(side: ExecutorSide, error: WorkerUnavailable) -> None:
-    console_error(error)
-    # This tab will never process: let the lease go, so a tab that can (a newer one, after an
-    # upgrade) takes it instead of waiting behind this one for its whole life.
-    unhold = getattr(side, "unhold_lease", None)
-    if unhold is not None:
-        unhold()
-    requests = getattr(side, "requests_scheduler", None)
-    if requests is not None and error.code == Code.WORKER_STOPPED:
-        requests.stop()
-
-
 class _NoWorker:
     """The link of a page whose worker could not even be constructed: nothing answers."""
 
@@ -203,19 +203,20 @@ class _NoWorker:
 
 def _unavailable(settings: Settings, source: str, error: WorkerUnavailable) -> ExecutorSide:
     """An executor side with no worker at all: persistent calls raise ``error``, volatile run."""
-    side = _side(settings, source, _NoWorker())
+    side, _requests = _side(settings, source, _NoWorker())
+    side.on_unavailable = console_error  # no worker, so never in line for the lease
     side.scheduler_unavailable(error)
     return side
 
 
-def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
+def _side(settings: Settings, source: str, link: Any) -> tuple[ExecutorSide, Scheduler]:
     """The executor side, with this page's own scheduler for its store requests.
 
     That scheduler runs in the page's Pyodide on the same IndexedDB adapter as the worker's,
     under a lease it never gets (:class:`~pyjobq.lease.NeverLease`): it stores this tab's
     enqueues, answers its queries and deletes and broadcasts their ``job-update``s, but never
     claims, settles or recovers — that stays the lease holder's. So a tab whose worker waits
-    for the lease with no Pyodide loaded still answers at once.
+    for the lease with no Pyodide loaded, or cannot boot for now, still answers at once.
     """
     requests_source = source + ":page"
 
@@ -242,30 +243,30 @@ def _side(settings: Settings, source: str, link: Any) -> ExecutorSide:
         yields=settings.yields,
         is_online=lambda: bool(js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
     )
-    side.resources["requests"] = requests.scheduler
-    side.on_unavailable = lambda error: _on_unavailable(side, error)
+    side.resources = HostResources(requests=requests.scheduler)
     requests.scheduler.start()
-    return side
+    return side, requests.scheduler
 
 
 class _StartWatch:
-    """Turns the browser's signs that the worker's script will never run into one failure:
+    """Turns the browser's signs that a worker's script will never run into one failure:
     a ``securitypolicyviolation`` naming its URL (the page's CSP refused it: the only event
     that says so) or an ``error`` event before ``ready`` (blocked, missing, or it threw).
-    Listens from before the worker is constructed until it says ``ready``."""
+    Listens from before the worker is constructed until it says ``ready`` or is ended."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, on_failure: Callable[[str, bool], None]) -> None:
         self._url = url.split("#", 1)[0]
-        self._side: ExecutorSide | None = None
-        self._early: str | None = None
+        self._on_failure = on_failure
+        self._attached = False
+        self._early: tuple[str, bool] | None = None
         self._unlisten = [proxies.listen(js.globalThis, "securitypolicyviolation", self._on_violation)]
 
-    def attach(self, side: ExecutorSide, worker: Any) -> None:
-        self._side = side
+    def attach(self, worker: Any, link: PortLink) -> None:
+        self._attached = True
         self._unlisten.append(proxies.listen(worker, "error", self._on_error))
-        self._unlisten.append(side.link.subscribe(self._on_message))
+        self._unlisten.append(link.subscribe(self._on_message))
         if self._early is not None:
-            self._fail(self._early)
+            self._fail(*self._early)
 
     def _on_message(self, data: Any) -> None:
         if isinstance(data, dict) and data.get("type") in ("ready", "worker_error"):
@@ -277,7 +278,7 @@ class _StartWatch:
             return
         self._fail(
             f"the page's Content Security Policy refused the worker script {blocked} "
-            f"({getattr(event, 'effectiveDirective', '')}: \"{getattr(event, 'originalPolicy', '')}\")")
+            f"({getattr(event, 'effectiveDirective', '')}: \"{getattr(event, 'originalPolicy', '')}\")", True)
 
     def _on_error(self, event: Any) -> None:
         # The browser gives no details for a script it refused to load; a CSP violation, if
@@ -285,20 +286,117 @@ class _StartWatch:
         detail = str(getattr(event, "message", "") or "") or (
             "the worker script failed to load or raised before it could report why "
             "(the browser gives no details: see the console and the Network panel)")
-        asyncio.get_event_loop().call_later(0.2, lambda: self._fail(detail))
+        asyncio.get_event_loop().call_later(0.2, lambda: self._fail(detail, False))
 
-    def _fail(self, message: str) -> None:
-        if self._side is None:
-            self._early = self._early or message
+    def _fail(self, message: str, refused: bool) -> None:
+        if not self._attached:
+            self._early = self._early or (message, refused)
             return
-        if not self._side.worker_ready:
-            self._side.scheduler_unavailable(WorkerUnavailable.not_started("script", message))
-        self.close()
+        if self._unlisten:  # closed: this worker was ended, or it said ready
+            self.close()
+            self._on_failure(message, refused)
 
     def close(self) -> None:
         for unlisten in self._unlisten:
             unlisten()
         self._unlisten.clear()
+
+
+class _BrowserWorker:
+    """The browser's part of the worker's boot (:class:`pyjobq.boot.WorkerStart`): one
+    scheduler worker at a time behind the page's link, and — on a page — the lease it holds
+    for it, asked for once the worker holds its files."""
+
+    def __init__(self, settings: Settings, url: str, side: ExecutorSide, link: PortLink,
+                 boot_message: Callable[[], tuple[Any, Any]]) -> None:
+        self._settings = settings
+        self._url = url
+        self._side = side
+        self._link = link
+        self._boot_message = boot_message
+        self._on_page = lifecycle.has_document()
+        #: The scheduler's Worker now (a new one after each failed boot); None once ended.
+        self.worker: Any = None
+        self._watch: _StartWatch | None = None
+        self._unhold: Callable[[], None] | None = None
+        #: Set once the boot follows this worker.
+        self.boot: Boot | None = None
+
+    def adopt(self, worker: Any, watch: _StartWatch) -> None:
+        """Take ``worker`` (just constructed, watched by ``watch``) as the scheduler's worker."""
+        self.worker, self._watch = worker, watch
+        self._link.retarget(worker)
+        watch.attach(worker, self._link)
+        if not self._on_page:
+            self._post_boot()  # a worker host's worker takes the lease itself, then boots
+
+    def _watch_failed(self, message: str, refused: bool) -> None:
+        if self.boot is not None:
+            self.boot.failed(BootFailure(stage="script", message=message, online=self.is_online(), refused=refused))
+
+    def watch(self) -> _StartWatch:
+        return _StartWatch(self._url, self._watch_failed)
+
+    def _post_boot(self) -> None:
+        """Let the worker start Pyodide: it holds the lease now (or takes it itself)."""
+        if self.worker is not None:
+            message, transfer = self._boot_message()
+            self.worker.postMessage(message, transfer)
+
+    # ------------------------------------------------------------ WorkerStart
+
+    def start(self) -> None:
+        watch = self.watch()
+        try:
+            worker = js.Worker.new(self._url, js_object({"type": "module"}))
+        except JsException as exc:
+            watch.close()
+            if self.boot is not None:
+                self.boot.failed(BootFailure(stage="script", message=str(exc), online=self.is_online()))
+            return
+        self.adopt(worker, watch)
+
+    def end(self) -> None:
+        """End the worker, whatever it was doing (it never booted: it has no run to finish)."""
+        self.let_lease_go()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.terminate()
+
+    def get_in_line(self) -> None:
+        if self._on_page and self._unhold is None:
+            # The page holds the lease for its worker (it can be frozen) and boots the worker's
+            # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
+            self._unhold = lifecycle.hold_lease_on_page(
+                self._side, self._link, self._settings.lock_name, on_first_grant=self._post_boot)
+
+    def let_lease_go(self) -> None:
+        unhold, self._unhold = self._unhold, None
+        if unhold is not None:
+            unhold()
+            self._side.lease_holder = None
+        # In a worker host the worker holds the lock: it lets go as its boot fails, or as it ends.
+
+    def is_online(self) -> bool:
+        return bool(js.navigator.onLine)
+
+    def warn(self, text: str) -> None:
+        try:
+            js.console.warn(text)
+        except Exception:
+            pass
+
+
+def _on_unavailable(start: _BrowserWorker, requests: Scheduler, error: WorkerUnavailable) -> None:
+    console_error(error)
+    # This tab will never process: let the lease go, so a tab that can (a newer one, after an
+    # upgrade) takes it instead of waiting behind this one for its whole life.
+    start.let_lease_go()
+    if error.code == Code.WORKER_STOPPED:
+        requests.stop()
 
 
 def start_browser(settings: Settings, source: str) -> ExecutorSide:
@@ -307,38 +405,38 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         url = worker_url(settings, source, index)
     except WorkerUnavailable as exc:
         return _unavailable(settings, source, exc)
-    start = _StartWatch(url)
-    try:
-        worker: Any = js.Worker.new(url, js_object({"type": "module"}))
-    except JsException as exc:
-        # A worker_url on another origin, or a malformed one, throws right here.
-        start.close()
-        return _unavailable(settings, source, WorkerUnavailable.not_started("script", str(exc)))
-    side = _side(settings, source, PortLink(worker))
-    side.resources["worker"] = worker
-    start.attach(side, worker)
-    side.expect_ready(settings.worker_start_timeout_ms)
 
-    def boot() -> None:
-        """Let the worker load Pyodide: it holds the lease now (or takes it itself)."""
+    def boot_message() -> tuple[Any, Any]:
         message: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json, "lockfile_base": lock_base}
         transfer = []
         if settings.worker_packages is None:
             data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker
             message["bundle"] = data.buffer
             transfer.append(data.buffer)
-        worker.postMessage(js_object(message), to_js(transfer))
+        return js_object(message), to_js(transfer)
 
-    if lifecycle.has_document():
-        # The page holds the lease for its worker (it can be frozen) and boots the worker's
-        # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
-        side.resources["lease_hold"] = lifecycle.hold_lease_on_page(
-            side, side.link, settings.lock_name, on_first_grant=boot)
-    else:
-        boot()  # a worker host's worker takes the lease itself before it loads Pyodide
-    # Chromium does not always fire `online` inside a dedicated worker when the page's
-    # network comes back (seen under DevTools' offline emulation); the page's own event
-    # is forwarded so the scheduler runs jobs that were waiting out the disconnection.
-    side.resources["online_listener"] = proxies.listen(
-        js.globalThis, "online", lambda _event: side.back_online())
+    watch = _StartWatch(url, lambda message, refused: start._watch_failed(message, refused))
+    try:
+        worker: Any = js.Worker.new(url, js_object({"type": "module"}))
+    except JsException as exc:
+        # A worker_url on another origin, or a malformed one, throws right here.
+        watch.close()
+        return _unavailable(settings, source, WorkerUnavailable.not_started("script", str(exc)))
+    link = PortLink(worker)
+    side, requests = _side(settings, source, link)
+    start = _BrowserWorker(settings, url, side, link, boot_message)
+    boot = Boot(side.persistent, start, side.clock, stall_ms=settings.worker_start_timeout_ms)
+    start.boot = boot
+    side.on_unavailable = lambda error: _on_unavailable(start, requests, error)
+    start.adopt(worker, watch)
+
+    def online(_event: Any) -> None:
+        # Chromium does not always fire `online` inside a dedicated worker when the page's
+        # network comes back (seen under DevTools' offline emulation); the page's own event
+        # is forwarded so the scheduler runs jobs that were waiting out the disconnection.
+        side.back_online()
+        boot.online()  # and a worker that could not boot offline is started again now
+
+    side.resources.boot = boot
+    side.resources.unlisten_online = proxies.listen(js.globalThis, "online", online)
     return side

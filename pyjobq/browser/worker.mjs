@@ -3,17 +3,24 @@
 // this file, whose #hash carries the queue's names (DevTools -> Sources shows which database
 // this page is on) and the page's Pyodide index URL.
 //
-// It loads Pyodide only once its tab holds the processor lease: until then it is this script
-// and nothing more, waiting in the lock's queue, so a second tab costs no second Pyodide.
-// On a page the page holds the lease and sends the boot message when it gets it; in a worker
-// host (a notebook kernel) this script takes the lock itself and keeps it while it lives.
-// The boot message carries the page's Pyodide lock and a zip of the pyjobq files the page
-// imported, which this worker unpacks, so it runs the page's own pyjobq however that got
-// installed. Messages that arrive before the scheduler listens are buffered and replayed in
-// order. It says {type: "worker_alive"} once its script and Pyodide's loader are in,
-// {type: "worker_booting"} as it starts loading Pyodide, and reports any failure as
-// {type: "worker_error", stage, message}: the page fails its persistent requests with it
-// instead of waiting for ever.
+// It starts Pyodide only once its tab holds the processor lease. Until then it holds the
+// distribution's files and nothing more: Pyodide's loader, the module that makes a Pyodide
+// (imported, not run), and pyodide.asm.wasm and python_stdlib.zip as bytes. Its page gets in
+// line for the lease only once it has them, so a tab that takes over while the network is
+// down boots from what it fetched while waiting, and a tab that cannot fetch them never holds
+// the lease. On a page the page holds the lease and sends the boot message when it gets it;
+// in a worker host (a notebook kernel) this script takes the lock itself once it has the
+// files and keeps it while it lives. The boot message carries the page's Pyodide lock and a
+// zip of the pyjobq files the page imported, which this worker unpacks, so it runs the page's
+// own pyjobq however that got installed. Messages that arrive before the scheduler listens
+// are buffered and replayed in order.
+//
+// What it says, in order: {type: "worker_alive"} once its script and Pyodide's loader are in,
+// {type: "worker_progress", bytes} at most once a second while the files arrive,
+// {type: "worker_fetched"} once it has them all, {type: "worker_booting"} as it starts
+// Pyodide; any failure as {type: "worker_error", stage, message, refused} (refused: a
+// Content-Security-Policy refused something). The page (pyjobq.boot) bounds the time between
+// two of these, ends a worker that failed or stalled, and starts a new one when it can.
 const params = Object.fromEntries(new URLSearchParams(self.location.hash.slice(1)));
 const say = (type, fields = {}) => self.postMessage(JSON.stringify({ v: 1, type, ...fields }));
 const early = [];
@@ -24,11 +31,70 @@ self.onmessage = (event) => {
   if (data && typeof data === "object" && data.pyjobq_boot === 1) booted(data);
   else early.push(data);
 };
+// A policy that refuses a download or wasm compilation here is reported in this worker, not on the page.
+let refused = false;
+self.addEventListener("securitypolicyviolation", () => { refused = true; });
 const BUNDLE_DIR = "/lib/pyjobq-worker";
+
+/** The distribution's files this worker needs to boot: the Pyodide module's factory and bytes by URL. */
+async function fetchDistribution(index) {
+  let received = 0;
+  let told = Date.now();
+  const read = async (name) => {
+    const url = index + name;
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+    const chunks = [];
+    let size = 0;
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+      received += value.length;
+      if (Date.now() - told >= 1000) {
+        told = Date.now();
+        say("worker_progress", { bytes: received });
+      }
+    }
+    const bytes = new Uint8Array(size);
+    let at = 0;
+    for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+    const type = name.endsWith(".wasm") ? "application/wasm" : response.headers.get("content-type") || "application/octet-stream";
+    return [url, { bytes, type }];
+  };
+  const names = ["pyodide.asm.wasm", "python_stdlib.zip"];
+  if (params.own_lock) names.push("pyodide-lock.json"); // another distribution than the page's: its own lock
+  const [asm, ...files] = await Promise.all([import(index + "pyodide.asm.mjs"), ...names.map(read)]);
+  return { createPyodideModule: asm.default, files: new Map(files) };
+}
+
+/** Run `load` with this worker's fetch answering `files` from memory (each once), then the network's again. */
+async function servedFrom(files, load) {
+  const network = self.fetch;
+  self.fetch = (input, init) => {
+    const url = new URL(typeof input === "string" || input instanceof URL ? String(input) : input.url, params.index).href;
+    const file = files.get(url);
+    if (!file) return network.call(self, input, init);
+    files.delete(url);
+    return Promise.resolve(new Response(file.bytes, { headers: { "Content-Type": file.type } }));
+  };
+  try {
+    return await load();
+  } finally {
+    self.fetch = network;
+    files.clear();
+  }
+}
+
 let stage = "import";
 try {
   const { loadPyodide } = await import(params.index + "pyodide.mjs");
   say("worker_alive");
+  stage = "fetch";
+  const { createPyodideModule, files } = await fetchDistribution(params.index);
+  say("worker_fetched");
   stage = "load";
   if (params.lease === "worker") {
     // Held for this worker's life; released when it ends (or by pyjobq when it stops for good).
@@ -41,9 +107,11 @@ try {
   }
   const { lockfile, lockfile_base: lockfileBase, bundle } = await boot;
   say("worker_booting");
-  const options = { indexURL: params.index };
+  // createPyodideModule: Pyodide's loader takes the module made above instead of importing it
+  // again (pinned by tests/e2e/boot.spec.js: a tab that takes over offline boots).
+  const options = { indexURL: params.index, createPyodideModule };
   if (lockfile) Object.assign(options, { lockFileContents: lockfile, packageBaseUrl: lockfileBase || params.index });
-  const pyodide = await loadPyodide(options);
+  const pyodide = await servedFrom(files, () => loadPyodide(options));
   // Debugging hook: the worker's Pyodide, for DevTools' worker console, scripts/bench.mjs
   // (wasm heap, live-proxy counts) and tests (a waiting worker has none). Nothing in pyjobq reads it.
   self.pyodide = pyodide;
@@ -61,6 +129,6 @@ try {
 } catch (error) {
   const message = String((error && error.stack) || error);
   console.error(`pyjobq worker (${stage}): ${message}`);
-  say("worker_error", { stage, message });
+  say("worker_error", { stage, message, refused });
   if (self.pyjobqReleaseLease) self.pyjobqReleaseLease();
 }

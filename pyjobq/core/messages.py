@@ -113,12 +113,17 @@ SCHEMA: dict[str, MessageType] = {
                         "batch, ``job`` its first for older receivers).",
                         job=(dict,), source=_STR, jobs=(list, type(None))),
     # ------------------------------------------------------------ the worker's life
-    "worker_alive": _type(SCHEDULER, "The worker's script runs: it may now wait for the lease "
-                          "without Pyodide."),
-    "worker_booting": _type(SCHEDULER, "The worker holds the lease and loads Pyodide."),
-    "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, load, "
-                          "install or start), with the worker's own ``message``.",
-                          message=_STR, stage=_OPT_STR),
+    "worker_alive": _type(SCHEDULER, "The worker's script runs (no Pyodide yet): it fetches the "
+                          "distribution's files now."),
+    "worker_progress": _type(SCHEDULER, "Bytes of the distribution's files arrived (at most about "
+                             "once a second): the boot is not stalled.", bytes=(int, float)),
+    "worker_fetched": _type(SCHEDULER, "The worker holds every file it needs to boot, as bytes: "
+                            "its page gets in line for the lease now."),
+    "worker_booting": _type(SCHEDULER, "The worker holds the lease and starts Pyodide from those bytes."),
+    "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, fetch, "
+                          "load, install or start), with the worker's own ``message``; ``refused``: "
+                          "a Content-Security-Policy refused something it needed.",
+                          message=_STR, stage=_OPT_STR, refused=(bool, type(None))),
     "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.", source=_STR),
     "stopped": _type(SCHEDULER, "The worker stopped for good (another tab upgraded the database), "
                      "with the ``reason`` to show; the page fails its requests with it.", reason=_STR),

@@ -8,7 +8,7 @@
 const { test, expect: baseExpect } = require("@playwright/test");
 const {
   openQueuePage, py, configurePython, resetServer, serverLog, holding, release,
-  harnessReady,
+  harnessReady, workerReady,
 } = require("./helpers");
 
 // Polls wait out a loaded 2-core machine; what they wait for is still bounded.
@@ -151,6 +151,10 @@ json.dumps(job.id)
 
 /** Go offline, file a job, and wait out `tries` offline tries: none counted, never failed. */
 async function offlineJob(page, context, tries = 3) {
+  // What "offline tries" needs: this tab's worker has booted and holds the lease. Going offline
+  // before that tested a boot without network instead (a fresh clone's first run did).
+  await workerReady(page);
+  expect(await py(page, "str(queue._queue().lease_holder.holding)")).toBe("True");
   await context.setOffline(true);
   const id = await py(page, `
 job = queue.enqueue_fetch("POST", "/api/echo/offline", {"n": 1}, max_attempts=2)
