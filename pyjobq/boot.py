@@ -73,7 +73,8 @@ class Boot:
     def __init__(self, client: EngineClient, start: WorkerStart, clock: Clock, *, stall_ms: float,
                  backoff: Callable[[int], float] = make_backoff()) -> None:
         self._client = client
-        self._start = start
+        #: The platform's part (the browser runtime's has ``worker``: the scheduler's Worker now).
+        self.platform = start
         self._clock = clock
         self.stall_ms = stall_ms
         self._backoff = backoff
@@ -109,7 +110,7 @@ class Boot:
         if self.booted or self._client.unavailable is not None or self.retrying is not None:
             return  # a worker given up on (its word was on the way) never gets in line
         self._disarm()  # waiting in line is not bounded: the lease may be held elsewhere for hours
-        self._start.get_in_line()
+        self.platform.get_in_line()
 
     def _ready(self, msg: dict[str, Any]) -> None:
         if msg["source"] != self._client.source:
@@ -123,7 +124,7 @@ class Boot:
         stage = msg.get("stage")
         self.failed(policy.BootFailure(
             stage=stage if isinstance(stage, str) else "start", message=msg["message"],
-            online=self._start.is_online(), refused=msg.get("refused") is True))
+            online=self.platform.is_online(), refused=msg.get("refused") is True))
 
     def _arm(self) -> None:
         if self.booted or self._client.unavailable is not None:
@@ -135,7 +136,7 @@ class Boot:
             self._deadline = None
             self.failed(policy.BootFailure(
                 stage=policy.TIMEOUT, message=f"no progress within {stall_ms / 1000:g} s",
-                online=self._start.is_online()))
+                online=self.platform.is_online()))
 
         self._deadline = self._clock.call_later(stall_ms, stalled)
 
@@ -156,11 +157,11 @@ class Boot:
         self.last_failure = failure
         retry = policy.after_failure(failure, self.failures, self._backoff)
         if retry is None:
-            self._start.let_lease_go()
+            self.platform.let_lease_go()
             self._client.fail(WorkerUnavailable.not_started(failure.stage, failure.message))
             return
         # Ended at once: a stalled download that finishes later must not put it in line.
-        self._start.end()
+        self.platform.end()
         # The page's own scheduler stores and answers this tab's requests meanwhile: the
         # records wait for a worker that boots (here or in another tab), nothing is lost.
         self._client.release_held()
@@ -174,7 +175,7 @@ class Boot:
                     f"jobs stay stored and pending meanwhile (another tab may run them), and their done "
                     f"resolves once they have run.")
             log.warning("%s", text)
-            self._start.warn(text)
+            self.platform.warn(text)
         else:
             log.info("pyjobq: the scheduler worker could not boot (%s, try %d): %s",
                      failure.stage, self.failures, failure.message)
@@ -192,7 +193,7 @@ class Boot:
         if self._retry_timer is not None:
             self._retry_timer.cancel()
             self._retry_timer = None
-        self._start.start()
+        self.platform.start()
         self._arm()
 
     def close(self) -> None:

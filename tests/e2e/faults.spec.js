@@ -186,14 +186,14 @@ test("a foreign or malformed postMessage to the worker and on the channel is ign
   const page = await openPage(context);
   const worker = await workerOf(page);
   await py(page, `
-js.window.pyjobqWorker = side.resources["worker"]
+js.window.pyjobqWorker = side.resources.boot.platform.worker
 channel = js.BroadcastChannel.new(queue.settings.channel_name)
 for text in ["not json {", "<img src=x onerror=self.pwned=1>", json.dumps([1, 2]),
              json.dumps({"v": 9, "type": "wake"}),
              json.dumps({"v": 1, "type": "__import__('js').eval('self.pwned=1')"}),
              json.dumps({"v": 1, "type": "run_result", "job_id": 5, "ok": True}),
              json.dumps({"v": 1, "type": "job-update", "job": "<script>self.pwned=1</script>", "source": "x"})]:
-    side.resources["worker"].postMessage(text)
+    side.resources.boot.platform.worker.postMessage(text)
     channel.postMessage(text)
 channel.close()
 "ok"`);
