@@ -5,7 +5,8 @@
 //
 // It starts Pyodide only once its tab holds the processor lease. Until then it holds the
 // distribution's files and nothing more: Pyodide's loader, the module that makes a Pyodide
-// (imported, not run), and pyodide.asm.wasm and python_stdlib.zip as bytes. Its page gets in
+// (imported, not run), and pyodide.asm.wasm and python_stdlib.zip as bytes (in Cache Storage,
+// on disk, so a waiting tab costs no more memory than before). Its page gets in
 // line for the lease only once it has them, so a tab that takes over while the network is
 // down boots from what it fetched while waiting, and a tab that cannot fetch them never holds
 // the lease. On a page the page holds the lease and sends the boot message when it gets it;
@@ -36,55 +37,75 @@ let refused = false;
 self.addEventListener("securitypolicyviolation", () => { refused = true; });
 const BUNDLE_DIR = "/lib/pyjobq-worker";
 
-/** The distribution's files this worker needs to boot: the Pyodide module's factory and bytes by URL. */
+// The files are kept in Cache Storage (on disk: a waiting tab's memory stays what it was), under
+// one name for the origin, each overwritten by every worker that fetches it; where Cache
+// Storage cannot be used (an insecure context) they are held in this worker's memory.
+const CACHE = "pyjobq-distribution";
+
+/** Where the fetched files are kept: Cache Storage, or a Map in memory. */
+async function fileStore(index) {
+  try {
+    const cache = await caches.open(CACHE);
+    // Files of another distribution than this one (an upgrade) are of no more use.
+    for (const request of await cache.keys()) if (!request.url.startsWith(index)) await cache.delete(request);
+    return {
+      put: (url, response) => cache.put(url, response),
+      take: (url) => cache.match(url),
+    };
+  } catch {
+    const kept = new Map();
+    return {
+      put: async (url, response) => { kept.set(url, new Response(await response.arrayBuffer(), { headers: response.headers })); },
+      take: async (url) => { const r = kept.get(url); kept.delete(url); return r; },
+    };
+  }
+}
+
+/** Fetch the distribution's files this worker needs to boot: the Pyodide module's factory
+ *  (imported, not run) and the rest as bytes, kept by URL. */
 async function fetchDistribution(index) {
+  const store = await fileStore(index);
   let received = 0;
   let told = Date.now();
-  const read = async (name) => {
-    const url = index + name;
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-    const chunks = [];
-    let size = 0;
-    const reader = response.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.length;
-      received += value.length;
+  const counted = () => new TransformStream({
+    transform(chunk, controller) {
+      received += chunk.length;
       if (Date.now() - told >= 1000) {
         told = Date.now();
         say("worker_progress", { bytes: received });
       }
-    }
-    const bytes = new Uint8Array(size);
-    let at = 0;
-    for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+      controller.enqueue(chunk);
+    },
+  });
+  const keep = async (name) => {
+    const url = index + name;
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
     const type = name.endsWith(".wasm") ? "application/wasm" : response.headers.get("content-type") || "application/octet-stream";
-    return [url, { bytes, type }];
+    await store.put(url, new Response(response.body.pipeThrough(counted()), { headers: { "Content-Type": type } }));
+    return url;
   };
   const names = ["pyodide.asm.wasm", "python_stdlib.zip"];
   if (params.own_lock) names.push("pyodide-lock.json"); // another distribution than the page's: its own lock
-  const [asm, ...files] = await Promise.all([import(index + "pyodide.asm.mjs"), ...names.map(read)]);
-  return { createPyodideModule: asm.default, files: new Map(files) };
+  const [asm, ...urls] = await Promise.all([import(index + "pyodide.asm.mjs"), ...names.map(keep)]);
+  return { createPyodideModule: asm.default, store, urls: new Set(urls) };
 }
 
-/** Run `load` with this worker's fetch answering `files` from memory (each once), then the network's again. */
-async function servedFrom(files, load) {
+/** Run `load` with this worker's fetch answering the kept files (each once), then the network's again. */
+async function servedFrom({ store, urls }, load) {
   const network = self.fetch;
-  self.fetch = (input, init) => {
+  self.fetch = async (input, init) => {
     const url = new URL(typeof input === "string" || input instanceof URL ? String(input) : input.url, params.index).href;
-    const file = files.get(url);
-    if (!file) return network.call(self, input, init);
-    files.delete(url);
-    return Promise.resolve(new Response(file.bytes, { headers: { "Content-Type": file.type } }));
+    if (urls.delete(url)) {
+      const kept = await store.take(url);
+      if (kept) return kept;
+    }
+    return network.call(self, input, init);
   };
   try {
     return await load();
   } finally {
     self.fetch = network;
-    files.clear();
   }
 }
 
@@ -93,7 +114,7 @@ try {
   const { loadPyodide } = await import(params.index + "pyodide.mjs");
   say("worker_alive");
   stage = "fetch";
-  const { createPyodideModule, files } = await fetchDistribution(params.index);
+  const files = await fetchDistribution(params.index);
   say("worker_fetched");
   stage = "load";
   if (params.lease === "worker") {
@@ -109,7 +130,7 @@ try {
   say("worker_booting");
   // createPyodideModule: Pyodide's loader takes the module made above instead of importing it
   // again (pinned by tests/e2e/boot.spec.js: a tab that takes over offline boots).
-  const options = { indexURL: params.index, createPyodideModule };
+  const options = { indexURL: params.index, createPyodideModule: files.createPyodideModule };
   if (lockfile) Object.assign(options, { lockFileContents: lockfile, packageBaseUrl: lockfileBase || params.index });
   const pyodide = await servedFrom(files, () => loadPyodide(options));
   // Debugging hook: the worker's Pyodide, for DevTools' worker console, scripts/bench.mjs
