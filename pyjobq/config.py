@@ -83,8 +83,10 @@ def configure(
         worker_packages: package names (from the distribution's lock) or wheel URLs the
             worker installs with ``loadPackage`` — e.g. a self-hosted pyjobq wheel. Default:
             the worker runs the very pyjobq files this page imported, however they got here.
-        worker_start_timeout_ms: how long the page waits for the worker to say it is ready
-            before failing persistent jobs with :class:`~pyjobq.WorkerUnavailable` (60 s).
+        worker_start_timeout_ms: the longest the worker's boot may go without a step
+            (a script that says nothing, a download that makes no progress, a Pyodide that
+            never starts) before the page ends that worker, lets the processor lease go
+            and starts a new one later (60 s; docs/troubleshooting.md).
 
     Omitted fields keep their value. It may be called more than once before the
     queue is imported, as long as no name is given two different values.
