@@ -38,33 +38,34 @@ self.addEventListener("securitypolicyviolation", () => { refused = true; });
 const BUNDLE_DIR = "/lib/pyjobq-worker";
 
 // The files are kept in Cache Storage (on disk: a waiting tab's memory stays what it was), under
-// one name for the origin, each overwritten by every worker that fetches it; where Cache
-// Storage cannot be used (an insecure context) they are held in this worker's memory.
+// one name for the origin, each overwritten by every worker that fetches it — but only where
+// the origin has plenty of room, so they never crowd the app's own storage out. Elsewhere (an
+// insecure context, a nearly full quota, a put that fails) they are held in this worker's memory.
 const CACHE = "pyjobq-distribution";
+const ROOM = 256 * 1024 * 1024;
 
-/** Where the fetched files are kept: Cache Storage, or a Map in memory. */
-async function fileStore(index) {
+/** Cache Storage for the kept files, or null: hold them in memory. */
+async function diskCache(index) {
   try {
+    const { quota = 0, usage = 0 } = await navigator.storage.estimate();
+    if (quota - usage < ROOM) {
+      await caches.delete(CACHE);
+      return null;
+    }
     const cache = await caches.open(CACHE);
     // Files of another distribution than this one (an upgrade) are of no more use.
     for (const request of await cache.keys()) if (!request.url.startsWith(index)) await cache.delete(request);
-    return {
-      put: (url, response) => cache.put(url, response),
-      take: (url) => cache.match(url),
-    };
+    return cache;
   } catch {
-    const kept = new Map();
-    return {
-      put: async (url, response) => { kept.set(url, new Response(await response.arrayBuffer(), { headers: response.headers })); },
-      take: async (url) => { const r = kept.get(url); kept.delete(url); return r; },
-    };
+    return null;
   }
 }
 
 /** Fetch the distribution's files this worker needs to boot: the Pyodide module's factory
- *  (imported, not run) and the rest as bytes, kept by URL. */
+ *  (imported, not run) and the rest as bytes; returns them with `take(url)`. */
 async function fetchDistribution(index) {
-  const store = await fileStore(index);
+  const cache = await diskCache(index);
+  const kept = new Map(); // url -> () => Promise<Response | undefined>, each taken once
   let received = 0;
   let told = Date.now();
   const counted = () => new TransformStream({
@@ -77,30 +78,46 @@ async function fetchDistribution(index) {
       controller.enqueue(chunk);
     },
   });
-  const keep = async (name) => {
-    const url = index + name;
+  const download = async (url, type) => {
     const response = await fetch(url);
     if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-    const type = name.endsWith(".wasm") ? "application/wasm" : response.headers.get("content-type") || "application/octet-stream";
-    await store.put(url, new Response(response.body.pipeThrough(counted()), { headers: { "Content-Type": type } }));
-    return url;
+    return new Response(response.body.pipeThrough(counted()), { headers: { "Content-Type": type } });
+  };
+  const keep = async (name) => {
+    const url = index + name;
+    const type = name.endsWith(".wasm") ? "application/wasm" : name.endsWith(".json") ? "application/json" : "application/zip";
+    if (cache) {
+      try {
+        await cache.put(url, await download(url, type));
+        kept.set(url, () => cache.match(url));
+        return;
+      } catch (error) {
+        if (!(error instanceof DOMException) || error.name !== "QuotaExceededError") throw error;
+        // The origin's storage filled up meanwhile: this one file is held in memory instead.
+      }
+    }
+    const bytes = await (await download(url, type)).arrayBuffer();
+    kept.set(url, async () => new Response(bytes, { headers: { "Content-Type": type } }));
   };
   const names = ["pyodide.asm.wasm", "python_stdlib.zip"];
   if (params.own_lock) names.push("pyodide-lock.json"); // another distribution than the page's: its own lock
-  const [asm, ...urls] = await Promise.all([import(index + "pyodide.asm.mjs"), ...names.map(keep)]);
-  return { createPyodideModule: asm.default, store, urls: new Set(urls) };
+  const [asm] = await Promise.all([import(index + "pyodide.asm.mjs"), ...names.map(keep)]);
+  return {
+    createPyodideModule: asm.default,
+    take: (url) => {
+      const file = kept.get(url);
+      kept.delete(url);
+      return file ? file() : Promise.resolve(undefined);
+    },
+  };
 }
 
 /** Run `load` with this worker's fetch answering the kept files (each once), then the network's again. */
-async function servedFrom({ store, urls }, load) {
+async function servedFrom({ take }, load) {
   const network = self.fetch;
   self.fetch = async (input, init) => {
     const url = new URL(typeof input === "string" || input instanceof URL ? String(input) : input.url, params.index).href;
-    if (urls.delete(url)) {
-      const kept = await store.take(url);
-      if (kept) return kept;
-    }
-    return network.call(self, input, init);
+    return (await take(url)) || network.call(self, input, init);
   };
   try {
     return await load();
