@@ -216,9 +216,24 @@ class MemoryStore:
             self._rows[row["id"]] = row
 
     @_transaction
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            self._rows.pop(job_id, None)
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        return self._delete([i for i in dict.fromkeys(job_ids) if i in self._rows])
+
+    @_transaction
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        keys = [k for k, r in self._rows.items() if r.get("group") == group]
+        return _oldest_first(self._delete(keys))
+
+    def _delete(self, keys: Sequence[Any]) -> list[JobRecord]:
+        deleted: list[JobRecord] = []
+        for key in keys:
+            record = self._read(key)  # a malformed value is failed first: deleted as that
+            if record is None:
+                continue  # a newer pyjobq's record: left as it is
+            self._rows.pop(key, None)
+            self._rows.pop(record.id, None)
+            deleted.append(record)
+        return deleted
 
     @_transaction
     async def by_status(self, status: str) -> list[JobRecord]:
@@ -345,9 +360,12 @@ class VolatileStore:
         for record in records:
             self._keep(record)
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            self._records.pop(job_id, None)
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        found = (self._records.pop(i, None) for i in dict.fromkeys(job_ids))
+        return [r for r in found if r is not None]
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        return await self.delete_many([r.id for r in _oldest_first(self._records.values()) if r.group == group])
 
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)

@@ -56,7 +56,7 @@ from .tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
 from .core.ports import Clock, Store
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, new_id
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, check_str, new_id
 from .core.status import Status
 from .core.records import MALFORMED
 from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
@@ -66,6 +66,8 @@ from .lease import GateLease
 from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
 from .wiring import in_process
+
+_AN_ENTRY_ID = "an entry's id, a str such as job.id of what enqueue() returned or OutboxEntry.id"
 
 DAY_MS = 24 * 3600 * 1000.0
 DEFAULT_POLL_INTERVAL_MS = 30_000.0
@@ -392,6 +394,7 @@ class Outbox:
             StoreInUseError: the store holds the job queue's records (see :attr:`refused`).
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
+        check_str(type, "Outbox.enqueue(type)", f"an entry type, a str naming a handler: one of {sorted(self._handlers)}")
         await self._ready()
         if type not in self._handlers:
             raise InvalidJobError(f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
@@ -407,7 +410,12 @@ class Outbox:
         return [OutboxEntry.of(r) for r in await self.store.by_status(Status.FAILED)]
 
     async def retry(self, entry_id: str) -> bool:
-        """Run a failed entry again with a fresh attempt budget. False if it is not failed."""
+        """Run a failed entry again with a fresh attempt budget. False if it is not failed.
+
+        Raises:
+            InvalidJobError: ``entry_id`` is not a str.
+        """
+        check_str(entry_id, "Outbox.retry(entry_id)", _AN_ENTRY_ID)
         await self._ready()
         return await self._side.retry_job(entry_id)
 
@@ -417,7 +425,12 @@ class Outbox:
         return await self._side.retry_all()
 
     async def delete(self, entry_id: str) -> bool:
-        """Delete an entry (published like every change); False if there is none."""
+        """Delete an entry (published like every change); False if there is none.
+
+        Raises:
+            InvalidJobError: ``entry_id`` is not a str.
+        """
+        check_str(entry_id, "Outbox.delete(entry_id)", _AN_ENTRY_ID)
         await self._ready()
         return await self._side.delete_job(entry_id)
 

@@ -175,8 +175,9 @@ class Scheduler:
                 "wake": self._live(lambda _msg: self.wake()),
                 "online": self._live(lambda _msg: self.back_online()),
                 "progress": self._live(self._progress),
-                **{kind: self._live(self._answer) for kind in self._handlers.table},
-            }, ignore=LEASE_MESSAGES | {"debug_counts"})),  # the LinkLease's; the worker host's
+                **{kind: self._answer for kind in self._handlers.table},
+            }, ignore=LEASE_MESSAGES | {"debug_counts"},  # the LinkLease's; the worker host's
+                refuse=self._handlers.refuse)),
             self._channel.subscribe(Router("pyjobq scheduler", {"job-update": self._on_news}, kind="channel")),
         ]
         self.link.send(make("ready", source=self.source))
@@ -462,6 +463,10 @@ class Scheduler:
         return live
 
     def _answer(self, msg: dict[str, Any]) -> None:
+        if self.stopped:  # still listening while its pages' runs end: say so, never drop it
+            self._handlers.refuse(msg, f"pyjobq's scheduler has stopped on this page, so it did not "
+                                       f"run {msg['type']}; reload the page", "PyjobqError")
+            return
         self._spawn(self._handlers.answer(msg))
 
     def _on_run_result(self, msg: dict[str, Any]) -> None:

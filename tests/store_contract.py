@@ -309,6 +309,60 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
     assert await store.entries([]) == []
 
 
+async def check_delete_many_returns_what_it_deleted(store: Any) -> None:
+    a, b = make_record("a"), make_record("b", created_at=T0 + 1, status="failed")
+    await store.add([a, b, make_record("c", created_at=T0 + 2)])
+    assert await store.delete_many(["b", "missing", "a", "b"]) == [b, a]  # in the order asked, once each
+    assert _ids(await store.all()) == ["c"]
+    assert await store.delete_many(["a"]) == [] and await store.delete_many([]) == []
+
+
+async def check_delete_group_deletes_the_group_in_one_call(store: Any) -> None:
+    g2 = make_record("g2", created_at=T0 + 2, group="g", status="done")
+    g1 = make_record("g1", created_at=T0 + 1, group="g", status="running", owner="tab")
+    await store.add([g2, g1, make_record("h1", created_at=T0, group="h"), make_record("none", created_at=T0 + 3)])
+    assert await store.delete_group("g") == [g1, g2]  # oldest first, whatever their status
+    assert _ids(await store.all()) == ["h1", "none"]
+    assert await store.delete_group("g") == [] and await store.delete_group("nothing") == []
+
+
+def _revive(cur: JobRecord) -> JobRecord:
+    from pyjobq.core import policy
+
+    return policy.revive(cur, T0 + 5)
+
+
+async def check_a_delete_and_a_change_made_after_it_apply_in_call_order(store: Any) -> None:
+    """A delete reads what it deletes in its own transaction: a change issued after it (not
+    awaited in between) finds nothing. A read in one transaction and a delete in another let
+    that change land between them: it applied, then was deleted — a retry_job lost."""
+    import asyncio
+
+    from pyjobq.core.status import REVIVABLE
+
+    x, y = make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")
+    await store.add([x, y])
+    deleted, changed = await asyncio.gather(store.delete_many(["x"]), store.update(Change("x", _revive, REVIVABLE)))
+    assert (deleted, changed) == ([x], Updated(None, False))
+    deleted, changed = await asyncio.gather(store.delete_group("g"), store.update(Change("y", _revive, REVIVABLE)))
+    assert (deleted, changed) == ([y], Updated(None, False))
+    assert await store.all() == []
+
+
+async def check_a_change_made_before_a_delete_is_deleted_with_it(store: Any) -> None:
+    """The other order: the change applies first, and the delete returns the record it changed."""
+    import asyncio
+
+    from pyjobq.core.status import REVIVABLE
+
+    await store.add([make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")])
+    changed, deleted = await asyncio.gather(store.update(Change("x", _revive, REVIVABLE)), store.delete_many(["x"]))
+    assert changed.applied and deleted == [changed.record]
+    changed, deleted = await asyncio.gather(store.update(Change("y", _revive, REVIVABLE)), store.delete_group("g"))
+    assert changed.applied and deleted == [changed.record]
+    assert await store.all() == []
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -333,4 +387,8 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_update_many_in_order_with_preconditions,
     check_update_many_all_or_none,
     check_entries_unfinished_and_by_id,
+    check_delete_many_returns_what_it_deleted,
+    check_delete_group_deletes_the_group_in_one_call,
+    check_a_delete_and_a_change_made_after_it_apply_in_call_order,
+    check_a_change_made_before_a_delete_is_deleted_with_it,
 ]

@@ -203,3 +203,31 @@ def test_a_request_to_a_scheduler_that_stopped_is_answered_with_an_error() -> No
         with pytest.raises(PyjobqError, match="scheduler has stopped"):
             reply.result()
     run(main)
+
+
+@pytest.mark.parametrize("call,argument,got", [
+    (lambda box: box.retry(7), "Outbox.retry(entry_id)", "7 (int)"),
+    (lambda box: box.delete(None), "Outbox.delete(entry_id)", "None (NoneType)"),
+    (lambda box: box.enqueue(["send"], {}), "Outbox.enqueue(type)", "['send'] (list)"),
+], ids=["retry", "delete", "enqueue"])
+def test_an_outbox_call_with_a_wrong_typed_id_or_type_raises_invalid_job_error(
+    call: Callable[[Any], Awaitable[Any]], argument: str, got: str,
+) -> None:
+    """Before, ``enqueue(["send"])`` raised a bare ``TypeError: unhashable type``; ``retry(7)``
+    and ``delete(None)`` sent requests the scheduler dropped, and the caller waited for ever."""
+    from pyjobq import Outbox, OutboxHandler
+    from pyjobq.memory import FakeClock, MemoryStore
+
+    async def main() -> None:
+        async def process(entry: Any) -> None:
+            pass
+
+        store = MemoryStore()
+        box = Outbox(store, {"send": OutboxHandler(process=process)}, clock=FakeClock(), poll_interval_ms=0)
+        kept = await box.enqueue("send", {"n": 1})
+        with pytest.raises(InvalidJobError) as raised:
+            await asyncio.wait_for(call(box), 5)
+        message = str(raised.value)
+        assert message.startswith(argument + ":") and f"got {got}" in message, message
+        assert [r.id for r in await store.all()] == [kept.id]
+    run(main)

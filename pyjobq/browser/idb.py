@@ -131,10 +131,11 @@ def _nulls_to_none(value: Any) -> Any:
     return None if value is jsnull else value
 
 
-def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
+def _decode(value: Any, bad: list[tuple[Any, JobRecord]], *, quiet: bool = False) -> JobRecord | None:
     """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record).
 
     A record with a status this version does not know (a newer pyjobq's) is None and left alone.
+    ``quiet``: log nothing (the value was logged when a read first met it).
     """
     try:
         data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
@@ -143,16 +144,19 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
         shallow = value.to_py(depth=1) if hasattr(value, "to_py") else {}
         data = {k: v for k, v in shallow.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
         exc = RecordError(f"job record {data.get('id')!r} nests deeper than {MAX_DEPTH} levels")
-        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        if not quiet:
+            log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id"), _malformed(data, exc)))
         return None
     try:
         return JobRecord.from_dict(data)
     except ForeignRecord as exc:
-        log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
+        if not quiet:
+            log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
         return None
     except RecordError as exc:
-        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        if not quiet:
+            log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id") if isinstance(data, Mapping) else None, _malformed(data, exc)))
         return None
 
@@ -190,6 +194,16 @@ def _put_failed(store: Any, key: Any, record: JobRecord) -> None:
     if key != record.id and key is not None:
         store.delete(key)  # a non-str key: the failed record is filed under its str form
     store.put(_to_js(record.to_dict()))
+
+
+def _deletable(value: Any) -> JobRecord | None:
+    """What deleting a stored value deletes: its record (a malformed one as its failed form);
+    None for no value, or a newer pyjobq's record, which is left as it is."""
+    if value is None or value is jsnull:
+        return None
+    bad: list[tuple[Any, JobRecord]] = []
+    record = _decode(value, bad)
+    return bad[0][1] if bad else record
 
 
 def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
@@ -414,13 +428,42 @@ class IndexedDBStore:
             t.store.put(_to_js(record.to_dict()))
         await t
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         if not job_ids:
-            return
+            return []
         t = await self._tx("readwrite", "delete_many")
-        for job_id in job_ids:
-            t.store.delete(job_id)
+        deleted: list[JobRecord] = []
+
+        def one(job_id: str, value: Any) -> None:
+            record = _deletable(value)
+            if record is not None:
+                t.store.delete(job_id)
+                deleted.append(record)
+
+        # Each get is issued now and each delete from its success event: what is read is what
+        # is deleted, in this one transaction (a change made in between would be lost).
+        for job_id in dict.fromkeys(job_ids):
+            t.then(t.store.get(job_id), functools.partial(one, job_id))
         await t
+        return deleted
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        t = await self._tx("readwrite", "delete_group")
+        deleted: list[JobRecord] = []
+
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            record = _deletable(cursor.value)
+            if record is not None:
+                cursor.delete()
+                deleted.append(record)
+            cursor.continue_()  # fires the same request's success event again
+
+        t.then(t.store.index("by_group").openCursor(group), step)
+        await t
+        deleted.sort(key=lambda r: (r.created_at, r.id))
+        return deleted
 
     async def _get_all(self, index: str | None, query: Any, what: str) -> list[JobRecord]:
         t = await self._tx("readonly", what)
@@ -437,10 +480,26 @@ class IndexedDBStore:
         return records
 
     async def _fail_malformed(self, bad: list[tuple[Any, JobRecord]]) -> None:
-        """Fail every malformed value found by a read, in one write."""
+        """Fail every malformed value found by a read, in one write.
+
+        The read was another transaction: each value is read again in this one and failed only
+        if it still is malformed, so a write committed in between (a delete, a valid record)
+        is kept rather than overwritten with the failed form of what was there before."""
         t = await self._tx("readwrite", "fail_malformed")
+
+        def recheck(key: Any, value: Any) -> None:
+            if value is None or value is jsnull:
+                return  # deleted since
+            still: list[tuple[Any, JobRecord]] = []
+            _decode(value, still, quiet=True)
+            if still:
+                _put_failed(t.store, key, still[0][1])
+
         for key, record in bad:
-            _put_failed(t.store, key, record)
+            if key is None:  # no key to read it again by
+                _put_failed(t.store, key, record)
+            else:
+                t.then(t.store.get(key), functools.partial(recheck, key))
         await t
 
     async def by_status(self, status: str) -> list[JobRecord]:

@@ -53,7 +53,10 @@ class Store(Protocol):
 
     Every method is one atomic transaction: it either fully applies or raises
     and changes nothing. Records come back as new objects; mutating them changes
-    nothing stored.
+    nothing stored. Calls take effect in the order they were made (IndexedDB runs the
+    transactions of one object store in the order they were created), but other tasks run
+    between two calls: a read-modify-write must be one call (``update_many`` with its
+    ``when``, ``delete_many``, ``delete_group``), never a read and then a blind write.
     """
 
     async def add(self, records: Sequence[JobRecord]) -> None:
@@ -91,8 +94,19 @@ class Store(Protocol):
     async def put_many(self, records: Sequence[JobRecord]) -> None:
         """Write (insert or replace) all of ``records`` or none."""
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        """Delete all of ``job_ids`` (missing ids are ignored) or none."""
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """Delete those of ``job_ids`` that exist, all or none, in one transaction that reads
+        what it deletes; returns the records deleted, as they were, in the order of ``job_ids``
+        (a malformed value as its failed form). Missing ids are ignored; a record of a newer
+        pyjobq (a status this version does not know) is left as it is and not returned.
+
+        One transaction: a change issued after it finds nothing; one issued before it is
+        deleted with it (what a read in one transaction and a delete in another would lose).
+        """
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        """Delete every record of ``group`` in one transaction (as :meth:`delete_many` would
+        delete them); returns them as they were, oldest first; [] when none."""
 
     async def by_status(self, status: str) -> list[JobRecord]:
         """Records with that status, oldest (created_at, id) first; [] when none."""

@@ -66,6 +66,23 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+#: What :func:`check_str` tells a caller to pass, for each kind of argument.
+A_JOB_ID = "a job's id, a str such as job.id or the id of a row of query_all()"
+A_GROUP = "a group name, a str: the group= the jobs were filed with"
+A_TYPE = "a job type, a str: the type= the jobs were filed with"
+
+
+def check_str(value: Any, call: str, expected: str) -> str:
+    """``value``, when it is a str; otherwise :class:`InvalidJobError` naming the call and its
+    argument (``call``: ``"delete_job(job_id)"``), what it got, and what to pass (``expected``:
+    :data:`A_JOB_ID`, :data:`A_GROUP`, :data:`A_TYPE`). A public call checks its arguments
+    itself, where the caller can hear it: a message the scheduler refuses is answered only
+    with an error, and a value no message can carry is never sent."""
+    if not isinstance(value, str):
+        raise InvalidJobError(f"{call}: expected {expected}; got {reprlib.repr(value)} ({type(value).__name__})")
+    return value
+
+
 def check_json(value: Any, what: str) -> Any:
     """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages
     hold) and nests no deeper than :data:`MAX_DEPTH`."""
