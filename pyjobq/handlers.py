@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from .codes import Code
 from .core import policy
 from .core.messages import make
-from .core.ports import Change
+from .core.ports import Change, Updated
 from .core.records import JobRecord, NewJob
 from .core.mode import RETENTION_MS
-from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED, Status
+from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
 from .retention import sweep
 
 if TYPE_CHECKING:
@@ -141,18 +141,16 @@ class RequestHandlers:
         return True
 
     async def retry_job(self, msg: dict[str, Any]) -> bool:
-        return await self._revive([msg["job_id"]]) == 1
+        now = self._engine.clock.now()
+        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.revive(cur, now), REVIVABLE)])
+        if updated.applied:
+            self._engine.wake()
+        return updated.applied
 
     async def retry_all(self, _msg: dict[str, Any]) -> int:
-        store = self._engine.store
-        ids = [r.id for r in await store.by_status(Status.FAILED)]
-        ids += [r.id for r in await store.by_status(Status.CANCELLED)]
-        return await self._revive(ids)
-
-    async def _revive(self, job_ids: list[str]) -> int:
         now = self._engine.clock.now()
-        done = await self._engine.write([Change(i, lambda cur: policy.revive(cur, now), REVIVABLE) for i in job_ids])
-        count = sum(1 for updated in done if updated.applied)
+        count = self._published(await self._engine.store.update_by_status(
+            REVIVABLE, lambda cur: policy.revive(cur, now)))
         if count:
             self._engine.wake()
         return count
@@ -173,8 +171,9 @@ class RequestHandlers:
         job_type = msg["job_type"]
         engine.suspended.add(job_type)
         now = engine.clock.now()
-        pending = [r.id for r in await engine.store.by_status(Status.PENDING) if r.type == job_type]
-        done = await engine.write([Change(i, lambda cur: policy.park(cur, now, None), ONLY_PENDING) for i in pending])
+        done = await engine.store.update_by_status(
+            ONLY_PENDING, lambda cur: policy.park(cur, now, None) if cur.type == job_type else None)
+        self._published(done)
         running = engine.flights.of_type(job_type)
         waits = [flight.wait_settled() for flight in running]
         for flight in running:
@@ -188,11 +187,16 @@ class RequestHandlers:
         job_type = msg["job_type"]
         engine.suspended.discard(job_type)
         now = engine.clock.now()
-        paused = [r.id for r in await engine.store.by_status(Status.PAUSED)
-                  if r.type == job_type and r.yield_lock is None]
-        done = await engine.write([Change(i, lambda cur: _unpark_suspended(cur, now), ONLY_PAUSED) for i in paused])
+        count = self._published(await engine.store.update_by_status(
+            ONLY_PAUSED, lambda cur: _unpark_suspended(cur, now) if cur.type == job_type else None))
         engine.wake()
-        return sum(1 for updated in done if updated.applied)
+        return count
+
+    def _published(self, done: list[Updated]) -> int:
+        """Publish what one transaction changed (as :meth:`Scheduler.write` does); how many."""
+        changed = [u.record for u in done if u.applied and u.record is not None]
+        self._engine.publish_many(changed)
+        return len(changed)
 
 
 def _unpark_suspended(cur: JobRecord, now: float) -> JobRecord | None:

@@ -171,6 +171,17 @@ class MemoryStore:
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
         return self._update_many(changes)
 
+    @_transaction
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        found: list[JobRecord] = []
+        for key in [k for k, r in self._rows.items() if _is(r.get("status"), wanted)]:
+            record, failed = self._load(key)
+            if record is not None and not failed:
+                found.append(record)
+        return self._update_many([Change(r.id, apply, wanted) for r in _oldest_first(found)])
+
     def _update_many(self, changes: Sequence[Change]) -> list[Updated]:
         # All or none: the new rows are written only once every change has run.
         written: dict[str, dict[str, Any]] = {}
@@ -347,6 +358,12 @@ class VolatileStore:
         for record in written.values():  # all or none: kept only once every change has run
             self._keep(record)
         return done
+
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        found = _oldest_first(r for r in self._records.values() if r.status in wanted)
+        return await self.update_many([Change(r.id, apply, wanted) for r in found])
 
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         if ids is None:

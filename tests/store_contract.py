@@ -363,6 +363,67 @@ async def check_a_change_made_before_a_delete_is_deleted_with_it(store: Any) -> 
     assert await store.all() == []
 
 
+async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call(store: Any) -> None:
+    from pyjobq.core.status import REVIVABLE
+
+    a = make_record("a", created_at=T0 + 2, status="failed", error="boom")
+    b = make_record("b", created_at=T0 + 1, status="cancelled")
+    keep = make_record("keep", created_at=T0, status="failed", label="keep")
+    p, d = make_record("p", created_at=T0 + 3), make_record("d", created_at=T0 + 4, status="done")
+    await store.add([a, b, keep, p, d])
+    calls: list[str] = []
+
+    def revive_unless_kept(cur: JobRecord) -> JobRecord | None:
+        calls.append(cur.id)
+        return None if cur.label == "keep" else _revive(cur)
+
+    done = await store.update_by_status(REVIVABLE, revive_unless_kept)
+    assert sorted(calls) == ["a", "b", "keep"]  # each once, only those of the statuses
+    assert done == [Updated(keep, False), Updated(_revive(b), True), Updated(_revive(a), True)]  # oldest first
+    assert await store.all() == [keep, _revive(b), _revive(a), p, d]
+    assert await store.update_by_status(frozenset({Status.PAUSED}), revive_unless_kept) == []
+
+
+async def check_update_by_status_all_or_none(store: Any) -> None:
+    from pyjobq.core.status import REVIVABLE
+
+    a, b = make_record("a", status="failed"), make_record("b", created_at=T0 + 1, status="failed")
+    await store.add([a, b])
+
+    def boom(cur: JobRecord) -> JobRecord:
+        if cur.id == "b":
+            raise ValueError("no")
+        return _revive(cur)
+
+    try:
+        await store.update_by_status(REVIVABLE, boom)
+    except Exception:
+        pass
+    else:
+        raise AssertionError("a change that raises must fail the whole update_by_status")
+    assert await store.all() == [a, b]
+
+
+async def check_update_by_status_and_calls_around_it_apply_in_call_order(store: Any) -> None:
+    """retry_all() then cancel_job(x), not awaited in between: the retry reads and writes in its
+    one transaction, so the cancel finds x pending and cancels it. A read of the failed ids
+    first and a write after let the cancel land between (refused: x was still failed) and then
+    revived x anyway."""
+    import asyncio
+
+    from pyjobq.core import policy
+    from pyjobq.core.status import REVIVABLE, UNFINISHED
+
+    await store.add([make_record("x", status="failed"), make_record("y", created_at=T0 + 1, status="failed")])
+    retried, cancelled = await asyncio.gather(
+        store.update_by_status(REVIVABLE, _revive),
+        store.update(Change("x", lambda cur: policy.cancel(cur, T0 + 6), UNFINISHED)))
+    assert [(u.record.id, u.applied) for u in retried] == [("x", True), ("y", True)] and cancelled.applied
+    assert [(r.id, r.status) for r in await store.all()] == [("x", Status.CANCELLED), ("y", Status.PENDING)]
+    deleted, retried = await asyncio.gather(store.delete_many(["x"]), store.update_by_status(REVIVABLE, _revive))
+    assert [r.id for r in deleted] == ["x"] and retried == []
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -391,4 +452,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_delete_group_deletes_the_group_in_one_call,
     check_a_delete_and_a_change_made_after_it_apply_in_call_order,
     check_a_change_made_before_a_delete_is_deleted_with_it,
+    check_update_by_status_changes_each_record_of_the_statuses_in_one_call,
+    check_update_by_status_all_or_none,
+    check_update_by_status_and_calls_around_it_apply_in_call_order,
 ]

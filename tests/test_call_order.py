@@ -132,3 +132,19 @@ def test_a_retry_then_a_delete_both_apply_on_a_store_that_yields() -> None:
         await settle()
         assert await world.store.all() == [] and len(server.calls) <= 1
     run(main)
+
+
+def test_a_retry_all_then_a_cancel_apply_in_call_order_on_a_store_that_yields() -> None:
+    """``retry_all()`` then ``cancel_job(x)``. Before, retry_all read the failed ids in one
+    transaction and revived them in another: the cancel landed between, found x still failed
+    and answered False, and x was revived — the later call lost to the earlier one."""
+    async def main() -> None:
+        world = _yielding_world()
+        tab = world.open_tab(transport=Server("hold", "hold"))
+        await _failed(world, "x", "y")
+        retried = tab.queue.retry_all()
+        cancelled = tab.queue.cancel_job("x")
+        assert await asyncio.gather(retried, cancelled) == [2, True]
+        await settle()
+        assert (await world.store.get("x")).status is Status.CANCELLED
+    run(main)

@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js
@@ -387,6 +387,40 @@ class IndexedDBStore:
         for change in changes:
             t.then(t.store.get(change.job_id), functools.partial(one, change))
         await t
+        return done
+
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        t = await self._tx("readwrite", "update_by_status")
+        done: list[Updated] = []
+        seen: set[str] = set()  # a record changed into another of the statuses is met again
+
+        # A cursor per status, each change run and put from its success event: what is read is
+        # what is changed, in this one transaction. A record put with another status leaves the
+        # cursor's range; the cursor goes on past it.
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            bad: list[tuple[Any, JobRecord]] = []
+            current = _decode(cursor.value, bad)
+            if bad:  # failed in this same transaction, and left out
+                _put_failed(t.store, *bad[0])
+            elif current is not None and current.status in wanted and current.id not in seen:
+                seen.add(current.id)
+                new = apply(current)
+                if new is None:
+                    done.append(Updated(current, False))
+                else:
+                    t.store.put(_to_js(new.to_dict()))
+                    done.append(Updated(new, True))
+            cursor.continue_()  # fires the same request's success event again
+
+        index = t.store.index("by_status")
+        for status in sorted(s.value for s in wanted):
+            t.then(index.openCursor(status), step)
+        await t
+        done.sort(key=lambda u: (u.record.created_at, u.record.id) if u.record is not None else (0.0, ""))
         return done
 
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:

@@ -82,6 +82,17 @@ class Store(Protocol):
         every lane, cost one transaction.
         """
 
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        """Change every record whose status is one of ``statuses`` in one transaction: the
+        records are read and written there (:meth:`update_many` of a :class:`Change` with
+        ``when=statuses`` for each). One :class:`Updated` per record found, oldest first; all
+        apply or none. A malformed value is failed, as by every read, and left out.
+
+        What ``retry_all`` and suspending a type need: a read of the ids first and a write
+        after would miss a change made between them and revive a record a later call ended.
+        """
+
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         """What a pass decides on, without payloads (:class:`~pyjobq.core.view.Entry`).
 
