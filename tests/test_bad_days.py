@@ -12,7 +12,7 @@ from typing import Any
 
 from pyjobq.abort import AbortSignal
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS
-from pyjobq.testing import Tab, World, run, settle
+from pyjobq.testing import LOCK, Tab, World, run, settle
 from helpers import Server
 
 
@@ -162,4 +162,32 @@ def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -
         await world.advance(RECHECK_MS)
         record = await world.store.get(job.id)
         assert (record.status.value, server.paths) == ("done", ["/saved-then-closed"])
+    run(main)
+
+
+# ---------------------------------------------------------------- 6. no spin: a watch in its own way
+
+def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its_own_way() -> None:
+    # The engine watches a run lock held elsewhere with a shared request; it woke from inside
+    # the watch's callback, so the pass asked for the lock (ifAvailable) while its own watch still
+    # held it shared, found it held, watched again — round and round, no time moving, job stuck.
+    async def main() -> None:
+        world, server = World(), Server()
+        tab = world.open_tab(transport=server, worker_host=True)
+        await settle()
+        job = tab.side.enqueue_fetch("POST", "/after-the-watch")
+        other = world.locks.client()
+        let_go = asyncio.get_running_loop().create_future()
+
+        async def hold(_lock: Any) -> None:
+            await let_go
+
+        holding = asyncio.ensure_future(other.request(f"{LOCK}:run:{job.id}", hold))
+        await settle()
+        assert server.calls == []  # its run lock is held elsewhere: watched, not claimed
+        let_go.set_result(None)
+        await holding
+        await settle()
+        record = await world.store.get(job.id)
+        assert (record.status.value, server.paths) == ("done", ["/after-the-watch"])
     run(main)

@@ -211,7 +211,12 @@ class Sim:
         transport = self.transport_for(heeds_signal=self.rng.random() < 0.5)
         # Half the tabs are the browser's arrangement: in line for the lease from the start, a
         # worker with no scheduler until it is granted, the page's own scheduler for requests.
-        tab = self.world.open_tab(transport=transport, page_lease=True, waiting=self.rng.random() < 0.5)
+        # One in five is a worker host (a notebook kernel), whose bootstrap holds the lease.
+        draw = self.rng.random()
+        if draw < 0.2:
+            tab = self.world.open_tab(transport=transport, worker_host=True)
+        else:
+            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6)
         transport.bind(tab)
         return tab
 
@@ -360,12 +365,12 @@ class Sim:
         if went_online:
             for tab in self.world.live:
                 tab.wake()  # the online event
-        await settle()
+        await quiet(self)
         # The bounds: a retry ladder capped near 30 s (+30 % jitter), a 401's 60 s, the idle
         # holder's 30 s re-read, an abandoned run's 30 s grace: four minutes cover every chain.
         for _ in range(4):
             self.world.clock.advance(61_000)
-            await settle()
+            await quiet(self)
             await self.check()
         records = await self.world.store.all()
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
@@ -410,6 +415,22 @@ def check_record(record: dict[str, Any], job: Expected) -> None:
         assert record["error"], record
 
 
+#: Loop turns a world may take to go quiet with no time moving; more is a spin (passes back to
+#: back, a wake armed in the past, a watch in its own way): the no-spin oracle.
+QUIET_WITHIN_TURNS = 20_000
+
+
+async def quiet(sim: Sim) -> None:
+    """Settle, and fail the seed if the world does not go quiet while the clock stands still."""
+    loop = asyncio.get_running_loop()
+    for _ in range(QUIET_WITHIN_TURNS // 500):
+        await settle()
+        if not loop._ready:  # type: ignore[attr-defined]
+            return
+    raise AssertionError(f"the world did not go quiet within {QUIET_WITHIN_TURNS} loop turns with no "
+                         "time moving: something spins (no spin)")
+
+
 async def _quiet(awaitable: Any) -> None:
     try:
         await awaitable
@@ -437,7 +458,7 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     await settle()
     for _ in range(STEPS):
         await sim.step()
-        await settle()
+        await quiet(sim)
         await sim.check()
     await sim.finish()
     for tab in world.live:

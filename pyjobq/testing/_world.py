@@ -22,7 +22,10 @@ it; the runs it leads to (``run`` messages from the worker) are the tab's.
 Browser arrangements (pyjobq/browser/runtime.py): by default the worker's scheduler holds the
 processor lease itself; ``page_lease=True`` has the page hold it (a page with a document);
 ``waiting=True`` is a page in line for the lease whose worker has no scheduler until the
-first grant, while the page's own request-only scheduler answers its store requests.
+first grant, while the page's own request-only scheduler answers its store requests;
+``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
+worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
+for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HeldLease`) — frozen, it keeps it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
 from ..core.messages import make
 from ..core.ports import Message, Unsubscribe
 from ..executor import ExecutorSide
-from ..lease import LeaseHolder, LinkLease, NeverLease, fake_grab
+from ..lease import HeldLease, LeaseHolder, LinkLease, NeverLease, fake_grab
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
 from ..wiring import in_process
@@ -277,7 +280,7 @@ class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False) -> None:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world this tab is in.
         self.world = world
@@ -316,10 +319,12 @@ class Tab:
         self._requests_end: MemoryLink | None = None
         self.request_channel: FreezableChannel | None = None
         self._schedulers: list[Scheduler] = []
-        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting)
+        if worker_host and (page_lease or waiting):
+            raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
+        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
 
     def _open(self, transport: Any, reconstructors: Mapping[str, Callable[[Any], Any]] | None,
-              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool) -> None:
+              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool, worker_host: bool) -> None:
         world = self.world
         if waiting:
             self._requests_end, self._requests_link = link_pair()
@@ -339,8 +344,11 @@ class Tab:
                                             f"{self.name}:page", NeverLease(), clock=self.page_clock, page=True)
             # Its worker's script runs (no Pyodide yet): the page sends what it holds.
             self.worker_link.send(make("worker_alive"))
-            self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
-                                                  eager=True, on_first_grant=self._boot)
+            if worker_host:
+                self._bootstrap_holds_the_lease()
+            else:
+                self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
+                                                      eager=True, on_first_grant=self._boot)
         elif page_lease:
             self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
             self._boot()
@@ -362,11 +370,21 @@ class Tab:
         self._schedulers.append(scheduler)
         return scheduler
 
-    def _boot(self) -> None:
+    def _boot(self, lease: Any = None) -> None:
         """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
-        lease = LinkLease(self.worker_link) if self.queue.lease_holder is not None else None
+        if lease is None and self.queue.lease_holder is not None:
+            lease = LinkLease(self.worker_link)
         self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
                                  self.name, lease)
+
+    def _bootstrap_holds_the_lease(self) -> None:
+        """A worker host's bootstrap: take the lock, then boot the scheduler, and keep the lock
+        for the worker's life (it goes when the tab crashes)."""
+        async def held(_lock: Any) -> None:
+            self._boot(HeldLease())
+            await asyncio.get_running_loop().create_future()  # for the worker's life
+
+        asyncio.ensure_future(self.locks.request(LOCK, held))
 
     def _heard(self, update: Any) -> None:
         if not update.get("progress_only"):
@@ -515,7 +533,7 @@ class World:
 
     def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False) -> Tab:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> Tab:
         """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
 
         Args:
@@ -526,10 +544,12 @@ class World:
             yields: ``{job type: lock name}`` (spec: "Yielding").
             page_lease: the page holds the processor lease (a page with a document).
             waiting: the page waits in line for the lease; its worker boots on the first grant.
+            worker_host: an executor side with no document (a notebook kernel): its worker's
+                bootstrap holds the lease for the worker's life, frozen or not.
         """
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
                   handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
-                  waiting=waiting)
+                  waiting=waiting, worker_host=worker_host)
         self.tabs.append(tab)
         return tab
 
