@@ -13,7 +13,8 @@ and ``type`` name its handler and whose ``_params`` is its payload.
 
 The scheduler runs in its outbox mode (:data:`~pyjobq.core.mode.OUTBOX`): claims
 are leases (``lease_ms``; a lease that ran out is due work, so outboxes in several
-tabs share a store without sharing a lock), success deletes the record, claims are
+tabs share a store without sharing a lock; the page renews the lease every third
+of it while ``process()`` runs), success deletes the record, claims are
 FIFO by ``created_at`` across types and one at a time (a ``msg/react`` never reaches
 the server before its ``msg/send``), and the backoff is the outbox's
 ``min(base·2^(attempts−1), cap)`` minus 0–20 %. None of the job queue's HTTP status
@@ -36,11 +37,26 @@ manual retry) or ``rollback`` then delete. An unknown type is logged and deleted
 Both deletes go through the engine, so they are published like any other change
 (``on_activity`` and a ``job-update`` with ``deleted``).
 
+Two processors, one entry. A live page never loses its lease (:class:`_Renewal`);
+a page frozen past it does, and another outbox takes the entry over. Without a
+common lock every decision between them is one conditional write on the record
+(the pure functions below :class:`RunClaim`), so exactly one side wins each race:
+
+* a renewal applies only to this run's own claim: it never takes an entry back;
+* a delivery (``process()`` succeeded) takes the entry back from any other run,
+  pending retry or failure, and is stored done — unless a rollback began;
+* a rollback is marked on the failed record before it runs, so a delivery after
+  the mark cannot undo it (logged ``late``, an error);
+* a lease that ran out on the last attempt fails the entry (``page_gone``), but a
+  revert cannot be taken back and that run may yet deliver: it is rolled back only
+  once that run reports a failure (:meth:`RunClaim.failed_on`); ``on_exhausted``,
+  which reverts nothing, is called at once.
+
 Known limits: ``rollback`` runs after the failed record is stored, so a page that
-dies in between leaves a failed record; the next ``start()`` finishes it (so
-``rollback`` must be idempotent, like ``process``). Cross-tab wake-ups are the
-host's to send (call :meth:`Outbox.wake`); the ``poll_interval_ms`` watchdog is
-the fuse.
+dies in between leaves a failed record; the next ``start()`` finishes it before it
+prunes (so ``rollback`` must be idempotent, like ``process``). Cross-tab wake-ups
+are the host's to send (call :meth:`Outbox.wake`); the ``poll_interval_ms``
+watchdog is the fuse.
 """
 
 from __future__ import annotations
