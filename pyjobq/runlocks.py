@@ -97,10 +97,20 @@ class RunLocks:
         self._watching.add(lock)
 
         async def granted(_lock: Any) -> None:
-            self._watching.discard(lock)
+            pass
+
+        async def watch() -> None:
+            # Wake once the request has *ended* — the watch's own shared hold let go — not from
+            # inside its callback: a pass woken there asks for the run lock (ifAvailable) while
+            # this watch still holds it shared, finds it held, watches again, and the engine
+            # spins with no time moving (issue 22, finding 6).
+            try:
+                await self._locks.request(lock, granted, mode="shared")
+            finally:
+                self._watching.discard(lock)
             self._wake()
 
-        self._spawn(self._locks.request(lock, granted, mode="shared"))
+        self._spawn(watch())
 
     async def _take_one(self, job_id: str) -> Release | None:
         """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
