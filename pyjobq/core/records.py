@@ -115,12 +115,12 @@ class NewJob:
     delay_ms: float = 0
 
     def __post_init__(self) -> None:
-        _need(isinstance(self.id, str) and self.id != "", "id must be a non-empty str")
+        _need(isinstance(self.id, str) and self.id != "", f"id must be a non-empty str, got {_shown(self.id)}")
         _need(isinstance(self.reconstructor, str) and self.reconstructor != "",
-              "reconstructor must be a non-empty str naming a registered factory")
-        _need(isinstance(self.type, str) and self.type != "", "type must be a non-empty str")
-        _need(self.group is None or isinstance(self.group, str), "group must be a str or None")
-        _need(self.label is None or isinstance(self.label, str), "label must be a str or None")
+              f"reconstructor must be a non-empty str naming a registered factory, got {_shown(self.reconstructor)}")
+        _need(isinstance(self.type, str) and self.type != "", f"type must be a non-empty str, got {_shown(self.type)}")
+        _need(self.group is None or isinstance(self.group, str), f"group must be a str or None, got {_shown(self.group)}")
+        _need(self.label is None or isinstance(self.label, str), f"label must be a str or None, got {_shown(self.label)}")
         _need(
             isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
             and self.max_attempts >= 1,
@@ -159,6 +159,10 @@ class NewJob:
             _reconstructor=self.reconstructor,
             _params=self.params,
         )
+
+
+def _shown(value: Any) -> str:
+    return reprlib.repr(value)
 
 
 def _need(ok: bool, message: str) -> None:
