@@ -12,7 +12,8 @@ claim and the hand-off, inside recovery, while storing an outcome — the tab ma
 resumed by a later step) or crash, and the fakes behave as the browser does there (a crashed
 tab's queued lock requests and undelivered channel messages die with it). Half the tabs'
 transports take the run's AbortSignal and end a slow request when it fires, as a transport that
-hands it to ``fetch`` does. The moment a worker posts ``run``, its tab may freeze or its page
+hands it to ``fetch`` does. Half the seeds run on a store that yields to the event loop around
+every call, as IndexedDB does. The moment a worker posts ``run``, its tab may freeze or its page
 be busy (its loop blocked, :meth:`~pyjobq.testing.Tab.block`: the worker's clock runs on), and
 pages are busy for whole steps too.
 
@@ -440,7 +441,8 @@ async def _quiet(awaitable: Any) -> None:
 
 async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     rng = random.Random(seed)
-    world = World(random=rng.random)
+    # Half the seeds on a store that yields between requests and commits as IndexedDB does.
+    world = World(random=rng.random, yields=rng.choice([0, 0, 1, 2]))
     sim = Sim(seed, rng, world)
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it

@@ -100,14 +100,13 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
 class GuardedStore:
     """One tab's view of the shared store: a write after the tab died is a violation.
 
-    Reads pass through. Around each write (``add``, ``update``, ``update_many``, ``put_many``,
-    ``delete_many``) the world's :attr:`World.store_hook` is awaited, before and after: where
+    Reads pass through. Around each write (:attr:`WRITES`) the world's :attr:`World.store_hook` is awaited, before and after: where
     a test freezes or crashes the tab in the middle of a pass. A write from a dead tab is
     appended to :attr:`World.violations` (it still happens: the test then fails on it).
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "put_many", "delete_many")
+    WRITES = ("add", "update", "update_many", "put_many", "delete_many", "delete_group", "update_by_status")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
@@ -498,17 +497,20 @@ class World:
     Args:
         random: the retry ladder's random source (``random.random``-like); default always 0,
             so backoff delays are exact.
+        yields: how many event-loop turns each store call gives away before its transaction
+            begins and after it commits, as IndexedDB's do (:class:`~pyjobq.memory.MemoryStore`);
+            0, the default, runs each call to its end at once.
 
     Open tabs with :meth:`open_tab`, move time with :meth:`advance`, read what is stored with
     :meth:`record` or :attr:`store`. Create it inside the running loop (in the test's
     ``async def``), as tabs start tasks.
     """
 
-    def __init__(self, random: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, random: Callable[[], float] = lambda: 0.0, *, yields: int = 0) -> None:
         #: The origin's clock: moves only in :meth:`advance` (or ``clock.advance``).
         self.clock = FakeClock()
         #: The origin's IndexedDB database.
-        self.store = MemoryStore(clock=self.clock)
+        self.store = MemoryStore(clock=self.clock, yields=yields)
         #: The origin's ``navigator.locks``: ``locks.client()`` is one more lock context (a page
         #: doing foreground work, say); ``locks.held()`` what is held.
         self.locks = LockHub()
