@@ -57,13 +57,22 @@ class Pass:
         self.looked_at = 0.0
         #: Types with a running record whose run lock another page holds: busy in the lanes.
         self.busy_elsewhere: set[str] = set()
+        #: Passes run, and looks taken (times round a pass's loop): what a "no spin" check counts.
+        self.runs = 0
+        self.looks = 0
+        #: The moment the last look chose what to start; None before this pass's first look.
+        #: The wake is armed only for what becomes due after it (:meth:`wake_after` says why).
+        self.picked_at: float | None = None
 
     async def run(self) -> None:
         # The view of the queue is this pass's: read whole on taking the lease, kept current by
         # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
+        self.runs += 1
+        self.picked_at = None
         await self.read_view()
         try:
             while not self._e.stopped and not self._e.revoked:
+                self.looks += 1
                 self._e.kick.clear()
                 self._e.wanted = False
                 self.looked_at = self._e.clock.now()
@@ -131,7 +140,7 @@ class Pass:
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._e.run_locks.watch(self._e.run_locks.name(job_id))
+            self._e.run_locks.watch_run(job_id)
         orphaned = lanes.orphans(running, ours, elsewhere)
         if not orphaned or self._e.revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
@@ -163,7 +172,7 @@ class Pass:
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self._e.clock.now()
+        now = self.picked_at = self._e.clock.now()
         picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(), leases=self._e.mode.leases,
                                            lanes=self._e.mode.lanes)
         if not picks:
@@ -239,10 +248,42 @@ class Pass:
             return None
         return None if release is None else (entry, release)
 
+    def wake_after(self) -> float | None:
+        """The wake is for the soonest ``next_retry_at`` strictly after this moment: the last look's.
+
+        Every record due by then was seen by that look, and one it did not start waits on
+        something that announces itself, so a timer for it would only fire at once, again and
+        again, while nothing changed (issue 22, "no spin"):
+
+        - a run of ours in its lane, or the lane's one run (the outbox's FIFO): its settle kicks;
+        - an abandoned run of its type still ending: the page's last word, or the flight's grace
+          timer (pyjobq/inflight.py), kicks;
+        - a run lock another page holds — its lane's predecessor, perhaps in a frozen tab, or its
+          own, taken ahead: :class:`~pyjobq.runlocks.RunLocks` watches it, and the lock manager
+          grants the watch the moment the holder lets go, a discarded page included (the spec's
+          reason a yield lock needs no timer either: "Yielding ... resumption needs no timer");
+        - a yield lock or a suspended type: it was parked, which is progress, not a wait.
+
+        A record that became due after the look (time moves while a pass runs, and a tab frozen
+        mid-pass resumes later) is still woken for — looked at again at once if its moment has
+        passed, never by a timer armed in the past; the next look's moment is later, so that
+        cannot repeat. What never announces itself is news that never came (a tab that crashed before
+        broadcasting): the view's re-read answers that (``RECHECK_MS``), never this timer.
+        None (no look yet in this pass): the soonest of all.
+        """
+        return self.picked_at
+
     def arm_retry_timer(self) -> None:
-        """While lanes run: the next moment something *becomes* due, from the view."""
-        if not self._e.stopped and self.view is not None:
-            self._e.retry_timer.arm_at(self.view.next_due_at(self._e.clock.now() if self._e.flights else None))
+        """While lanes run: the next moment something *becomes* due, from the view; a look at
+        once, with no timer, when that moment passed since the last look."""
+        if self._e.stopped or self.view is None:
+            return
+        due_at = self.view.next_due_at(self.wake_after())
+        if due_at is not None and due_at <= self._e.clock.now():
+            self._e.retry_timer.clear()
+            self._e.kick.set()
+        else:
+            self._e.retry_timer.arm_at(due_at)
 
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:

@@ -226,6 +226,19 @@ class Scheduler:
     def in_flight(self) -> frozenset[str]:
         return self.flights.ids
 
+    @property
+    def passes(self) -> int:
+        """How many passes this scheduler has run: each time it held the lease and looked at the
+        queue until nothing was left to do. With :attr:`looks`, what a test counts to tell an
+        idle holder from one that spins (issue 22: no passes back to back while nothing changes)."""
+        return self._look.runs
+
+    @property
+    def looks(self) -> int:
+        """How many looks its passes took (each time round a pass's loop: recover, unpark, start
+        what is ready). A pass waiting on a lane, an ending run or a lock takes none."""
+        return self._look.looks
+
     def wake(self) -> None:
         """Process soon: an enqueue, the ``online`` event or the retry timer."""
         if self.stopped:
@@ -320,10 +333,12 @@ class Scheduler:
         self.retry_timer.clear()
         if self.stopped:
             return
-        # While runs are in flight, work already due is waiting for its lane and the
-        # run's result wakes the loop; a timer for it would fire at once, again and again.
-        due_at = await self.store.next_due_at(self.clock.now() if self.flights else None)
-        if due_at is not None and math.isfinite(due_at):
+        # Work already due at the pass's last look waits for something that announces itself
+        # (Pass.wake_after says what): a timer for it would fire at once, again and again.
+        due_at = await self.store.next_due_at(self._look.wake_after())
+        if due_at is not None and due_at <= self.clock.now():
+            self.wanted = True  # due since the pass's last look (it froze, say): look again now
+        elif due_at is not None and math.isfinite(due_at):
             self.retry_timer.arm_at(due_at)
 
     # ------------------------------------------------------------ the handshake
