@@ -52,3 +52,16 @@ def test_raw_shows_the_stored_json() -> None:
     record = store_contract.make_record("a")
     run(store.add([record]))
     assert store.raw() == {"a": record.to_dict()}
+
+
+def test_next_due_at_skips_a_foreign_status_and_a_time_that_is_no_moment() -> None:
+    """What only a raw write can store (the IndexedDB twin: tests/browser/test_idb_store.py)."""
+    async def main() -> None:
+        store = MemoryStore()
+        base = store_contract.make_record("x").to_dict()
+        store.put_raw({**base, "id": "newer", "status": "snoozed", "next_retry_at": 1.0})
+        store.put_raw({**base, "id": "never", "next_retry_at": float("-inf")})
+        assert await store.next_due_at() is None
+        await store.add([store_contract.make_record("due", next_retry_at=store_contract.T0 + 5)])
+        assert await store.next_due_at() == store_contract.T0 + 5
+    run(main)
