@@ -267,8 +267,10 @@ class Pass:
         A record that became due after the look (time moves while a pass runs, and a tab frozen
         mid-pass resumes later) is still woken for — looked at again at once if its moment has
         passed, never by a timer armed in the past; the next look's moment is later, so that
-        cannot repeat. What never announces itself is news that never came (a tab that crashed before
-        broadcasting): the view's re-read answers that (``RECHECK_MS``), never this timer.
+        cannot repeat. So no bounded re-look is armed here: each of those waits ends in an event
+        this engine hears. What may never announce itself is news that never came (a tab that
+        crashed before broadcasting), about records the look never saw: that is the store's
+        re-read's to find (``RECHECK_MS``), not a wake for work the look saw and could not start.
         None (no look yet in this pass): the soonest of all.
         """
         return self.picked_at
