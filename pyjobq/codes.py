@@ -52,8 +52,10 @@ class Code(str, enum.Enum):
         "then `retry_job(id)`.")
     HANDSHAKE_TIMEOUT = (
         "handshake_timeout",
-        "The page never answered `run` with `run_started` within `handshake_timeout_ms`.",
-        "Usually the module registering the reconstructor never loaded; `retry_job(id)` once it does.")
+        "No `run_started` came within `handshake_timeout_ms`, and the page, asked then, said it "
+        "handled `run` without beginning it. A busy or frozen page is not this: it is waited for.",
+        "Its executor side did not take the run (its handler for the job's kind is missing); "
+        "`retry_job(id)` once it does.")
     RECONSTRUCTOR_FAILED = (
         "reconstructor_failed",
         "The factory raised while rebuilding the job.",

@@ -156,7 +156,9 @@ class RequestHandlers:
         pending = [r.id for r in await engine.store.by_status(Status.PENDING) if r.type == job_type]
         done = await engine.write([Change(i, lambda cur: policy.park(cur, now, None), ONLY_PENDING) for i in pending])
         running = engine.flights.of_type(job_type)
-        waits = [flight.wait_settled() for flight in running]
+        # A run abandoned (cancelled, deleted) but still ending is an executor that has not
+        # settled either: it may still be saving its checkpoint. It was told to stop already.
+        waits = [flight.wait_settled() for flight in running + engine.flights.ending_of_type(job_type)]
         for flight in running:
             engine.link.send(make("abort_run", job_id=flight.job_id, reason=f"type {job_type!r} suspended"))
         for wait in waits:

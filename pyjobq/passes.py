@@ -140,7 +140,7 @@ class Pass:
         for job_id in sorted(elsewhere):
             # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
             # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._e.run_locks.watch_run(job_id)
+            self._e.run_locks.watch(self._e.run_locks.name(job_id))
         orphaned = lanes.orphans(running, ours, elsewhere)
         if not orphaned or self._e.revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
@@ -256,8 +256,8 @@ class Pass:
         again, while nothing changed (issue 22, "no spin"):
 
         - a run of ours in its lane, or the lane's one run (the outbox's FIFO): its settle kicks;
-        - an abandoned run of its type still ending: the page's last word, or the flight's grace
-          timer (pyjobq/inflight.py), kicks;
+        - an abandoned run of its type still ending: the page's last word kicks (the page bounds
+          it by ``ABANDON_GRACE_MS``, and the word always comes: pyjobq/core/messages.py);
         - a run lock another page holds — its lane's predecessor, perhaps in a frozen tab, or its
           own, taken ahead: :class:`~pyjobq.runlocks.RunLocks` watches it, and the lock manager
           grants the watch the moment the holder lets go, a discarded page included (the spec's
@@ -267,25 +267,36 @@ class Pass:
         A record that became due after the look (time moves while a pass runs, and a tab frozen
         mid-pass resumes later) is still woken for — looked at again at once if its moment has
         passed, never by a timer armed in the past; the next look's moment is later, so that
-        cannot repeat. So no bounded re-look is armed here: each of those waits ends in an event
-        this engine hears. What may never announce itself is news that never came (a tab that
-        crashed before broadcasting), about records the look never saw: that is the store's
-        re-read's to find (``RECHECK_MS``), not a wake for work the look saw and could not start.
-        None (no look yet in this pass): the soonest of all.
+        cannot repeat. Each of those waits ends in an event this engine hears, so none is
+        polled. Two may never announce themselves: a run lock held only in shared mode, by a
+        watch granted just as its page froze (:meth:`RunLocks.take
+        <pyjobq.runlocks.RunLocks.take>`), and news that never came (a tab that crashed before
+        broadcasting). For those the engine looks again within ``Mode.recheck_ms`` (30 s: the
+        idle holder's bound, and :meth:`arm_retry_timer`'s while lanes run) — a bounded re-look,
+        never a wake in the past. None (no look yet in this pass): the soonest of all.
         """
         return self.picked_at
 
     def arm_retry_timer(self) -> None:
         """While lanes run: the next moment something *becomes* due, from the view; a look at
-        once, with no timer, when that moment passed since the last look."""
+        once, with no timer, when that moment passed since the last look; and a look within
+        ``Mode.recheck_ms`` whatever happens."""
         if self._e.stopped or self.view is None:
             return
+        now = self._e.clock.now()
         due_at = self.view.next_due_at(self.wake_after())
-        if due_at is not None and due_at <= self._e.clock.now():
+        if due_at is not None and due_at <= now:
             self._e.retry_timer.clear()
             self._e.kick.set()
-        else:
-            self._e.retry_timer.arm_at(due_at)
+            return
+        if self._e.mode.recheck_ms is not None:
+            # The bounded re-look, for the waits nothing announces (a run lock held shared by a
+            # frozen page's watch: RunLocks.take) and news that never came. The spec's reason:
+            # "Every look is taken again while the lanes run. A lane that runs for an hour would
+            # otherwise hold all of that up for the hour." Never sooner: it is not a poll.
+            due_at = min(due_at if due_at is not None else now + self._e.mode.recheck_ms,
+                         now + self._e.mode.recheck_ms)
+        self._e.retry_timer.arm_at(due_at)
 
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:

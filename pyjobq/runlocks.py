@@ -13,14 +13,10 @@ with no wait for the lock manager; whatever was taken ahead is let go when the
 pass ends, the lease goes or the scheduler stops (:meth:`RunLocks.drop_prefetched`),
 so the next holder can claim those jobs.
 
-A *watch* is one request on a lock someone else holds: granted the moment its holder
-lets go, it lets go at once and then wakes the scheduler. One watch per lock, however
-often it is asked for. A yield lock's watch is shared (the spec's "one shared-mode
-request": it never holds up the foreground work that takes the lock). A run lock's is
-exclusive, granted only once *nobody* holds the lock: a shared holder — another page's
-watch, granted just as its page froze — would grant a shared watch at once, and the pass
-it woke would find the run lock still taken, watch again, and go round with no time
-moving (issue 22).
+A *watch* is one shared-mode request on a lock someone holds exclusively (a yield
+lock, another page's run lock): it is granted the moment its holder lets go, and
+then wakes the scheduler. One watch per lock, however often it is asked for. A run
+lock held only in shared mode is not watched (:meth:`RunLocks.take` says why).
 
 In modes without run locks (volatile jobs, the outbox's leases) :meth:`RunLocks.take`
 returns a no-op release for each job and nothing is asked of the lock manager.
@@ -73,12 +69,21 @@ class RunLocks:
                 asks.append(self._take_one(entry.id))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases: dict[str, Release] = {}
-        for entry, release in zip(entries, got):
-            if release is None:
-                self.watch_run(entry.id)
-            else:
-                releases[entry.id] = release
+        releases = {entry.id: release for entry, release in zip(entries, got) if release is not None}
+        if len(releases) < len(entries):
+            held = await self._locks.held()
+            for entry in entries:
+                if entry.id in releases:
+                    continue
+                mode = held.get(self.name(entry.id))
+                if mode == "exclusive":
+                    self.watch(self.name(entry.id))  # its runner (or taker) lets go: a wake then
+                elif mode is None:
+                    self._wake()  # let go since it was asked for: look again
+                # Held only shared, by watches: one granted just as its page froze holds it for
+                # the whole freeze, and nothing says when that ends. A shared watch beside it
+                # would be granted at once and wake a pass that still cannot take the lock, round
+                # and round (issue 22). The pass's bounded re-look (Mode.recheck_ms) comes back.
         return releases
 
     def prefetch(self, entry: Entry) -> None:
@@ -96,31 +101,26 @@ class RunLocks:
             _let_go(ask)
 
     def watch(self, lock: str) -> None:
-        """Keep one shared-mode request on the yield lock ``lock``: granted the moment its
-        exclusive holder lets go, and a wake once the watch has let go too."""
-        self._watch(lock, "shared")
-
-    def watch_run(self, job_id: str) -> None:
-        """Wake once nobody holds the run lock of ``job_id`` (its runner, or another page's
-        watch), the watch included: one exclusive request, let go as soon as granted."""
-        self._watch(self.name(job_id), "exclusive")
-
-    def _watch(self, lock: str, mode: str) -> None:
+        """Keep one shared-mode request on ``lock``: granted, and a wake, the moment its holder lets go."""
         if lock in self._watching:
             return
         self._watching.add(lock)
 
-        async def until_free() -> None:
+        async def granted(_lock: Any) -> None:
+            pass
+
+        async def watch() -> None:
+            # Wake once the request has *ended* — the watch's own shared hold let go — not from
+            # inside its callback: a pass woken there asks for the run lock (ifAvailable) while
+            # this watch still holds it shared, finds it held, watches again, and the engine
+            # spins with no time moving (issue 22, finding 6).
             try:
-                await self._locks.request(lock, _let_go_at_once, mode=mode)
+                await self._locks.request(lock, granted, mode="shared")
             finally:
                 self._watching.discard(lock)
-            # Only now: the request has ended, so the watch no longer holds the lock. Woken from
-            # inside the grant, a look asking for this run lock would find the watch holding
-            # it, watch again, be granted at once, and round again with no time moving (issue 22).
             self._wake()
 
-        self._spawn(until_free())
+        self._spawn(watch())
 
     async def _take_one(self, job_id: str) -> Release | None:
         """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
@@ -141,10 +141,6 @@ class RunLocks:
 
         self._spawn(self._locks.request(self.name(job_id), hold, if_available=True))
         return release if await granted else None
-
-
-async def _let_go_at_once(_lock: Any) -> None:
-    """A watch's hold: let go as soon as granted (being granted is all a watch waits for)."""
 
 
 def _let_go(ask: "asyncio.Future[Release | None]") -> None:

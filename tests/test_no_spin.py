@@ -16,6 +16,7 @@ from typing import Any
 
 from pyjobq import AbortSignal
 from pyjobq.core.lanes import run_lock
+from pyjobq.core.mode import JOB_QUEUE
 from pyjobq.scheduler import Scheduler
 from pyjobq.testing import LOCK, Tab, World, run, settle
 from helpers import Server, reconstructor
@@ -170,10 +171,11 @@ def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() ->
     run(main)
 
 
-def test_a_run_lock_a_frozen_page_holds_shared_is_waited_for_not_polled() -> None:
+def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bound() -> None:
     """Another page's watch on the run lock, granted just as that page froze, holds it shared
     for the whole freeze. A shared watch of ours would be granted at once beside it, wake a
-    pass that still cannot take the lock, and go round with no time moving."""
+    pass that still cannot take the lock, and go round with no time moving. Nothing announces
+    the thaw to us, so the holder looks again within the bounded re-look (Mode.recheck_ms)."""
     async def main() -> None:
         server = Server()
         world = World()
@@ -190,8 +192,8 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_waited_for_not_polled() -> Non
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
         assert server.paths == [] and (await world.store.get(job.id)).status == "pending"
 
-        thawed.set_result(None)  # the page thaws, its watch lets go: the run starts at that
+        thawed.set_result(None)  # the page thaws, its watch lets go; the next re-look starts the run
         await other
-        await settle()
+        await world.advance(JOB_QUEUE.recheck_ms or 0.0)
         assert (await job.done).status == "done" and server.paths == ["/upload"]
     run(main)

@@ -88,12 +88,17 @@ def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRe
     """A running record whose lease ran out, claimed again in one write.
 
     Its holder is presumed gone, so this is :func:`recover` (the dead run spent its
-    attempt; failed at the ceiling) followed by :func:`claim` under a new lease.
+    attempt; failed at the ceiling, ``page_gone``, saying it was the lease that ran out)
+    followed by :func:`claim` under a new lease.
     """
-    recovered = recover(record, now)
-    if recovered.status is not Status.PENDING:
-        return recovered
-    return claim(recovered, now, owner, lease_ms)
+    if record.status is Status.RUNNING and record.attempts >= record.max_attempts:
+        return _move(
+            record, Event.FAIL, now,
+            error=f"its lease ran out on the last allowed attempt ({record.attempts} of {record.max_attempts}): "
+                  "the page running it closed, crashed or froze mid-run, so whether its work was done is unknown",
+            http_status=None, code=Code.PAGE_GONE,
+        )
+    return claim(recover(record, now), now, owner, lease_ms)
 
 
 def settle(

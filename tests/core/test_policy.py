@@ -250,8 +250,8 @@ def test_a_lease_reclaimed_on_the_last_try_after_a_401_is_page_gone() -> None:
         Status.RUNNING, 1, 401, T0 + 61_001)
     assert policy.reclaim(leased, T0 + 61_001, "b", 1_000.0) == leased.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 61_001, next_retry_at=None,
-        error="the page running the last allowed attempt (1 of 1) went away mid-run", http_status=None,
-        code="page_gone")
+        error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, crashed "
+              "or froze mid-run, so whether its work was done is unknown", http_status=None, code="page_gone")
 
 
 def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() -> None:
