@@ -249,31 +249,30 @@ class Pass:
         return None if release is None else (entry, release)
 
     def wake_after(self) -> float | None:
-        """The wake is for the soonest ``next_retry_at`` strictly after this moment: the last look's.
+        """The moment the wake is armed after: the last look's (None before this pass's first
+        look: the soonest of all).
 
         Every record due by then was seen by that look, and one it did not start waits on
-        something that announces itself, so a timer for it would only fire at once, again and
-        again, while nothing changed (issue 22, "no spin"):
+        something that announces itself, so a timer for it would fire at once, again and again,
+        while nothing changed (issue 22, "no spin"):
 
-        - a run of ours in its lane, or the lane's one run (the outbox's FIFO): its settle kicks;
+        - a run of ours in its lane, or the outbox's one run at a time: its settle kicks;
         - an abandoned run of its type still ending: the page's last word kicks (the page bounds
           it by ``ABANDON_GRACE_MS``, and the word always comes: pyjobq/core/messages.py);
-        - a run lock another page holds — its lane's predecessor, perhaps in a frozen tab, or its
-          own, taken ahead: :class:`~pyjobq.runlocks.RunLocks` watches it, and the lock manager
-          grants the watch the moment the holder lets go, a discarded page included (the spec's
-          reason a yield lock needs no timer either: "Yielding ... resumption needs no timer");
+        - a run lock another page holds exclusively — its lane's predecessor's, perhaps in a
+          frozen tab, or its own, taken ahead: it is watched, and the lock manager grants the
+          watch the moment the holder lets go, a discarded page included (the spec's reason a
+          yield lock needs no timer: "resumption needs no timer");
         - a yield lock or a suspended type: it was parked, which is progress, not a wait.
 
-        A record that became due after the look (time moves while a pass runs, and a tab frozen
-        mid-pass resumes later) is still woken for — looked at again at once if its moment has
-        passed, never by a timer armed in the past; the next look's moment is later, so that
-        cannot repeat. Each of those waits ends in an event this engine hears, so none is
-        polled. Two may never announce themselves: a run lock held only in shared mode, by a
-        watch granted just as its page froze (:meth:`RunLocks.take
-        <pyjobq.runlocks.RunLocks.take>`), and news that never came (a tab that crashed before
-        broadcasting). For those the engine looks again within ``Mode.recheck_ms`` (30 s: the
-        idle holder's bound, and :meth:`arm_retry_timer`'s while lanes run) — a bounded re-look,
-        never a wake in the past. None (no look yet in this pass): the soonest of all.
+        Two waits may never announce themselves: a run lock held only in shared mode, by a watch
+        granted just as its page froze (:meth:`pyjobq.runlocks.RunLocks.take`), and news that
+        never came (a tab that crashed before broadcasting). For those the engine looks again
+        within ``Mode.recheck_ms`` (30 s), idle or while lanes run: a bounded re-look, not a poll.
+
+        A record that became due after the look (time moves while a pass runs; a tab frozen
+        mid-pass resumes later) is looked at again at once, never by a timer armed in the past;
+        the next look's moment is later, so that cannot repeat.
         """
         return self.picked_at
 
