@@ -81,13 +81,16 @@ class Code(str, enum.Enum):
     # ------------------------------------------------------------ the budget
     ATTEMPTS_EXHAUSTED = (
         "attempts_exhausted",
-        "The job had no attempts left when it came up to run (e.g. after its page died mid-run "
-        "on the last try).",
-        "Inspect `error`; `retry_job(id)` gives a fresh budget.")
+        "The job came up to run with no attempts left (its stored record had already spent "
+        "`max_attempts`: written so by other code or an older pyjobq); it failed unrun.",
+        "`retry_job(id)` gives a fresh budget.")
     PAGE_GONE = (
         "page_gone",
-        "The page running the last allowed attempt closed or crashed.",
-        "As for `attempts_exhausted`.")
+        "The page running the job's last allowed attempt went away mid-run (closed, crashed or "
+        "discarded), so that attempt is spent and none is left; `http_status` is empty, as no "
+        "answer was stored.",
+        "If it happens every time, the job itself may crash its page (memory, say): look there; "
+        "`retry_job(id)` gives a fresh budget.")
     OFFLINE = (
         "offline",
         "The last attempt failed with no network below; the job waits (its attempt given back) "

@@ -229,6 +229,19 @@ class Scheduler:
     def in_flight(self) -> frozenset[str]:
         return self.flights.ids
 
+    @property
+    def passes(self) -> int:
+        """How many passes this scheduler has run: each time it held the lease and looked at the
+        queue until nothing was left to do. With :attr:`looks`, what a test counts to tell an
+        idle holder from one that spins (issue 22: no passes back to back while nothing changes)."""
+        return self._look.runs
+
+    @property
+    def looks(self) -> int:
+        """How many looks its passes took (each time round a pass's loop: recover, unpark, start
+        what is ready). A pass waiting on a lane, an ending run or a lock takes none."""
+        return self._look.looks
+
     def wake(self) -> None:
         """Process soon: an enqueue, the ``online`` event or the retry timer."""
         if self.stopped:
@@ -323,15 +336,17 @@ class Scheduler:
         self.retry_timer.clear()
         if self.stopped:
             return
-        # While runs are in flight, work already due is waiting for its lane and the
-        # run's result wakes the loop; a timer for it would fire at once, again and again.
+        # Work already due at the pass's last look waits for something that announces itself
+        # (Pass.wake_after says what): a timer for it would fire at once, again and again.
         now = self.clock.now()
-        due_at = await self.store.next_due_at(now if self.flights else None)
+        due_at = await self.store.next_due_at(self._look.wake_after())
         if self.mode.recheck_ms is not None and not self.flights:
             # Idle: look again within the bound even with nothing due (Mode.recheck_ms says why).
             due_at = min(due_at if due_at is not None and math.isfinite(due_at) else math.inf,
                          now + self.mode.recheck_ms)
-        if due_at is not None and math.isfinite(due_at):
+        if due_at is not None and due_at <= now:
+            self.wanted = True  # due since the pass's last look (it froze, say): look again now
+        elif due_at is not None and math.isfinite(due_at):
             self.retry_timer.arm_at(due_at)
 
     # ------------------------------------------------------------ the handshake

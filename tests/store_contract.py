@@ -205,6 +205,25 @@ async def check_next_due_at_counts_leases_and_skips_up_to_after(store: Any) -> N
     assert await store.next_due_at(after=T0 + 30) is None
 
 
+async def check_next_due_at_counts_only_what_a_pass_could_claim(store: Any) -> None:
+    # Other code may leave a next_retry_at on any record: only a pending one or a running lease
+    # is work a pass could claim, so only theirs makes a wake (one in the past made it spin).
+    await store.add([
+        make_record("done", status="done", next_retry_at=T0 - 500),
+        make_record("failed", status="failed", next_retry_at=T0 - 400),
+        make_record("cancelled", status="cancelled", next_retry_at=T0 - 300),
+        make_record("paused", status="paused", yield_lock="fg", next_retry_at=T0 - 200),
+        make_record("locked", status="running", owner="tab"),
+    ])
+    assert await store.next_due_at() is None
+    assert await store.next_due_at(after=T0 - 1000) is None
+    await store.add([make_record("later", next_retry_at=T0 + 20), make_record("lease", status="running",
+                                                                               owner="tab", next_retry_at=T0 + 30)])
+    assert await store.next_due_at() == T0 + 20
+    assert await store.next_due_at(after=T0 - 450) == T0 + 20
+    assert await store.next_due_at(after=T0 + 20) == T0 + 30
+
+
 async def check_all_oldest_first(store: Any) -> None:
     assert await store.all() == []
     await store.add([make_record("c", created_at=T0 + 1), make_record("b", created_at=T0 + 1),
@@ -441,6 +460,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_next_due_at,
     check_due_keys_pending_and_ran_out_leases_oldest_first,
     check_next_due_at_counts_leases_and_skips_up_to_after,
+    check_next_due_at_counts_only_what_a_pass_could_claim,
     check_all_oldest_first,
     check_returned_records_are_copies,
     check_record_round_trips_every_field,

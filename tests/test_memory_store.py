@@ -114,3 +114,16 @@ def test_yields_must_be_a_count() -> None:
         with pytest.raises(ValueError, match="yields must be an int >= 0"):
             MemoryStore(yields=bad)  # type: ignore[arg-type]
     assert MemoryStore(yields=True).yields == 1 and MemoryStore().yields == 0
+
+
+def test_next_due_at_skips_a_foreign_status_and_a_time_that_is_no_moment() -> None:
+    """What only a raw write can store (the IndexedDB twin: tests/browser/test_idb_store.py)."""
+    async def main() -> None:
+        store = MemoryStore()
+        base = store_contract.make_record("x").to_dict()
+        store.put_raw({**base, "id": "newer", "status": "snoozed", "next_retry_at": 1.0})
+        store.put_raw({**base, "id": "never", "next_retry_at": float("-inf")})
+        assert await store.next_due_at() is None
+        await store.add([store_contract.make_record("due", next_retry_at=store_contract.T0 + 5)])
+        assert await store.next_due_at() == store_contract.T0 + 5
+    run(main)

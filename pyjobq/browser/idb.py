@@ -580,17 +580,29 @@ class IndexedDBStore:
 
     async def next_due_at(self, after: float | None = None) -> float | None:
         t = await self._tx("readonly", "next_due_at")
-        first: list[Any] = []
-        # The index is ordered by next_retry_at: its first key (past ``after``) is the soonest.
-        # Only pending records and running leases carry next_retry_at (see records.py).
+        found: list[float] = []
+
+        # The index is ordered by next_retry_at, every number before any other kind of key: walk
+        # it from the soonest (past ``after``) to the first record a pass could claim. Any other
+        # record's key is stepped over (the Store contract): one done or foreign record with a
+        # past next_retry_at must not arm a wake in the past, again and again (issue 22).
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            key = cursor.key
+            if not isinstance(key, (int, float)) or isinstance(key, bool) or key == math.inf:
+                return  # +Infinity, then dates, strings, arrays: none is a moment to wake at
+            # A missing property raises AttributeError through the proxy: read with a default.
+            if math.isfinite(key) and getattr(cursor.value, "status", None) in CLAIMABLE:
+                found.append(float(key))
+                return
+            cursor.continue_()  # fires the same request's success event again
+
         query = None if after is None else js.IDBKeyRange.lowerBound(after, True)
         index = t.store.index("by_next_retry")
-        request = index.openKeyCursor() if query is None else index.openKeyCursor(query)
-        t.then(request, lambda c: first.append(c.key if c else None))
+        t.then(index.openCursor() if query is None else index.openCursor(query), step)
         await t
-        # +Infinity is a valid IndexedDB key: never a moment to wake at (the record is malformed).
-        due_at = float(first[0]) if first and first[0] is not None else None
-        return due_at if due_at is not None and math.isfinite(due_at) else None
+        return found[0] if found else None
 
     async def all(self) -> list[JobRecord]:
         return await self._get_all(None, None, "all")

@@ -138,11 +138,19 @@ class Store(Protocol):
         """
 
     async def next_due_at(self, after: float | None = None) -> float | None:
-        """The smallest ``next_retry_at`` of any pending record or running lease, or None.
+        """The soonest ``next_retry_at`` among the records a pass could claim, or None.
+
+        Those are the records :meth:`due_keys` lists once their moment comes: pending
+        records, and running records holding a lease (the only running records with a
+        ``next_retry_at``), whatever else they hold (a malformed one is failed by the
+        read that meets it). No other record's ``next_retry_at`` counts — a finished or
+        paused record's, a foreign status's (a newer pyjobq's) — nor a value that is not
+        a finite number: a wake armed from the answer is never for work no pass can take.
+        Every store answers alike (tests/store_contract.py).
 
         With ``after``, the smallest one strictly greater than ``after``: the next
-        moment something *becomes* due, skipping work already due but waiting for
-        its lane.
+        moment something *becomes* due, skipping work already due but waiting on
+        something else (its lane, a run lock).
         """
 
     async def all(self) -> list[JobRecord]:
