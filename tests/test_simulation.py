@@ -23,7 +23,9 @@ once, nor two of one type; the attempt ceiling; nothing stored is lost). After t
 browser would not give — the oracles of what users rely on: **liveness** (every job reaches a
 terminal status within pyjobq's stated bounds, its ``done`` resolved) and **truth** (a failure is
 what its transport's answers call for, and its code names the cause that happened: never one
-that costs no attempt, never a handshake failure a page that answers cannot have). Nothing
+that costs no attempt, never a handshake failure a page that answers cannot have), and **no
+spin** (the world goes quiet while the clock stands still, and an idle tab looks at the queue
+only a few times a simulated minute). Nothing
 reads the wall clock, so a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
@@ -383,6 +385,24 @@ class Sim:
                 assert job.handle.done.done(), f"{record.id} is {record.status} but its done never resolved"
                 outcome = job.handle.done.result()
                 assert (outcome.status, outcome.code) == (str(record.status), record.code), record.id
+        await self.check_no_spin()
+
+    async def check_no_spin(self) -> None:
+        """Nothing left to do: time moves a second at a time for three minutes, and no tab may
+        look at the queue more than a few times a minute (its 30 s re-read, a retry) — a wake armed
+        in the past fires at every step of the clock (no spin)."""
+        def looks() -> dict[str, int]:
+            return {t.name: sum(s.looks for s in (t.scheduler, t.requests) if s is not None)
+                    for t in self.world.live}
+
+        before = looks()
+        for _ in range(180):
+            self.world.clock.advance(1_000)
+            await quiet(self)
+        after = looks()
+        spinning = {name: after[name] - before.get(name, 0) for name in after
+                    if after[name] - before.get(name, 0) > 3 * MAX_LOOKS_A_MINUTE}
+        assert not spinning, f"looks in three idle minutes, per tab (no spin): {spinning}"
 
     def check_truth(self, record: Any) -> None:
         """A failure is the end its transport's answers call for, and its code says what caused it.
@@ -419,6 +439,8 @@ def check_record(record: dict[str, Any], job: Expected) -> None:
 #: Loop turns a world may take to go quiet with no time moving; more is a spin (passes back to
 #: back, a wake armed in the past, a watch in its own way): the no-spin oracle.
 QUIET_WITHIN_TURNS = 20_000
+#: Looks a tab may take in a minute with nothing to do: its 30 s re-read, and some slack.
+MAX_LOOKS_A_MINUTE = 5
 
 
 async def quiet(sim: Sim) -> None:
