@@ -217,8 +217,10 @@ class Scheduler:
 
     async def _back_online(self) -> None:
         now = self.clock.now()
-        waiting = [r.id for r in await self.store.by_status(Status.PENDING) if r.code == policy.OFFLINE]
-        await self.write([Change(i, lambda cur: policy.back_online(cur, now), ONLY_PENDING) for i in waiting])
+        # One transaction reads and changes them: a delete or cancel between a read and a write
+        # is never undone (issue 22, finding 10).
+        done = await self.store.update_by_status(ONLY_PENDING, lambda cur: policy.back_online(cur, now))
+        self.publish_many([u.record for u in done if u.applied and u.record is not None])
         self.wake()
 
     def clear_retry_timer(self) -> None:
