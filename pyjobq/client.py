@@ -92,6 +92,7 @@ class EngineClient:
         #: What this client does with each message type its engine sends.
         self.router = router = Router("pyjobq", {
             "run": runner.run,
+            "run_check": runner.check,
             "abandon_run": lambda msg: runner.abandon(msg["job_id"], msg.get("claim")),
             "abort_run": runner.abort,
             "reply": self._reply,

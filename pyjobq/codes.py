@@ -52,8 +52,10 @@ class Code(str, enum.Enum):
         "then `retry_job(id)`.")
     HANDSHAKE_TIMEOUT = (
         "handshake_timeout",
-        "The page never answered `run` with `run_started` within `handshake_timeout_ms`.",
-        "Usually the module registering the reconstructor never loaded; `retry_job(id)` once it does.")
+        "No `run_started` came within `handshake_timeout_ms`, and the page, asked then, said it "
+        "handled `run` without beginning it. A busy or frozen page is not this: it is waited for.",
+        "Its executor side did not take the run (its handler for the job's kind is missing); "
+        "`retry_job(id)` once it does.")
     RECONSTRUCTOR_FAILED = (
         "reconstructor_failed",
         "The factory raised while rebuilding the job.",
@@ -79,13 +81,16 @@ class Code(str, enum.Enum):
     # ------------------------------------------------------------ the budget
     ATTEMPTS_EXHAUSTED = (
         "attempts_exhausted",
-        "The job had no attempts left when it came up to run (e.g. after its page died mid-run "
-        "on the last try).",
-        "Inspect `error`; `retry_job(id)` gives a fresh budget.")
+        "The job came up to run with no attempts left (its stored record had already spent "
+        "`max_attempts`: written so by other code or an older pyjobq); it failed unrun.",
+        "`retry_job(id)` gives a fresh budget.")
     PAGE_GONE = (
         "page_gone",
-        "The page running the last allowed attempt closed or crashed.",
-        "As for `attempts_exhausted`.")
+        "The page running the job's last allowed attempt went away mid-run (closed, crashed or "
+        "discarded), so that attempt is spent and none is left; `http_status` is empty, as no "
+        "answer was stored.",
+        "If it happens every time, the job itself may crash its page (memory, say): look there; "
+        "`retry_job(id)` gives a fresh budget.")
     OFFLINE = (
         "offline",
         "The last attempt failed with no network below; the job waits (its attempt given back) "

@@ -19,15 +19,17 @@ in the CPython simulation.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, TypeVar
 
 from .abort import AbortSignal
 from .client import EngineClient
 from .core import mode as _mode
 from .core.messages import make, updated_jobs
 from .core.ports import Channel, Clock, Link, LockManager
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob, check_json, new_id
+from .core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob,
+                           check_json, check_str, new_id)
 from .core.router import Router
 from .errors import InvalidJobError, WorkerUnavailable
 from .fetch import FETCH, make_fetch
@@ -61,6 +63,37 @@ class HostResources:
     boot: "Boot | None" = None
     #: Undoes the page's ``online`` listener.
     unlisten_online: Callable[[], None] | None = None
+
+
+_T = TypeVar("_T")
+
+
+async def _reply(reply: Awaitable[Any], value: Callable[[Any], _T]) -> _T:
+    """Wait for the reply of a request already sent, and give ``value(what it says)``.
+
+    A housekeeping call sends its request when it is called and returns this coroutine: its
+    effect takes its place in call order whether the caller awaits it at once, later, in a
+    task, or never — ``create_task(queue.delete_group("doc"))`` then an enqueue of the group's
+    next save deletes only the saves filed before it. Before, the request went out when the
+    coroutine first ran, after the enqueue filed meanwhile."""
+    return value(await reply)
+
+
+def _nothing(_value: Any) -> None:
+    return None
+
+
+def _total(counts: list[Any]) -> int:
+    return sum(int(count) for count in counts)
+
+
+def _listed(batches: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The engines' ``query_all`` answers, persistent first, as one list, statuses as Status."""
+    records = [record for batch in batches for record in batch]
+    for record in records:
+        if isinstance(record.get("status"), str):
+            record["status"] = known_status(record["status"])
+    return records
 
 
 class ExecutorSide:
@@ -223,7 +256,7 @@ class ExecutorSide:
 
     def job(self, job_id: str) -> Job:
         """A handle on a persistent job by id, e.g. after a reload; ``done`` resolves as usual."""
-        return self.persistent.look_up(job_id)
+        return self.persistent.look_up(check_str(job_id, "job(job_id)", A_JOB_ID))
 
     # ------------------------------------------------------------ volatile jobs
 
@@ -261,6 +294,8 @@ class ExecutorSide:
     ) -> Job:
         if not callable(executor):
             raise InvalidJobError(f"executor must be an async callable taking the abort signal, got {executor!r}")
+        if id is not None:
+            check_str(id, "enqueue(id)", "None (a new id) or a str")
         volatile = self._volatile()
         if id is not None and id in volatile.handles:
             return volatile.handles.jobs[id]  # a duplicate outstanding id: the same job, the same done
@@ -269,14 +304,19 @@ class ExecutorSide:
         volatile.runner.closures[new.id] = executor
         return volatile.file(new)
 
-    async def suspend_type(self, job_type: str) -> None:
+    # The housekeeping calls below send their request at the call and return the coroutine
+    # that waits for its reply (_reply): their effects are in call order, awaited or not.
+
+    def suspend_type(self, job_type: str) -> Coroutine[Any, Any, None]:
         """Pause this tab's volatile jobs of ``job_type`` (future ones too), abort the running
         one and return once it has settled. Harmless when already suspended."""
-        await self._volatile().request(make("suspend_type", job_type=job_type))
+        check_str(job_type, "suspend_type(type)", A_TYPE)
+        return _reply(self._volatile().request(make("suspend_type", job_type=job_type)), _nothing)
 
-    async def resume_type(self, job_type: str) -> None:
+    def resume_type(self, job_type: str) -> Coroutine[Any, Any, None]:
         """Return this tab's paused volatile jobs of ``job_type`` to the queue."""
-        await self._volatile().request(make("resume_type", job_type=job_type))
+        check_str(job_type, "resume_type(type)", A_TYPE)
+        return _reply(self._volatile().request(make("resume_type", job_type=job_type)), _nothing)
 
     def _engines(self) -> list[EngineClient]:
         return [self.persistent] + ([self.volatile] if self.volatile is not None else [])
@@ -290,36 +330,31 @@ class ExecutorSide:
 
     # ------------------------------------------------------------ requests
 
-    async def query_all(self) -> list[dict[str, Any]]:
+    def query_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
-        records: list[dict[str, Any]] = []
-        for engine in self._engines():
-            records += await engine.request(make("query_all"))
-        for record in records:
-            if isinstance(record.get("status"), str):
-                record["status"] = known_status(record["status"])
-        return records
+        return _reply(asyncio.gather(*[engine.request(make("query_all")) for engine in self._engines()]), _listed)
 
-    async def delete_job(self, job_id: str) -> bool:
-        return bool(await self._owner(job_id).request(make("delete_job", job_id=job_id)))
+    def delete_job(self, job_id: str) -> Coroutine[Any, Any, bool]:
+        check_str(job_id, "delete_job(job_id)", A_JOB_ID)
+        return _reply(self._owner(job_id).request(make("delete_job", job_id=job_id)), bool)
 
-    async def delete_group(self, group: str) -> int:
-        return int(await self.persistent.request(make("delete_group", group=group)))
+    def delete_group(self, group: str) -> Coroutine[Any, Any, int]:
+        check_str(group, "delete_group(group)", A_GROUP)
+        return _reply(self.persistent.request(make("delete_group", group=group)), int)
 
-    async def cancel_job(self, job_id: str) -> bool:
-        return bool(await self._owner(job_id).request(make("cancel_job", job_id=job_id)))
+    def cancel_job(self, job_id: str) -> Coroutine[Any, Any, bool]:
+        check_str(job_id, "cancel_job(job_id)", A_JOB_ID)
+        return _reply(self._owner(job_id).request(make("cancel_job", job_id=job_id)), bool)
 
-    async def retry_job(self, job_id: str) -> bool:
-        return bool(await self._owner(job_id).request(make("retry_job", job_id=job_id)))
+    def retry_job(self, job_id: str) -> Coroutine[Any, Any, bool]:
+        check_str(job_id, "retry_job(job_id)", A_JOB_ID)
+        return _reply(self._owner(job_id).request(make("retry_job", job_id=job_id)), bool)
 
-    async def retry_all(self) -> int:
-        count = 0
-        for engine in self._engines():
-            count += int(await engine.request(make("retry_all")))
-        return count
+    def retry_all(self) -> Coroutine[Any, Any, int]:
+        return _reply(asyncio.gather(*[engine.request(make("retry_all")) for engine in self._engines()]), _total)
 
-    async def cleanup_old(self) -> int:
-        return int(await self.persistent.request(make("cleanup_old")))
+    def cleanup_old(self) -> Coroutine[Any, Any, int]:
+        return _reply(self.persistent.request(make("cleanup_old")), int)
 
     def wake(self) -> None:
         self.persistent.send(make("wake"))

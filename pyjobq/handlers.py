@@ -10,8 +10,14 @@ can see (:data:`REQUESTS`), not names found by ``getattr``.
 Every change a handler makes is a :class:`~pyjobq.core.ports.Change` with its status
 precondition, written through the engine's :meth:`~pyjobq.scheduler.Scheduler.write`:
 one transaction, and what applied is published — the guard lives in ``when``, not
-in the closure. Handlers run on whichever tab the page is in, lease or not: the
-store's transactions are what keep tabs apart.
+in the closure; a delete reads what it deletes in its one transaction. Handlers run
+on whichever tab the page is in, lease or not: the store's transactions are what keep
+tabs apart, and they apply in the order the requests came (each handler's first store
+call is made in its first step), so a page's calls take effect in the order it made them.
+
+A request is always answered when it asked for a reply: with its value, its handler's
+error, or — malformed, or come after the scheduler stopped — a refusal (:meth:`refuse`),
+never silence that would leave the caller waiting for ever.
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from .codes import Code
 from .core import policy
 from .core.messages import make
-from .core.ports import Change
+from .core.ports import Change, Updated
 from .core.records import JobRecord, NewJob
 from .core.mode import RETENTION_MS
-from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED, Status
+from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
 from .retention import sweep
 
 if TYPE_CHECKING:
@@ -63,12 +69,25 @@ class RequestHandlers:
             value = await self.table[msg["type"]](msg)
         except Exception as exc:
             log.info("pyjobq: %s failed: %s", msg["type"], exc)
-            if request_id is not None:
-                link.send(make("reply", request_id=request_id, ok=False,
-                               error=str(exc), error_type=type(exc).__name__))
+            self._fail(request_id, str(exc), type(exc).__name__)
             return
         if request_id is not None:
-            link.send(make("reply", request_id=request_id, ok=True, value=value))
+            try:
+                link.send(make("reply", request_id=request_id, ok=True, value=value))
+            except Exception as exc:  # a value the link cannot carry: the caller still hears
+                self._fail(request_id, f"{msg['type']}'s answer could not be sent: {exc}", "PyjobqError")
+
+    def refuse(self, data: Any, why: str, error_type: str = "InvalidJobError") -> None:
+        """Answer a request this scheduler will not run — malformed (the router's refusal), or
+        come after it stopped — with an error, so its caller hears at once rather than never.
+        Anything that is not a request of this table, with a ``request_id``, gets no answer."""
+        if isinstance(data, dict) and isinstance(data.get("type"), str) and data["type"] in self.table:
+            self._fail(data.get("request_id"), why, error_type)
+
+    def _fail(self, request_id: Any, error: str, error_type: str) -> None:
+        if isinstance(request_id, str):
+            self._engine.link.send(make("reply", request_id=request_id, ok=False, error=error,
+                                        error_type=error_type))
 
     # ------------------------------------------------------------ filing and reading
 
@@ -97,20 +116,21 @@ class RequestHandlers:
 
     # ------------------------------------------------------------ changing
 
+    # Each delete reads what it deletes in its own transaction (Store.delete_many, delete_group):
+    # a read and then a delete in another would lose a retry_job that landed between them.
+
     async def delete_job(self, msg: dict[str, Any]) -> bool:
-        return await self._delete([msg["job_id"]]) == 1
+        return self._deleted(await self._engine.store.delete_many([msg["job_id"]])) == 1
 
     async def delete_group(self, msg: dict[str, Any]) -> int:
-        return await self._delete([r.id for r in await self._engine.store.by_group(msg["group"])])
+        return self._deleted(await self._engine.store.delete_group(msg["group"]))
 
-    async def _delete(self, job_ids: list[str]) -> int:
+    def _deleted(self, records: list[JobRecord]) -> int:
         engine = self._engine
-        existing = [r for r in [await engine.store.get(i) for i in job_ids] if r is not None]
-        await engine.store.delete_many([r.id for r in existing])
-        for record in existing:
+        for record in records:
             engine.abandon(record.id)
-        engine.publish_many(existing, deleted=True, error="deleted", code=Code.DELETED)
-        return len(existing)
+        engine.publish_many(records, deleted=True, error="deleted", code=Code.DELETED)
+        return len(records)
 
     async def cancel_job(self, msg: dict[str, Any]) -> bool:
         now = self._engine.clock.now()
@@ -121,18 +141,16 @@ class RequestHandlers:
         return True
 
     async def retry_job(self, msg: dict[str, Any]) -> bool:
-        return await self._revive([msg["job_id"]]) == 1
+        now = self._engine.clock.now()
+        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.revive(cur, now), REVIVABLE)])
+        if updated.applied:
+            self._engine.wake()
+        return updated.applied
 
     async def retry_all(self, _msg: dict[str, Any]) -> int:
-        store = self._engine.store
-        ids = [r.id for r in await store.by_status(Status.FAILED)]
-        ids += [r.id for r in await store.by_status(Status.CANCELLED)]
-        return await self._revive(ids)
-
-    async def _revive(self, job_ids: list[str]) -> int:
         now = self._engine.clock.now()
-        done = await self._engine.write([Change(i, lambda cur: policy.revive(cur, now), REVIVABLE) for i in job_ids])
-        count = sum(1 for updated in done if updated.applied)
+        count = self._published(await self._engine.store.update_by_status(
+            REVIVABLE, lambda cur: policy.revive(cur, now)))
         if count:
             self._engine.wake()
         return count
@@ -153,10 +171,13 @@ class RequestHandlers:
         job_type = msg["job_type"]
         engine.suspended.add(job_type)
         now = engine.clock.now()
-        pending = [r.id for r in await engine.store.by_status(Status.PENDING) if r.type == job_type]
-        done = await engine.write([Change(i, lambda cur: policy.park(cur, now, None), ONLY_PENDING) for i in pending])
+        done = await engine.store.update_by_status(
+            ONLY_PENDING, lambda cur: policy.park(cur, now, None) if cur.type == job_type else None)
+        self._published(done)
         running = engine.flights.of_type(job_type)
-        waits = [flight.wait_settled() for flight in running]
+        # A run abandoned (cancelled, deleted) but still ending is an executor that has not
+        # settled either: it may still be saving its checkpoint. It was told to stop already.
+        waits = [flight.wait_settled() for flight in running + engine.flights.ending_of_type(job_type)]
         for flight in running:
             engine.link.send(make("abort_run", job_id=flight.job_id, reason=f"type {job_type!r} suspended"))
         for wait in waits:
@@ -168,11 +189,16 @@ class RequestHandlers:
         job_type = msg["job_type"]
         engine.suspended.discard(job_type)
         now = engine.clock.now()
-        paused = [r.id for r in await engine.store.by_status(Status.PAUSED)
-                  if r.type == job_type and r.yield_lock is None]
-        done = await engine.write([Change(i, lambda cur: _unpark_suspended(cur, now), ONLY_PAUSED) for i in paused])
+        count = self._published(await engine.store.update_by_status(
+            ONLY_PAUSED, lambda cur: _unpark_suspended(cur, now) if cur.type == job_type else None))
         engine.wake()
-        return sum(1 for updated in done if updated.applied)
+        return count
+
+    def _published(self, done: list[Updated]) -> int:
+        """Publish what one transaction changed (as :meth:`Scheduler.write` does); how many."""
+        changed = [u.record for u in done if u.applied and u.record is not None]
+        self._engine.publish_many(changed)
+        return len(changed)
 
 
 def _unpark_suspended(cur: JobRecord, now: float) -> JobRecord | None:

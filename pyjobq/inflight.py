@@ -7,10 +7,14 @@ is *running* until its outcome is stored (:meth:`FlightTable.finish`), or until 
 scheduler drops it (:meth:`FlightTable.abandon`: the job was deleted or cancelled, or
 the scheduler stopped). An abandoned flight is *ending*: its request may still be on
 the wire, so its type stays busy in the lanes and its run lock stays held until the
-page says the run ended (:meth:`FlightTable.ended`) or a grace period runs out.
+page says the run ended (:meth:`FlightTable.ended`). No clock of the scheduler's bounds
+that: the page ends an abandoned run within its grace *from handling* ``abandon_run``
+(:data:`~pyjobq.core.messages.ABANDON_GRACE_MS`), so one grace is measured from one event,
+whatever the page's load — a clock here, started when ``abandon_run`` was sent, ran out
+early on a busy page and put the type's next job on the wire beside the old one.
 
-Each flight has one timer: the handshake deadline until ``run_started`` arrives, the
-grace period while it is ending. Every way out of the table stops that timer, lets
+Each flight has at most one timer: the handshake deadline until ``run_started`` arrives
+(on which the scheduler asks the page, ``run_check``). Every way out of the table stops it, lets
 go of the run lock and settles the flight's ``settled`` future (what
 ``suspend_type`` waits on) in one place, so no path can leave a timer armed, a lock
 held or a waiter hanging. An abandoned run settles its waiters when it has *ended*
@@ -42,7 +46,7 @@ class Flight:
     #: This claim's identifier: ``run`` carries it and the page echoes it.
     claim: str
     started: bool = False
-    #: The handshake deadline while not started; the grace period while ending.
+    #: The handshake deadline while not started.
     timer: Timer | None = None
     #: Set when the run leaves the table; created by whoever waits (``suspend_type``).
     settled: asyncio.Future[None] | None = None
@@ -161,21 +165,23 @@ class FlightTable:
             flight._let_go()
         flight._settle()
 
-    def abandon(self, job_id: str, *, grace_ms: float) -> Flight | None:
+    def abandon(self, job_id: str) -> Flight | None:
         """Drop a run of which nothing will be stored: it is *ending* until the page says the
-        run ended or ``grace_ms`` runs out; its run lock is held, and its waiters wait, till then."""
+        run ended; its run lock is held, and its waiters wait, till then."""
         flight = self._running.pop(job_id, None)
         if flight is None:
             return None
         flight._stop_timer()
         self._ending[flight.claim] = flight
-        claim = flight.claim
-        flight.timer = self._clock.call_later(grace_ms, lambda: None if self.ended(claim) else None)
         return flight
 
+    def ending_of_type(self, job_type: str) -> list[Flight]:
+        """Abandoned runs of ``job_type`` that have not yet said they ended."""
+        return [f for f in self._ending.values() if f.type == job_type]
+
     def ended(self, claim: object) -> bool:
-        """A page's word (or the grace period's end) that an abandoned run ended: its run lock
-        goes. False when ``claim`` names no run that is ending."""
+        """A page's word that an abandoned run ended: its run lock goes. False when ``claim``
+        names no run that is ending."""
         flight = self._ending.pop(claim, None) if isinstance(claim, str) else None
         if flight is None:
             return False

@@ -12,6 +12,7 @@ browser would let races through.
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import json
@@ -19,7 +20,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Collection, Concatenate, Coroutine, Iterable, ParamSpec, Sequence, TypeVar
 
 from .core.ports import Change, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
@@ -63,6 +64,27 @@ def _soonest(timed: Iterable[tuple[Any, Any]], after: float | None) -> float | N
     return min(times, default=None)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _transaction(
+    method: Callable[Concatenate["MemoryStore", _P], Awaitable[_R]],
+) -> Callable[Concatenate["MemoryStore", _P], Coroutine[Any, Any, _R]]:
+    """One store call as IndexedDB runs it: the body (which never awaits) reads and writes
+    atomically, and the caller gets back to the event loop :attr:`MemoryStore.yields` times
+    before it begins and again after it commits, so other tasks run between two calls."""
+    @functools.wraps(method)
+    async def call(self: "MemoryStore", /, *args: _P.args, **kw: _P.kwargs) -> _R:
+        await self._turns()
+        try:
+            return await method(self, *args, **kw)
+        finally:
+            await self._turns()
+
+    return call
+
+
 class MemoryStore:
     """The :class:`~pyjobq.core.ports.Store` contract, in a dict.
 
@@ -71,11 +93,27 @@ class MemoryStore:
     (:func:`~pyjobq.core.records.malformed`), and a record with a status this version does
     not know (a newer pyjobq's) is left exactly as it is and skipped by every read.
     ``clock`` stamps those failed records; default the wall clock.
+
+    ``yields``: how many event-loop turns each call gives away before its transaction begins
+    and after it commits (``True`` is one). IndexedDB does: a transaction's requests run in
+    later tasks, and the Python code awaiting it resumes in a later task still, so whatever
+    else is ready — another request's handler, a message, a timer — runs between two store
+    calls of one operation. Each call stays one atomic transaction, and calls begin in the
+    order they were made, as IndexedDB's transactions on one object store do. The default 0
+    never yields: a call runs to its end at once, which hides races a browser would show.
     """
 
-    def __init__(self, clock: Any = None) -> None:
+    def __init__(self, clock: Any = None, *, yields: int = 0) -> None:
         self._rows: dict[Any, dict[str, Any]] = {}
         self._clock = clock
+        if not isinstance(yields, int) or yields < 0:
+            raise ValueError(f"yields must be an int >= 0 (or a bool), got {yields!r}")
+        #: Event-loop turns each call yields before it begins and after it commits.
+        self.yields = int(yields)
+
+    async def _turns(self) -> None:
+        for _ in range(self.yields):
+            await asyncio.sleep(0)
 
     def _now(self) -> float:
         return self._clock.now() if self._clock is not None else time.time() * 1000.0
@@ -109,6 +147,7 @@ class MemoryStore:
             records = (r for r in records if r.status is status)  # a malformed one is failed now
         return _oldest_first(records)
 
+    @_transaction
     async def add(self, records: Sequence[JobRecord]) -> None:
         rows = [_copy(r.to_dict()) for r in records]
         ids = [r["id"] for r in rows]
@@ -120,13 +159,30 @@ class MemoryStore:
         for row in rows:
             self._rows[row["id"]] = row
 
+    @_transaction
     async def get(self, job_id: str) -> JobRecord | None:
         return self._read(job_id) if job_id in self._rows else None
 
+    @_transaction
     async def update(self, change: Change) -> Updated:
-        return (await self.update_many([change]))[0]
+        return self._update_many([change])[0]
 
+    @_transaction
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        return self._update_many(changes)
+
+    @_transaction
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        found: list[JobRecord] = []
+        for key in [k for k, r in self._rows.items() if _is(r.get("status"), wanted)]:
+            record, failed = self._load(key)
+            if record is not None and not failed:
+                found.append(record)
+        return self._update_many([Change(r.id, apply, wanted) for r in _oldest_first(found)])
+
+    def _update_many(self, changes: Sequence[Change]) -> list[Updated]:
         # All or none: the new rows are written only once every change has run.
         written: dict[str, dict[str, Any]] = {}
         done: list[Updated] = []
@@ -151,6 +207,7 @@ class MemoryStore:
         self._rows.update(written)
         return done
 
+    @_transaction
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         keys = list(self._rows) if ids is None else [i for i in ids if i in self._rows]
         found: list[Entry] = []
@@ -163,27 +220,48 @@ class MemoryStore:
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
+    @_transaction
     async def put_many(self, records: Sequence[JobRecord]) -> None:
         rows = [_copy(r.to_dict()) for r in records]
         for row in rows:
             self._rows[row["id"]] = row
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            self._rows.pop(job_id, None)
+    @_transaction
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        return self._delete([i for i in dict.fromkeys(job_ids) if i in self._rows])
 
+    @_transaction
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        keys = [k for k, r in self._rows.items() if r.get("group") == group]
+        return _oldest_first(self._delete(keys))
+
+    def _delete(self, keys: Sequence[Any]) -> list[JobRecord]:
+        deleted: list[JobRecord] = []
+        for key in keys:
+            record = self._read(key)  # a malformed value is failed first: deleted as that
+            if record is None:
+                continue  # a newer pyjobq's record: left as it is
+            self._rows.pop(key, None)
+            self._rows.pop(record.id, None)
+            deleted.append(record)
+        return deleted
+
+    @_transaction
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)
         return self._sorted((k for k, r in self._rows.items() if r.get("status") == wanted), wanted)
 
+    @_transaction
     async def by_group(self, group: str) -> list[JobRecord]:
         return [r for r in self._sorted(k for k, r in self._rows.items() if r.get("group") == group)
                 if r.group == group]
 
+    @_transaction
     async def due(self, now: float) -> list[JobRecord]:
         return self._sorted((k for k, r in self._rows.items()
                              if _due(r.get("status"), r.get("next_retry_at"), now, ONLY_PENDING)), Status.PENDING)
 
+    @_transaction
     async def due_keys(self, now: float) -> list[DueKey]:
         keys: list[DueKey] = []
         # Like the IndexedDB index scan: four fields read without decoding the payload; a due
@@ -199,9 +277,11 @@ class MemoryStore:
         keys.sort(key=lambda k: (k.created_at, k.id))
         return keys
 
+    @_transaction
     async def next_due_at(self, after: float | None = None) -> float | None:
         return _soonest(((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()), after)
 
+    @_transaction
     async def all(self) -> list[JobRecord]:
         return self._sorted(list(self._rows))
 
@@ -279,6 +359,12 @@ class VolatileStore:
             self._keep(record)
         return done
 
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        found = _oldest_first(r for r in self._records.values() if r.status in wanted)
+        return await self.update_many([Change(r.id, apply, wanted) for r in found])
+
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         if ids is None:
             found = [Entry.of(r) for r in self._records.values() if r.status in UNFINISHED]
@@ -291,9 +377,12 @@ class VolatileStore:
         for record in records:
             self._keep(record)
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            self._records.pop(job_id, None)
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        found = (self._records.pop(i, None) for i in dict.fromkeys(job_ids))
+        return [r for r in found if r is not None]
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        return await self.delete_many([r.id for r in _oldest_first(self._records.values()) if r.group == group])
 
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)

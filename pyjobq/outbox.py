@@ -13,7 +13,8 @@ and ``type`` name its handler and whose ``_params`` is its payload.
 
 The scheduler runs in its outbox mode (:data:`~pyjobq.core.mode.OUTBOX`): claims
 are leases (``lease_ms``; a lease that ran out is due work, so outboxes in several
-tabs share a store without sharing a lock), success deletes the record, claims are
+tabs share a store without sharing a lock; the page renews the lease every third
+of it while ``process()`` runs), success deletes the record, claims are
 FIFO by ``created_at`` across types and one at a time (a ``msg/react`` never reaches
 the server before its ``msg/send``), and the backoff is the outbox's
 ``min(base·2^(attempts−1), cap)`` minus 0–20 %. None of the job queue's HTTP status
@@ -36,11 +37,26 @@ manual retry) or ``rollback`` then delete. An unknown type is logged and deleted
 Both deletes go through the engine, so they are published like any other change
 (``on_activity`` and a ``job-update`` with ``deleted``).
 
+Two processors, one entry. A live page never loses its lease (:class:`_Renewal`);
+a page frozen past it does, and another outbox takes the entry over. Without a
+common lock every decision between them is one conditional write on the record
+(the pure functions below :class:`RunClaim`), so exactly one side wins each race:
+
+* a renewal applies only to this run's own claim: it never takes an entry back;
+* a delivery (``process()`` succeeded) takes the entry back from any other run,
+  pending retry or failure, and is stored done — unless a rollback began;
+* a rollback is marked on the failed record before it runs, so a delivery after
+  the mark cannot undo it (logged ``late``, an error);
+* a lease that ran out on the last attempt fails the entry (``page_gone``), but a
+  revert cannot be taken back and that run may yet deliver: it is rolled back only
+  once that run reports a failure (:meth:`RunClaim.failed_on`); ``on_exhausted``,
+  which reverts nothing, is called at once.
+
 Known limits: ``rollback`` runs after the failed record is stored, so a page that
-dies in between leaves a failed record; the next ``start()`` finishes it (so
-``rollback`` must be idempotent, like ``process``). Cross-tab wake-ups are the
-host's to send (call :meth:`Outbox.wake`); the ``poll_interval_ms`` watchdog is
-the fuse.
+dies in between leaves a failed record; the next ``start()`` finishes it before it
+prunes (so ``rollback`` must be idempotent, like ``process``). Cross-tab wake-ups
+are the host's to send (call :meth:`Outbox.wake`); the ``poll_interval_ms``
+watchdog is the fuse.
 """
 
 from __future__ import annotations
@@ -48,16 +64,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import random as _random
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Literal, Mapping
 
+from .codes import Code
 from .tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
-from .core.ports import Clock, Store
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, new_id
-from .core.status import Status
+from .core.ports import Change, Clock, Store, Timer
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, check_str, new_id
+from .core.status import CLAIMABLE, ONLY_FAILED, ONLY_RUNNING, Event, Status, apply
 from .core.records import MALFORMED
 from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
 from .executor import ExecutorSide, current_job_id
@@ -67,11 +85,22 @@ from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
 from .wiring import in_process
 
+_AN_ENTRY_ID = "an entry's id, a str such as job.id of what enqueue() returned or OutboxEntry.id"
+
 DAY_MS = 24 * 3600 * 1000.0
 DEFAULT_POLL_INTERVAL_MS = 30_000.0
 DEFAULT_LEASE_MS = 60_000.0
 #: The outbox's process-flow event name, carried in every log record's ``extra``.
 EVENT = "outbox-process"
+#: A run renews its lease every ``lease_ms / RENEWALS_PER_LEASE``: two renewals can be missed
+#: (a slow store, a busy page) before another processor may take the entry.
+RENEWALS_PER_LEASE = 3
+#: What a delivery takes back: the entry running under another processor's lease, back to
+#: pending after that run failed, or failed with no rollback begun.
+DELIVERABLE = CLAIMABLE | ONLY_FAILED
+#: The error of an entry whose lease ran out on its last allowed attempt.
+LEASE_RAN_OUT = ("its lease ran out on the last allowed attempt: the page running it closed, crashed "
+                 "or froze mid-run, so whether it was delivered is unknown")
 
 
 def outbox_backoff(random: Callable[[], float] = _random.random) -> Backoff:
@@ -156,6 +185,168 @@ def _outbox_idle() -> Awaitable[None]:
     return asyncio.sleep(0)
 
 
+# ------------------------------------------------------------ a run's claim (pure decisions)
+#
+# Processors sharing a store hold no common lock: each decision below is the ``apply`` of one
+# conditional write (a :class:`~pyjobq.core.ports.Change`), so two processors racing on one
+# entry each read what the store holds at that moment, and exactly one of them wins.
+
+@dataclass(frozen=True)
+class RunClaim:
+    """The claim one run holds: the processor that claimed the entry (the record's ``owner``)
+    and the attempt it was handed. A claim taken over by another processor, or a later claim
+    of the same entry, is a different claim."""
+
+    entry_id: str
+    owner: str
+    attempts: int
+    given_back: int
+
+    @classmethod
+    def of(cls, record: JobRecord) -> "RunClaim":
+        assert record.owner is not None, "a running record has an owner"
+        return cls(record.id, record.owner, record.attempts, record.given_back)
+
+    def holds(self, record: JobRecord | None) -> bool:
+        """The record is still this claim: running, under this owner, on this attempt."""
+        return (record is not None and record.status is Status.RUNNING and record.owner == self.owner
+                and record.attempts == self.attempts and record.given_back == self.given_back)
+
+    def failed_on(self, record: JobRecord | None) -> bool:
+        """The record was failed *on* this claim — its lease ran out on the last allowed attempt
+        and another processor's claim failed it (no run came after) — and no rollback began."""
+        return (record is not None and record.status is Status.FAILED and record.owner is None
+                and record.attempts == self.attempts and record.given_back == self.given_back)
+
+
+def renewed(record: JobRecord, claim: RunClaim, now: float, lease_ms: float) -> JobRecord | None:
+    """The lease pushed a whole ``lease_ms`` past ``now`` — only while the record is still
+    ``claim``: a renewal never resurrects a settled entry nor takes one back from a processor
+    that took it over."""
+    if not claim.holds(record):
+        return None
+    return record.evolve(next_retry_at=now + lease_ms, updated_at=now)
+
+
+def delivered(record: JobRecord, claim: RunClaim, now: float, lease_ms: float) -> JobRecord | None:
+    """``claim``'s ``process()`` succeeded: the entry becomes that claim's running record again,
+    so the engine's settle stores it done (and deletes it), whoever held it meanwhile.
+
+    A delivery wins over another processor's lease, its failure (pending again) and a failure
+    on the ceiling — everything but a rollback that has begun (a failed record with an owner:
+    :func:`rollback_begun`), which cannot be taken back. None: nothing to take back (still
+    ``claim``), or too late.
+    """
+    if claim.holds(record):
+        return None
+    if record.status is Status.RUNNING:
+        status = Status.RUNNING
+    elif record.status is Status.PENDING:
+        status = apply(Status.PENDING, Event.CLAIM)
+    elif record.status is Status.FAILED and record.owner is None:
+        status = apply(apply(Status.FAILED, Event.REVIVE), Event.CLAIM)
+    else:
+        return None
+    return record.evolve(status=status, owner=claim.owner, next_retry_at=now + lease_ms, updated_at=now,
+                         yield_lock=None)
+
+
+def rollback_begun(record: JobRecord, owner: str) -> JobRecord | None:
+    """A failed entry about to be rolled back, marked so (``owner`` on a failed record) before
+    ``rollback`` runs: from here on no delivery takes it back. A mark left by a page that died
+    mid-rollback is taken over (``rollback`` is idempotent). ``updated_at`` is kept: prune's age."""
+    if record.status is not Status.FAILED:
+        return None
+    return record.evolve(owner=owner)
+
+
+def lease_ran_out(record: JobRecord, seen: JobRecord) -> JobRecord | None:
+    """The failure ``seen`` — this processor's claim found the entry's lease run out on its last
+    attempt — said as what it is (code ``page_gone``), not as an earlier attempt's error: the
+    mark by which every later start knows that its last run's fate is unknown."""
+    if (record.status is not Status.FAILED or record.owner is not None or record.code == Code.PAGE_GONE
+            or (record.attempts, record.given_back) != (seen.attempts, seen.given_back)):
+        return None
+    return record.evolve(code=Code.PAGE_GONE.value, error=LEASE_RAN_OUT, http_status=None)
+
+
+def undecided(record: JobRecord) -> bool:
+    """A failed entry whose last run lost its lease on the ceiling and has not reported: it may
+    have been delivered, so it is not rolled back until that run says it failed."""
+    return record.status is Status.FAILED and record.owner is None and record.code == Code.PAGE_GONE
+
+
+class _Renewal:
+    """Keeps one run's lease while the run is in hand (spec outbox.txt: the claim is a lease,
+    and a lease that ran out is another processor's to take): every third of the lease, one
+    conditional write (:func:`renewed`) pushes its end a whole lease ahead.
+
+    A renewal that finds the record no longer its claim means another processor took the entry
+    over: :attr:`lost` is set, ``on_lost`` is called and renewing stops — never a write that
+    would take the entry back.
+    """
+
+    def __init__(self, store: Store, clock: Clock, claim: RunClaim, lease_ms: float, lease_end: float,
+                 on_lost: Callable[[], None], log: logging.Logger) -> None:
+        self._store, self._clock, self._claim, self._lease_ms = store, clock, claim, lease_ms
+        self._on_lost, self._log = on_lost, log
+        #: The end of the lease as this run last wrote it: nobody can take the entry before.
+        self.lease_end = lease_end
+        self.lost = False
+        self._timer: Timer | None = None
+        self._writing: asyncio.Future[None] | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        self._arm()
+
+    def safe(self) -> bool:
+        """True while the entry is certainly this run's: no renewal found it lost, and the lease
+        it wrote has not run out (a claim takes a running record only once its lease ended)."""
+        return not self.lost and self._clock.now() < self.lease_end
+
+    def mark_lost(self) -> None:
+        if not self.lost:
+            self.lost = True
+            self._on_lost()
+
+    def _arm(self) -> None:
+        if not self._stopped and not self.lost:
+            self._timer = self._clock.call_later(self._lease_ms / RENEWALS_PER_LEASE, self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        if not self._stopped:
+            self._writing = asyncio.ensure_future(self._renew())
+
+    async def _renew(self) -> None:
+        now = self._clock.now()
+        claim, lease_ms = self._claim, self._lease_ms
+        try:
+            updated = await self._store.update(
+                Change(claim.entry_id, lambda cur: renewed(cur, claim, now, lease_ms), ONLY_RUNNING))
+        except Exception:
+            # A store that failed once may not fail again: the lease has two more renewals in it.
+            self._log.exception("pyjobq outbox: renewing the lease of %s failed", claim.entry_id)
+        else:
+            if updated.applied:
+                self.lease_end = now + lease_ms
+            else:
+                self.mark_lost()
+        finally:
+            self._writing = None
+        self._arm()
+
+    async def stop(self) -> None:
+        """Renew no more (the run settles now); a renewal being written is waited for."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writing is not None:
+            await asyncio.shield(self._writing)
+
+
 class Outbox:
     """A durable outbox over an injected store: entries are claimed, processed by their type's handler, deleted.
 
@@ -219,6 +410,7 @@ class Outbox:
         self._prune = Prune() if prune is True else (prune or None)
         self.log = log or logging.getLogger("pyjobq")
         self._max_attempts = max_attempts
+        self._lease_ms = float(lease_ms)
         self.source = f"outbox-{new_id()[:12]}"
 
         # Private channels and locks: the outbox opens no BroadcastChannel and takes
@@ -239,11 +431,13 @@ class Outbox:
         # For the outbox's life: an entry that fails after stop() is still exhausted.
         self._side.on_update(self._on_update)
         self._started_with: dict[str, int] = {}  # entry id -> given_back when its run started
+        self._saying: set[str] = set()  # entries whose failure this outbox is re-stating (_say_lease_ran_out)
         self._handled = 0
         self._watchdog: Any = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
         self._running = False
+        self._starts = 0  # which start() the running outbox is in: a startup of an earlier one stops short
         #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
         self.refused: StoreInUseError | None = None
         # The store check, run once by whichever comes first (start() or a request): the engine
@@ -262,10 +456,10 @@ class Outbox:
         if self._running or self.refused is not None:
             return
         self._running = True
+        self._starts += 1
         if self._subscribe_online is not None:
             self._unsubscribe.append(self._subscribe_online(lambda *_: self._back_online()))
-        self._gate.open()
-        self._spawn(self._startup())
+        self._spawn(self._startup(self._starts))  # opens the gate
         self._arm_watchdog()
 
     def resume(self) -> None:
@@ -316,29 +510,40 @@ class Outbox:
     def _spawn(self, coro: Any) -> None:
         self._tasks.spawn(coro)
 
-    async def _startup(self) -> None:
+    async def _startup(self, start: int) -> None:
         if not await self._engine():
             self.stop()
             return
-        if not self._running:
+        if not self._running or start != self._starts:
             return
-        self._scheduler.wake()
-        if self._prune is not None:
-            failed = await self.store.by_status(Status.FAILED)
-            doomed = policy.prunable(failed, self._clock.now(), max_age_ms=self._prune.max_age_ms,
-                                     max_count=self._prune.max_failed)
-            if doomed:
-                await self.store.delete_many(doomed)
-                self.log.info("pyjobq outbox pruned %d failed entries", len(doomed),
-                              extra={"outbox_event": "prune", "count": len(doomed)})
-        if self._finished_rollbacks:
-            return
+        # A page that died between storing "failed" and the rollback left work half done. Read
+        # before the gate opens: an entry this start's own claims fail is handled as they fail it.
+        found = [] if self._finished_rollbacks else await self.store.by_status(Status.FAILED)
+        if not self._running or start != self._starts:
+            return  # stopped (and maybe started again) meanwhile: that start() does all this
         self._finished_rollbacks = True
-        # A page that died between storing "failed" and the rollback left work half done.
-        for record in await self.store.by_status(Status.FAILED):
+        self._gate.open()
+        self._scheduler.wake()
+        # Finished before prune looks, so an old entry's optimistic change is still reverted.
+        for record in found:
             handler = self._handlers.get(record._reconstructor)
             if handler is None or handler.on_exhausted is None:
-                await self._exhaust(record.id, notify=False)
+                await self._exhaust(record.id, notify=False, why="found")
+        if self._prune is not None:
+            await self._prune_failed(self._prune)
+
+    async def _prune_failed(self, prune: Prune) -> None:
+        failed = await self.store.by_status(Status.FAILED)
+        doomed = policy.prunable(failed, self._clock.now(), max_age_ms=prune.max_age_ms,
+                                 max_count=prune.max_failed)
+        if not doomed:
+            return
+        await self.store.delete_many(doomed)
+        # Published like the engine's own deletes: on_activity, and a job-update with deleted.
+        gone = set(doomed)
+        self._scheduler.publish_many([r for r in failed if r.id in gone], deleted=True)
+        self.log.info("pyjobq outbox pruned %d failed entries", len(doomed),
+                      extra={"outbox_event": "prune", "count": len(doomed)})
 
     async def _engine(self) -> bool:
         """Check the store once, then let the engine listen; False if the store was refused."""
@@ -392,6 +597,7 @@ class Outbox:
             StoreInUseError: the store holds the job queue's records (see :attr:`refused`).
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
+        check_str(type, "Outbox.enqueue(type)", f"an entry type, a str naming a handler: one of {sorted(self._handlers)}")
         await self._ready()
         if type not in self._handlers:
             raise InvalidJobError(f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
@@ -407,7 +613,12 @@ class Outbox:
         return [OutboxEntry.of(r) for r in await self.store.by_status(Status.FAILED)]
 
     async def retry(self, entry_id: str) -> bool:
-        """Run a failed entry again with a fresh attempt budget. False if it is not failed."""
+        """Run a failed entry again with a fresh attempt budget. False if it is not failed.
+
+        Raises:
+            InvalidJobError: ``entry_id`` is not a str.
+        """
+        check_str(entry_id, "Outbox.retry(entry_id)", _AN_ENTRY_ID)
         await self._ready()
         return await self._side.retry_job(entry_id)
 
@@ -417,7 +628,12 @@ class Outbox:
         return await self._side.retry_all()
 
     async def delete(self, entry_id: str) -> bool:
-        """Delete an entry (published like every change); False if there is none."""
+        """Delete an entry (published like every change); False if there is none.
+
+        Raises:
+            InvalidJobError: ``entry_id`` is not a str.
+        """
+        check_str(entry_id, "Outbox.delete(entry_id)", _AN_ENTRY_ID)
         await self._ready()
         return await self._side.delete_job(entry_id)
 
@@ -443,25 +659,93 @@ class Outbox:
         if record is None:
             return  # deleted while being handed over: nothing to do
         entry = OutboxEntry.of(record)
+        if record.status is not Status.RUNNING or record.owner != self.source:
+            # Taken over before it began (this page froze between the claim and the run): it is
+            # another processor's now, and this run sends nothing.
+            self._event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
+            return
+        claim = RunClaim.of(record)
         self._started_with[entry.id] = record.given_back
         self._event("start", entry.id, entry.type, entry.attempts)
+        # The lease is kept for as long as the run is in hand, transport.send included.
+        renewal = _Renewal(self.store, self._clock, claim, self._lease_ms,
+                           lease_end=record.next_retry_at if record.next_retry_at is not None else -math.inf,
+                           on_lost=lambda: self._lost(entry), log=self.log)
+        renewal.start()
+        sent = False
         try:
-            if self.transport is not None:
-                result = await _call(self.transport.send, entry)
-                await _call(handler.process, entry, result=result)
-            else:
-                await _call(handler.process, entry)
-        except Exception as err:
-            classify = handler.is_retryable_error or self._is_retryable
-            if classify is not None and not classify(err):
-                raise JobError(f"{type(err).__name__}: {err}", terminal=True,
-                               status=getattr(err, "status", None), code=getattr(err, "code", None)
-                               or "not_retryable") from err
-            raise
+            try:
+                if self.transport is not None:
+                    result = await _call(self.transport.send, entry)
+                    await _call(handler.process, entry, result=result)
+                else:
+                    await _call(handler.process, entry)
+                sent = True
+            except Exception as err:
+                classify = handler.is_retryable_error or self._is_retryable
+                if classify is not None and not classify(err):
+                    raise JobError(f"{type(err).__name__}: {err}", terminal=True,
+                                   status=getattr(err, "status", None), code=getattr(err, "code", None)
+                                   or "not_retryable") from err
+                raise
+            finally:
+                await renewal.stop()
+                if sent:
+                    await self._deliver(claim, entry, renewal)
+                else:
+                    await self._after_failure(claim, renewal)
         finally:
             self._handled += 1
             if self._yield_every and self._handled % self._yield_every == 0:
                 await self._idle()
+
+    def _lost(self, entry: OutboxEntry) -> None:
+        # Another processor took the entry over (this page was frozen past its lease). Its run is
+        # the entry's now; this one is not cancelled — process() must be idempotent, and a request
+        # already on the wire may deliver — but only a delivery of it is still stored.
+        self._started_with.pop(entry.id, None)
+        self._event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
+
+    async def _deliver(self, claim: RunClaim, entry: OutboxEntry, renewal: _Renewal) -> None:
+        """process() succeeded: if the entry was taken over meanwhile, take it back, so that the
+        engine's settle of this run stores it done and deletes it (a delivered entry is never
+        rolled back) — unless its rollback has already begun."""
+        if renewal.safe():
+            return  # still this run's claim: the engine's settle applies as it is
+        now = self._clock.now()
+        lease_ms = self._lease_ms
+        try:
+            [done] = await self._scheduler.write(
+                [Change(claim.entry_id, lambda cur: delivered(cur, claim, now, lease_ms), DELIVERABLE)])
+        except Exception:
+            self.log.exception("pyjobq outbox: storing the delivery of %s failed", claim.entry_id)
+            return
+        if done.applied or claim.holds(done.record):
+            return
+        if not renewal.lost:
+            self._lost(entry)
+        late = done.record
+        if late is not None and late.status is Status.FAILED:
+            self._event("late", entry.id, entry.type, entry.attempts, level=logging.ERROR,
+                        error="delivered after another processor began rolling it back: the rollback "
+                              "reverted an entry the server has")
+        else:
+            self._event("late", entry.id, entry.type, entry.attempts, level=logging.WARNING,
+                        error="delivered after the entry was settled elsewhere (delivered by another "
+                              "run, or rolled back and deleted)")
+
+    async def _after_failure(self, claim: RunClaim, renewal: _Renewal) -> None:
+        """process() did not succeed. On this run's claim the engine's settle decides; a run that
+        lost its claim stores nothing, except when the entry was failed on that very claim (its
+        lease ran out on the ceiling): then this failure is the fate its rollback waited for."""
+        if renewal.safe():
+            return
+        current = await self.store.get(claim.entry_id)
+        if claim.holds(current):
+            return
+        renewal.mark_lost()
+        if claim.failed_on(current):
+            self._spawn(self._exhaust(claim.entry_id, notify=False, why="failed"))
 
     # ------------------------------------------------------------ outcomes
 
@@ -485,11 +769,25 @@ class Outbox:
                 self._event("skip", job_id, job_type, attempts, **extra)  # offline: released uncounted
             else:
                 self._event("retry", job_id, job_type, attempts, **extra)
+        elif status == Status.FAILED.value and job_id in self._saying:
+            self._saying.discard(job_id)  # the news of our own re-statement: handled already
         elif status == Status.FAILED.value:
+            ran_here = job_id in self._started_with
             self._started_with.pop(job_id, None)
-            self._spawn(self._exhaust(job_id))
+            # Failed with no run of this page ending: this page's claim found the entry's lease
+            # run out on its last attempt (the outbox makes no pending entry at its ceiling).
+            lease_ran_out = not ran_here and update.get("code") != Code.HANDSHAKE_TIMEOUT
+            self._spawn(self._exhaust(job_id, why="lease_ran_out" if lease_ran_out else "failed"))
 
-    async def _exhaust(self, job_id: str, *, notify: bool = True) -> None:
+    async def _exhaust(self, job_id: str, *, notify: bool = True,
+                       why: Literal["failed", "lease_ran_out", "found"]) -> None:
+        """A failed entry's end: ``on_exhausted`` (kept), or ``rollback`` then delete.
+
+        ``why`` says what is known of its last run: ``"failed"`` — it failed (a run said so);
+        ``"lease_ran_out"`` — this processor's claim found its lease run out on the ceiling, so
+        it may still deliver and is not rolled back (:func:`undecided`); ``"found"`` — failed in
+        the store at ``start()``: rolled back unless it is :func:`undecided`.
+        """
         record = await self.store.get(job_id)
         if record is None or record.status is not Status.FAILED:
             return
@@ -501,9 +799,27 @@ class Outbox:
                                     "entry_type": entry.type})
             await self._side.delete_job(entry.id)  # through the engine: published
             return
+        if why == "lease_ran_out":
+            record = await self._say_lease_ran_out(record)
+            entry = OutboxEntry.of(record)
         if notify:
             self._event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
                         error=entry.error, code=entry.code)
+        rolls_back = handler.on_exhausted is None and handler.rollback is not None
+        if rolls_back:
+            if why == "lease_ran_out" or (why == "found" and undecided(record)):
+                # A revert cannot be taken back, and the run may yet deliver: the rollback waits
+                # for that run's word (RunClaim.failed_on); until then it is in list_failed().
+                self._event("undecided", entry.id, entry.type, entry.attempts,
+                            error="not rolled back while the run whose lease ran out may still deliver")
+                return
+            # Marked first, in one conditional write: a delivery that lands before this takes the
+            # entry back and the rollback does not run; one after cannot undo it. Straight to the
+            # store, unpublished: the mark changes nothing a user sees.
+            begun = await self.store.update(
+                Change(entry.id, lambda cur: rollback_begun(cur, self.source), ONLY_FAILED))
+            if not begun.applied:
+                return  # delivered, retried or deleted meanwhile
         try:
             if handler.on_exhausted is not None:
                 if notify:
@@ -517,6 +833,20 @@ class Outbox:
                                entry.type, entry.id)
             return
         await self._side.delete_job(entry.id)  # through the engine: published
+
+    async def _say_lease_ran_out(self, seen: JobRecord) -> JobRecord:
+        """Store the failure as what happened (:func:`lease_ran_out`), published; what is stored after."""
+        if lease_ran_out(seen, seen) is None:
+            return seen
+        self._saying.add(seen.id)
+        try:
+            [said] = await self._scheduler.write([Change(seen.id, lambda cur: lease_ran_out(cur, seen), ONLY_FAILED)])
+        except BaseException:
+            self._saying.discard(seen.id)
+            raise
+        if not said.applied:
+            self._saying.discard(seen.id)  # nothing published
+        return said.record if said.record is not None else seen
 
     def _event(self, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
                level: int = logging.INFO, **more: Any) -> None:

@@ -57,13 +57,22 @@ class Pass:
         self.looked_at = 0.0
         #: Types with a running record whose run lock another page holds: busy in the lanes.
         self.busy_elsewhere: set[str] = set()
+        #: Passes run, and looks taken (times round a pass's loop): what a "no spin" check counts.
+        self.runs = 0
+        self.looks = 0
+        #: The moment the last look chose what to start; None before this pass's first look.
+        #: The wake is armed only for what becomes due after it (:meth:`wake_after` says why).
+        self.picked_at: float | None = None
 
     async def run(self) -> None:
         # The view of the queue is this pass's: read whole on taking the lease, kept current by
         # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
+        self.runs += 1
+        self.picked_at = None
         await self.read_view()
         try:
             while not self._e.stopped and not self._e.revoked:
+                self.looks += 1
                 self._e.kick.clear()
                 self._e.wanted = False
                 self.looked_at = self._e.clock.now()
@@ -163,7 +172,7 @@ class Pass:
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self._e.clock.now()
+        now = self.picked_at = self._e.clock.now()
         picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(), leases=self._e.mode.leases,
                                            lanes=self._e.mode.lanes)
         if not picks:
@@ -239,10 +248,54 @@ class Pass:
             return None
         return None if release is None else (entry, release)
 
+    def wake_after(self) -> float | None:
+        """The moment the wake is armed after: the last look's (None before this pass's first
+        look: the soonest of all).
+
+        Every record due by then was seen by that look, and one it did not start waits on
+        something that announces itself, so a timer for it would fire at once, again and again,
+        while nothing changed (issue 22, "no spin"):
+
+        - a run of ours in its lane, or the outbox's one run at a time: its settle kicks;
+        - an abandoned run of its type still ending: the page's last word kicks (the page bounds
+          it by ``ABANDON_GRACE_MS``, and the word always comes: pyjobq/core/messages.py);
+        - a run lock another page holds exclusively — its lane's predecessor's, perhaps in a
+          frozen tab, or its own, taken ahead: it is watched, and the lock manager grants the
+          watch the moment the holder lets go, a discarded page included (the spec's reason a
+          yield lock needs no timer: "resumption needs no timer");
+        - a yield lock or a suspended type: it was parked, which is progress, not a wait.
+
+        Two waits may never announce themselves: a run lock held only in shared mode, by a watch
+        granted just as its page froze (:meth:`pyjobq.runlocks.RunLocks.take`), and news that
+        never came (a tab that crashed before broadcasting). For those the engine looks again
+        within ``Mode.recheck_ms`` (30 s), idle or while lanes run: a bounded re-look, not a poll.
+
+        A record that became due after the look (time moves while a pass runs; a tab frozen
+        mid-pass resumes later) is looked at again at once, never by a timer armed in the past;
+        the next look's moment is later, so that cannot repeat.
+        """
+        return self.picked_at
+
     def arm_retry_timer(self) -> None:
-        """While lanes run: the next moment something *becomes* due, from the view."""
-        if not self._e.stopped and self.view is not None:
-            self._e.retry_timer.arm_at(self.view.next_due_at(self._e.clock.now() if self._e.flights else None))
+        """While lanes run: the next moment something *becomes* due, from the view; a look at
+        once, with no timer, when that moment passed since the last look; and a look within
+        ``Mode.recheck_ms`` whatever happens."""
+        if self._e.stopped or self.view is None:
+            return
+        now = self._e.clock.now()
+        due_at = self.view.next_due_at(self.wake_after())
+        if due_at is not None and due_at <= now:
+            self._e.retry_timer.clear()
+            self._e.kick.set()
+            return
+        if self._e.mode.recheck_ms is not None:
+            # The bounded re-look, for the waits nothing announces (a run lock held shared by a
+            # frozen page's watch: RunLocks.take) and news that never came. The spec's reason:
+            # "Every look is taken again while the lanes run. A lane that runs for an hour would
+            # otherwise hold all of that up for the hour." Never sooner: it is not a poll.
+            due_at = min(due_at if due_at is not None else now + self._e.mode.recheck_ms,
+                         now + self._e.mode.recheck_ms)
+        self._e.retry_timer.arm_at(due_at)
 
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:

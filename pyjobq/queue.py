@@ -17,7 +17,7 @@ loop at import, so the in-process queue starts on first use.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from . import config as _config
 from . import notebook as _notebook
@@ -147,16 +147,32 @@ def enqueue(
     return _queue().enqueue(executor, id=id, type=type, label=label, max_attempts=max_attempts)
 
 
-async def suspend_type(type: str) -> None:
+# The housekeeping calls (suspend_type and resume_type, query_all, the deletes and retries,
+# cleanup_old) are written as plain functions returning a coroutine: each sends its request at
+# the call, so it takes effect in call order whether it is awaited at once, later, in a task or
+# never (see the docstring of each). To a type checker and to ``await`` / ``create_task``
+# they are the ``async def`` s they were.
+
+def suspend_type(type: str) -> Coroutine[Any, Any, None]:
     """Pause this tab's volatile jobs of ``type`` — pending ones and future ones — and abort
-    the running one; returns once it has settled. Its attempt does not count and its
-    ``done`` stays pending. Other types keep running. Calling it twice is harmless."""
-    await _queue().suspend_type(type)
+    the running one; the coroutine returns once it has settled. Its attempt does not count and
+    its ``done`` stays pending. Other types keep running. Calling it twice is harmless.
+
+    The request goes out at the call (call order), awaited or not.
+
+    Raises:
+        InvalidJobError: at the call, ``type`` is not a str.
+    """
+    return _queue().suspend_type(type)
 
 
-async def resume_type(type: str) -> None:
-    """Return this tab's paused volatile jobs of ``type`` to the queue."""
-    await _queue().resume_type(type)
+def resume_type(type: str) -> Coroutine[Any, Any, None]:
+    """Return this tab's paused volatile jobs of ``type`` to the queue (sent at the call).
+
+    Raises:
+        InvalidJobError: at the call, ``type`` is not a str.
+    """
+    return _queue().resume_type(type)
 
 
 def enqueue_persistent(
@@ -191,13 +207,23 @@ def set_transport(transport: Callable[..., Any] | None) -> None:
 
 
 def job(job_id: str) -> Job:
-    """A handle on a persistent job by id — after a reload, ``await job(id).done`` as usual."""
+    """A handle on a persistent job by id — after a reload, ``await job(id).done`` as usual.
+
+    Raises:
+        InvalidJobError: ``job_id`` is not a str.
+    """
     return _queue().job(job_id)
 
 
-async def query_all() -> list[dict[str, Any]]:
-    """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs."""
-    records = await _queue().query_all()
+def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
+    """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs.
+
+    Asked at the call: the answer reflects every call made before this one."""
+    return _remember_all(_queue().query_all())
+
+
+async def _remember_all(reply: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    records = await reply
     _known.clear()
     _known.update((r["id"], r) for r in records)
     _finished.clear()
@@ -206,34 +232,60 @@ async def query_all() -> list[dict[str, Any]]:
     return records
 
 
-async def delete_job(job_id: str) -> bool:
-    """Delete a job's record, ending its run if one is under way. Returns whether it existed."""
-    return await _queue().delete_job(job_id)
+def delete_job(job_id: str) -> Coroutine[Any, Any, bool]:
+    """Delete a job's record, ending its run if one is under way. Returns whether it existed.
+
+    The request goes out at the call, so it takes effect in call order, awaited or not:
+    ``asyncio.create_task(delete_job(old.id))`` then a new ``enqueue_fetch`` deletes only the
+    old job.
+
+    Raises:
+        InvalidJobError: at the call, ``job_id`` is not a str.
+    """
+    return _queue().delete_job(job_id)
 
 
-async def delete_group(group: str) -> int:
-    """Delete every job of ``group``; returns how many."""
-    return await _queue().delete_group(group)
+def delete_group(group: str) -> Coroutine[Any, Any, int]:
+    """Delete every job of ``group``; returns how many.
+
+    The request goes out at the call, so it takes effect in call order, awaited or not:
+    ``asyncio.create_task(delete_group("doc"))`` then ``enqueue_fetch(..., group="doc")`` (the
+    debounce recipe) deletes the saves filed before the call, never the new one.
+
+    Raises:
+        InvalidJobError: at the call, ``group`` is not a str.
+    """
+    return _queue().delete_group(group)
 
 
-async def cancel_job(job_id: str) -> bool:
-    """Mark an unfinished job cancelled (kept until deleted); returns whether it changed."""
-    return await _queue().cancel_job(job_id)
+def cancel_job(job_id: str) -> Coroutine[Any, Any, bool]:
+    """Mark an unfinished job cancelled (kept until deleted); returns whether it changed.
+    Sent at the call (call order), awaited or not.
+
+    Raises:
+        InvalidJobError: at the call, ``job_id`` is not a str.
+    """
+    return _queue().cancel_job(job_id)
 
 
-async def retry_job(job_id: str) -> bool:
-    """Run a failed or cancelled job again with a fresh attempt budget."""
-    return await _queue().retry_job(job_id)
+def retry_job(job_id: str) -> Coroutine[Any, Any, bool]:
+    """Run a failed or cancelled job again with a fresh attempt budget; returns whether it
+    changed. Sent at the call (call order), awaited or not.
+
+    Raises:
+        InvalidJobError: at the call, ``job_id`` is not a str.
+    """
+    return _queue().retry_job(job_id)
 
 
-async def retry_all() -> int:
-    """Run every failed and cancelled job again; returns how many."""
-    return await _queue().retry_all()
+def retry_all() -> Coroutine[Any, Any, int]:
+    """Run every failed and cancelled job again; returns how many. Sent at the call."""
+    return _queue().retry_all()
 
 
-async def cleanup_old() -> int:
-    """Delete ``done`` records older than 7 days — and only those. Returns how many."""
-    return await _queue().cleanup_old()
+def cleanup_old() -> Coroutine[Any, Any, int]:
+    """Delete ``done`` records older than 7 days — and only those. Returns how many. Sent at the call."""
+    return _queue().cleanup_old()
 
 
 def on_update(callback: Callable[[JobUpdate], None]) -> Callable[[], None]:

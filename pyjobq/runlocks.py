@@ -15,7 +15,8 @@ so the next holder can claim those jobs.
 
 A *watch* is one shared-mode request on a lock someone holds exclusively (a yield
 lock, another page's run lock): it is granted the moment its holder lets go, and
-then wakes the scheduler. One watch per lock, however often it is asked for.
+then wakes the scheduler. One watch per lock, however often it is asked for. A run
+lock held only in shared mode is not watched (:meth:`RunLocks.take` says why).
 
 In modes without run locks (volatile jobs, the outbox's leases) :meth:`RunLocks.take`
 returns a no-op release for each job and nothing is asked of the lock manager.
@@ -68,12 +69,21 @@ class RunLocks:
                 asks.append(self._take_one(entry.id))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases: dict[str, Release] = {}
-        for entry, release in zip(entries, got):
-            if release is None:
-                self.watch(self.name(entry.id))
-            else:
-                releases[entry.id] = release
+        releases = {entry.id: release for entry, release in zip(entries, got) if release is not None}
+        if len(releases) < len(entries):
+            held = await self._locks.held()
+            for entry in entries:
+                if entry.id in releases:
+                    continue
+                mode = held.get(self.name(entry.id))
+                if mode == "exclusive":
+                    self.watch(self.name(entry.id))  # its runner (or taker) lets go: a wake then
+                elif mode is None:
+                    self._wake()  # let go since it was asked for: look again
+                # Held only shared, by watches: one granted just as its page froze holds it for
+                # the whole freeze, and nothing says when that ends. A shared watch beside it
+                # would be granted at once and wake a pass that still cannot take the lock, round
+                # and round (issue 22). The pass's bounded re-look (Mode.recheck_ms) comes back.
         return releases
 
     def prefetch(self, entry: Entry) -> None:
@@ -97,10 +107,20 @@ class RunLocks:
         self._watching.add(lock)
 
         async def granted(_lock: Any) -> None:
-            self._watching.discard(lock)
+            pass
+
+        async def watch() -> None:
+            # Wake once the request has *ended* — the watch's own shared hold let go — not from
+            # inside its callback: a pass woken there asks for the run lock (ifAvailable) while
+            # this watch still holds it shared, finds it held, watches again, and the engine
+            # spins with no time moving (issue 22, finding 6).
+            try:
+                await self._locks.request(lock, granted, mode="shared")
+            finally:
+                self._watching.discard(lock)
             self._wake()
 
-        self._spawn(self._locks.request(lock, granted, mode="shared"))
+        self._spawn(watch())
 
     async def _take_one(self, job_id: str) -> Release | None:
         """Take the job's run lock if it is free; returns what releases it, or None if it is held."""

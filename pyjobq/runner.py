@@ -151,6 +151,15 @@ class Runner:
         if started is not None:
             asyncio.ensure_future(self._finish(job_id, started))
 
+    def check(self, msg: dict[str, Any]) -> None:
+        """A ``run_check``: say whether this claim's run is in hand. The link is FIFO, so the
+        ``run`` it asks about was handled before it (and answered, if it was refused)."""
+        job_id, claim = msg["job_id"], msg.get("claim")
+        run = self.running.get(job_id)
+        started = run is not None and (claim is None or run.claim is None or run.claim == claim)
+        self.link.send(make("run_checked", job_id=job_id, started=started,
+                            **({"claim": claim} if claim is not None else {})))
+
     def abort(self, msg: dict[str, Any]) -> None:
         """An ``abort_run``: abort the run's signal (its executor decides what to do)."""
         running = self.running.get(msg["job_id"])

@@ -61,7 +61,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .tasks import TaskSet
 from .core import messages, policy
 from .core.backoff import make_backoff
-from .core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
+from .core.messages import RECHECK_MS, make
 from .core.router import Router
 from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
 from .core.mode import JOB_QUEUE, Mode
@@ -171,12 +171,14 @@ class Scheduler:
         self._unsubscribe = [
             self.link.subscribe(Router("pyjobq scheduler", {
                 "run_started": self._live(self._run_started),
+                "run_checked": self._live(self._run_checked),
                 "run_result": self._on_run_result,
                 "wake": self._live(lambda _msg: self.wake()),
                 "online": self._live(lambda _msg: self.back_online()),
                 "progress": self._live(self._progress),
-                **{kind: self._live(self._answer) for kind in self._handlers.table},
-            }, ignore=LEASE_MESSAGES | {"debug_counts"})),  # the LinkLease's; the worker host's
+                **{kind: self._answer for kind in self._handlers.table},
+            }, ignore=LEASE_MESSAGES | {"debug_counts"},  # the LinkLease's; the worker host's
+                refuse=self._handlers.refuse)),
             self._channel.subscribe(Router("pyjobq scheduler", {"job-update": self._on_news}, kind="channel")),
         ]
         self.link.send(make("ready", source=self.source))
@@ -186,7 +188,8 @@ class Scheduler:
         """Stop processing: cancel timers and listeners. Records are left as they are.
 
         Runs in flight are abandoned (the page is told ``abandon_run``); under run locks each
-        keeps its run lock until its page says the run ended (or :data:`ABANDON_GRACE_MS`), so
+        keeps its run lock until its page says the run ended (pyjobq/core/messages.py,
+        :data:`~pyjobq.core.messages.ABANDON_GRACE_MS`, says what bounds that), so
         a tab that takes over — one with newer code after a database upgrade — does not
         recover and re-run a job this page is still running.
         """
@@ -214,8 +217,10 @@ class Scheduler:
 
     async def _back_online(self) -> None:
         now = self.clock.now()
-        waiting = [r.id for r in await self.store.by_status(Status.PENDING) if r.code == policy.OFFLINE]
-        await self.write([Change(i, lambda cur: policy.back_online(cur, now), ONLY_PENDING) for i in waiting])
+        # One transaction reads and changes them: a delete or cancel between a read and a write
+        # is never undone (issue 22, finding 10).
+        done = await self.store.update_by_status(ONLY_PENDING, lambda cur: policy.back_online(cur, now))
+        self.publish_many([u.record for u in done if u.applied and u.record is not None])
         self.wake()
 
     def clear_retry_timer(self) -> None:
@@ -225,6 +230,19 @@ class Scheduler:
     @property
     def in_flight(self) -> frozenset[str]:
         return self.flights.ids
+
+    @property
+    def passes(self) -> int:
+        """How many passes this scheduler has run: each time it held the lease and looked at the
+        queue until nothing was left to do. With :attr:`looks`, what a test counts to tell an
+        idle holder from one that spins (issue 22: no passes back to back while nothing changes)."""
+        return self._look.runs
+
+    @property
+    def looks(self) -> int:
+        """How many looks its passes took (each time round a pass's loop: recover, unpark, start
+        what is ready). A pass waiting on a lane, an ending run or a lock takes none."""
+        return self._look.looks
 
     def wake(self) -> None:
         """Process soon: an enqueue, the ``online`` event or the retry timer."""
@@ -320,10 +338,17 @@ class Scheduler:
         self.retry_timer.clear()
         if self.stopped:
             return
-        # While runs are in flight, work already due is waiting for its lane and the
-        # run's result wakes the loop; a timer for it would fire at once, again and again.
-        due_at = await self.store.next_due_at(self.clock.now() if self.flights else None)
-        if due_at is not None and math.isfinite(due_at):
+        # Work already due at the pass's last look waits for something that announces itself
+        # (Pass.wake_after says what): a timer for it would fire at once, again and again.
+        now = self.clock.now()
+        due_at = await self.store.next_due_at(self._look.wake_after())
+        if self.mode.recheck_ms is not None and not self.flights:
+            # Idle: look again within the bound even with nothing due (Mode.recheck_ms says why).
+            due_at = min(due_at if due_at is not None and math.isfinite(due_at) else math.inf,
+                         now + self.mode.recheck_ms)
+        if due_at is not None and due_at <= now:
+            self.wanted = True  # due since the pass's last look (it froze, say): look again now
+        elif due_at is not None and math.isfinite(due_at):
             self.retry_timer.arm_at(due_at)
 
     # ------------------------------------------------------------ the handshake
@@ -334,7 +359,22 @@ class Scheduler:
             self.flights.started(flight)
 
     def _on_deadline(self, flight: Flight) -> None:
-        self._spawn(self._handshake_expired(flight))
+        """The handshake deadline passed with no ``run_started``: ask the page, rather than fail.
+
+        The deadline is the scheduler's clock, and that clock runs while the page cannot answer:
+        a page busy with long synchronous Python (a notebook cell), or a tab frozen between
+        ``run`` and its handling (the worker thaws with it, its timer overdue). ``run_check``
+        travels behind ``run`` on the FIFO link, so the page's answer comes after it handled
+        ``run``: a late page answers late — ``run_started`` first — and never wrongly. Only a
+        page that handled ``run`` and has no run of this claim in hand fails the job.
+        """
+        if self.flights.get(flight.job_id) is flight and not flight.started:
+            self.link.send(make("run_check", job_id=flight.job_id, claim=flight.claim))
+
+    def _run_checked(self, msg: dict[str, Any]) -> None:
+        flight = self.flights.for_answer(msg)
+        if flight is not None and not flight.started and msg["started"] is False:
+            self._spawn(self._handshake_expired(flight))
 
     async def _handshake_expired(self, flight: Flight) -> None:
         if self.flights.get(flight.job_id) is not flight or flight.started:
@@ -342,16 +382,15 @@ class Scheduler:
         self.flights.take(flight)
         self.link.send(make("abandon_run", job_id=flight.job_id, claim=flight.claim))
         now = self.clock.now()
-        ms = int(self._handshake_ms)
 
         def change(cur: JobRecord) -> JobRecord | None:
             if cur.owner != self.source:
                 return None
             return policy.fail(
                 cur, now,
-                f"run_started never came: the page did not answer 'run' within {ms} ms. Most "
-                f"likely it has no reconstructor {cur._reconstructor!r} registered, or the "
-                "module registering it never loaded.",
+                "run_started never came: the page handled 'run' but has no run of this claim in "
+                f"hand (asked after {int(self._handshake_ms)} ms). Its executor side did not take "
+                f"the run: the handler for reconstructor {cur._reconstructor!r} is missing there.",
                 code=Code.HANDSHAKE_TIMEOUT,
             )
 
@@ -462,13 +501,22 @@ class Scheduler:
         return live
 
     def _answer(self, msg: dict[str, Any]) -> None:
+        if self.stopped:  # still listening while its pages' runs end: say so, never drop it
+            self._handlers.refuse(msg, f"pyjobq's scheduler has stopped on this page, so it did not "
+                                       f"run {msg['type']}; reload the page", "PyjobqError")
+            return
         self._spawn(self._handlers.answer(msg))
 
     def _on_run_result(self, msg: dict[str, Any]) -> None:
         if self.stopped:
             self._ended(msg)  # an abandoned run's last word: its run lock goes
-        else:
-            self._spawn(self._run_result(msg))
+            return
+        flight = self.flights.for_answer(msg)
+        if flight is not None:
+            # An answer is also a start, from this event on: a ``run_checked`` right behind it
+            # must not find the run unstarted while the settle waits for its task to run.
+            self.flights.started(flight)
+        self._spawn(self._run_result(msg))
 
     def _on_news(self, msg: dict[str, Any]) -> None:
         if msg["source"] != self.source:
@@ -513,9 +561,11 @@ class Scheduler:
         """Drop a run (deleted, cancelled, or this scheduler stopped): nothing of it will be stored.
 
         Its type and run lock stay busy until the page says the run ended — its request may
-        still be on the wire — or for :data:`ABANDON_GRACE_MS` plus the handshake at most.
+        still be on the wire. The page bounds that: it ends the run within
+        :data:`ABANDON_GRACE_MS` of *handling* ``abandon_run``, and this scheduler keeps no
+        clock of its own (one started here would run out early on a busy or frozen page).
         """
-        flight = self.flights.abandon(job_id, grace_ms=ABANDON_GRACE_MS + self._handshake_ms)
+        flight = self.flights.abandon(job_id)
         if flight is None:
             return
         self.link.send(make("abandon_run", job_id=job_id, claim=flight.claim))

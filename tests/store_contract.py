@@ -205,6 +205,25 @@ async def check_next_due_at_counts_leases_and_skips_up_to_after(store: Any) -> N
     assert await store.next_due_at(after=T0 + 30) is None
 
 
+async def check_next_due_at_counts_only_what_a_pass_could_claim(store: Any) -> None:
+    # Other code may leave a next_retry_at on any record: only a pending one or a running lease
+    # is work a pass could claim, so only theirs makes a wake (one in the past made it spin).
+    await store.add([
+        make_record("done", status="done", next_retry_at=T0 - 500),
+        make_record("failed", status="failed", next_retry_at=T0 - 400),
+        make_record("cancelled", status="cancelled", next_retry_at=T0 - 300),
+        make_record("paused", status="paused", yield_lock="fg", next_retry_at=T0 - 200),
+        make_record("locked", status="running", owner="tab"),
+    ])
+    assert await store.next_due_at() is None
+    assert await store.next_due_at(after=T0 - 1000) is None
+    await store.add([make_record("later", next_retry_at=T0 + 20), make_record("lease", status="running",
+                                                                               owner="tab", next_retry_at=T0 + 30)])
+    assert await store.next_due_at() == T0 + 20
+    assert await store.next_due_at(after=T0 - 450) == T0 + 20
+    assert await store.next_due_at(after=T0 + 20) == T0 + 30
+
+
 async def check_all_oldest_first(store: Any) -> None:
     assert await store.all() == []
     await store.add([make_record("c", created_at=T0 + 1), make_record("b", created_at=T0 + 1),
@@ -309,6 +328,121 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
     assert await store.entries([]) == []
 
 
+async def check_delete_many_returns_what_it_deleted(store: Any) -> None:
+    a, b = make_record("a"), make_record("b", created_at=T0 + 1, status="failed")
+    await store.add([a, b, make_record("c", created_at=T0 + 2)])
+    assert await store.delete_many(["b", "missing", "a", "b"]) == [b, a]  # in the order asked, once each
+    assert _ids(await store.all()) == ["c"]
+    assert await store.delete_many(["a"]) == [] and await store.delete_many([]) == []
+
+
+async def check_delete_group_deletes_the_group_in_one_call(store: Any) -> None:
+    g2 = make_record("g2", created_at=T0 + 2, group="g", status="done")
+    g1 = make_record("g1", created_at=T0 + 1, group="g", status="running", owner="tab")
+    await store.add([g2, g1, make_record("h1", created_at=T0, group="h"), make_record("none", created_at=T0 + 3)])
+    assert await store.delete_group("g") == [g1, g2]  # oldest first, whatever their status
+    assert _ids(await store.all()) == ["h1", "none"]
+    assert await store.delete_group("g") == [] and await store.delete_group("nothing") == []
+
+
+def _revive(cur: JobRecord) -> JobRecord:
+    from pyjobq.core import policy
+
+    return policy.revive(cur, T0 + 5)
+
+
+async def check_a_delete_and_a_change_made_after_it_apply_in_call_order(store: Any) -> None:
+    """A delete reads what it deletes in its own transaction: a change issued after it (not
+    awaited in between) finds nothing. A read in one transaction and a delete in another let
+    that change land between them: it applied, then was deleted — a retry_job lost."""
+    import asyncio
+
+    from pyjobq.core.status import REVIVABLE
+
+    x, y = make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")
+    await store.add([x, y])
+    deleted, changed = await asyncio.gather(store.delete_many(["x"]), store.update(Change("x", _revive, REVIVABLE)))
+    assert (deleted, changed) == ([x], Updated(None, False))
+    deleted, changed = await asyncio.gather(store.delete_group("g"), store.update(Change("y", _revive, REVIVABLE)))
+    assert (deleted, changed) == ([y], Updated(None, False))
+    assert await store.all() == []
+
+
+async def check_a_change_made_before_a_delete_is_deleted_with_it(store: Any) -> None:
+    """The other order: the change applies first, and the delete returns the record it changed."""
+    import asyncio
+
+    from pyjobq.core.status import REVIVABLE
+
+    await store.add([make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")])
+    changed, deleted = await asyncio.gather(store.update(Change("x", _revive, REVIVABLE)), store.delete_many(["x"]))
+    assert changed.applied and deleted == [changed.record]
+    changed, deleted = await asyncio.gather(store.update(Change("y", _revive, REVIVABLE)), store.delete_group("g"))
+    assert changed.applied and deleted == [changed.record]
+    assert await store.all() == []
+
+
+async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call(store: Any) -> None:
+    from pyjobq.core.status import REVIVABLE
+
+    a = make_record("a", created_at=T0 + 2, status="failed", error="boom")
+    b = make_record("b", created_at=T0 + 1, status="cancelled")
+    keep = make_record("keep", created_at=T0, status="failed", label="keep")
+    p, d = make_record("p", created_at=T0 + 3), make_record("d", created_at=T0 + 4, status="done")
+    await store.add([a, b, keep, p, d])
+    calls: list[str] = []
+
+    def revive_unless_kept(cur: JobRecord) -> JobRecord | None:
+        calls.append(cur.id)
+        return None if cur.label == "keep" else _revive(cur)
+
+    done = await store.update_by_status(REVIVABLE, revive_unless_kept)
+    assert sorted(calls) == ["a", "b", "keep"]  # each once, only those of the statuses
+    assert done == [Updated(keep, False), Updated(_revive(b), True), Updated(_revive(a), True)]  # oldest first
+    assert await store.all() == [keep, _revive(b), _revive(a), p, d]
+    assert await store.update_by_status(frozenset({Status.PAUSED}), revive_unless_kept) == []
+
+
+async def check_update_by_status_all_or_none(store: Any) -> None:
+    from pyjobq.core.status import REVIVABLE
+
+    a, b = make_record("a", status="failed"), make_record("b", created_at=T0 + 1, status="failed")
+    await store.add([a, b])
+
+    def boom(cur: JobRecord) -> JobRecord:
+        if cur.id == "b":
+            raise ValueError("no")
+        return _revive(cur)
+
+    try:
+        await store.update_by_status(REVIVABLE, boom)
+    except Exception:
+        pass
+    else:
+        raise AssertionError("a change that raises must fail the whole update_by_status")
+    assert await store.all() == [a, b]
+
+
+async def check_update_by_status_and_calls_around_it_apply_in_call_order(store: Any) -> None:
+    """retry_all() then cancel_job(x), not awaited in between: the retry reads and writes in its
+    one transaction, so the cancel finds x pending and cancels it. A read of the failed ids
+    first and a write after let the cancel land between (refused: x was still failed) and then
+    revived x anyway."""
+    import asyncio
+
+    from pyjobq.core import policy
+    from pyjobq.core.status import REVIVABLE, UNFINISHED
+
+    await store.add([make_record("x", status="failed"), make_record("y", created_at=T0 + 1, status="failed")])
+    retried, cancelled = await asyncio.gather(
+        store.update_by_status(REVIVABLE, _revive),
+        store.update(Change("x", lambda cur: policy.cancel(cur, T0 + 6), UNFINISHED)))
+    assert [(u.record.id, u.applied) for u in retried] == [("x", True), ("y", True)] and cancelled.applied
+    assert [(r.id, r.status) for r in await store.all()] == [("x", Status.CANCELLED), ("y", Status.PENDING)]
+    deleted, retried = await asyncio.gather(store.delete_many(["x"]), store.update_by_status(REVIVABLE, _revive))
+    assert [r.id for r in deleted] == ["x"] and retried == []
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -326,6 +460,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_next_due_at,
     check_due_keys_pending_and_ran_out_leases_oldest_first,
     check_next_due_at_counts_leases_and_skips_up_to_after,
+    check_next_due_at_counts_only_what_a_pass_could_claim,
     check_all_oldest_first,
     check_returned_records_are_copies,
     check_record_round_trips_every_field,
@@ -333,4 +468,11 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_update_many_in_order_with_preconditions,
     check_update_many_all_or_none,
     check_entries_unfinished_and_by_id,
+    check_delete_many_returns_what_it_deleted,
+    check_delete_group_deletes_the_group_in_one_call,
+    check_a_delete_and_a_change_made_after_it_apply_in_call_order,
+    check_a_change_made_before_a_delete_is_deleted_with_it,
+    check_update_by_status_changes_each_record_of_the_statuses_in_one_call,
+    check_update_by_status_all_or_none,
+    check_update_by_status_and_calls_around_it_apply_in_call_order,
 ]

@@ -14,8 +14,9 @@ from pyjobq.core.messages import parse, updated_jobs
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
-from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
-from pyjobq.testing import T0, record, run, settle
+from pyjobq.outbox import (LEASE_RAN_OUT, Outbox, OutboxEntry, OutboxHandler, Prune, RunClaim, delivered,
+                           lease_ran_out, outbox_backoff, renewed, rollback_begun, undecided)
+from pyjobq.testing import T0, FreezableClock, record, run, settle
 
 DAY = 24 * 3600 * 1000.0
 
@@ -185,12 +186,17 @@ def test_claims_are_leases_on_the_running_record() -> None:
         await settle()
         record = await store.get(job.id)
         assert (record.status, record.owner, record.next_retry_at) == (Status.RUNNING, box.source, clock.now() + 10_000)
-        # A second entry of the type is due but waits for its lane: the one timer is for
-        # the lease's end, not a zero-delay timer that would wake the loop again and again.
+        # A second entry of the type is due but waits for its lane: the next timer is the
+        # lease's renewal, a third of the lease away, not a zero-delay timer that would wake
+        # the loop again and again.
         second = await box.enqueue("send", 2)
         await settle()
         assert (await store.get(second.id)).status is Status.PENDING
-        assert clock.next_timer_at() == clock.now() + 10_000
+        assert clock.next_timer_at() == clock.now() + 10_000 / 3
+        clock.advance(10_000 / 3)
+        await settle()
+        assert (await store.get(job.id)).next_retry_at == clock.now() + 10_000  # renewed
+        assert (await store.get(second.id)).status is Status.PENDING
         gate.set_result(None)
         await settle()
         assert await store.get(job.id) is None and await store.get(second.id) is None
@@ -717,3 +723,369 @@ def test_the_rollback_delete_and_the_unknown_type_delete_are_published() -> None
         assert {"ghost", job.id} <= posted_deleted
         box.stop()
     run(main)  # a hang fails instead of stalling
+
+
+# ---------------------------------------------------------------- a run's claim: the pure decisions
+
+def running(**changes: Any) -> Any:
+    """Entry ``e`` on its 2nd attempt, running under ``me``'s lease until T0 + 100."""
+    fields: dict[str, Any] = dict(type="react", reconstructor="react", params={"n": 1}, status="running",
+                                  attempts=2, given_back=1, owner="me", next_retry_at=T0 + 100)
+    fields.update(changes)
+    return record("e", **fields)
+
+
+MINE = RunClaim("e", "me", attempts=2, given_back=1)
+
+
+def test_a_run_claim_is_its_owner_and_its_attempt() -> None:
+    assert RunClaim.of(running()) == MINE
+    assert MINE.holds(running())
+    assert not MINE.holds(None)
+    assert not MINE.holds(running(owner="other"))  # taken over
+    assert not MINE.holds(running(attempts=3))  # a later claim
+    assert not MINE.holds(running(given_back=2))  # given back, then claimed again
+    assert not MINE.holds(running(status="pending", owner=None))
+    assert MINE.failed_on(running(status="failed", owner=None, next_retry_at=None))
+    assert not MINE.failed_on(running(status="failed", owner="me", next_retry_at=None))  # rollback begun
+    assert not MINE.failed_on(running(status="failed", owner=None, attempts=3, next_retry_at=None))  # a later run
+
+
+def test_a_renewal_pushes_the_lease_only_while_the_record_is_the_claim() -> None:
+    assert renewed(running(), MINE, T0 + 50, 90) == running(next_retry_at=T0 + 140, updated_at=T0 + 50)
+    assert renewed(running(owner="other"), MINE, T0 + 50, 90) is None
+    assert renewed(running(attempts=3), MINE, T0 + 50, 90) is None
+    assert renewed(running(status="pending", owner=None, next_retry_at=T0 + 500), MINE, T0 + 50, 90) is None
+    assert renewed(running(status="failed", owner=None, next_retry_at=None), MINE, T0 + 50, 90) is None
+
+
+def test_a_delivery_takes_the_entry_back_from_anything_but_a_rollback_begun() -> None:
+    now = T0 + 200
+    back = running(next_retry_at=now + 90, updated_at=now)
+    assert delivered(running(), MINE, now, 90) is None  # still mine: the settle applies as it is
+    assert delivered(running(owner="other", attempts=3, given_back=1), MINE, now, 90) == back.evolve(attempts=3)
+    assert delivered(running(status="pending", owner=None, next_retry_at=T0 + 900, attempts=3, error="no",
+                             code="x"), MINE, now, 90) == back.evolve(attempts=3, error="no", code="x")
+    assert delivered(running(status="failed", owner=None, next_retry_at=None, error="gone", code="page_gone"),
+                     MINE, now, 90) == back.evolve(error="gone", code="page_gone")
+    assert delivered(running(status="failed", owner="other", next_retry_at=None), MINE, now, 90) is None
+    assert delivered(running(status="done", owner=None, next_retry_at=None), MINE, now, 90) is None
+
+
+def test_a_rollback_is_marked_on_the_failed_record_and_nowhere_else() -> None:
+    failed = running(status="failed", owner=None, next_retry_at=None, updated_at=T0 + 5)
+    assert rollback_begun(failed, "me") == failed.evolve(owner="me")  # updated_at kept: prune's age
+    assert rollback_begun(failed.evolve(owner="dead"), "me") == failed.evolve(owner="me")
+    assert rollback_begun(running(), "me") is None
+    assert rollback_begun(running(status="pending", owner=None), "me") is None
+
+
+def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
+    seen = running(status="failed", owner=None, next_retry_at=None, error="HTTPError: 500", code="http_500",
+                   http_status=500)
+    said = seen.evolve(code="page_gone", error=LEASE_RAN_OUT, http_status=None)
+    assert lease_ran_out(seen, seen) == said
+    assert lease_ran_out(said, seen) is None  # said already
+    assert lease_ran_out(seen.evolve(owner="me"), seen) is None  # a rollback began
+    assert lease_ran_out(seen.evolve(attempts=3), seen) is None  # another failure since
+    assert lease_ran_out(running(status="pending", owner=None), seen) is None
+    assert undecided(said) and not undecided(seen) and not undecided(said.evolve(owner="me"))
+
+
+# ---------------------------------------------------------------- two processors on one store: the lease
+
+class Gated:
+    """One outbox's handlers whose ``process`` waits for the test: ``release(ok)`` ends the
+    oldest call still waiting; ``processed`` and ``rolled_back`` say what ran, in order."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        self.name, self.log = name, log
+        self.waiting: list[asyncio.Future[bool]] = []
+        #: While set, ``rollback`` waits for it.
+        self.rollback_gate: asyncio.Future[None] | None = None
+
+    async def process(self, entry: OutboxEntry) -> None:
+        self.log.append((self.name, f"process {entry.attempts}"))
+        gate = asyncio.get_running_loop().create_future()
+        self.waiting.append(gate)
+        if not await gate:
+            raise RuntimeError(f"{self.name}: the server said no")
+
+    def release(self, ok: bool) -> None:
+        self.waiting.pop(0).set_result(ok)
+
+    async def rollback(self, entry: OutboxEntry) -> None:
+        self.log.append((self.name, "rollback"))
+        if self.rollback_gate is not None:
+            await self.rollback_gate
+
+    def on_exhausted(self, entry: OutboxEntry) -> None:
+        self.log.append((self.name, "on_exhausted"))
+
+
+LEASE = 9_000.0
+
+
+def two_outboxes(**kw: Any) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock, FreezableClock]:
+    """Outbox ``a`` and outbox ``b`` on one store and one clock, neither started; ``a`` sees the
+    clock through a :class:`FreezableClock` (a frozen page: its timers wait for the thaw).
+    Type ``react`` rolls back; ``send`` is kept for a manual retry; neither retries a refusal."""
+    store, clock = MemoryStore(), FakeClock()
+    frozen = FreezableClock(clock)
+    log: list[tuple[str, str]] = []
+    boxes: list[tuple[Outbox, Gated]] = []
+    for name, its_clock in (("a", frozen), ("b", clock)):
+        gated = Gated(name, log)
+        handlers = {"react": {"process": gated.process, "rollback": gated.rollback},
+                    "send": {"process": gated.process, "on_exhausted": gated.on_exhausted}}
+        box = Outbox(store, handlers, clock=its_clock, poll_interval_ms=0, lease_ms=LEASE,
+                     is_retryable_error=lambda err: False, **kw)
+        boxes.append((box, gated))
+    (a, ga), (b, gb) = boxes
+    return a, ga, b, gb, store, clock, frozen
+
+
+def test_the_lease_is_renewed_while_process_runs_so_another_outbox_never_takes_it() -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, _ = two_outboxes()
+        a.start()
+        job = await a.enqueue("react", {"emoji": "+1"}, max_attempts=2)
+        await settle()
+        b.start()
+        await settle()
+        # process() runs for five leases: the lease is renewed long before each end.
+        for _ in range(15):
+            clock.advance(LEASE / 3)
+            b.wake()
+            await settle()
+            held = await store.get(job.id)
+            assert (held.status, held.owner, held.attempts) == (Status.RUNNING, a.source, 1)
+            assert held.next_retry_at > clock.now() + LEASE / 2
+        assert ga.log == [("a", "process 1")]  # b never ran it
+        ga.release(True)
+        await settle()
+        assert await store.all() == [] and (await job.done).status == "done"
+        assert ga.log == [("a", "process 1")]  # delivered, not rolled back
+        clock.advance(LEASE)
+        await settle()
+        assert await store.all() == [] and ga.log == [("a", "process 1")]
+        a.stop(), b.stop()
+    run(main)
+
+
+def test_renewing_stops_when_the_run_settles() -> None:
+    async def main() -> None:
+        box, calls, store, clock = started(RuntimeError("no"), lease_ms=LEASE)
+        job = await box.enqueue("send", 1)
+        await settle()
+        pending = await store.get(job.id)
+        assert (pending.status, pending.attempts) == (Status.PENDING, 1)
+        # The one timer left is the retry's: no renewal of a lease that is over.
+        assert clock.next_timer_at() == pending.next_retry_at
+        clock.advance(LEASE / 3)
+        assert await store.get(job.id) == pending
+        box.stop()
+    run(main)
+
+
+def test_a_processor_that_lost_its_lease_knows_it_and_its_failure_is_not_stored() -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, frozen = two_outboxes()
+        a.start()
+        job = await a.enqueue("react", 1, max_attempts=3)
+        await settle()
+        b.start()
+        frozen.freeze()  # a's page is frozen in the middle of process(): no renewal
+        clock.advance(LEASE + 1)
+        await settle()
+        taken = await store.get(job.id)
+        assert (taken.status, taken.owner, taken.attempts) == (Status.RUNNING, b.source, 2)
+        frozen.thaw()  # a's renewal finds the entry b's: a stops renewing it
+        await settle()
+        assert (await store.get(job.id)) == taken
+        ga.release(False)  # a's run fails: b's run decides, a's failure is not stored
+        await settle()
+        assert (await store.get(job.id)) == taken
+        clock.advance(LEASE)  # b's renewals alone keep the lease
+        await settle()
+        assert (await store.get(job.id)).owner == b.source
+        gb.release(True)
+        await settle()
+        assert await store.all() == []
+        assert ga.log == [("a", "process 1"), ("b", "process 2")]
+        a.stop(), b.stop()
+    run(main)
+
+
+def test_a_delivery_wins_over_a_reclaim_and_its_entry_is_never_rolled_back() -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, frozen = two_outboxes()
+        a.start()
+        job = await a.enqueue("react", 1, max_attempts=3)
+        await settle()
+        b.start()
+        frozen.freeze()
+        clock.advance(LEASE + 1)
+        await settle()
+        assert (await store.get(job.id)).owner == b.source  # b took it over and runs it
+        frozen.thaw()
+        ga.release(True)  # a's process() succeeded: the entry was delivered
+        await settle()
+        assert await store.all() == []
+        gb.release(False)  # b's run of it then fails: nothing is left to roll back
+        await settle()
+        assert await store.all() == []
+        assert ga.log == [("a", "process 1"), ("b", "process 2")]  # no rollback
+        a.stop(), b.stop()
+    run(main)
+
+
+@pytest.mark.parametrize("kind", ["react", "send"])
+def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_run_may_deliver(kind: str) -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, frozen = two_outboxes()
+        a.start()
+        job = await a.enqueue(kind, 1, max_attempts=1)
+        await settle()
+        b.start()
+        frozen.freeze()
+        clock.advance(LEASE + 1)
+        await settle()
+        failed = await store.get(job.id)
+        # Failed at the ceiling, and said so; on_exhausted surfaces it, nothing is reverted.
+        assert (failed.status, failed.code, failed.owner) == (Status.FAILED, "page_gone", None)
+        assert ga.log == [("a", "process 1")] + ([("b", "on_exhausted")] if kind == "send" else [])
+        frozen.thaw()
+        ga.release(True)  # the frozen run delivered after all
+        await settle()
+        assert await store.all() == []
+        assert [step for _, step in ga.log] == ["process 1"] + (["on_exhausted"] if kind == "send" else [])
+        a.stop(), b.stop()
+    run(main)
+
+
+def test_the_run_whose_lease_ran_out_on_the_last_attempt_rolls_back_once_it_fails() -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, frozen = two_outboxes()
+        a.start()
+        job = await a.enqueue("react", 1, max_attempts=1)
+        await settle()
+        b.start()
+        frozen.freeze()
+        clock.advance(LEASE + 1)
+        await settle()
+        assert (await store.get(job.id)).status is Status.FAILED and ga.log == [("a", "process 1")]
+        frozen.thaw()
+        ga.release(False)  # now the fate is known: not delivered, so the change is reverted
+        await settle()
+        assert ga.log == [("a", "process 1"), ("a", "rollback")] and await store.all() == []
+        a.stop(), b.stop()
+    run(main)
+
+
+def test_a_rollback_is_claimed_before_it_runs_and_a_later_delivery_is_reported(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        a, ga, b, gb, store, clock, frozen = two_outboxes()
+        a.start()
+        job = await a.enqueue("react", 1, max_attempts=3)
+        await settle()
+        b.start()
+        frozen.freeze()
+        clock.advance(LEASE + 1)
+        await settle()
+        gb.rollback_gate = asyncio.get_running_loop().create_future()
+        gb.release(False)  # b's run fails for good first: b begins rolling the entry back
+        await settle()
+        assert ga.log == [("a", "process 1"), ("b", "process 2"), ("b", "rollback")]
+        frozen.thaw()
+        ga.release(True)  # too late: the revert is under way; it is not undone, and said so, loudly
+        await settle()
+        rolling = await store.get(job.id)
+        assert (rolling.status, rolling.owner) == (Status.FAILED, b.source)
+        late = [r for r in caplog.records if getattr(r, "phase", None) == "late"]
+        assert [(r.levelno, r.entry_id) for r in late] == [(logging.ERROR, job.id)]
+        gb.rollback_gate.set_result(None)
+        await settle()
+        assert await store.all() == [] and ga.log[-1] == ("b", "rollback")
+        a.stop(), b.stop()
+    caplog.set_level(logging.INFO, logger="pyjobq")
+    run(main)
+
+
+def test_start_finishes_rollbacks_but_not_of_an_entry_whose_last_run_may_have_delivered() -> None:
+    async def main() -> None:
+        t = T0
+        box, calls, store, clock = started(seed=(
+            stored("unknown", "react", t, status="failed", next_retry_at=None, attempts=5, code="page_gone"),
+            stored("begun", "react", t, status="failed", next_retry_at=None, attempts=5, code="page_gone",
+                   owner="a-page-that-died-mid-rollback"),
+            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5, code="not_retryable"),
+        ))
+        await settle()
+        assert sorted(calls.rolled_back) == ["begun", "left"]
+        assert [e.id for e in await box.list_failed()] == ["unknown"]
+        box.stop()
+    run(main)
+
+
+# ---------------------------------------------------------------- start(): rollbacks, then prune
+
+def test_start_finishes_interrupted_rollbacks_before_it_prunes() -> None:
+    async def main() -> None:
+        t = T0
+        old = dict(status="failed", next_retry_at=None, attempts=5, updated_at=t - 100 * DAY)
+        box, calls, store, clock = started(seed=(stored("old-react", "react", t - 100 * DAY, **old),))
+        await settle()
+        assert calls.rolled_back == ["old-react"]  # reverted, not silently pruned
+        assert await store.all() == []
+        box.stop()
+    run(main)
+
+
+def test_prune_deletions_are_published() -> None:
+    async def main() -> None:
+        store, clock = MemoryStore(), FakeClock()
+        t = clock.now()
+        store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed", next_retry_at=None,
+                             updated_at=t - 91 * DAY))
+        store.put_raw(stored("recent", "send", t - DAY, status="failed", next_retry_at=None, updated_at=t - DAY))
+        heard: list[Any] = []
+        box, _ = make(store, clock, on_activity=heard.append)
+        posted: list[Any] = []
+        channel = box._scheduler._channel
+        real_post = channel.post
+
+        def post(message: Any) -> None:
+            posted.extend(updated_jobs(parse(message)))
+            real_post(message)
+
+        channel.post = post  # type: ignore[method-assign]
+        box.start()
+        await settle()
+        assert [r.id for r in await store.all()] == ["recent"]
+        assert [(u.id, u.get("deleted")) for u in heard] == [("ancient", True)]
+        assert [(j["id"], j.get("deleted")) for j in posted] == [("ancient", True)]
+        box.stop()
+    run(main)
+
+
+@pytest.mark.parametrize("kind", ["react", "send"])
+def test_a_lease_that_ran_out_on_the_ceiling_is_failed_as_such_and_handled_once(kind: str) -> None:
+    async def main() -> None:
+        t = T0
+        heard: list[Any] = []
+        # The last attempt's page died mid-run; the attempt before had failed with an HTTP 500.
+        box, calls, store, clock = started(on_activity=heard.append, seed=(
+            stored("gone", kind, t - 100, status="running", owner="dead-tab", attempts=5, next_retry_at=t - 1,
+                   code="http_500", error="HTTPError: 500", http_status=500),
+        ))
+        await settle()
+        failed = await store.get("gone")
+        assert (failed.status, failed.code, failed.http_status, failed.owner) == (Status.FAILED, "page_gone", None, None)
+        assert "lease ran out" in failed.error  # the cause that happened, not the attempt before's
+        assert [(u.status, u.code) for u in heard][-1] == ("failed", "page_gone")
+        assert calls.exhausted == (["gone"] if kind == "send" else []) and calls.rolled_back == []
+        assert [e.id for e in await box.list_failed()] == ["gone"]
+        box.stop()
+    run(main)

@@ -140,3 +140,41 @@ def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> 
         asyncio.run(main())
     """)
     assert out.strip() == "ok"
+
+
+def test_housekeeping_calls_take_effect_in_call_order_and_refuse_a_wrong_typed_argument() -> None:
+    """The debounce recipe through the module functions (issue 22, finding 10): the delete
+    handed to ``create_task`` goes out at the call, before the next save is filed. A wrong-typed
+    id, group or type raises at the call (finding 7)."""
+    out = run_python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        sent = []
+
+        async def send(method, path, body):
+            sent.append(body)
+            return Response(200, {})
+
+        pyjobq.configure(transport=send)
+        from pyjobq import queue
+
+        async def main():
+            old = queue.enqueue_fetch("PUT", "/doc", {"v": 1}, group="doc", delay_ms=50)
+            await old.stored
+            deleting = asyncio.create_task(pyjobq.delete_group("doc"))
+            new = pyjobq.enqueue_fetch("PUT", "/doc", {"v": 2}, group="doc", delay_ms=50)
+            assert await deleting == 1
+            assert (await asyncio.wait_for(new.done, 5)).status == "done"
+            assert sent == [{"v": 2}], sent
+            for call in (lambda: pyjobq.delete_job(123), lambda: pyjobq.job(42), lambda: pyjobq.suspend_type(5),
+                         lambda: pyjobq.delete_group(None)):
+                try:
+                    call()
+                except pyjobq.InvalidJobError as exc:
+                    print(str(exc).split(":")[0])
+            print("ok")
+
+        asyncio.run(main())
+    """)
+    assert out.split() == ["delete_job(job_id)", "job(job_id)", "suspend_type(type)", "delete_group(group)", "ok"]

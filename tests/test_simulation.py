@@ -12,9 +12,21 @@ claim and the hand-off, inside recovery, while storing an outcome — the tab ma
 resumed by a later step) or crash, and the fakes behave as the browser does there (a crashed
 tab's queued lock requests and undelivered channel messages die with it). Half the tabs'
 transports take the run's AbortSignal and end a slow request when it fires, as a transport that
-hands it to ``fetch`` does. After every step the loop settles and the invariants are checked;
-after the faults stop, every job must reach a terminal status. Nothing reads the wall clock, so
-a seed replays exactly, and a failing seed prints its last steps:
+hands it to ``fetch`` does. Half the seeds run on a store that yields to the event loop around
+every call, as IndexedDB does. The moment a worker posts ``run``, its tab may freeze or its page
+be busy (its loop blocked, :meth:`~pyjobq.testing.Tab.block`: the worker's clock runs on), and
+pages are busy for whole steps too.
+
+After every step the loop settles and the safety invariants are checked (no job runs twice at
+once, nor two of one type; the attempt ceiling; nothing stored is lost). After the faults stop
+— online, every answer 200, frozen tabs resumed, busy pages running again, and no nudge the
+browser would not give — the oracles of what users rely on: **liveness** (every job reaches a
+terminal status within pyjobq's stated bounds, its ``done`` resolved) and **truth** (a failure is
+what its transport's answers call for, and its code names the cause that happened: never one
+that costs no attempt, never a handshake failure a page that answers cannot have), and **no
+spin** (the world goes quiet while the clock stands still, and an idle tab looks at the queue
+only a few times a simulated minute). Nothing
+reads the wall clock, so a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
 
@@ -51,6 +63,12 @@ UNCOUNTED = "uncounted"
 #: freezes right there (before the operation, or after it and before the tab acts on it).
 MID_PASS_CRASH = 0.004
 MID_PASS_FREEZE = 0.008
+#: Chances, as a worker posts ``run``, that its tab freezes right then or its page is busy (its
+#: loop blocked) before it handles the run: the handshake's clock runs on in the worker.
+AT_RUN_FREEZE = 0.03
+AT_RUN_BLOCK = 0.03
+#: Codes that say an attempt cost nothing (a 401, no network, a run given back): never a failure's.
+UNCOUNTED_CODES = {"s401", "offline", "lease_revoked", "already_running"}
 
 
 @dataclass
@@ -79,6 +97,7 @@ class Sim:
     dead_sources: set[str] = field(default_factory=set)
     paths: int = 0
     unannounced: dict[str, float] = field(default_factory=dict)  # job id -> until when
+    answered: dict[str, Any] = field(default_factory=dict)  # job id -> the transport's last answer
 
     # ------------------------------------------------------------ the fake transport
 
@@ -116,6 +135,18 @@ class Sim:
             tab.freeze()
             await tab.thawed()
 
+    def at_post(self, tab: Tab, message: dict[str, Any]) -> None:
+        """The link hook: freeze ``tab``, or block its page, the moment its worker posts ``run``."""
+        if not self.faults or message.get("type") != "run" or tab.frozen:
+            return
+        draw = self.rng.random()
+        if draw < AT_RUN_FREEZE:
+            self.trace.append(f"freeze-at-run {tab.name} {message['job_id']}")
+            tab.freeze()
+        elif draw < AT_RUN_FREEZE + AT_RUN_BLOCK and not tab.blocked:
+            self.trace.append(f"block-at-run {tab.name} {message['job_id']}")
+            tab.block()
+
     async def call(self, tab: Tab, method: str, path: str, body: Any, signal: Any = None) -> Any:
         job_id = self.by_path[path]
         other = self.executing.get(job_id)
@@ -124,7 +155,7 @@ class Sim:
         if not tab.alive:
             self.world.violations.append(f"dead tab {tab.name} called the transport for {job_id}")
         job_type = self.jobs[job_id].type
-        frozen = {t.name for t in self.world.live if t.frozen}
+        frozen = {t.name for t in self.world.live if t.frozen or t.blocked}
         for running_id, where in self.executing.items():
             if where in frozen and self.jobs[running_id].deleted:
                 continue  # deleted while its page was frozen: the page drops it on resume
@@ -136,6 +167,7 @@ class Sim:
         try:
             if not self.world.online:
                 counted = False
+                self.answered[job_id] = "offline"
                 raise TypeError("Failed to fetch")
             answer = self.draw()
             if answer == "slow":
@@ -146,8 +178,10 @@ class Sim:
                     signal.add_callback(lambda _reason: future.done() or future.set_result("aborted"))
                 answer = await future
                 if answer == "aborted":
+                    self.answered[job_id] = "aborted"
                     await asyncio.sleep(0)
                     raise OSError("AbortError: the request was aborted")
+            self.answered[job_id] = answer
             # An HTTP status was answered by a server: it counts, whatever the network did since.
             if answer == "terminal":
                 raise Terminal("the work cannot succeed")
@@ -180,7 +214,12 @@ class Sim:
         transport = self.transport_for(heeds_signal=self.rng.random() < 0.5)
         # Half the tabs are the browser's arrangement: in line for the lease from the start, a
         # worker with no scheduler until it is granted, the page's own scheduler for requests.
-        tab = self.world.open_tab(transport=transport, page_lease=True, waiting=self.rng.random() < 0.5)
+        # One in five is a worker host (a notebook kernel), whose bootstrap holds the lease.
+        draw = self.rng.random()
+        if draw < 0.2:
+            tab = self.world.open_tab(transport=transport, worker_host=True)
+        else:
+            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6)
         transport.bind(tab)
         return tab
 
@@ -195,13 +234,14 @@ class Sim:
         live = world.awake  # a frozen tab runs nothing: it is only resumed or discarded
         kind = rng.choices(
             ["enqueue", "release", "advance", "offline", "online", "storm", "calm", "crash", "reload",
-             "open", "delete", "wake", "freeze", "resume"],
-            weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3, 3, 4],
+             "open", "delete", "wake", "freeze", "resume", "block", "unblock"],
+            weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3, 3, 4, 2, 3],
         )[0]
         frozen = [t for t in world.live if t.frozen]
-        if kind == "resume" and not frozen:
+        blocked = [t for t in world.live if t.blocked]
+        if (kind == "resume" and not frozen) or (kind == "unblock" and not blocked):
             return
-        if not live and kind != "resume":
+        if not live and kind not in ("resume", "unblock"):
             kind = "open"
         if kind == "enqueue":
             tab = rng.choice(live)
@@ -248,6 +288,15 @@ class Sim:
             tab = rng.choice(frozen)
             tab.resume()
             detail = tab.name
+        elif kind == "block":
+            # A busy page: a notebook cell computing, long synchronous Python. Its worker runs on.
+            tab = rng.choice(live)
+            tab.block()
+            detail = tab.name
+        elif kind == "unblock":
+            tab = rng.choice(blocked)
+            tab.unblock()
+            detail = tab.name
         elif kind in ("crash", "reload"):
             tab = rng.choice(world.live)  # a frozen tab may be discarded
             self.crash(tab)
@@ -287,43 +336,92 @@ class Sim:
             assert self.counted.get(job.job_id, 0) <= record["max_attempts"], (
                 f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts {record['max_attempts']}")
         running = {i for i, r in stored.items() if r["status"] == "running"}
-        # A frozen page cannot hear that its job was deleted meanwhile: it drops the run on resume.
-        frozen = {t.name for t in world.live if t.frozen}
+        # A frozen (or busy) page cannot hear that its job was deleted meanwhile: it drops the run
+        # once it runs again.
+        frozen = {t.name for t in world.live if t.frozen or t.blocked}
         now = world.clock.now()
         executing = {j for j, where in self.executing.items()
                      if where not in frozen and self.unannounced.get(j, 0) < now}
         assert executing <= running, f"executing {self.executing} but running records {running}"
 
     async def finish(self) -> None:
-        """Faults stop: online, every answer 200, the clock moves on; every job must end."""
+        """Faults stop: online, every answer 200, frozen tabs resume, busy pages run again, and
+        the clock moves on — with no nudge the browser would not give (only the ``online`` event,
+        and only if the world was offline). Liveness: every job must reach, within the bounds
+        pyjobq states, the end its transport's answers call for; truth: a failure's code is the
+        cause that happened."""
         self.faults = False
         self.storm_401 = False
+        went_online = not self.world.online
         self.world.online = True
         self.trace.append("-- faults stop --")
         for tab in self.world.live:
             if tab.frozen:
                 tab.resume()
+            if tab.blocked:
+                tab.unblock()
         for _, future in self.slow:
             if not future.done():
                 future.set_result(200)
         if not self.world.live:
             self.open_tab()
-        for tab in self.world.live:
-            tab.wake()  # the online event
-        await settle()
+        if went_online:
+            for tab in self.world.live:
+                tab.wake()  # the online event
+        await quiet(self)
+        # The bounds: a retry ladder capped near 30 s (+30 % jitter), a 401's 60 s, the idle
+        # holder's 30 s re-read, an abandoned run's 30 s grace: four minutes cover every chain.
         for _ in range(4):
             self.world.clock.advance(61_000)
-            await settle()
+            await quiet(self)
             await self.check()
         records = await self.world.store.all()
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
-        assert unfinished == [], f"not terminal after the faults stopped: {unfinished}"
+        assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
         for record in records:
+            self.check_truth(record)
             job = self.jobs[record.id]
             if job.tab.alive and not job.deleted:
                 assert job.handle.done.done(), f"{record.id} is {record.status} but its done never resolved"
                 outcome = job.handle.done.result()
                 assert (outcome.status, outcome.code) == (str(record.status), record.code), record.id
+        await self.check_no_spin()
+
+    async def check_no_spin(self) -> None:
+        """Nothing left to do: time moves a second at a time for three minutes, and no tab may
+        look at the queue more than a few times a minute (its 30 s re-read, a retry) — a wake armed
+        in the past fires at every step of the clock (no spin)."""
+        def looks() -> dict[str, int]:
+            return {t.name: sum(s.looks for s in (t.scheduler, t.requests) if s is not None)
+                    for t in self.world.live}
+
+        before = looks()
+        for _ in range(180):
+            self.world.clock.advance(1_000)
+            await quiet(self)
+        after = looks()
+        spinning = {name: after[name] - before.get(name, 0) for name in after
+                    if after[name] - before.get(name, 0) > 3 * MAX_LOOKS_A_MINUTE}
+        assert not spinning, f"looks in three idle minutes, per tab (no spin): {spinning}"
+
+    def check_truth(self, record: Any) -> None:
+        """A failure is the end its transport's answers call for, and its code says what caused it.
+
+        Every answer after the faults stop is a 200, so a job that was unfinished then and failed
+        anyway is caught here too: its last answer explains no failure (liveness)."""
+        job_id, code = record.id, record.code
+        if str(record.status) != "failed":
+            return
+        last = self.answered.get(job_id)
+        where = f"{job_id} failed {code!r} ({record.error}); its transport last answered {last!r}"
+        assert code not in UNCOUNTED_CODES, f"{where}: a cause that costs no attempt (truth)"
+        assert code != "handshake_timeout", f"{where}: every simulated page answers run (truth)"
+        if code in ("page_gone", "attempts_exhausted"):
+            return  # a page died on the job's last allowed attempt (a crash while faults ran)
+        if code is not None and code.startswith("s") and code[1:].isdigit():
+            assert last == int(code[1:]), f"{where} (truth)"
+        else:
+            assert last == "terminal", f"{where}: nothing that happened fails a job so (truth)"
 
 
 def check_record(record: dict[str, Any], job: Expected) -> None:
@@ -338,6 +436,24 @@ def check_record(record: dict[str, Any], job: Expected) -> None:
         assert record["error"], record
 
 
+#: Loop turns a world may take to go quiet with no time moving; more is a spin (passes back to
+#: back, a wake armed in the past, a watch in its own way): the no-spin oracle.
+QUIET_WITHIN_TURNS = 20_000
+#: Looks a tab may take in a minute with nothing to do: its 30 s re-read, and some slack.
+MAX_LOOKS_A_MINUTE = 5
+
+
+async def quiet(sim: Sim) -> None:
+    """Settle, and fail the seed if the world does not go quiet while the clock stands still."""
+    loop = asyncio.get_running_loop()
+    for _ in range(QUIET_WITHIN_TURNS // 500):
+        await settle()
+        if not loop._ready:  # type: ignore[attr-defined]
+            return
+    raise AssertionError(f"the world did not go quiet within {QUIET_WITHIN_TURNS} loop turns with no "
+                         "time moving: something spins (no spin)")
+
+
 async def _quiet(awaitable: Any) -> None:
     try:
         await awaitable
@@ -347,7 +463,8 @@ async def _quiet(awaitable: Any) -> None:
 
 async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     rng = random.Random(seed)
-    world = World(random=rng.random)
+    # Half the seeds on a store that yields between requests and commits as IndexedDB does.
+    world = World(random=rng.random, yields=rng.choice([0, 0, 1, 2]))
     sim = Sim(seed, rng, world)
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
@@ -359,12 +476,13 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
 
     spy.subscribe(heard)
     world.store_hook = sim.mid_pass
+    world.link_hook = sim.at_post
     for _ in range(rng.randint(1, 3)):
         sim.open_tab()
     await settle()
     for _ in range(STEPS):
         await sim.step()
-        await settle()
+        await quiet(sim)
         await sim.check()
     await sim.finish()
     for tab in world.live:

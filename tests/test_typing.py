@@ -53,6 +53,23 @@ PROGRAMS = {
         reveal_type(pyjobq.current_job_id())
         reveal_type(pyjobq.Outbox)
     """,
+    "housekeeping": """
+        import asyncio
+        import pyjobq
+
+        async def main() -> None:
+            reveal_type(pyjobq.delete_job)
+            reveal_type(pyjobq.delete_group)
+            reveal_type(pyjobq.cancel_job)
+            reveal_type(pyjobq.retry_job)
+            reveal_type(pyjobq.retry_all)
+            reveal_type(pyjobq.cleanup_old)
+            reveal_type(pyjobq.suspend_type)
+            reveal_type(pyjobq.resume_type)
+            reveal_type(pyjobq.query_all)
+            reveal_type(asyncio.create_task(pyjobq.delete_group("doc")))
+            reveal_type(await pyjobq.delete_job("x"))
+    """,
     "every_name": "import pyjobq\n" + "".join(f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
 }
 
@@ -112,6 +129,25 @@ def test_updates_and_executor_helpers_are_typed(mypy_output: dict[str, list[str]
     assert job_id == 'note: Revealed type is "str | None"'
     assert outbox.startswith('note: Revealed type is "def (store: pyjobq.core.ports.Store')
     assert outbox.endswith('-> pyjobq.outbox.Outbox"')
+
+
+def test_housekeeping_calls_keep_their_async_signatures(mypy_output: dict[str, list[str]]) -> None:
+    """They send their request at the call now (issue 22, finding 10) and return the coroutine
+    that waits for the reply: to a type checker they are the ``async def`` s they were."""
+    coroutine = "def ({}) -> typing.Coroutine[Any, Any, {}]"
+    assert mypy_output["housekeeping"] == [f'note: Revealed type is "{t}"' for t in [
+        coroutine.format("job_id: str", "bool"),
+        coroutine.format("group: str", "int"),
+        coroutine.format("job_id: str", "bool"),
+        coroutine.format("job_id: str", "bool"),
+        coroutine.format("", "int"),
+        coroutine.format("", "int"),
+        coroutine.format("type: str", "None"),
+        coroutine.format("type: str", "None"),
+        coroutine.format("", "list[dict[str, Any]]"),
+        "_asyncio.Task[int]",
+        "bool",
+    ]]
 
 
 def test_every_public_name_resolves_statically(mypy_output: dict[str, list[str]]) -> None:

@@ -125,8 +125,9 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
         stored_job = side.job("stored-before")           # a record from an earlier visit
         job = side.enqueue_fetch("POST", "/api/x", {"n": 1})
         await asyncio.sleep(0)                            # the enqueue is on the wire
-        # In call order: query_all's task makes its request after enqueue_fetch filed the job.
-        assert [m["type"] for m in link.sent] == ["get_job", "enqueue", "query_all"]
+        # In call order: query_all's request went out at its call, before the task ran; the job
+        # filed after it travels after it.
+        assert [m["type"] for m in link.sent] == ["query_all", "get_job", "enqueue"]
 
         link.say(make("worker_error", stage="import", message="TypeError: Failed to fetch pyodide.mjs"))
 

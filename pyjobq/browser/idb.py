@@ -23,7 +23,7 @@ import asyncio
 import functools
 import logging
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js
@@ -131,10 +131,11 @@ def _nulls_to_none(value: Any) -> Any:
     return None if value is jsnull else value
 
 
-def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
+def _decode(value: Any, bad: list[tuple[Any, JobRecord]], *, quiet: bool = False) -> JobRecord | None:
     """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed record).
 
     A record with a status this version does not know (a newer pyjobq's) is None and left alone.
+    ``quiet``: log nothing (the value was logged when a read first met it).
     """
     try:
         data = _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
@@ -143,16 +144,19 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
         shallow = value.to_py(depth=1) if hasattr(value, "to_py") else {}
         data = {k: v for k, v in shallow.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
         exc = RecordError(f"job record {data.get('id')!r} nests deeper than {MAX_DEPTH} levels")
-        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        if not quiet:
+            log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id"), _malformed(data, exc)))
         return None
     try:
         return JobRecord.from_dict(data)
     except ForeignRecord as exc:
-        log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
+        if not quiet:
+            log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
         return None
     except RecordError as exc:
-        log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
+        if not quiet:
+            log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id") if isinstance(data, Mapping) else None, _malformed(data, exc)))
         return None
 
@@ -190,6 +194,16 @@ def _put_failed(store: Any, key: Any, record: JobRecord) -> None:
     if key != record.id and key is not None:
         store.delete(key)  # a non-str key: the failed record is filed under its str form
     store.put(_to_js(record.to_dict()))
+
+
+def _deletable(value: Any) -> JobRecord | None:
+    """What deleting a stored value deletes: its record (a malformed one as its failed form);
+    None for no value, or a newer pyjobq's record, which is left as it is."""
+    if value is None or value is jsnull:
+        return None
+    bad: list[tuple[Any, JobRecord]] = []
+    record = _decode(value, bad)
+    return bad[0][1] if bad else record
 
 
 def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
@@ -375,6 +389,40 @@ class IndexedDBStore:
         await t
         return done
 
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        wanted = frozenset(Status(s) for s in statuses)
+        t = await self._tx("readwrite", "update_by_status")
+        done: list[Updated] = []
+        seen: set[str] = set()  # a record changed into another of the statuses is met again
+
+        # A cursor per status, each change run and put from its success event: what is read is
+        # what is changed, in this one transaction. A record put with another status leaves the
+        # cursor's range; the cursor goes on past it.
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            bad: list[tuple[Any, JobRecord]] = []
+            current = _decode(cursor.value, bad)
+            if bad:  # failed in this same transaction, and left out
+                _put_failed(t.store, *bad[0])
+            elif current is not None and current.status in wanted and current.id not in seen:
+                seen.add(current.id)
+                new = apply(current)
+                if new is None:
+                    done.append(Updated(current, False))
+                else:
+                    t.store.put(_to_js(new.to_dict()))
+                    done.append(Updated(new, True))
+            cursor.continue_()  # fires the same request's success event again
+
+        index = t.store.index("by_status")
+        for status in sorted(s.value for s in wanted):
+            t.then(index.openCursor(status), step)
+        await t
+        done.sort(key=lambda u: (u.record.created_at, u.record.id) if u.record is not None else (0.0, ""))
+        return done
+
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         t = await self._tx("readonly", "entries")
         found: list[Entry] = []
@@ -414,13 +462,42 @@ class IndexedDBStore:
             t.store.put(_to_js(record.to_dict()))
         await t
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         if not job_ids:
-            return
+            return []
         t = await self._tx("readwrite", "delete_many")
-        for job_id in job_ids:
-            t.store.delete(job_id)
+        deleted: list[JobRecord] = []
+
+        def one(job_id: str, value: Any) -> None:
+            record = _deletable(value)
+            if record is not None:
+                t.store.delete(job_id)
+                deleted.append(record)
+
+        # Each get is issued now and each delete from its success event: what is read is what
+        # is deleted, in this one transaction (a change made in between would be lost).
+        for job_id in dict.fromkeys(job_ids):
+            t.then(t.store.get(job_id), functools.partial(one, job_id))
         await t
+        return deleted
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        t = await self._tx("readwrite", "delete_group")
+        deleted: list[JobRecord] = []
+
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            record = _deletable(cursor.value)
+            if record is not None:
+                cursor.delete()
+                deleted.append(record)
+            cursor.continue_()  # fires the same request's success event again
+
+        t.then(t.store.index("by_group").openCursor(group), step)
+        await t
+        deleted.sort(key=lambda r: (r.created_at, r.id))
+        return deleted
 
     async def _get_all(self, index: str | None, query: Any, what: str) -> list[JobRecord]:
         t = await self._tx("readonly", what)
@@ -437,10 +514,26 @@ class IndexedDBStore:
         return records
 
     async def _fail_malformed(self, bad: list[tuple[Any, JobRecord]]) -> None:
-        """Fail every malformed value found by a read, in one write."""
+        """Fail every malformed value found by a read, in one write.
+
+        The read was another transaction: each value is read again in this one and failed only
+        if it still is malformed, so a write committed in between (a delete, a valid record)
+        is kept rather than overwritten with the failed form of what was there before."""
         t = await self._tx("readwrite", "fail_malformed")
+
+        def recheck(key: Any, value: Any) -> None:
+            if value is None or value is jsnull:
+                return  # deleted since
+            still: list[tuple[Any, JobRecord]] = []
+            _decode(value, still, quiet=True)
+            if still:
+                _put_failed(t.store, key, still[0][1])
+
         for key, record in bad:
-            _put_failed(t.store, key, record)
+            if key is None:  # no key to read it again by
+                _put_failed(t.store, key, record)
+            else:
+                t.then(t.store.get(key), functools.partial(recheck, key))
         await t
 
     async def by_status(self, status: str) -> list[JobRecord]:
@@ -487,17 +580,29 @@ class IndexedDBStore:
 
     async def next_due_at(self, after: float | None = None) -> float | None:
         t = await self._tx("readonly", "next_due_at")
-        first: list[Any] = []
-        # The index is ordered by next_retry_at: its first key (past ``after``) is the soonest.
-        # Only pending records and running leases carry next_retry_at (see records.py).
+        found: list[float] = []
+
+        # The index is ordered by next_retry_at, every number before any other kind of key: walk
+        # it from the soonest (past ``after``) to the first record a pass could claim. Any other
+        # record's key is stepped over (the Store contract): one done or foreign record with a
+        # past next_retry_at must not arm a wake in the past, again and again (issue 22).
+        def step(cursor: Any) -> None:
+            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            key = cursor.key
+            if not isinstance(key, (int, float)) or isinstance(key, bool) or key == math.inf:
+                return  # +Infinity, then dates, strings, arrays: none is a moment to wake at
+            # A missing property raises AttributeError through the proxy: read with a default.
+            if math.isfinite(key) and getattr(cursor.value, "status", None) in CLAIMABLE:
+                found.append(float(key))
+                return
+            cursor.continue_()  # fires the same request's success event again
+
         query = None if after is None else js.IDBKeyRange.lowerBound(after, True)
         index = t.store.index("by_next_retry")
-        request = index.openKeyCursor() if query is None else index.openKeyCursor(query)
-        t.then(request, lambda c: first.append(c.key if c else None))
+        t.then(index.openCursor() if query is None else index.openCursor(query), step)
         await t
-        # +Infinity is a valid IndexedDB key: never a moment to wake at (the record is malformed).
-        due_at = float(first[0]) if first and first[0] is not None else None
-        return due_at if due_at is not None and math.isfinite(due_at) else None
+        return found[0] if found else None
 
     async def all(self) -> list[JobRecord]:
         return await self._get_all(None, None, "all")

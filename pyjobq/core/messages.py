@@ -29,12 +29,15 @@ VERSION = 1
 #: with revision 1 in either direction: a ``run`` with no claim is answered with none, and an
 #: answer with no claim is taken for the job's current claim, as revision 1 did.
 RUN_REVISION = 2
-#: How long an abandoned run (deleted, cancelled, or its scheduler stopped) may take to end.
-#: The page aborts the run's AbortSignal at once; an executor that heeds it
-#: (``signal.heeded``, as the built-in ``fetch`` does when its transport takes the signal) is
-#: waited for this long before it is cancelled, one that does not is cancelled at once. The
-#: scheduler keeps the run's type and run lock busy until the page says the run ended, or
-#: for this grace plus the handshake at most.
+#: How long an abandoned run (deleted, cancelled, or its scheduler stopped) may take to end,
+#: counted by the page from the moment it *handles* ``abandon_run``. The page aborts the run's
+#: AbortSignal at once; an executor that heeds it (``signal.heeded``, as the built-in ``fetch``
+#: does when its transport takes the signal) is waited for this long before it is cancelled,
+#: one that does not is cancelled at once; then the page says the run ended. The scheduler keeps
+#: the run's type and run lock busy until that word, with no clock of its own: a clock started
+#: when the scheduler *sent* ``abandon_run`` would run out early on a page that was busy or
+#: frozen meanwhile, and the type's next job would go on the wire beside the old one. The
+#: scheduler lives and dies with its page (a dedicated worker), so the word always comes.
 ABANDON_GRACE_MS = 30_000.0
 #: How often the store is read again for what news may have missed: a page re-reads the records
 #: of jobs it awaits, a scheduler those of the runs it has in flight. News of an end or a delete
@@ -97,8 +100,15 @@ SCHEMA: dict[str, MessageType] = {
                  "the closure from ``reconstructor`` and ``params`` when it has none).",
                  job_id=_STR, reconstructor=_STR, params=_ANY, job_type=_STR, attempt=(int,),
                  claim=_OPT_STR),
-    "run_started": _type(PAGE, "The page began the run (the handshake: none within "
-                         "``handshake_timeout_ms`` fails the job).", job_id=_STR, claim=_OPT_STR),
+    "run_started": _type(PAGE, "The page began the run (the handshake; when none came within "
+                         "``handshake_timeout_ms`` the scheduler asks with ``run_check``).",
+                         job_id=_STR, claim=_OPT_STR),
+    "run_check": _type(SCHEDULER, "The handshake deadline passed with no ``run_started``: has this "
+                       "claim's run begun? The link is FIFO, so the page handles the ``run`` first; "
+                       "a busy or frozen page answers late, never wrongly.", job_id=_STR, claim=_OPT_STR),
+    "run_checked": _type(PAGE, "The answer to ``run_check``: ``started`` says whether the page has "
+                         "this claim's run in hand; false fails the job ``handshake_timeout``.",
+                         job_id=_STR, claim=_OPT_STR, started=(bool,)),
     "run_result": _type(PAGE, "How the run ended: ``ok`` and its ``result``, or its ``error``, "
                         "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``.",
                         job_id=_STR, ok=(bool,), claim=_OPT_STR, offline=(bool, type(None))),

@@ -31,6 +31,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from .messages import RECHECK_MS
+
 __all__ = ["Mode", "JOB_QUEUE", "VOLATILE", "OUTBOX", "RETENTION_MS"]
 
 
@@ -61,6 +63,11 @@ class Mode:
     #: The lease holder deletes ``done`` records older than this by itself, on taking the lease
     #: and every :data:`~pyjobq.core.retention.SWEEP_EVERY_MS` while it holds it; None: no sweep.
     retention_ms: float | None = None
+    #: An idle engine reads the store again this often, news or no news: a record stored by a
+    #: tab that died before its ``job-update`` left is found within this bound, not at the next
+    #: enqueue or the hourly sweep. None: only its own writes reach its store (volatile jobs),
+    #: or a watchdog of its own does this (the outbox's ``poll_interval_ms``).
+    recheck_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.on_success not in ("keep", "delete"):
@@ -71,6 +78,9 @@ class Mode:
             raise ValueError("Mode: run locks guard lock-based recovery, which leases replace; choose one")
         if self.lanes not in ("type", "fifo"):
             raise ValueError(f"Mode.lanes must be 'type' or 'fifo', got {self.lanes!r}")
+        if self.recheck_ms is not None and not self.recheck_ms > 0:
+            raise ValueError(f"Mode.recheck_ms must be a positive number of milliseconds or None, "
+                             f"got {self.recheck_ms!r}")
         if self.retention_ms is not None and not self.retention_ms > 0:
             raise ValueError(f"Mode.retention_ms must be a positive number of milliseconds or None, "
                              f"got {self.retention_ms!r}")
@@ -94,7 +104,7 @@ class Mode:
 RETENTION_MS = 7 * 24 * 3600 * 1000.0
 
 #: Persistent jobs: one processor lease, lock-based recovery, run locks, done records kept 7 days.
-JOB_QUEUE = Mode("job queue", run_locks=True, retention_ms=RETENTION_MS)
+JOB_QUEUE = Mode("job queue", run_locks=True, retention_ms=RETENTION_MS, recheck_ms=RECHECK_MS)
 #: Volatile jobs: this tab's closures; no run locks (nothing else recovers), suspendable types.
 VOLATILE = Mode("volatile", volatile=True)
 #: The outbox: claims are 60 s leases, FIFO across types, a done entry is deleted, no HTTP rules.

@@ -21,6 +21,12 @@ Order of the branches (spec: "Retry timing and special HTTP statuses"):
 5. offline (no HTTP status: nothing was reached) → pending on the ordinary ladder, attempt given back.
 6. otherwise (404 included) → failed at the ceiling, else pending on the ladder.
 
+A record that ends (done, failed, cancelled) says why in ``error``, ``http_status`` and
+``code``, all three set by the move that ended it from the cause that did: nothing an
+earlier attempt left survives it (a job whose page died on its last try is ``page_gone``,
+not the 401 of the try before). :func:`_move` refuses a terminal move that does not name
+all three.
+
 Every function here returns a new record; none performs I/O.
 """
 
@@ -31,7 +37,7 @@ from typing import Callable, Sequence
 
 from ..codes import Code
 from .records import JobRecord, RunResult
-from .status import Event, Status, apply
+from .status import TERMINAL, Event, Status, apply
 
 #: Replaying a byte-identical request cannot change permissions, resolve a
 #: conflict or fix an invalid body. Closed on purpose: callers must treat one
@@ -43,8 +49,15 @@ AUTH_RETRY_MS = 60_000.0
 OFFLINE = Code.OFFLINE
 
 
+#: What a terminal record is explained by; every move to one sets all three.
+_WHY = frozenset({"error", "http_status", "code"})
+
+
 def _move(record: JobRecord, event: Event, now: float, **changes: object) -> JobRecord:
     status = apply(record.status, event)
+    if status in TERMINAL and not _WHY <= changes.keys():
+        raise TypeError(f"a move to {status.value} must set error, http_status and code from its own "
+                        f"cause (an earlier attempt's would explain it); missing {sorted(_WHY - changes.keys())}")
     if status is not Status.PENDING:
         changes.setdefault("next_retry_at", None)
     if status is not Status.RUNNING:
@@ -65,7 +78,7 @@ def claim(record: JobRecord, now: float, owner: str, lease_ms: float | None = No
         return _move(
             record, Event.FAIL, now,
             error=f"no attempts left ({record.attempts} of {record.max_attempts} spent)",
-            code=record.code or Code.ATTEMPTS_EXHAUSTED,
+            http_status=None, code=Code.ATTEMPTS_EXHAUSTED,
         )
     lease = None if lease_ms is None else now + lease_ms
     return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner, next_retry_at=lease)
@@ -75,12 +88,17 @@ def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRe
     """A running record whose lease ran out, claimed again in one write.
 
     Its holder is presumed gone, so this is :func:`recover` (the dead run spent its
-    attempt; failed at the ceiling) followed by :func:`claim` under a new lease.
+    attempt; failed at the ceiling, ``page_gone``, saying it was the lease that ran out)
+    followed by :func:`claim` under a new lease.
     """
-    recovered = recover(record, now)
-    if recovered.status is not Status.PENDING:
-        return recovered
-    return claim(recovered, now, owner, lease_ms)
+    if record.status is Status.RUNNING and record.attempts >= record.max_attempts:
+        return _move(
+            record, Event.FAIL, now,
+            error=f"its lease ran out on the last allowed attempt ({record.attempts} of {record.max_attempts}): "
+                  "the page running it closed, crashed or froze mid-run, so whether its work was done is unknown",
+            http_status=None, code=Code.PAGE_GONE,
+        )
+    return claim(recover(record, now), now, owner, lease_ms)
 
 
 def settle(
@@ -166,8 +184,9 @@ def recover(record: JobRecord, now: float) -> JobRecord:
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
-            error=record.error or "the page running the last allowed attempt went away",
-            code=record.code or Code.PAGE_GONE,
+            error=f"the page running the last allowed attempt ({record.attempts} of {record.max_attempts}) "
+                  "went away mid-run",
+            http_status=None, code=Code.PAGE_GONE,
         )
     return _move(record, Event.RECOVER, now, next_retry_at=now)
 
@@ -181,11 +200,12 @@ def unpark(record: JobRecord, now: float) -> JobRecord:
 
 
 def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> JobRecord:
-    return _move(record, Event.FAIL, now, error=error, code=code)
+    """Failed for a cause no HTTP answer had part in (a handshake that never came, say)."""
+    return _move(record, Event.FAIL, now, error=error, http_status=None, code=code)
 
 
 def cancel(record: JobRecord, now: float) -> JobRecord:
-    return _move(record, Event.CANCEL, now, error="cancelled", code=Code.CANCELLED)
+    return _move(record, Event.CANCEL, now, error="cancelled", http_status=None, code=Code.CANCELLED)
 
 
 def prunable(

@@ -53,7 +53,10 @@ class Store(Protocol):
 
     Every method is one atomic transaction: it either fully applies or raises
     and changes nothing. Records come back as new objects; mutating them changes
-    nothing stored.
+    nothing stored. Calls take effect in the order they were made (IndexedDB runs the
+    transactions of one object store in the order they were created), but other tasks run
+    between two calls: a read-modify-write must be one call (``update_many`` with its
+    ``when``, ``delete_many``, ``delete_group``), never a read and then a blind write.
     """
 
     async def add(self, records: Sequence[JobRecord]) -> None:
@@ -79,6 +82,17 @@ class Store(Protocol):
         every lane, cost one transaction.
         """
 
+    async def update_by_status(self, statuses: Collection[Status],
+                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+        """Change every record whose status is one of ``statuses`` in one transaction: the
+        records are read and written there (:meth:`update_many` of a :class:`Change` with
+        ``when=statuses`` for each). One :class:`Updated` per record found, oldest first; all
+        apply or none. A malformed value is failed, as by every read, and left out.
+
+        What ``retry_all`` and suspending a type need: a read of the ids first and a write
+        after would miss a change made between them and revive a record a later call ended.
+        """
+
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         """What a pass decides on, without payloads (:class:`~pyjobq.core.view.Entry`).
 
@@ -91,8 +105,19 @@ class Store(Protocol):
     async def put_many(self, records: Sequence[JobRecord]) -> None:
         """Write (insert or replace) all of ``records`` or none."""
 
-    async def delete_many(self, job_ids: Sequence[str]) -> None:
-        """Delete all of ``job_ids`` (missing ids are ignored) or none."""
+    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """Delete those of ``job_ids`` that exist, all or none, in one transaction that reads
+        what it deletes; returns the records deleted, as they were, in the order of ``job_ids``
+        (a malformed value as its failed form). Missing ids are ignored; a record of a newer
+        pyjobq (a status this version does not know) is left as it is and not returned.
+
+        One transaction: a change issued after it finds nothing; one issued before it is
+        deleted with it (what a read in one transaction and a delete in another would lose).
+        """
+
+    async def delete_group(self, group: str) -> list[JobRecord]:
+        """Delete every record of ``group`` in one transaction (as :meth:`delete_many` would
+        delete them); returns them as they were, oldest first; [] when none."""
 
     async def by_status(self, status: str) -> list[JobRecord]:
         """Records with that status, oldest (created_at, id) first; [] when none."""
@@ -113,11 +138,19 @@ class Store(Protocol):
         """
 
     async def next_due_at(self, after: float | None = None) -> float | None:
-        """The smallest ``next_retry_at`` of any pending record or running lease, or None.
+        """The soonest ``next_retry_at`` among the records a pass could claim, or None.
+
+        Those are the records :meth:`due_keys` lists once their moment comes: pending
+        records, and running records holding a lease (the only running records with a
+        ``next_retry_at``), whatever else they hold (a malformed one is failed by the
+        read that meets it). No other record's ``next_retry_at`` counts — a finished or
+        paused record's, a foreign status's (a newer pyjobq's) — nor a value that is not
+        a finite number: a wake armed from the answer is never for work no pass can take.
+        Every store answers alike (tests/store_contract.py).
 
         With ``after``, the smallest one strictly greater than ``after``: the next
-        moment something *becomes* due, skipping work already due but waiting for
-        its lane.
+        moment something *becomes* due, skipping work already due but waiting on
+        something else (its lane, a run lock).
         """
 
     async def all(self) -> list[JobRecord]:

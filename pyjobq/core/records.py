@@ -66,6 +66,23 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+#: What :func:`check_str` tells a caller to pass, for each kind of argument.
+A_JOB_ID = "a job's id, a str such as job.id or the id of a row of query_all()"
+A_GROUP = "a group name, a str: the group= the jobs were filed with"
+A_TYPE = "a job type, a str: the type= the jobs were filed with"
+
+
+def check_str(value: Any, call: str, expected: str) -> str:
+    """``value``, when it is a str; otherwise :class:`InvalidJobError` naming the call and its
+    argument (``call``: ``"delete_job(job_id)"``), what it got, and what to pass (``expected``:
+    :data:`A_JOB_ID`, :data:`A_GROUP`, :data:`A_TYPE`). A public call checks its arguments
+    itself, where the caller can hear it: a message the scheduler refuses is answered only
+    with an error, and a value no message can carry is never sent."""
+    if not isinstance(value, str):
+        raise InvalidJobError(f"{call}: expected {expected}; got {reprlib.repr(value)} ({type(value).__name__})")
+    return value
+
+
 def check_json(value: Any, what: str) -> Any:
     """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages
     hold) and nests no deeper than :data:`MAX_DEPTH`."""
@@ -98,12 +115,12 @@ class NewJob:
     delay_ms: float = 0
 
     def __post_init__(self) -> None:
-        _need(isinstance(self.id, str) and self.id != "", "id must be a non-empty str")
+        _need(isinstance(self.id, str) and self.id != "", f"id must be a non-empty str, got {_shown(self.id)}")
         _need(isinstance(self.reconstructor, str) and self.reconstructor != "",
-              "reconstructor must be a non-empty str naming a registered factory")
-        _need(isinstance(self.type, str) and self.type != "", "type must be a non-empty str")
-        _need(self.group is None or isinstance(self.group, str), "group must be a str or None")
-        _need(self.label is None or isinstance(self.label, str), "label must be a str or None")
+              f"reconstructor must be a non-empty str naming a registered factory, got {_shown(self.reconstructor)}")
+        _need(isinstance(self.type, str) and self.type != "", f"type must be a non-empty str, got {_shown(self.type)}")
+        _need(self.group is None or isinstance(self.group, str), f"group must be a str or None, got {_shown(self.group)}")
+        _need(self.label is None or isinstance(self.label, str), f"label must be a str or None, got {_shown(self.label)}")
         _need(
             isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
             and self.max_attempts >= 1,
@@ -142,6 +159,10 @@ class NewJob:
             _reconstructor=self.reconstructor,
             _params=self.params,
         )
+
+
+def _shown(value: Any) -> str:
+    return reprlib.repr(value)
 
 
 def _need(ok: bool, message: str) -> None:

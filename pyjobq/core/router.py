@@ -32,15 +32,20 @@ class Router:
             "pyjobq ignored a channel message: …", "pyjobq ignored a message from its worker: …".
         quiet: look only at the types in ``handlers``; say nothing of anything else (a
             listener beside the link's owner, which logs what is wrong).
+        refuse: called with what arrived and why it is not a message, after logging it: a
+            receiver that answers requests tells the sender of a malformed one (it would
+            otherwise wait for a reply that never comes).
     """
 
     def __init__(self, name: str, handlers: Mapping[str, Handler], *, ignore: Collection[str] = (),
-                 kind: str = "", origin: str = "", quiet: bool = False) -> None:
+                 kind: str = "", origin: str = "", quiet: bool = False,
+                 refuse: Callable[[Any, str], None] | None = None) -> None:
         self.name = name
         self.handlers = dict(handlers)
         self.ignore = frozenset(ignore)
         self._what = (f"{kind} " if kind else "") + "message" + (f" from {origin}" if origin else "")
         self.quiet = quiet
+        self.refuse = refuse
 
     def __call__(self, data: Any) -> None:
         if self.quiet and not (isinstance(data, dict) and data.get("type") in self.handlers):
@@ -50,6 +55,8 @@ class Router:
         except BadMessage as exc:
             if not self.quiet:
                 log.warning("%s ignored a %s: %s", self.name, self._what, exc)
+                if self.refuse is not None:
+                    self.refuse(data, f"{self.name} refused a malformed request: {exc}")
             return
         handler = self.handlers.get(msg["type"])
         if handler is not None:

@@ -88,6 +88,7 @@ CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
 ONLY_PENDING = frozenset({Status.PENDING})
 ONLY_RUNNING = frozenset({Status.RUNNING})
 ONLY_PAUSED = frozenset({Status.PAUSED})
+ONLY_FAILED = frozenset({Status.FAILED})
 
 
 def apply(status: Status | str, event: Event | str) -> Status:

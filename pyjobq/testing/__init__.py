@@ -8,14 +8,16 @@ wall clock:
   simulated world go quiet.
 - :class:`World` and :class:`Tab` — one origin with several tabs sharing a store, locks, a
   channel and a fake clock, each tab a page and its scheduler worker, as in a browser. A
-  tab can :meth:`~Tab.crash`, :meth:`~Tab.freeze` and :meth:`~Tab.resume`; the world can go
+  tab can :meth:`~Tab.crash`, :meth:`~Tab.freeze` and :meth:`~Tab.resume`, and its page can be
+  busy (:meth:`~Tab.block` / :meth:`~Tab.unblock`) while its worker runs on; the world can go
   offline (``world.online = False``) and move time (:meth:`World.advance`).
 - :class:`FakeClock` — the clock that moves only when told to.
 - :func:`record` — a stored job record with the fields you name; :func:`sequential_ids` —
   predictable job ids.
 - :class:`Response` — what a test transport returns for a fetch job.
 - Fault injection for harder tests: :class:`GuardedStore` and :attr:`World.store_hook` (act
-  in the middle of a tab's store write), :class:`FreezableClock`, :class:`FreezableChannel`.
+  in the middle of a tab's store write), :attr:`World.link_hook` (act as a worker posts to its
+  page, e.g. at ``run``), :class:`FreezableClock`, :class:`FreezableChannel`.
 
 A test of your app's code::
 
@@ -58,6 +60,8 @@ CHANNEL = _world.CHANNEL
 """The channel a :class:`World`'s tabs share: pyjobq's default ``channel_name``."""
 StoreHook = _world.StoreHook
 """The type of :attr:`World.store_hook`: ``async (tab, operation, "before" | "after", args) -> None``."""
+LinkHook = _world.LinkHook
+"""The type of :attr:`World.link_hook`: ``(tab, message) -> None``, as a tab's worker posts to its page."""
 PLAYWRIGHT_HELPER = str(Path(__file__).with_name("playwright.cjs"))
 """The path of the Playwright helper for cross-tab tests of your pages (docs/testing.md):
 ``require()`` or ``import`` it from your Playwright tests."""
@@ -67,6 +71,6 @@ __all__ = [
     "World", "Tab", "FakeClock",
     "record", "sequential_ids", "T0",
     "Response",
-    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LOCK", "CHANNEL",
+    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook", "LOCK", "CHANNEL",
     "PLAYWRIGHT_HELPER",
 ]

@@ -22,7 +22,10 @@ it; the runs it leads to (``run`` messages from the worker) are the tab's.
 Browser arrangements (pyjobq/browser/runtime.py): by default the worker's scheduler holds the
 processor lease itself; ``page_lease=True`` has the page hold it (a page with a document);
 ``waiting=True`` is a page in line for the lease whose worker has no scheduler until the
-first grant, while the page's own request-only scheduler answers its store requests.
+first grant, while the page's own request-only scheduler answers its store requests;
+``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
+worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
+for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HeldLease`) — frozen, it keeps it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
 from ..core.messages import make
 from ..core.ports import Message, Unsubscribe
 from ..executor import ExecutorSide
-from ..lease import LeaseHolder, LinkLease, NeverLease, fake_grab
+from ..lease import HeldLease, LeaseHolder, LinkLease, NeverLease, fake_grab
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
 from ..wiring import in_process
@@ -53,6 +56,9 @@ CHANNEL = DEFAULT_CHANNEL_NAME
 
 #: ``await hook(tab, operation, "before" | "after", args)`` around every store write of a tab.
 StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
+#: ``hook(tab, message)`` as a tab's worker posts ``message`` to its page, before it is delivered:
+#: where a test freezes the tab, or blocks its page, at the moment ``run`` is posted.
+LinkHook = Callable[["Tab", Message], None]
 
 #: The tab whose code is running (unset: the test's own code).
 _TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar("pyjobq_testing_tab", default=None)
@@ -94,14 +100,13 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
 class GuardedStore:
     """One tab's view of the shared store: a write after the tab died is a violation.
 
-    Reads pass through. Around each write (``add``, ``update``, ``update_many``, ``put_many``,
-    ``delete_many``) the world's :attr:`World.store_hook` is awaited, before and after: where
+    Reads pass through. Around each write (:attr:`WRITES`) the world's :attr:`World.store_hook` is awaited, before and after: where
     a test freezes or crashes the tab in the middle of a pass. A write from a dead tab is
     appended to :attr:`World.violations` (it still happens: the test then fails on it).
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "put_many", "delete_many")
+    WRITES = ("add", "update", "update_many", "put_many", "delete_many", "delete_group", "update_by_status")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
@@ -239,12 +244,24 @@ class FreezableChannel:
 
 
 class _TabLink:
-    """One end of a page ↔ worker link whose listeners run as the tab's own code."""
+    """One end of a page ↔ worker link whose listeners run as the tab's own code.
 
-    def __init__(self, end: MemoryLink, tab: "Tab") -> None:
-        self.end, self._tab = end, tab
+    The worker's end calls the world's :attr:`World.link_hook` as it posts; the page's end holds
+    what the page posts while the page is blocked (:meth:`Tab.block`: a page running nothing
+    sends nothing), and posts it, in order, when it is unblocked.
+    """
+
+    def __init__(self, end: MemoryLink, tab: "Tab", *, page: bool = False) -> None:
+        self.end, self._tab, self._page = end, tab, page
 
     def send(self, message: Message) -> None:
+        tab = self._tab
+        if self._page:
+            if tab.blocked_sends is not None:
+                tab.blocked_sends.append((self.end, message))
+                return
+        elif tab.world.link_hook is not None and tab.alive:
+            tab.world.link_hook(tab, message)
         self.end.send(message)
 
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
@@ -262,7 +279,7 @@ class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False) -> None:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world this tab is in.
         self.world = world
@@ -272,6 +289,8 @@ class Tab:
         self.alive = True
         #: True between :meth:`freeze` and :meth:`resume`.
         self.frozen = False
+        #: What the page posted while blocked (:meth:`block`), in order; None when not blocked.
+        self.blocked_sends: list[tuple[MemoryLink, Message]] | None = None
         #: Every job's fields as last published to this page (a done volatile job is forgotten by
         #: its engine once published: this is where its last state is read).
         self.published: dict[str, dict[str, Any]] = {}
@@ -283,8 +302,10 @@ class Tab:
         self.locks = world.locks.client()
         #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
         self.page_locks = world.locks.client()
-        #: This tab's view of the world's clock.
+        #: This tab's view of the world's clock (its worker's timers).
         self.clock = FreezableClock(world.clock, self)
+        #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
+        self.page_clock = FreezableClock(world.clock, self)
         #: The page's and the worker's channels.
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
@@ -297,31 +318,36 @@ class Tab:
         self._requests_end: MemoryLink | None = None
         self.request_channel: FreezableChannel | None = None
         self._schedulers: list[Scheduler] = []
-        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting)
+        if worker_host and (page_lease or waiting):
+            raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
+        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
 
     def _open(self, transport: Any, reconstructors: Mapping[str, Callable[[Any], Any]] | None,
-              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool) -> None:
+              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool, worker_host: bool) -> None:
         world = self.world
         if waiting:
             self._requests_end, self._requests_link = link_pair()
             self.request_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
         self.queue = ExecutorSide(
-            link=_TabLink(self.page_link, self), channel=self.page_channel, source=self.name,
+            link=_TabLink(self.page_link, self, page=True), channel=self.page_channel, source=self.name,
             reconstructors=dict(reconstructors or {}), transport=transport,
-            requests=_TabLink(self._requests_end, self) if self._requests_end is not None else None,
+            requests=_TabLink(self._requests_end, self, page=True) if self._requests_end is not None else None,
             requests_source=f"{self.name}:page" if waiting else None,
-            is_online=lambda: world.online, clock=self.clock, locks=self.page_locks, yields=yields)
+            is_online=lambda: world.online, clock=self.page_clock, locks=self.page_locks, yields=yields)
         self.queue.on_update(self._heard)
         if waiting:
             assert self._requests_end is not None and self._requests_link is not None
             assert self.request_channel is not None
             self.requests = self._scheduler((self._requests_end, self._requests_link), self.page_locks, self.request_channel,
-                                            f"{self.name}:page", NeverLease())
+                                            f"{self.name}:page", NeverLease(), clock=self.page_clock, page=True)
             # Its worker's script runs (no Pyodide yet): the page sends what it holds.
             self.worker_link.send(make("worker_alive"))
-            self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
-                                                  eager=True, on_first_grant=self._boot)
+            if worker_host:
+                self._bootstrap_holds_the_lease()
+            else:
+                self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
+                                                      eager=True, on_first_grant=self._boot)
         elif page_lease:
             self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
             self._boot()
@@ -334,20 +360,30 @@ class Tab:
         return self.queue
 
     def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: Any, channel: FreezableChannel,
-                   source: str, lease: Any) -> Scheduler:
+                   source: str, lease: Any, *, clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
         world = self.world
         scheduler = in_process(
-            store=GuardedStore(world.store, self), source=source, clock=self.clock, lock_name=LOCK,
-            locks=locks, channel=channel, ends=ends, wrap=lambda end: _TabLink(end, self),
+            store=GuardedStore(world.store, self), source=source, clock=clock or self.clock, lock_name=LOCK,
+            locks=locks, channel=channel, ends=ends, wrap=lambda end: _TabLink(end, self, page=page),
             random=world.random, is_online=lambda: world.online, lease=lease, **self._worker_args).scheduler
         self._schedulers.append(scheduler)
         return scheduler
 
-    def _boot(self) -> None:
+    def _boot(self, lease: Any = None) -> None:
         """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
-        lease = LinkLease(self.worker_link) if self.queue.lease_holder is not None else None
+        if lease is None and self.queue.lease_holder is not None:
+            lease = LinkLease(self.worker_link)
         self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
                                  self.name, lease)
+
+    def _bootstrap_holds_the_lease(self) -> None:
+        """A worker host's bootstrap: take the lock, then boot the scheduler, and keep the lock
+        for the worker's life (it goes when the tab crashes)."""
+        async def held(_lock: Any) -> None:
+            self._boot(HeldLease())
+            await asyncio.get_running_loop().create_future()  # for the worker's life
+
+        asyncio.ensure_future(self.locks.request(LOCK, held))
 
     def _heard(self, update: Any) -> None:
         if not update.get("progress_only"):
@@ -377,8 +413,8 @@ class Tab:
         self.frozen = True
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.freeze()
-        for part in (self.page_link, self.worker_link, self.clock, self.page_channel, self.worker_channel,
-                     self.request_channel, self._requests_link):
+        for part in (self.page_link, self.worker_link, self.clock, self.page_clock, self.page_channel,
+                     self.worker_channel, self.request_channel, self._requests_link, self._requests_end):
             if part is not None:
                 part.freeze()
 
@@ -387,14 +423,49 @@ class Tab:
         self.frozen = False
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.resume()
-        for part in (self.worker_link, self.page_link, self._requests_link, self.clock, self.worker_channel,
-                     self.page_channel, self.request_channel):
-            if part is not None:
-                part.thaw()
+        page = (self.page_link, self._requests_link, self._requests_end, self.page_clock, self.page_channel,
+                self.request_channel)
+        for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end, self.clock,
+                     self.page_clock, self.worker_channel, self.page_channel, self.request_channel):
+            if part is not None and not (self.blocked and part in page):
+                part.thaw()  # a page still blocked stays so: unblock() delivers what waits for it
         waiters, self._thaw_waiters = self._thaw_waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    @property
+    def blocked(self) -> bool:
+        """True between :meth:`block` and :meth:`unblock`."""
+        return self.blocked_sends is not None
+
+    def block(self) -> None:
+        """The page's event loop is blocked (a notebook cell computing, long synchronous Python):
+        nothing reaches the page — its worker's messages, its timers, the channel — and what it
+        posts waits, while its worker runs on. Unlike :meth:`freeze`, no handler runs and the
+        page lets no lock go: a busy page is not a frozen one. (Known limit: a task of the page
+        already under way, such as a transport's call, still runs; only what it posts waits.)"""
+        if self.blocked_sends is not None or not self.alive:
+            return
+        self.blocked_sends = []
+        for part in (self.page_link, self.page_clock, self.page_channel, self.request_channel,
+                     self._requests_link, self._requests_end):
+            if part is not None:
+                part.freeze()
+
+    def unblock(self) -> None:
+        """The page's loop runs again: what it posted goes out, then what waited for it arrives."""
+        sends, self.blocked_sends = self.blocked_sends, None
+        if sends is None or not self.alive:
+            return
+        for end, message in sends:
+            end.send(message)
+        if self.frozen:
+            return  # frozen meanwhile: resume() delivers the rest
+        for part in (self.page_link, self._requests_link, self._requests_end, self.page_clock,
+                     self.page_channel, self.request_channel):
+            if part is not None:
+                part.thaw()
 
     def crash(self) -> None:
         """The tab is gone (closed, killed, out of memory): its worker stops, every task its code
@@ -415,6 +486,7 @@ class Tab:
                 channel.crash()
         self.queue.crash()
         self.frozen = False
+        self.blocked_sends = None
         for waiter in self._thaw_waiters:
             waiter.cancel()
 
@@ -425,17 +497,20 @@ class World:
     Args:
         random: the retry ladder's random source (``random.random``-like); default always 0,
             so backoff delays are exact.
+        yields: how many event-loop turns each store call gives away before its transaction
+            begins and after it commits, as IndexedDB's do (:class:`~pyjobq.memory.MemoryStore`);
+            0, the default, runs each call to its end at once.
 
     Open tabs with :meth:`open_tab`, move time with :meth:`advance`, read what is stored with
     :meth:`record` or :attr:`store`. Create it inside the running loop (in the test's
     ``async def``), as tabs start tasks.
     """
 
-    def __init__(self, random: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, random: Callable[[], float] = lambda: 0.0, *, yields: int = 0) -> None:
         #: The origin's clock: moves only in :meth:`advance` (or ``clock.advance``).
         self.clock = FakeClock()
         #: The origin's IndexedDB database.
-        self.store = MemoryStore(clock=self.clock)
+        self.store = MemoryStore(clock=self.clock, yields=yields)
         #: The origin's ``navigator.locks``: ``locks.client()`` is one more lock context (a page
         #: doing foreground work, say); ``locks.held()`` what is held.
         self.locks = LockHub()
@@ -453,11 +528,14 @@ class World:
         #: Awaited around every store write of a tab (:class:`GuardedStore`): where a test freezes
         #: or crashes a tab in the middle of a pass. None: no hook.
         self.store_hook: StoreHook | None = None
+        #: Called as a tab's worker posts a message to its page (:data:`LinkHook`): where a test
+        #: freezes a tab or blocks its page at the moment ``run`` is posted. None: no hook.
+        self.link_hook: LinkHook | None = None
         self._names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False) -> Tab:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> Tab:
         """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
 
         Args:
@@ -468,10 +546,12 @@ class World:
             yields: ``{job type: lock name}`` (spec: "Yielding").
             page_lease: the page holds the processor lease (a page with a document).
             waiting: the page waits in line for the lease; its worker boots on the first grant.
+            worker_host: an executor side with no document (a notebook kernel): its worker's
+                bootstrap holds the lease for the worker's life, frozen or not.
         """
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
                   handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
-                  waiting=waiting)
+                  waiting=waiting, worker_host=worker_host)
         self.tabs.append(tab)
         return tab
 

@@ -207,3 +207,74 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     assert raw["newer"]["status"] == "snoozed" and raw["newer"]["v3"] == {"by": "pyjobq 3"}
     assert raw["extra"]["v3_meta"] == {"a": 1} and raw["extra"]["attempts"] == 1
     store.close()
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(selenium):
+    """A read that meets a malformed value fails it in a second, readwrite transaction. A put
+    or a delete made after the read commits before that write (IndexedDB runs one store's
+    transactions in the order they were made): the write reads the value again and fails it
+    only if it still is malformed, so neither the valid record is overwritten with the failed
+    form nor the deleted one brought back (issue 22, finding 10)."""
+    import asyncio
+
+    import js
+    from pyodide.ffi import to_js
+
+    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.core.records import NewJob
+
+    store = IndexedDBStore("malformed-race")
+    good = NewJob(id="m", reconstructor="fetch", params={"method": "POST", "path": "/m", "body": 1}).to_record(1.0)
+    await store.add([NewJob(id="other", reconstructor="fetch", params=None).to_record(0.5)])
+    db = await store._open()
+
+    async def put_malformed():
+        tx = db.transaction("jobs", "readwrite")
+        tx.objectStore("jobs").put(to_js({"id": "m", "status": "pending", "created_at": 1.0},
+                                         dict_converter=js.Object.fromEntries))
+        await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+
+    await put_malformed()
+    seen, _ = await asyncio.gather(store.get("m"), store.put_many([good]))
+    assert seen.code == MALFORMED  # what the read met, failed
+    assert await store.get("m") == good  # the put made after the read is kept
+
+    await put_malformed()
+    seen, deleted = await asyncio.gather(store.get("m"), store.delete_many(["m"]))
+    assert seen.code == MALFORMED and [r.id for r in deleted] == ["m"]
+    assert await store.get("m") is None  # the delete made after the read is kept
+
+
+async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium):
+    """The by_next_retry index holds every record with a next_retry_at key, whatever its status:
+    a done or foreign record's, or -Infinity, sorts first. next_due_at steps over them to the
+    soonest pending record, as the memory stores do (issue 22: a wake in the past, again and again)."""
+    import js
+    from pyodide.ffi import to_js
+
+    from pyjobq.browser.idb import IndexedDBStore
+    from pyjobq.core.records import NewJob
+
+    def obj(value):
+        return to_js(value, dict_converter=js.Object.fromEntries)
+
+    store = IndexedDBStore("next-due")
+    good = NewJob(id="good", reconstructor="fetch", params=None).to_record(5.0)
+    await store.add([good])
+    db = await store._open()
+    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0, updated_at=2.0,
+                _reconstructor="fetch", _params=None)
+    tx = db.transaction("jobs", "readwrite")
+    jobs = tx.objectStore("jobs")
+    jobs.put(obj({**base, "id": "newer", "status": "snoozed", "next_retry_at": 0.1}))
+    jobs.put(obj({**base, "id": "done", "status": "done", "next_retry_at": 0.2}))
+    jobs.put(obj({**base, "id": "minus", "next_retry_at": float("-inf")}))
+    jobs.put(obj({**base, "id": "plus", "next_retry_at": float("inf")}))
+    jobs.put(obj({**base, "id": "text", "next_retry_at": "soon"}))
+    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+
+    assert await store.next_due_at() == 5.0
+    assert await store.next_due_at(after=0.15) == 5.0
+    assert await store.next_due_at(after=5.0) is None
+    store.close()

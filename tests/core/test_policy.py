@@ -7,7 +7,7 @@ import pytest
 from pyjobq.core import policy
 from pyjobq.core.backoff import make_backoff
 from pyjobq.core.records import JobRecord, RunResult
-from pyjobq.core.status import Status
+from pyjobq.core.status import Event, Status
 from pyjobq.errors import IllegalTransition
 from pyjobq.testing import record
 
@@ -45,9 +45,13 @@ def test_claim_at_the_ceiling_fails_unrun() -> None:
         error="no attempts left (2 of 2 spent)", code="attempts_exhausted")
 
 
-def test_claim_at_the_ceiling_keeps_an_earlier_code() -> None:
-    record = fresh(max_attempts=1, attempts=1, code="upstream_down")
-    assert policy.claim(record, T0, "tab-a").code == "upstream_down"
+def test_claim_at_the_ceiling_explains_itself_not_the_attempt_before() -> None:
+    # Stored at its ceiling (by other code, an older pyjobq) after a 401: the claim fails it for
+    # having no attempts left, and nothing of that 401 remains to blame (issue 22).
+    record = fresh(max_attempts=1, attempts=1, error="HTTPError: 401", http_status=401, code="token_expired")
+    assert policy.claim(record, T0 + 1, "tab-a") == record.evolve(
+        status=Status.FAILED, next_retry_at=None, updated_at=T0 + 1,
+        error="no attempts left (1 of 1 spent)", http_status=None, code="attempts_exhausted")
 
 
 def test_ok_is_done() -> None:
@@ -196,7 +200,85 @@ def test_recover_at_the_ceiling_fails() -> None:
     running = policy.claim(fresh(max_attempts=1), T0, "dead-tab")
     assert policy.recover(running, T0 + 50) == running.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 50,
-        error="the page running the last allowed attempt went away", code="page_gone")
+        error="the page running the last allowed attempt (1 of 1) went away mid-run", code="page_gone")
+
+
+# ---------------------------------------------------------------- a terminal record's cause (issue 22)
+# Each way a record ends, after an attempt that left its own error, status and code: the
+# record explains the cause that ended it, never the attempt before.
+
+def _after_a_401(max_attempts: int = 1) -> JobRecord:
+    """A job whose first try got a 401 (given back), claimed again for its last allowed try."""
+    first = policy.claim(fresh(max_attempts=max_attempts), T0, "tab-a")
+    waiting = settle(first, T0 + 1, ok=False, error="HTTPError: 401", status=401, code="token_expired")
+    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0, given_back=1,
+                                   next_retry_at=T0 + 1 + 60_000, error="HTTPError: 401", http_status=401,
+                                   code="token_expired")
+    last = policy.claim(waiting, T0 + 60_001, "tab-a")
+    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 60_001, attempts=1,
+                                  next_retry_at=None)
+    return last
+
+
+def test_a_page_gone_on_the_last_try_after_a_401_is_page_gone() -> None:
+    last = _after_a_401()
+    assert policy.recover(last, T0 + 60_100) == last.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 60_100,
+        error="the page running the last allowed attempt (1 of 1) went away mid-run", http_status=None,
+        code="page_gone")
+
+
+def test_a_page_gone_on_the_last_try_after_an_offline_failure_is_page_gone() -> None:
+    first = policy.claim(fresh(max_attempts=1), T0, "tab-a")
+    waiting = settle(first, T0 + 1, online=False, ok=False, error="TypeError: Failed to fetch")
+    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0, given_back=1,
+                                   next_retry_at=T0 + 1 + 1000, error="TypeError: Failed to fetch", code="offline")
+    last = policy.claim(waiting, T0 + 1001, "tab-a")
+    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 1001, attempts=1,
+                                  next_retry_at=None)
+    assert policy.recover(last, T0 + 2000) == last.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 2000,
+        error="the page running the last allowed attempt (1 of 1) went away mid-run", http_status=None,
+        code="page_gone")
+
+
+def test_a_lease_reclaimed_on_the_last_try_after_a_401_is_page_gone() -> None:
+    leased = policy.claim(policy.settle(policy.claim(fresh(max_attempts=1), T0, "a", 1_000.0),
+                                        RunResult(ok=False, error="HTTPError: 401", status=401, code="token_expired"),
+                                        now=T0 + 1, online=True, backoff=BACKOFF), T0 + 60_001, "a", 1_000.0)
+    assert (leased.status, leased.attempts, leased.http_status, leased.next_retry_at) == (
+        Status.RUNNING, 1, 401, T0 + 61_001)
+    assert policy.reclaim(leased, T0 + 61_001, "b", 1_000.0) == leased.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 61_001, next_retry_at=None,
+        error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, crashed "
+              "or froze mid-run, so whether its work was done is unknown", http_status=None, code="page_gone")
+
+
+def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() -> None:
+    last = _after_a_401()
+    assert policy.fail(last, T0 + 70_001, "run_started never came", code="handshake_timeout") == last.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 70_001,
+        error="run_started never came", http_status=None, code="handshake_timeout")
+
+
+def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
+    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside the rest.
+    last = _after_a_401(max_attempts=3)
+    assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
+        status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode", http_status=None,
+        code=None)
+
+
+def test_a_cancel_after_a_401_has_no_http_status() -> None:
+    last = _after_a_401()
+    assert policy.cancel(last, T0 + 60_002) == last.evolve(
+        status=Status.CANCELLED, owner=None, updated_at=T0 + 60_002, error="cancelled", http_status=None,
+        code="cancelled")
+
+
+def test_a_move_to_an_end_that_does_not_say_why_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"missing \['http_status'\]"):
+        policy._move(policy.claim(fresh(), T0, "a"), Event.FAIL, T0, error="x", code=None)
 
 
 def test_a_page_that_always_crashes_eventually_stops() -> None:

@@ -29,12 +29,14 @@ def new(**kw: object) -> NewJob:
     (dict(delay_ms=math.nan), "delay_ms must be a finite number >= 0, got nan"),
     (dict(delay_ms=math.inf), "delay_ms must be a finite number >= 0, got inf"),
     (dict(delay_ms="5"), "delay_ms must be a finite number >= 0, got '5'"),
-    (dict(type=""), "type must be a non-empty str"),
-    (dict(type=None), "type must be a non-empty str"),
-    (dict(id=""), "id must be a non-empty str"),
-    (dict(reconstructor=""), "reconstructor must be a non-empty str naming a registered factory"),
-    (dict(group=3), "group must be a str or None"),
-    (dict(label=3), "label must be a str or None"),
+    (dict(type=""), "type must be a non-empty str, got ''"),
+    (dict(type=None), "type must be a non-empty str, got None"),
+    (dict(type=5), "type must be a non-empty str, got 5"),
+    (dict(id=""), "id must be a non-empty str, got ''"),
+    (dict(reconstructor=""), "reconstructor must be a non-empty str naming a registered factory, got ''"),
+    (dict(group=3), "group must be a str or None, got 3"),
+    (dict(group=["doc"]), "group must be a str or None, got ['doc']"),
+    (dict(label=3), "label must be a str or None, got 3"),
 ])
 def test_new_job_rejects_bad_arguments(kw: dict, message: str) -> None:
     with pytest.raises(InvalidJobError) as info:

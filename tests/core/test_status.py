@@ -70,7 +70,7 @@ def test_terminal_statuses() -> None:
 
 def test_the_named_sets() -> None:
     from pyjobq.core.status import (
-        CLAIMABLE, KNOWN, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, REVIVABLE, UNFINISHED)
+        CLAIMABLE, KNOWN, ONLY_FAILED, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, REVIVABLE, UNFINISHED)
 
     assert KNOWN == set(Status)
     assert UNFINISHED == {S.PENDING, S.RUNNING, S.PAUSED}
@@ -79,7 +79,7 @@ def test_the_named_sets() -> None:
     assert REVIVABLE == {S.FAILED, S.CANCELLED} == {s for s, e in TRANSITIONS if e is E.REVIVE}
     assert UNFINISHED == {s for s, e in TRANSITIONS if e is E.CANCEL}
     assert CLAIMABLE == {S.PENDING, S.RUNNING}
-    assert (ONLY_PENDING, ONLY_RUNNING, ONLY_PAUSED) == ({S.PENDING}, {S.RUNNING}, {S.PAUSED})
+    assert (ONLY_PENDING, ONLY_RUNNING, ONLY_PAUSED, ONLY_FAILED) == ({S.PENDING}, {S.RUNNING}, {S.PAUSED}, {S.FAILED})
     # A raw stored string is found in them too: the stores need no sets of values of their own.
     assert "done" in TERMINAL and "pending" in UNFINISHED and "running" in CLAIMABLE and "later" not in KNOWN
 

@@ -1,0 +1,57 @@
+// @ts-check
+// Issue 22 in Chromium: a busy page in a real tab. Long synchronous Python on the page (a
+// notebook cell computing) blocks its event loop while its scheduler worker runs on: the
+// worker's handshake deadline passes with the page unable to answer `run`. The job must run
+// once the page is free, not fail `handshake_timeout` (finding 4). The CPython twin, with
+// the frozen tab of finding 3, is tests/test_bad_days.py. Only states are asserted.
+const { test, expect } = require("@playwright/test");
+const { openHarness, py, storedRecord, workerReady } = require("./helpers");
+
+test.setTimeout(240_000);
+
+const SETUP = `
+import asyncio, time, pyjobq
+
+RUNS = []
+
+def noop(params):
+    async def run(signal):
+        RUNS.append(params["n"])
+        return {"n": params["n"]}
+    return run
+
+pyjobq.configure(reconstructors={"noop": noop}, handshake_timeout_ms=2000)
+from pyjobq import queue
+"ok"
+`;
+
+test("a page busy past the handshake deadline runs its job once it is free", async ({ context }) => {
+  const page = await openHarness(context, { setup: SETUP });
+  await workerReady(page, 120);
+  // The job comes due in 1.5 s, stored now; by then the page computes for 12 s without yielding,
+  // so the worker's `run` arrives, and its 2 s handshake deadline passes, while the page is busy.
+  const id = await py(page, `
+job = queue.enqueue_persistent("noop", {"n": 1}, delay_ms=1500)
+await job.stored
+job.id`);
+  const busyCall = py(page, `
+started = time.monotonic()
+while time.monotonic() < started + 12:
+    pass
+[RUNS, time.time() * 1000]`);
+  // Another page of the origin reads IndexedDB meanwhile: the worker claims the job while the
+  // page computes (its `run` waits at the busy page).
+  const reader = await context.newPage();
+  await reader.goto("/tests/blank.html");
+  await expect.poll(async () => (await storedRecord(reader, id))?.status, { timeout: 60_000 }).toBe("running");
+  const claimedAt = (await storedRecord(reader, id)).updated_at;
+  const [runsWhileBusy, busyUntil] = await busyCall;
+  expect(runsWhileBusy).toEqual([]);
+  expect(busyUntil - claimedAt).toBeGreaterThan(2000); // the handshake deadline passed while busy
+  const outcome = await py(page, `
+o = await asyncio.wait_for(queue.job(${JSON.stringify(id)}).done, 60)
+[o.status, o.code, RUNS]`);
+  expect(outcome).toEqual(["done", null, [1]]);
+  const record = await storedRecord(page, id);
+  expect([record.status, record.code, record.attempts]).toEqual(["done", null, 1]);
+});

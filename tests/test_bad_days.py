@@ -1,0 +1,193 @@
+"""Issue 22: bad days — a tab frozen or busy at the wrong moment, a tab closed a moment too soon.
+
+Each test failed on the main branch before its fix (the finding's number is in its section's
+heading). The liveness, truth and no-spin oracles over many schedules are in
+tests/test_simulation.py; Chromium covers what only the browser can show (tests/e2e).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pyjobq.abort import AbortSignal
+from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS
+from pyjobq.testing import LOCK, Tab, World, run, settle
+from helpers import Server
+
+
+def freeze_at_run(world: World, *, block: bool = False, at: str = "run") -> list[str]:
+    """Freeze the tab (or, ``block``, only block its page) the moment its worker first posts a
+    message of type ``at``; returns the job ids it did that for."""
+    caught: list[str] = []
+
+    def hook(tab: Tab, message: Any) -> None:
+        if message.get("type") == at and not caught:
+            caught.append(message["job_id"])
+            tab.block() if block else tab.freeze()
+
+    world.link_hook = hook
+    return caught
+
+
+# ---------------------------------------------------------------- 3. frozen right after run
+
+def test_a_tab_frozen_right_after_run_runs_the_job_on_resume_rather_than_failing_it() -> None:
+    async def main() -> None:
+        world, server = World(), Server()
+        caught = freeze_at_run(world)
+        tab = world.open_tab(transport=server, page_lease=True)
+        job = tab.side.enqueue_fetch("POST", "/frozen-at-run")
+        await settle()
+        assert caught == [job.id] and tab.frozen and server.calls == []
+        await world.advance(60_000)  # far past the 10 s handshake
+        tab.resume()
+        await settle()
+        record = await world.store.get(job.id)
+        assert (record.status.value, record.code, server.paths) == ("done", None, ["/frozen-at-run"])
+        assert (await job.done).status == "done"
+    run(main)
+
+
+# ---------------------------------------------------------------- 4. a busy page
+
+def test_a_busy_page_is_not_a_handshake_failure() -> None:
+    async def main() -> None:
+        world, server = World(), Server()
+        caught = freeze_at_run(world, block=True)
+        tab = world.open_tab(transport=server, page_lease=True)
+        job = tab.side.enqueue_fetch("POST", "/busy")
+        await settle()
+        assert caught == [job.id] and tab.blocked
+        await world.advance(15_000)  # a notebook cell computing for 15 s; the worker runs on
+        assert (await world.store.get(job.id)).status.value == "running"
+        tab.unblock()
+        await settle()
+        record = await world.store.get(job.id)
+        assert (record.status.value, record.code, record.attempts) == ("done", None, 1)
+        assert server.paths == ["/busy"]
+    run(main)
+
+
+def test_an_abandoned_run_on_a_busy_page_keeps_its_type_until_the_page_ends_it() -> None:
+    # The engine freed the type 40 s after *sending* abandon_run, the page counted its 30 s grace
+    # from *receiving* it: a page busy for 15 s in between had two saves of one type on the wire.
+    async def main() -> None:
+        world = World()
+        on_wire: list[str] = []
+        overlaps: list[tuple[str, ...]] = []
+
+        async def transport(method: str, path: str, body: Any, signal: AbortSignal) -> Any:
+            if on_wire:
+                overlaps.append((*on_wire, path))
+            on_wire.append(path)
+            try:
+                # A request that outlives its abort (a slow server): the page's grace ends it.
+                await asyncio.get_running_loop().create_future()
+            finally:
+                on_wire.remove(path)
+
+        tab = world.open_tab(transport=transport, page_lease=True)
+        v1 = tab.side.enqueue_fetch("PUT", "/position/v1", {"v": 1}, type="save")
+        await settle()
+        caught = freeze_at_run(world, block=True, at="abandon_run")
+        v2 = tab.side.enqueue_fetch("PUT", "/position/v2", {"v": 2}, type="save")
+        deleted = asyncio.ensure_future(tab.side.delete_job(v1.id))
+        await settle()
+        assert caught == [v1.id] and tab.blocked  # busy before it handles abandon_run ...
+        await world.advance(15_000)
+        tab.unblock()
+        await settle()
+        assert await deleted
+        assert on_wire == ["/position/v1"]  # ... and counts its grace from handling it
+        await world.advance(ABANDON_GRACE_MS - 1_000)  # 40 s after the engine sent abandon_run
+        assert overlaps == [] and on_wire == ["/position/v1"]
+        await world.advance(1_000)  # the page's grace is over: v1 is cancelled, then v2 goes
+        assert overlaps == [] and on_wire == ["/position/v2"]
+        assert (await world.store.get(v2.id)).status.value == "running"
+    run(main)
+
+
+# ---------------------------------------------------------------- 9. suspend_type after a cancel
+
+def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle() -> None:
+    # Spec: suspend_type "resolves when that executor settles". Cancelled first, the run is
+    # abandoned but still ending (saving its checkpoint); the suspension came back at once.
+    for verb in ("cancel_job", "delete_job"):
+        async def main() -> None:
+            world = World()
+            tab = world.open_tab()
+            cleanup = asyncio.Event()
+
+            async def checkpointing(signal: AbortSignal) -> None:
+                signal.heeded = True
+                await signal.wait()
+                await cleanup.wait()  # saving a checkpoint before it settles
+                signal.raise_if_aborted()
+
+            job = tab.side.enqueue(checkpointing, type="decode")
+            await settle()
+            assert await getattr(tab.side, verb)(job.id) is True
+            await settle()
+            suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
+            await settle()
+            assert not suspend.done(), f"{verb}: resolved while the abandoned executor was still saving"
+            cleanup.set()
+            await settle()
+            assert suspend.done() and suspend.exception() is None, verb
+        run(main)
+
+
+# ---------------------------------------------------------------- 5. saved, then closed a moment too soon
+
+def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -> None:
+    # A waiting tab stores its own enqueue (its page's request scheduler), then is killed before
+    # the job-update leaves. The holder was idle: it found the job only at the hourly sweep.
+    async def main() -> None:
+        world, server = World(), Server()
+        holder = world.open_tab(transport=server, page_lease=True)
+        await settle()
+        waiting = world.open_tab(transport=server, page_lease=True, waiting=True)
+        await settle()
+
+        async def killed_after_commit(tab: Tab, operation: str, phase: str, args: tuple) -> None:
+            if tab is waiting and operation == "add" and phase == "after":
+                tab.crash()
+                raise asyncio.CancelledError()  # the tab's code stops right here: no news
+
+        world.store_hook = killed_after_commit
+        job = waiting.side.enqueue_fetch("POST", "/saved-then-closed")
+        await settle()
+        assert not waiting.alive and (await world.store.get(job.id)).status.value == "pending"
+        await world.advance(RECHECK_MS)
+        record = await world.store.get(job.id)
+        assert (record.status.value, server.paths) == ("done", ["/saved-then-closed"])
+    run(main)
+
+
+# ---------------------------------------------------------------- 6. no spin: a watch in its own way
+
+def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its_own_way() -> None:
+    # The engine watches a run lock held elsewhere with a shared request; it woke from inside
+    # the watch's callback, so the pass asked for the lock (ifAvailable) while its own watch still
+    # held it shared, found it held, watched again — round and round, no time moving, job stuck.
+    async def main() -> None:
+        world, server = World(), Server()
+        tab = world.open_tab(transport=server, worker_host=True)
+        await settle()
+        job = tab.side.enqueue_fetch("POST", "/after-the-watch")
+        other = world.locks.client()
+        let_go = asyncio.get_running_loop().create_future()
+
+        async def hold(_lock: Any) -> None:
+            await let_go
+
+        holding = asyncio.ensure_future(other.request(f"{LOCK}:run:{job.id}", hold))
+        await settle()
+        assert server.calls == []  # its run lock is held elsewhere: watched, not claimed
+        let_go.set_result(None)
+        await holding
+        await settle()
+        record = await world.store.get(job.id)
+        assert (record.status.value, server.paths) == ("done", ["/after-the-watch"])
+    run(main)
