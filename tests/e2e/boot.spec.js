@@ -88,13 +88,20 @@ test("a waiting tab takes over while offline: it boots from the files it fetched
   await a.close();
   await workerReady(b); // granted the lease with no network: it boots from what it holds
   // It tries the job offline: the failure costs no attempt, and the job waits for the network.
-  await expect.poll(async () => (await storedRecord(b, id))?.given_back ?? 0, { intervals: [250] }).toBeGreaterThanOrEqual(1);
-  expect(await storedRecord(b, id)).toMatchObject({ status: "pending", attempts: 0, code: "offline" });
+  let tried = null;
+  await expect.poll(async () => {
+    tried = await storedRecord(b, id);
+    return tried && tried.status === "pending" && tried.given_back >= 1;
+  }, { intervals: [250] }).toBe(true);
+  // No attempt spent offline, but for one: A may have claimed the job from B's news before it
+  // was closed, and a run whose page went away counts (spec: a dead run is not given back).
+  expect(tried).toMatchObject({ status: "pending", code: "offline" });
+  expect(tried.attempts).toBeLessThanOrEqual(1);
   expect(await sentTo(request, "/api/echo/offline-takeover")).toHaveLength(0);
 
   await context.setOffline(false);
   await expect.poll(async () => (await storedRecord(b, id))?.status, { intervals: [250] }).toBe("done");
-  expect(await storedRecord(b, id)).toMatchObject({ status: "done", attempts: 1 });
+  expect(await storedRecord(b, id)).toMatchObject({ status: "done", attempts: tried.attempts + 1 });
   expect(await sentTo(request, "/api/echo/offline-takeover")).toHaveLength(1);
   expect(await b.evaluate(() => /** @type {any} */ (window).notReloaded)).toBe(true);
 });
