@@ -246,6 +246,7 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
     assert await store.get("m") is None  # the delete made after the read is kept
 
 
+@run_in_pyodide(packages=["pyjobq"])
 async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium):
     """The by_next_retry index holds every record with a next_retry_at key, whatever its status:
     a done or foreign record's, or -Infinity, sorts first. next_due_at steps over them to the
