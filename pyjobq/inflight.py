@@ -50,7 +50,7 @@ class Flight:
     timer: Timer | None = None
     #: Set when the run leaves the table; created by whoever waits (``suspend_type``).
     settled: asyncio.Future[None] | None = None
-    #: Lets go of ``<lock>:run:<job id>``; None without run locks, or once let go.
+    #: Lets go of ``<lock>:run:["<type>","<job id>"]``; None without run locks, or once let go.
     release_run_lock: Callable[[], None] | None = None
 
     def wait_settled(self) -> asyncio.Future[None]:

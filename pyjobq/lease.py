@@ -44,7 +44,7 @@ revocation is answered as interrupted (code ``lease_revoked``), which gives its 
 back and leaves it pending for whoever holds the lease now.
 
 **What makes that safe is the run lock.** Runs already on the page carry on through the
-freeze. Before claiming a job the scheduler takes ``<lock_name>:run:<job id>``
+freeze. Before claiming a job the scheduler takes ``<lock_name>:run:["<type>","<job id>"]``
 (``ifAvailable``, :func:`pyjobq.core.lanes.run_lock`, pyjobq/runlocks.py) and holds it until
 the run's outcome is stored. Recovery skips running records whose run lock is held, and a
 type with such a record is busy in the lanes, so the tab that takes the lease from a frozen

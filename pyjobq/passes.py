@@ -132,15 +132,23 @@ class Pass:
         ours = self._e.flights.ours()
         running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
-        if running and self._e.mode.run_locks:
+        lanes_held: dict[str, str] = {}
+        name, legacy = self._e.run_locks.name, self._e.run_locks.legacy_name
+        if self._e.mode.run_locks:
             held = await self._e.locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            elsewhere = {r.id for r in running if held.get(self._e.run_locks.name(r.id)) == "exclusive"}
-        self.busy_elsewhere = {r.type for r in running if r.id in elsewhere}
-        for job_id in sorted(elsewhere):
-            # Wake when its holder lets go: a closed tab releases its lease (pagehide) before its
-            # worker dies with the run lock, and a frozen tab may be discarded later.
-            self._e.run_locks.watch(self._e.run_locks.name(job_id))
+            elsewhere = {r.id for r in running
+                         if "exclusive" in (held.get(name(r)), held.get(legacy(r.id)))}
+            # A run lock held with no running record left (deleted while its frozen page sent
+            # it): its request may still be on the wire, so its type waits too.
+            lanes_held = lanes.lanes_held(held, self._e.run_locks.lock_name, ours, self._require_view())
+        self.busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
+        # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
+        # worker dies with the run lock, and a frozen tab may be discarded later.
+        for record in sorted((r for r in running if r.id in elsewhere), key=lambda r: r.id):
+            self._e.run_locks.watch(name(record))
+        for lock in sorted(lanes_held.values()):
+            self._e.run_locks.watch(lock)
         orphaned = lanes.orphans(running, ours, elsewhere)
         if not orphaned or self._e.revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's

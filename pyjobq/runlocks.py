@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Under the job queue's mode each run holds ``<lock>:run:<job id>`` from before its
+Under the job queue's mode each run holds ``<lock>:run:["<type>","<job id>"]`` from before its
 claim until its outcome is stored (why: :mod:`pyjobq.lease`, on frozen tabs). :class:`RunLocks` asks for them ``ifAvailable``: a free
 one is taken and its release returned; a held one means another page still stores
 that run's outcome, so the job is left out and its lock *watched*.
@@ -29,6 +29,7 @@ from typing import Any, Callable, Coroutine, Sequence
 
 from .core import lanes
 from .core.ports import Clock, LockManager, Timer
+from .core.records import JobRecord
 from .core.view import Entry
 
 Release = Callable[[], None]
@@ -50,8 +51,18 @@ class RunLocks:
         self._prefetched: dict[str, tuple[str, asyncio.Future[Release | None]]] = {}
         self._watching: set[str] = set()
 
-    def name(self, job_id: str) -> str:
-        return lanes.run_lock(self._lock_name, job_id)
+    @property
+    def lock_name(self) -> str:
+        """The processor lease's name, which every run lock's begins with."""
+        return self._lock_name
+
+    def legacy_name(self, job_id: str) -> str:
+        """The name an older pyjobq gives the same run lock (:func:`pyjobq.core.lanes.legacy_run_lock`)."""
+        return lanes.legacy_run_lock(self._lock_name, job_id)
+
+    def name(self, entry: Entry | JobRecord) -> str:
+        """The run lock of ``entry``'s job (:func:`pyjobq.core.lanes.run_lock`)."""
+        return lanes.run_lock(self._lock_name, entry.type, entry.id)
 
     async def take(self, entries: Sequence[Entry]) -> dict[str, Release]:
         """The run lock of each entry's job that is free (all asked at once, or taken ahead),
@@ -66,7 +77,7 @@ class RunLocks:
             else:
                 if ahead is not None:
                     _let_go(ahead[1])
-                asks.append(self._take_one(entry.id))
+                asks.append(self._take_one(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
         releases = {entry.id: release for entry, release in zip(entries, got) if release is not None}
@@ -75,9 +86,9 @@ class RunLocks:
             for entry in entries:
                 if entry.id in releases:
                     continue
-                mode = held.get(self.name(entry.id))
+                mode = held.get(self.name(entry))
                 if mode == "exclusive":
-                    self.watch(self.name(entry.id))  # its runner (or taker) lets go: a wake then
+                    self.watch(self.name(entry))  # its runner (or taker) lets go: a wake then
                 elif mode is None:
                     self._wake()  # let go since it was asked for: look again
                 # Held only shared, by watches: one granted just as its page froze holds it for
@@ -89,7 +100,7 @@ class RunLocks:
     def prefetch(self, entry: Entry) -> None:
         """Ask now for the run lock of ``entry``, its lane's next job (one per type)."""
         if self.enabled and entry.type not in self._prefetched:
-            self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry.id)))
+            self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry)))
 
     def has_prefetched(self, job_type: str) -> bool:
         return job_type in self._prefetched
@@ -122,7 +133,7 @@ class RunLocks:
 
         self._spawn(watch())
 
-    async def _take_one(self, job_id: str) -> Release | None:
+    async def _take_one(self, entry: Entry) -> Release | None:
         """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
         loop = asyncio.get_event_loop()
         granted: asyncio.Future[bool] = loop.create_future()
@@ -139,7 +150,7 @@ class RunLocks:
             if not let_go.done():
                 let_go.set_result(None)
 
-        self._spawn(self._locks.request(self.name(job_id), hold, if_available=True))
+        self._spawn(self._locks.request(self.name(entry), hold, if_available=True))
         return release if await granted else None
 
 

@@ -159,6 +159,10 @@ class Scheduler:
         self.revoked = False
         self._pass_failures = 0
         self._verify_timer: Timer | None = None
+        #: Jobs other tabs said they deleted or cancelled while no run of them was in flight here,
+        #: with when: a claim stored before that news and handed off after it (a tab frozen in
+        #: between) is checked at its hand-off rather than at the 30 s recheck.
+        self._told_gone: dict[str, float] = {}
         #: The pass: its view of the queue, its looks, claims and parks (pyjobq/passes.py).
         self._look = Pass(self)
         #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
@@ -319,6 +323,8 @@ class Scheduler:
             attempt=record.attempts,
         ))
         self._arm_verify()
+        if self._told_gone.pop(record.id, None) is not None:
+            self._spawn(self._verify_gone(record.id, flight.claim))
         self._look.prefetch(record.type)
 
     def _arm_verify(self) -> None:
@@ -534,7 +540,12 @@ class Scheduler:
         # Another tab says it deleted or cancelled a job this page is running. The channel is
         # news (any same-origin script can post on it): drop the run only if the store agrees.
         flight = self.flights.get(job_id) if isinstance(job_id, str) else None
-        if flight is not None and (job.get("deleted") or job.get("status") == Status.CANCELLED.value):
+        gone = job.get("deleted") or job.get("status") == Status.CANCELLED.value
+        if flight is None and gone and isinstance(job_id, str):
+            now = self.clock.now()
+            self._told_gone = {i: t for i, t in self._told_gone.items() if now - t < RECHECK_MS}
+            self._told_gone[job_id] = now
+        if flight is not None and gone:
             self._spawn(self._verify_gone(flight.job_id, flight.claim))
         # Another tab has persistent work under way: queue up on the lease, so that if that
         # tab goes away mid-run this one takes over (its pass recovers the running record)

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from pyjobq.abort import AbortSignal
+from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS
 from pyjobq.testing import LOCK, Tab, World, run, settle
 from helpers import Server
@@ -182,7 +183,7 @@ def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its
         async def hold(_lock: Any) -> None:
             await let_go
 
-        holding = asyncio.ensure_future(other.request(f"{LOCK}:run:{job.id}", hold))
+        holding = asyncio.ensure_future(other.request(run_lock(LOCK, "default", job.id), hold))
         await settle()
         assert server.calls == []  # its run lock is held elsewhere: watched, not claimed
         let_go.set_result(None)
@@ -190,4 +191,64 @@ def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its
         await settle()
         record = await world.store.get(job.id)
         assert (record.status.value, server.paths) == ("done", ["/after-the-watch"])
+    run(main)
+
+
+# ---------------------------------------------------------------- a delete heard between a claim and its hand-off
+
+def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_off() -> None:
+    # The holder froze right after its claim committed; another tab deleted the job meanwhile.
+    # On resume the delete's news came before the run was in flight, so nothing acted on it, and
+    # the deleted job ran on until the 30 s recheck (a simulation seed found it).
+    async def main() -> None:
+        world, server = World(), Server("hold")
+        # A worker host: frozen, it keeps the lease (a page-held lease would be let go, and the
+        # run refused on resume), so its claim goes on to the hand-off.
+        holder = world.open_tab(transport=server, worker_host=True)
+        other = world.open_tab(page_lease=True)
+        await settle()
+        froze: list[str] = []
+
+        async def freeze_after_claim(tab: Tab, operation: str, phase: str, args: tuple) -> None:
+            if tab is holder and operation == "update_many" and phase == "after" and not froze:
+                froze.append(operation)
+                tab.freeze()
+                await tab.thawed()
+
+        world.store_hook = freeze_after_claim
+        job = holder.side.enqueue_fetch("POST", "/deleted-mid-claim")
+        await settle()
+        assert froze and (await world.store.get(job.id)).status.value == "running"
+        assert await other.side.delete_job(job.id)
+        holder.resume()
+        await settle()  # no time moves: not the 30 s recheck
+        assert server.cancelled == ["/deleted-mid-claim"]  # its run began, and was dropped at once
+        assert holder.scheduler is not None and job.id not in holder.scheduler.in_flight
+    run(main)
+
+
+# ---------------------------------------------------------------- one type on the wire: a deleted run on a frozen tab
+
+def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_elsewhere() -> None:
+    # Tab A froze while sending job X; tab B took the lease and deleted X. X's record was gone,
+    # so nothing told B that a request of type "save" was still on the wire: B sent the next save
+    # beside it (the simulation found it). X's run lock, held by A's frozen worker, now says so.
+    async def main() -> None:
+        world, calls = World(), Server("hold")
+        a = world.open_tab(transport=calls, page_lease=True)
+        b = world.open_tab(transport=calls, page_lease=True)
+        x = a.side.enqueue_fetch("PUT", "/position/v1", type="save")
+        await settle()
+        assert calls.holding == ["/position/v1"]
+        a.freeze()  # A lets the lease go; its worker keeps X's run lock
+        await settle()
+        assert await b.side.delete_job(x.id)
+        y = b.side.enqueue_fetch("PUT", "/position/v2", type="save")
+        await settle()
+        await world.advance(60_000)
+        assert calls.paths == ["/position/v1"]  # v2 waits while v1 may be on the wire
+        a.resume()  # A hears of the delete, drops X; its run lock goes, and B's watch wakes
+        await settle()
+        assert calls.cancelled == ["/position/v1"] and calls.paths == ["/position/v1", "/position/v2"]
+        assert (await y.done).status == "done"
     run(main)

@@ -140,7 +140,7 @@ def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() ->
         b.scheduler.wake()
         await world.advance(5_000)
         assert aborted == ["abandoned"]  # told to drop the run
-        assert world.locks.held().get(run_lock(LOCK, job.id)) == "exclusive"
+        assert world.locks.held().get(run_lock(LOCK, "default", job.id)) == "exclusive"
         assert b.scheduler.in_flight == frozenset() and seen_on_wire == []  # never run twice at once
         ended.set_result(None)
         await world.advance(1_000)

@@ -131,7 +131,7 @@ def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> No
         long_job = a.side.enqueue_fetch("POST", "/decode", type="upload")
         await settle()
         assert server_a.holding == ["/decode"]
-        assert world.locks.held()[run_lock(LOCK, long_job.id)] == "exclusive"
+        assert world.locks.held()[run_lock(LOCK, "upload", long_job.id)] == "exclusive"
 
         a.freeze()
         await settle()
@@ -261,7 +261,7 @@ def test_stale_and_foreign_lease_messages_change_nothing() -> None:
 def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
     async def main() -> None:
         world, server, a, job = await holding("/w")
-        assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, job.id): "exclusive"}
+        assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, "default", job.id): "exclusive"}
         server.release("/w", Response(200, {}))
         await settle()
         assert (await job.done).status == "done" and world.locks.held() == {}

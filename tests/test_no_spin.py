@@ -117,7 +117,7 @@ def test_a_run_lock_taken_ahead_by_another_page_is_waited_for_not_polled() -> No
         async def hold(_lock: Any) -> None:
             await let_go
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, second.id), hold))
+        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", second.id), hold))
         await settle()
         assert server.holding == ["/upload-1"]
         server.release("/upload-1")  # the settle's follow-on finds the next run lock held
@@ -153,7 +153,7 @@ def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() ->
         async def hold(_lock: Any) -> None:
             await let_go
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, upload.id), hold))
+        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", upload.id), hold))
         await settle()
         assert server.holding == ["/decode"]
         assert (await world.store.get(upload.id)).status == "pending"
@@ -186,7 +186,7 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bou
         async def frozen_watch(_lock: Any) -> None:
             await thawed
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, job.id), frozen_watch,
+        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", job.id), frozen_watch,
                                                                    mode="shared"))
         await settle()
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE

@@ -8,8 +8,9 @@ database, one processor lease and one retry ladder — the lanes live inside the
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Collection, Iterable, Mapping, Sequence, TypeVar
+from typing import Collection, Container, Iterable, Mapping, Sequence, TypeVar
 
 from .records import DueKey, JobRecord
 from .view import Entry
@@ -41,14 +42,48 @@ def pick(due: Iterable[R], busy_types: Collection[str], *, leases: bool = False)
     return sorted(oldest.values(), key=order_key)
 
 
-def run_lock(lock_name: str, job_id: str) -> str:
-    """The Web Lock a scheduler holds from before it claims a job until its outcome is stored.
+def run_lock(lock_name: str, job_type: str, job_id: str) -> str:
+    """The Web Lock a scheduler holds from before it claims a job until its outcome is stored:
+    ``<lock>:run:["<type>","<id>"]``.
 
     Its holder's document outlives a freeze but not a discard, so a running record whose
     run lock is held is another page's run (perhaps a frozen one), never an orphan
-    (why the queue needs that: pyjobq/lease.py).
+    (why the queue needs that: pyjobq/lease.py). The name carries the job's type so that a
+    held run lock keeps its lane busy in every tab even once its record is gone: a job deleted
+    while its frozen page was sending it is still on the wire, and the type's next job must
+    wait for it (issue 22: one type on the wire at a time).
     """
+    return f"{lock_name}:run:{json.dumps([job_type, job_id], separators=(',', ':'))}"
+
+
+def legacy_run_lock(lock_name: str, job_id: str) -> str:
+    """The run lock's name before it carried the type (``<lock>:run:<id>``): a page of an older
+    pyjobq during a deploy still takes this one, so recovery still honours it."""
     return f"{lock_name}:run:{job_id}"
+
+
+def lanes_held(held: Mapping[str, str], lock_name: str, ours: Collection[str],
+               unfinished: Container[str]) -> dict[str, str]:
+    """Types with a run on the wire elsewhere and no unfinished record left to say so, with one
+    such run lock's name each: those lanes are busy here.
+
+    A run lock another page holds exclusively on a job that is no longer ``unfinished`` (deleted
+    or cancelled while its frozen page was sending it) is a request that may still be on the
+    wire. One on an unfinished job is not counted here: a running record is judged by its own
+    lock (recovery), and a pending one's lock was taken ahead of a claim, not for a run."""
+    prefix = f"{lock_name}:run:"
+    busy: dict[str, str] = {}
+    for name, mode in held.items():
+        if mode != "exclusive" or not name.startswith(prefix + "["):
+            continue
+        try:
+            job_type, job_id = json.loads(name[len(prefix):])
+        except (ValueError, TypeError):
+            continue  # not a run lock of ours: any script of the origin may name a lock
+        if isinstance(job_type, str) and isinstance(job_id, str) and job_id not in ours \
+                and job_id not in unfinished:
+            busy.setdefault(job_type, name)
+    return busy
 
 
 def orphans(running: Iterable[E], in_flight: Collection[str],

@@ -45,7 +45,7 @@ class Mode:
     #: The claim's lease length in ms, or None: a running record is freed by recovery inside the
     #: processor lease instead (the job queue, volatile jobs).
     lease_ms: float | None = None
-    #: Each run holds ``<lock>:run:<id>`` until its outcome is stored, so recovery skips it.
+    #: Each run holds ``<lock>:run:["<type>","<id>"]`` until its outcome is stored, so recovery skips it.
     run_locks: bool = False
     #: ``"keep"`` stores a ``done`` record; ``"delete"`` removes it once done is published.
     on_success: Literal["keep", "delete"] = "keep"

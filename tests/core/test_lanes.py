@@ -104,3 +104,16 @@ def test_a_lane_chains_its_next_claim_only_when_nothing_else_must_be_decided() -
     assert not chains("a", suspended=set(), yields={"a": "typing"}, busy_elsewhere=set())
     assert not chains("a", suspended=set(), yields={}, busy_elsewhere={"a"})
     assert chains("a", suspended={"b"}, yields={"b": "typing"}, busy_elsewhere={"b"})
+
+
+def test_a_run_lock_held_elsewhere_on_a_job_no_longer_unfinished_keeps_its_lane_busy() -> None:
+    from pyjobq.core.lanes import lanes_held, run_lock
+
+    gone, taken_ahead, mine = run_lock("q", "save", "x"), run_lock("q", "save", "y"), run_lock("q", "sync", "m")
+    held = {"q": "exclusive", gone: "exclusive", taken_ahead: "exclusive", mine: "exclusive",
+            run_lock("q", "upload", "w"): "shared",        # a watch, not a run
+            "q:run:[not json": "exclusive", 'q:run:["t"]': "exclusive",  # any script may name a lock
+            "q:run:legacy-id": "exclusive", "other:run:[\"save\",\"z\"]": "exclusive"}
+    assert gone == 'q:run:["save","x"]'
+    assert lanes_held(held, "q", ours={"m"}, unfinished={"y", "m"}) == {"save": gone}
+    assert lanes_held(held, "q", ours={"m"}, unfinished={"x", "y", "m"}) == {}

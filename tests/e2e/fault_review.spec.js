@@ -88,7 +88,7 @@ test("a database upgrade while a job runs: its run lock is held until the page's
   const page = await openPage(context);
   const id = await startHeld(page, 3);
   const lockName = await py(page, "queue.settings.lock_name");
-  const runLock = `${lockName}:run:${id}`;
+  const runLock = `${lockName}:run:${JSON.stringify(["default", id])}`; // pyjobq.core.lanes.run_lock
   const db = await py(page, "queue.settings.db_name");
   const heldLocks = () => page.evaluate(async () => (await navigator.locks.query()).held.map((l) => l.name));
   expect(await heldLocks()).toContain(runLock);
