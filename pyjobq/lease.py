@@ -60,6 +60,25 @@ its look and its write cannot recover a run another tab claimed meanwhile
 only releasing on freeze needed the page. The outbox (lease mode) and the in-tab volatile
 engine take no run locks: nothing recovers their running records by lock.
 
+**A holder that cannot let go is taken over: the lease watch.** A worker host (a notebook
+kernel, a PyScript worker) has no ``freeze`` event: frozen with its page, it keeps the lock,
+and the origin's queue would stop until it thaws — hours, perhaps. So every tab in line for
+the lease asks, on the lease channel (``<channel>:lease``), whether the holder is alive
+(``lease_ping`` every ``PING_MS``); the holder answers (``lease_pong``) from the thread that
+holds the lock — the page for a page-held lease, the worker for a worker host's — and a frozen
+one cannot. After ``SILENT_PINGS`` pings in a row with none answered (about a minute) the tab
+says so (``lease_stolen``, so the others count the new holder's silence from zero) and takes
+the lock with ``steal: true`` (:class:`LeaseWatch`). Pings are counted, not time: a waiting tab
+that was frozen itself resumes one ping further on, not a minute. The holder learns that its
+lock was taken when it runs again — a thawed page or worker — revokes its pass like a freeze,
+and gets back in line (:meth:`LeaseHolder.stolen`, :class:`HostLease`). That is safe for the
+same reason a freeze is: the silent holder's runs keep their run locks, so none is recovered
+or doubled and their types stay busy everywhere; and until the thawed holder has heard, a claim
+it makes is checked against the run locks others hold after its own are taken, so two holders
+never start one type side by side (pyjobq/passes.py, :meth:`Pass._claims_alone`). A holder that
+is only busy for a minute (a page computing) is taken over the same way, which costs it
+nothing it was using: a busy page grants its worker nothing and hands out no run.
+
 Simpler schemes fail: a worker-held lease is not released while frozen; a page-held
 lease without run locks lets the next holder recover — and so double — the frozen run;
 recovering by a time limit would bound runs, which the spec forbids ("Only the handshake
@@ -70,21 +89,103 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from .core.messages import make
+from .core.ports import Channel, Clock, Link, LockManager, LockStolen, Timer, Unsubscribe
 from .core.router import Router
-from .core.ports import Link, LockManager
 
 log = logging.getLogger("pyjobq")
 
 #: The link messages of the page-held lease; the scheduler and executor side leave them to this module.
-LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released"})
+LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released", "lease_steal"})
 
-#: ``grab(name, on_granted) -> cancel``: request the exclusive lock ``name``; once it is held
-#: call ``on_granted(release)``, where ``release()`` lets it go at once (inside a ``freeze``
-#: handler, before the page stops). ``cancel()`` drops a request not yet granted.
-Grab = Callable[[str, Callable[[Callable[[], None]], None]], Callable[[], None]]
+#: How often a tab in line for the lease asks its holder whether it is alive (:class:`LeaseWatch`).
+PING_MS = 10_000.0
+#: Pings in a row the holder leaves unanswered before a tab in line takes the lease from it.
+SILENT_PINGS = 6
+
+
+def lease_channel_name(channel_name: str) -> str:
+    """The channel the lease's pings travel on: beside the news channel, not on it (a tab of an
+    older pyjobq would log each ping it does not know)."""
+    return f"{channel_name}:lease"
+
+
+class Grab(Protocol):
+    """Request the exclusive lock ``name``; once it is held call ``on_granted(release)``, where
+    ``release()`` lets it go at once (inside a ``freeze`` handler, before the page stops).
+    ``steal``: take it from its holder now. ``on_stolen()`` is called if it is taken from us
+    while held. Returns ``cancel()``, which drops a request not yet granted."""
+
+    def __call__(self, name: str, on_granted: Callable[[Callable[[], None]], None], *,
+                 steal: bool = False, on_stolen: Callable[[], None] | None = None) -> Callable[[], None]: ...
+
+
+class LeaseWatch:
+    """In line for the lease: ask the holder whether it is alive, and take the lease from a
+    silent one (the theory above). ``waiting()`` starts the pings, ``holding()`` stops them."""
+
+    def __init__(self, channel: Channel, clock: Clock, source: str, steal: Callable[[], None]) -> None:
+        self._channel = channel
+        self._clock = clock
+        self._source = source
+        self._steal = steal
+        self._timer: Timer | None = None
+        self._answered = True
+        #: Pings in a row nobody answered.
+        self.missed = 0
+        #: Times this watch took the lease from a silent holder.
+        self.steals = 0
+        self._unsubscribe = channel.subscribe(Router("pyjobq lease watch", {
+            "lease_pong": self._heard, "lease_stolen": self._heard}, quiet=True))
+
+    @property
+    def watching(self) -> bool:
+        return self._timer is not None
+
+    def waiting(self) -> None:
+        """In line now: ping at once and every ``PING_MS`` until :meth:`holding`."""
+        if self._timer is None:
+            self.missed, self._answered = 0, True
+            self._ping()
+
+    def holding(self) -> None:
+        """Holding the lease (or no longer in line): no more pings."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _ping(self) -> None:
+        self._timer = None
+        if not self._answered:
+            self.missed += 1
+        if self.missed >= SILENT_PINGS:
+            self.steals += 1
+            self._channel.post(make("lease_stolen", source=self._source))
+            self._steal()
+            return
+        self._answered = False
+        self._channel.post(make("lease_ping", source=self._source))
+        self._timer = self._clock.call_later(PING_MS, self._ping)
+
+    def _heard(self, _msg: dict[str, Any]) -> None:
+        # A pong from the holder, or another tab taking over (whose silence counts from now).
+        self._answered, self.missed = True, 0
+
+    def close(self) -> None:
+        self.holding()
+        self._unsubscribe()
+
+
+def answer_pings(channel: Channel, source: str, holding: Callable[[], bool]) -> Unsubscribe:
+    """Answer every ``lease_ping`` with a ``lease_pong`` while ``holding()``: called on the thread
+    that holds the lock, which a frozen page or worker cannot run."""
+    def ping(_msg: dict[str, Any]) -> None:
+        if holding():
+            channel.post(make("lease_pong", source=source))
+
+    return channel.subscribe(Router("pyjobq lease", {"lease_ping": ping}, quiet=True))
 
 
 class LockLease:
@@ -103,12 +204,129 @@ class LockLease:
 
 
 class HeldLease:
-    """The lock is held for this scheduler's whole life by its host — a worker host's
-    bootstrap takes it before it loads Pyodide — so every drain runs at once."""
+    """The lock is held for this scheduler's whole life by its host, so every drain runs at
+    once (tests that need a lease nobody takes away)."""
 
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
         await callback()
         return True
+
+
+class HostLease:
+    """A worker host's lease (a notebook kernel, a PyScript worker): its bootstrap (worker.mjs)
+    took the lock before loading Pyodide and holds it while the worker lives, so every drain
+    runs at once — unless a tab in line found this worker silent (frozen with its page) and
+    took the lock (:class:`LeaseWatch`). Then :meth:`stolen` revokes the pass holding it, and
+    this worker gets back in line through ``grab``, pinging the new holder as any tab in line
+    does; while it holds the lock it answers pings.
+
+    Args:
+        held: the bootstrap holds the lock now (False: it was taken before this scheduler booted).
+        release_bootstrap: lets the bootstrap's lock go (a scheduler stopped for good).
+    """
+
+    def __init__(self, grab: Grab, name: str, channel: Channel, clock: Clock, source: str, *,
+                 held: bool, release_bootstrap: Callable[[], None] = lambda: None) -> None:
+        self._grab = grab
+        self._name = name
+        self._holding = held
+        self._release: Callable[[], None] | None = release_bootstrap if held else None
+        self._cancel: Callable[[], None] | None = None
+        self._granted: asyncio.Future[None] | None = None
+        self._on_revoked: Callable[[], None] | None = None
+        self._closed = False
+        self.watch = LeaseWatch(channel, clock, source, self.steal)
+        self._unanswer = answer_pings(channel, source, lambda: self._holding)
+        if not held:
+            self._request()
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
+    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+        while not self._holding:
+            if self._granted is None or self._granted.done():
+                self._granted = asyncio.get_event_loop().create_future()
+            await asyncio.shield(self._granted)
+        revoked = False
+
+        def revoke() -> None:
+            nonlocal revoked
+            revoked = True
+            on_revoked()
+
+        self._on_revoked = revoke
+        try:
+            await callback()
+        finally:
+            if self._on_revoked is revoke:
+                self._on_revoked = None
+        return not revoked
+
+    def stolen(self) -> None:
+        """The lock was taken from this worker (it was silent): stop claiming, get back in line."""
+        if not self._holding:
+            return
+        self._holding, self._release = False, None
+        revoke, self._on_revoked = self._on_revoked, None
+        if revoke is not None:
+            revoke()
+        self._request()
+
+    def steal(self) -> None:
+        """Take the lock from its silent holder (this worker's watch, or its page's word)."""
+        if not self._holding and not self._closed:
+            self._request(steal=True)
+
+    def _request(self, *, steal: bool = False) -> None:
+        if self._closed or self._holding or (self._cancel is not None and not steal):
+            return
+        if self._cancel is not None:
+            cancel, self._cancel = self._cancel, None
+            cancel()
+
+        def granted(release: Callable[[], None]) -> None:
+            self._cancel = None
+            if self._closed:
+                release()
+                return
+            self._holding, self._release = True, release
+            self.watch.holding()
+            if self._granted is not None and not self._granted.done():
+                self._granted.set_result(None)
+
+        self._cancel = self._grab(self._name, granted, steal=steal, on_stolen=self.stolen)
+        self.watch.waiting()
+
+    def close(self) -> None:
+        """Let the lock go and leave the line (the scheduler stopped for good)."""
+        self._closed = True
+        self.watch.close()
+        self._unanswer()
+        if self._cancel is not None:
+            cancel, self._cancel = self._cancel, None
+            cancel()
+        release, self._release, self._holding = self._release, None, False
+        if release is not None:
+            release()
+
+
+def watch_in_line(link: Link, channel: Channel, clock: Clock, source: str) -> Callable[[], None]:
+    """A worker host's page while its worker's bootstrap waits in line for the lock (no Pyodide
+    there to ping): watch the holder from here, and tell the bootstrap to take the lock
+    (``lease_steal``) from a silent one. Stops when the worker says it holds the lock
+    (``worker_booting``); returns what stops it sooner."""
+    watch = LeaseWatch(channel, clock, source, lambda: link.send(make("lease_steal")))
+    unsubscribe = link.subscribe(Router("pyjobq lease watch", {"worker_booting": lambda _msg: stop()},
+                                        quiet=True))
+
+    def stop() -> None:
+        watch.close()
+        unsubscribe()
+
+    watch.waiting()
+    return stop
 
 
 class NeverLease:
@@ -246,10 +464,18 @@ class LeaseHolder:
     """
 
     def __init__(self, link: Link, grab: Grab, name: str, *, on_first_grant: Callable[[], None] | None = None,
-                 eager: bool = False) -> None:
+                 eager: bool = False, channel: Channel | None = None, clock: Clock | None = None,
+                 source: str = "") -> None:
         """``eager``: take the lock now, before the worker asks (a tab that opens the queue is
         in line for it), and call ``on_first_grant`` the first time it is held — the page
-        boots its worker's Pyodide then, so a waiting tab loads none."""
+        boots its worker's Pyodide then, so a waiting tab loads none. ``channel`` (the lease
+        channel) and ``clock``: answer pings while holding, and watch the holder while in line
+        (:class:`LeaseWatch`)."""
+        self.watch: LeaseWatch | None = None
+        self._unanswer: Unsubscribe | None = None
+        if channel is not None and clock is not None:
+            self.watch = LeaseWatch(channel, clock, source, self.steal)
+            self._unanswer = answer_pings(channel, source, lambda: self.holding)
         self._link = link
         self._grab = grab
         self._name = name
@@ -301,9 +527,13 @@ class LeaseHolder:
         self._lent = self._epoch
         self._link.send(make("lease_granted", epoch=self._epoch))
 
-    def _request(self) -> None:
-        if self.frozen or not self._wanted or self._release is not None or self._cancel is not None:
+    def _request(self, *, steal: bool = False) -> None:
+        if self.frozen or not self._wanted or self._release is not None \
+                or (self._cancel is not None and not steal):
             return
+        if self._cancel is not None:
+            cancel, self._cancel = self._cancel, None
+            cancel()
 
         def granted(release: Callable[[], None]) -> None:
             self._cancel = None
@@ -312,12 +542,34 @@ class LeaseHolder:
                 self._request()
                 return
             self._release = release
+            if self.watch is not None:
+                self.watch.holding()
             first, self._on_first_grant = self._on_first_grant, None
             if first is not None:
                 first()
             self._lend()
 
-        self._cancel = self._grab(self._name, granted)
+        self._cancel = self._grab(self._name, granted, steal=steal, on_stolen=self.stolen)
+        if self.watch is not None:
+            self.watch.waiting()
+
+    def steal(self) -> None:
+        """Take the lock from its silent holder (:class:`LeaseWatch`), if this page is in line."""
+        if self._cancel is not None:
+            self._request(steal=True)
+
+    def stolen(self) -> None:
+        """The lock was taken from this page (it was silent, busy perhaps): revoke the worker's
+        grant as a freeze does, and get back in line."""
+        if self._release is None:
+            return
+        self._release = None
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            self._refusing = lent
+            self._link.send(make("lease_revoked", epoch=lent))
+        self._wanted = True
+        self._request()
 
     def _let_go(self) -> None:
         release, self._release = self._release, None
@@ -329,6 +581,8 @@ class LeaseHolder:
         if self.frozen:
             return
         self.frozen = True
+        if self.watch is not None:
+            self.watch.holding()  # not in line while frozen: resume() asks again
         if self._cancel is not None:
             # A queued request granted while frozen would hold the lock for a page that cannot run.
             cancel, self._cancel = self._cancel, None
@@ -353,16 +607,23 @@ class LeaseHolder:
 
     def close(self) -> None:
         self._unsubscribe()
+        if self.watch is not None:
+            self.watch.close()
+        if self._unanswer is not None:
+            self._unanswer()
         if self._cancel is not None:
             self._cancel()
             self._cancel = None
         self._let_go()
 
 
-def fake_grab(locks: LockManager) -> Grab:
-    """A :data:`Grab` on any :class:`~pyjobq.core.ports.LockManager` (CPython tests, the simulation)."""
+def fake_grab(locks: LockManager, *, thawed: Callable[[], Awaitable[None]] | None = None) -> Grab:
+    """A :class:`Grab` on any :class:`~pyjobq.core.ports.LockManager` (CPython tests, the
+    simulation). ``thawed()``: awaited before a steal is reported — a frozen context learns
+    that its lock was taken only once it runs again."""
 
-    def grab(name: str, on_granted: Callable[[Callable[[], None]], None]) -> Callable[[], None]:
+    def grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, steal: bool = False,
+             on_stolen: Callable[[], None] | None = None) -> Callable[[], None]:
         loop = asyncio.get_event_loop()
         let_go: asyncio.Future[None] = loop.create_future()
         cancelled = False
@@ -377,7 +638,17 @@ def fake_grab(locks: LockManager) -> Grab:
             on_granted(release)
             await let_go
 
-        task = asyncio.ensure_future(locks.request(name, hold))
+        async def request() -> None:
+            try:
+                await locks.request(name, hold, steal=steal)
+            except LockStolen:
+                release()  # ends the callback the lock manager left behind
+                if thawed is not None:
+                    await thawed()
+                if on_stolen is not None and not cancelled:
+                    on_stolen()
+
+        task = asyncio.ensure_future(request())
 
         def cancel() -> None:
             nonlocal cancelled

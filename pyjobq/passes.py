@@ -193,12 +193,31 @@ class Pass:
         claims = list(starts.claims)
         releases = await self._e.run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
+        if claims and self._e.mode.run_locks:
+            claims = await self._claims_alone(claims, releases)
         if self._e.revoked:
             for release in releases.values():
                 release()  # the page let the lease go while we asked: claim nothing
             return False
         done = await self.group_commit(parks, claims, releases, now)
         return any(updated.applied for updated in done)
+
+    async def _claims_alone(self, claims: list[Entry], releases: dict[str, Callable[[], None]]) -> list[Entry]:
+        """The claims whose type no other page holds a run lock of, looked at *after* ours were
+        taken (:func:`pyjobq.core.lanes.types_held` says why); the others' locks are let go and
+        the holders' watched. A settle's follow-on needs no such look: its lane's run lock was
+        held all along, from the run that settles to the next."""
+        held = await self._e.locks.held()
+        mine = self._e.flights.ours() | set(releases) | self._e.run_locks.prefetched_ids()
+        busy = lanes.types_held(held, self._e.run_locks.lock_name, mine)
+        kept = []
+        for entry in claims:
+            if entry.type in busy:
+                releases.pop(entry.id)()
+                self._e.run_locks.watch(busy[entry.type])
+            else:
+                kept.append(entry)
+        return kept
 
     def prefetch(self, job_type: str) -> None:
         """Take the run lock of the lane's next job now, while this one runs: the settle's

@@ -102,6 +102,11 @@ class RunLocks:
         if self.enabled and entry.type not in self._prefetched:
             self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry)))
 
+    def prefetched_ids(self) -> set[str]:
+        """The jobs whose run locks were taken ahead of their claims (asked and granted)."""
+        return {job_id for job_id, ask in self._prefetched.values()
+                if ask.done() and not ask.cancelled() and ask.result() is not None}
+
     def has_prefetched(self, job_type: str) -> bool:
         return job_type in self._prefetched
 

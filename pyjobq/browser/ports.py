@@ -136,6 +136,59 @@ class PortLink:
         self._listeners.deliver(data)
 
 
+def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, steal: bool = False,
+             on_stolen: Callable[[], None] | None = None) -> Callable[[], None]:
+    """:class:`pyjobq.lease.Grab` on ``navigator.locks``: ``release()`` is synchronous. A held
+    lock taken by a ``steal`` rejects its request with an ``AbortError``, as a dropped queued
+    request does: which it was is told by whether it had been granted."""
+    controller = js.AbortController.new()
+    state: dict[str, Any] = {"resolve": None, "settled": False, "granted": False}
+
+    def release() -> None:
+        resolve, state["resolve"] = state["resolve"], None
+        if resolve is not None:
+            resolve()
+
+    def executor(resolve: Any, _reject: Any) -> None:
+        state["resolve"] = resolve
+
+    def granted(_lock: Any) -> Any:
+        state["granted"] = True
+        make_promise = proxies.create(executor)
+        try:
+            promise = js.Promise.new(make_promise)
+        finally:
+            proxies.destroy(make_promise)
+        on_granted(release)
+        return promise
+
+    callback = proxies.create(granted)
+
+    async def wait(request: Any) -> None:
+        try:
+            await request
+        except JsException as exc:
+            if "AbortError" not in str(exc):
+                log.warning("pyjobq: the processor lease request failed: %s", exc)
+            elif state["granted"] and state["resolve"] is not None and on_stolen is not None:
+                state["resolve"] = None  # held, not let go by us: taken with steal
+                on_stolen()
+        finally:
+            state["settled"] = True
+            proxies.destroy(callback)
+
+    # A steal cannot be queued, so it takes no signal (the Web Locks API refuses both at once).
+    options = js_object({"mode": "exclusive", "steal": True} if steal else
+                        {"mode": "exclusive", "signal": controller.signal})
+    asyncio.ensure_future(wait(js.navigator.locks.request(name, options, callback)))
+
+    def cancel() -> None:
+        if not state["settled"]:
+            controller.abort()
+
+    return cancel
+
+
 class WebLocks:
     """``navigator.locks``: hold a lock while a Python coroutine runs."""
 

@@ -58,7 +58,7 @@ from ..codes import Code
 from ..core.boot import BootFailure
 from ..errors import WorkerUnavailable
 from ..executor import ExecutorSide, HostResources
-from ..lease import NeverLease
+from ..lease import NeverLease, lease_channel_name, watch_in_line
 from ..scheduler import Scheduler
 from ..memory import LoopClock
 from ..wiring import in_process
@@ -319,6 +319,7 @@ class _BrowserWorker:
         self.worker: Any = None
         self._watch: _StartWatch | None = None
         self._unhold: Callable[[], None] | None = None
+        self._unwatch: Callable[[], None] | None = None  # a worker host's watch while in line
         #: Set once the boot follows this worker.
         self.boot: Boot | None = None
 
@@ -371,9 +372,24 @@ class _BrowserWorker:
             # The page holds the lease for its worker (it can be frozen) and boots the worker's
             # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
             self._unhold = lifecycle.hold_lease_on_page(
-                self._side, self._link, self._settings.lock_name, on_first_grant=self._post_boot)
+                self._side, self._link, self._settings.lock_name, self._settings.channel_name,
+                on_first_grant=self._post_boot)
+        elif not self._on_page and self._unwatch is None:
+            # A worker host's bootstrap waits in line with no Pyodide to ping the holder: this
+            # side watches it, and tells the bootstrap to take the lock from a silent one.
+            channel = BroadcastChannelPort(lease_channel_name(self._settings.channel_name))
+            stop = watch_in_line(self._link, channel, LoopClock(), self._side.source)
+
+            def unwatch() -> None:
+                stop()
+                channel.close()
+
+            self._unwatch = unwatch
 
     def let_lease_go(self) -> None:
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
         unhold, self._unhold = self._unhold, None
         if unhold is not None:
             unhold()

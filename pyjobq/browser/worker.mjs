@@ -27,10 +27,16 @@ const say = (type, fields = {}) => self.postMessage(JSON.stringify({ v: 1, type,
 const early = [];
 let booted;
 const boot = new Promise((resolve) => { booted = resolve; });
+// A worker host's page found the holder silent while this worker waits in line (lease_steal,
+// pyjobq/lease.py): take the lock from it. Buffered too: pyjobq's lease hears it once it runs.
+let stealLease = () => {};
 self.onmessage = (event) => {
   const data = event.data;
   if (data && typeof data === "object" && data.pyjobq_boot === 1) booted(data);
-  else early.push(data);
+  else {
+    if (typeof data === "string" && data.includes('"lease_steal"')) stealLease();
+    early.push(data);
+  }
 };
 // A policy that refuses a download or wasm compilation here is reported in this worker, not on the page.
 let refused = false;
@@ -135,12 +141,27 @@ try {
   say("worker_fetched");
   stage = "load";
   if (params.lease === "worker") {
-    // Held for this worker's life; released when it ends (or by pyjobq when it stops for good).
+    // Held for this worker's life; released when it ends (or by pyjobq when it stops for good),
+    // or taken by a tab in line that found this worker silent (frozen): pyjobq's lease
+    // (pyjobq.lease.HostLease) reads pyjobqLeaseStolen when it starts, and hears the event after.
     await new Promise((granted) => {
-      navigator.locks.request(params.lock, () => new Promise((release) => {
+      const inLine = new AbortController();
+      const hold = () => new Promise((release) => {
         self.pyjobqReleaseLease = release;
         granted();
-      }));
+      });
+      const taken = () => {
+        if (!self.pyjobqReleaseLease) return; // a queued request dropped for the steal below
+        self.pyjobqLeaseStolen = true;
+        self.dispatchEvent(new Event("pyjobq-lease-stolen"));
+      };
+      navigator.locks.request(params.lock, { signal: inLine.signal }, hold).catch(taken);
+      stealLease = () => {
+        if (self.pyjobqReleaseLease) return;
+        stealLease = () => {};
+        inLine.abort();
+        navigator.locks.request(params.lock, { steal: true }, hold).catch(taken);
+      };
     });
   }
   const { lockfile, lockfile_base: lockfileBase, bundle } = await boot;

@@ -12,16 +12,18 @@ import js  # type: ignore[import-not-found]
 from ..core import messages
 from ..core.router import Router
 from ..memory import LoopClock
-from ..lease import HeldLease, LinkLease
+from ..lease import HostLease, LinkLease, lease_channel_name
 from ..scheduler import Scheduler
 from .idb import IndexedDBStore
 from . import drain, proxies
-from .ports import BroadcastChannelPort, PortLink, WebLocks
+from .ports import BroadcastChannelPort, PortLink, WebLocks, web_grab
 
 log = logging.getLogger("pyjobq")
 
 #: The running scheduler, for debugging from the worker's console.
 scheduler: Scheduler | None = None
+#: A worker host's lease (None on a page, which holds the lease for this worker).
+_host: HostLease | None = None
 
 
 class ConsoleHandler(logging.Handler):
@@ -65,8 +67,9 @@ def start(params_json: str, early: Any) -> None:
         is_online=lambda: bool(js.navigator.onLine),
         # A page with a document holds the lease for us and lets go when frozen; in a worker
         # host worker.mjs took the lock before loading Pyodide and holds it while this worker
-        # lives (pyjobq/lease.py).
-        lease=LinkLease(link) if params.get("lease") == "page" else HeldLease(),
+        # lives, unless a tab in line takes it from this worker, silent while frozen
+        # (pyjobq/lease.py).
+        lease=LinkLease(link) if params.get("lease") == "page" else _host_lease(params),
     )
     scheduler.start()
     _unlisten_online = proxies.listen(
@@ -76,6 +79,19 @@ def start(params_json: str, early: Any) -> None:
     early.destroy() if hasattr(early, "destroy") else None
 
 
+def _host_lease(params: dict[str, str]) -> HostLease:
+    """The worker host's lease, taken over from ``worker.mjs``: it holds the lock unless a steal
+    took it before Pyodide loaded (``pyjobqLeaseStolen``); ``pyjobq-lease-stolen`` says a steal
+    of the bootstrap's lock happened later."""
+    global _host
+    release = getattr(js.self, "pyjobqReleaseLease", None)
+    _host = HostLease(web_grab, params["lock"], BroadcastChannelPort(lease_channel_name(params["channel"])),
+                      LoopClock(), params["source"], held=not getattr(js.self, "pyjobqLeaseStolen", False),
+                      release_bootstrap=(lambda: release()) if release is not None else (lambda: None))
+    proxies.listen(js.self, "pyjobq-lease-stolen", lambda _event: _host.stolen() if _host else None)
+    return _host
+
+
 def _upgraded(link: PortLink, reason: str) -> None:
     """Another tab upgraded the database: stop processing for good and tell the page why."""
     log.error("pyjobq: the scheduler stopped: %s", reason)
@@ -83,9 +99,8 @@ def _upgraded(link: PortLink, reason: str) -> None:
         # Ends the pass; the lease goes (the page lets go of it when told, a worker host's
         # bootstrap here), so a tab with the newer code takes over.
         scheduler.stop()
-    release = getattr(js.self, "pyjobqReleaseLease", None)
-    if release is not None:
-        release()
+    if _host is not None:
+        _host.close()
     link.send(messages.make("stopped", reason=reason))
 
 

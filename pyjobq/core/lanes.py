@@ -86,6 +86,27 @@ def lanes_held(held: Mapping[str, str], lock_name: str, ours: Collection[str],
     return busy
 
 
+def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -> dict[str, str]:
+    """Types of which another page holds a run lock exclusively, whatever its record says, with
+    one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere).
+
+    Asked after this page took its own claims' run locks: two pages that each believe they hold
+    the lease (one whose silent lease was just taken, before it hears: pyjobq/lease.py) and
+    start one type at once each take, then look — so at least one sees the other's lock."""
+    prefix = f"{lock_name}:run:"
+    busy: dict[str, str] = {}
+    for name, mode in held.items():
+        if mode != "exclusive" or not name.startswith(prefix + "["):
+            continue
+        try:
+            job_type, job_id = json.loads(name[len(prefix):])
+        except (ValueError, TypeError):
+            continue
+        if isinstance(job_type, str) and isinstance(job_id, str) and job_id not in mine:
+            busy.setdefault(job_type, name)
+    return busy
+
+
 def orphans(running: Iterable[E], in_flight: Collection[str],
             held_elsewhere: Collection[str] = ()) -> list[E]:
     """Running records nobody is running: not this page's, and no run lock held on them.

@@ -53,6 +53,8 @@ _ANY = (object,)
 PAGE = "page → scheduler"
 SCHEDULER = "scheduler → page"
 NEWS = "scheduler → page, and any tab → other tabs (BroadcastChannel)"
+WAITING = "a tab in line for the lease → the others (the lease channel)"
+HOLDER = "the lease holder → the tabs in line (the lease channel)"
 
 
 class MessageType(NamedTuple):
@@ -144,6 +146,15 @@ SCHEMA: dict[str, MessageType] = {
                            epoch=(int,)),
     "lease_released": _type(SCHEDULER, "Done with grant ``epoch``, or acknowledging its revocation.",
                             epoch=(int,)),
+    "lease_steal": _type(PAGE, "A worker host's page found the holder silent while this worker "
+                         "waits in line: take the lock from it (``steal``; pyjobq/lease.py, LeaseWatch)."),
+    # ------------------------------------------------------------ the holder's health (the lease channel)
+    "lease_ping": _type(WAITING, "A tab in line for the lease asks whether the holder is alive (every ``PING_MS``).", source=_STR),
+    "lease_pong": _type(HOLDER, "The holder answers a ping, from the thread that holds the lock "
+                        "(a frozen one cannot).", source=_STR),
+    "lease_stolen": _type(WAITING, "This tab takes the lease from a holder silent for "
+                          "``SILENT_PINGS`` pings: the others count the new holder's silence from "
+                          "zero.", source=_STR),
 }
 
 

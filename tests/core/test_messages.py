@@ -47,6 +47,10 @@ VALID = [
     make("lease_granted", epoch=1),
     make("lease_revoked", epoch=1),
     make("lease_released", epoch=1),
+    make("lease_steal"),
+    make("lease_ping", source="tab2"),
+    make("lease_pong", source="tab1"),
+    make("lease_stolen", source="tab2"),
 ]
 
 
@@ -101,10 +105,10 @@ def test_parse_rejects(data: object, message: str) -> None:
 # ---------------------------------------------------------------- the schema is the one list
 
 def test_every_message_type_says_who_sends_it_and_what_it_says() -> None:
-    from pyjobq.core.messages import NEWS, PAGE, SCHEDULER, SCHEMA
+    from pyjobq.core.messages import HOLDER, NEWS, PAGE, SCHEDULER, SCHEMA, WAITING
 
     for name, kind in SCHEMA.items():
-        assert kind.sender in (PAGE, SCHEDULER, NEWS), name
+        assert kind.sender in (PAGE, SCHEDULER, NEWS, WAITING, HOLDER), name
         assert kind.doc.strip().endswith("."), name
     assert [name for name, kind in SCHEMA.items() if kind.sender == NEWS] == ["job-update"]
 
