@@ -416,12 +416,20 @@ class LinkLease:
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
         self._granted = asyncio.get_event_loop().create_future()
         if self._unsolicited is not None:
+            self._epoch = self._unsolicited
             self._granted.set_result(self._unsolicited)
             self._unsolicited = None
         else:
             self._link.send(make("lease_request"))
         epoch = await self._granted
-        self._epoch, self._on_revoked = epoch, on_revoked
+        if self._epoch != epoch:
+            # Revoked in the same turn it was granted, before this drain began (a page that
+            # lent it and froze, or lost it to a steal): a drain under it would claim runs the
+            # page refuses, round and round. Hand it back unused.
+            self._granted = None
+            self._link.send(make("lease_released", epoch=epoch))
+            return False
+        self._on_revoked = on_revoked
         revoked = False
         try:
             await callback()
@@ -434,6 +442,7 @@ class LinkLease:
 
     def _granted_now(self, msg: dict[str, Any]) -> None:
         if self._granted is not None and not self._granted.done():
+            self._epoch = msg["epoch"]  # held from now: a revocation that follows at once counts
             self._granted.set_result(msg["epoch"])
         elif self._epoch is None and self._unsolicited is None:
             # The page took the lease before this worker's scheduler asked (it boots this

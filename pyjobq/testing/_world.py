@@ -25,7 +25,8 @@ processor lease itself; ``page_lease=True`` has the page hold it (a page with a 
 first grant, while the page's own request-only scheduler answers its store requests;
 ``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
 worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
-for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HeldLease`) — frozen, it keeps it.
+for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HostLease`) — frozen, it keeps it,
+until a tab in line finds it silent and takes it (:class:`~pyjobq.lease.LeaseWatch`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
 from ..core.messages import make
 from ..core.ports import Message, Unsubscribe
 from ..executor import ExecutorSide
-from ..lease import HeldLease, LeaseHolder, LinkLease, NeverLease, fake_grab
+from ..lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name, watch_in_line
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
 from ..wiring import in_process
@@ -53,6 +54,8 @@ __all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel",
 LOCK = DEFAULT_LOCK_NAME
 #: The channel carrying ``job-update``: pyjobq's default ``channel_name``.
 CHANNEL = DEFAULT_CHANNEL_NAME
+#: The channel carrying the lease's pings (:class:`~pyjobq.lease.LeaseWatch`).
+LEASE_CHANNEL = lease_channel_name(CHANNEL)
 
 #: ``await hook(tab, operation, "before" | "after", args)`` around every store write of a tab.
 StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
@@ -163,6 +166,8 @@ class FreezableClock:
         def call() -> None:
             if not timer.cancelled:
                 if self._tab is not None:
+                    if not self._tab.alive:
+                        return  # a closed tab runs nothing more
                     _in_tab(self._tab, callback)
                 else:
                     callback()
@@ -296,6 +301,7 @@ class Tab:
         self.published: dict[str, dict[str, Any]] = {}
         self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = weakref.WeakKeyDictionary()
         self._thaw_waiters: list[asyncio.Future[None]] = []
+        self._unblock_waiters: list[asyncio.Future[None]] = []
         #: The page's and the worker's ends of their link (:class:`~pyjobq.memory.MemoryLink`).
         self.page_link, self.worker_link = link_pair()
         #: The worker's ``navigator.locks``.
@@ -309,6 +315,12 @@ class Tab:
         #: The page's and the worker's channels.
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        #: The lease channel (pings: :class:`~pyjobq.lease.LeaseWatch`), the page's and the worker's.
+        self.page_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
+        self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
+        #: A worker host's lease, once its scheduler booted (:class:`~pyjobq.lease.HostLease`).
+        self.host_lease: HostLease | None = None
+        self._unwatch: Callable[[], None] | None = None
         self._worker_args: dict[str, Any] = dict(yields=yields, handshake_timeout_ms=handshake_timeout_ms)
         #: The worker's scheduler; None while a ``waiting`` tab has not been granted the lease.
         self.scheduler: Scheduler | None = None
@@ -344,12 +356,13 @@ class Tab:
             # Its worker's script runs (no Pyodide yet): the page sends what it holds.
             self.worker_link.send(make("worker_alive"))
             if worker_host:
+                # Its bootstrap waits in line with no Pyodide: the page watches the holder for it.
+                self._unwatch = watch_in_line(self.page_link, self.page_lease_channel, self.page_clock, self.name)
                 self._bootstrap_holds_the_lease()
             else:
-                self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
-                                                      eager=True, on_first_grant=self._boot)
+                self.queue.lease_holder = self._lease_holder(eager=True, on_first_grant=self._boot)
         elif page_lease:
-            self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
+            self.queue.lease_holder = self._lease_holder()
             self._boot()
         else:
             self._boot()
@@ -376,14 +389,55 @@ class Tab:
         self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
                                  self.name, lease)
 
-    def _bootstrap_holds_the_lease(self) -> None:
-        """A worker host's bootstrap: take the lock, then boot the scheduler, and keep the lock
-        for the worker's life (it goes when the tab crashes)."""
-        async def held(_lock: Any) -> None:
-            self._boot(HeldLease())
-            await asyncio.get_running_loop().create_future()  # for the worker's life
+    def _lease_holder(self, **options: Any) -> LeaseHolder:
+        """The page's lease holder: it answers pings while it holds the lock and watches the
+        holder while in line; a busy or frozen page hears that its lock was taken only once it
+        runs again."""
+        return LeaseHolder(self.page_link, fake_grab(self.page_locks, thawed=self._page_runs), LOCK,
+                           channel=self.page_lease_channel, clock=self.page_clock, source=self.name, **options)
 
-        asyncio.ensure_future(self.locks.request(LOCK, held))
+    async def _page_runs(self) -> None:
+        """Wait while the page cannot run: frozen, or busy (:meth:`block`)."""
+        while self.alive and (self.frozen or self.blocked):
+            waiter = asyncio.get_running_loop().create_future()
+            (self._thaw_waiters if self.frozen else self._unblock_waiters).append(waiter)
+            await waiter
+
+    def _bootstrap_holds_the_lease(self) -> None:
+        """A worker host's bootstrap (worker.mjs): take the lock, say ``worker_booting``, boot
+        the scheduler, and keep the lock for the worker's life — unless a tab in line takes it
+        (steal; the page's watch says ``lease_steal`` while this waits). A frozen worker hears of
+        a steal once it thaws."""
+        state: dict[str, Any] = {"stolen": False, "granted": False}
+
+        def stolen() -> None:
+            state["stolen"] = True
+            if self.host_lease is not None:
+                self.host_lease.stolen()
+
+        def granted(release: Callable[[], None]) -> None:
+            if state["granted"]:
+                return
+            state["granted"] = True
+            unlisten()
+            self.worker_link.send(make("worker_booting"))
+
+            # Pyodide boots; its scheduler takes over the lock the bootstrap holds.
+            self.host_lease = HostLease(fake_grab(self.locks, thawed=self.thawed), LOCK,
+                                        self.worker_lease_channel, self.clock, self.name,
+                                        held=not state["stolen"], release_bootstrap=release)
+            self._boot(self.host_lease)
+
+        grab = fake_grab(self.locks, thawed=self.thawed)
+        cancel = grab(LOCK, granted, on_stolen=stolen)
+
+        def steal(_message: Any) -> None:
+            nonlocal cancel
+            if isinstance(_message, dict) and _message.get("type") == "lease_steal" and not state["granted"]:
+                cancel()
+                cancel = grab(LOCK, granted, steal=True, on_stolen=stolen)
+
+        unlisten = self.worker_link.subscribe(steal)
 
     def _heard(self, update: Any) -> None:
         if not update.get("progress_only"):
@@ -414,7 +468,8 @@ class Tab:
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.freeze()
         for part in (self.page_link, self.worker_link, self.clock, self.page_clock, self.page_channel,
-                     self.worker_channel, self.request_channel, self._requests_link, self._requests_end):
+                     self.worker_channel, self.request_channel, self._requests_link, self._requests_end,
+                     self.page_lease_channel, self.worker_lease_channel):
             if part is not None:
                 part.freeze()
 
@@ -424,9 +479,10 @@ class Tab:
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.resume()
         page = (self.page_link, self._requests_link, self._requests_end, self.page_clock, self.page_channel,
-                self.request_channel)
+                self.request_channel, self.page_lease_channel)
         for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end, self.clock,
-                     self.page_clock, self.worker_channel, self.page_channel, self.request_channel):
+                     self.page_clock, self.worker_channel, self.page_channel, self.request_channel,
+                     self.worker_lease_channel, self.page_lease_channel):
             if part is not None and not (self.blocked and part in page):
                 part.thaw()  # a page still blocked stays so: unblock() delivers what waits for it
         waiters, self._thaw_waiters = self._thaw_waiters, []
@@ -449,7 +505,7 @@ class Tab:
             return
         self.blocked_sends = []
         for part in (self.page_link, self.page_clock, self.page_channel, self.request_channel,
-                     self._requests_link, self._requests_end):
+                     self._requests_link, self._requests_end, self.page_lease_channel):
             if part is not None:
                 part.freeze()
 
@@ -460,10 +516,14 @@ class Tab:
             return
         for end, message in sends:
             end.send(message)
+        waiters, self._unblock_waiters = self._unblock_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         if self.frozen:
             return  # frozen meanwhile: resume() delivers the rest
         for part in (self.page_link, self._requests_link, self._requests_end, self.page_clock,
-                     self.page_channel, self.request_channel):
+                     self.page_channel, self.request_channel, self.page_lease_channel):
             if part is not None:
                 part.thaw()
 
@@ -481,13 +541,14 @@ class Tab:
         for link in (self.page_link, self.worker_link, self._requests_link, self._requests_end):
             if link is not None:
                 link.close()
-        for channel in (self.page_channel, self.worker_channel, self.request_channel):
+        for channel in (self.page_channel, self.worker_channel, self.request_channel,
+                        self.page_lease_channel, self.worker_lease_channel):
             if channel is not None:
                 channel.crash()
         self.queue.crash()
         self.frozen = False
         self.blocked_sends = None
-        for waiter in self._thaw_waiters:
+        for waiter in self._thaw_waiters + self._unblock_waiters:
             waiter.cancel()
 
 
