@@ -26,6 +26,10 @@ first grant, while the page's own request-only scheduler answers its store reque
 ``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
 worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
 for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HeldLease`) — frozen, it keeps it.
+In both the worker boots as ``worker.mjs`` does, followed by the browser's own
+:class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while the
+world is offline), gets in line, boots once it holds the lease, and fails or stalls as
+:attr:`Tab.boot_faults` says; a failed or stalled boot lets the lease go and is retried.
 """
 
 from __future__ import annotations
@@ -34,20 +38,22 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
-from ..core.messages import make
+from ..boot import Boot
+from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
+from ..core.backoff import make_backoff
 from ..core.ports import Message, Unsubscribe
 from ..executor import ExecutorSide
-from ..lease import HeldLease, LeaseHolder, LinkLease, NeverLease, fake_grab
+from ..lease import LeaseHolder, LinkLease, NeverLease, fake_grab
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
 from ..wiring import in_process
+from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
 __all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook",
-           "LOCK", "CHANNEL"]
+           "BootFault", "LOCK", "CHANNEL"]
 
 #: The lock electing the processing tab: pyjobq's default ``lock_name``.
 LOCK = DEFAULT_LOCK_NAME
@@ -279,7 +285,9 @@ class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> None:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
+                 boot_faults: Sequence[BootFault] = (),
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world this tab is in.
         self.world = world
@@ -318,6 +326,16 @@ class Tab:
         self._requests_end: MemoryLink | None = None
         self.request_channel: FreezableChannel | None = None
         self._schedulers: list[Scheduler] = []
+        #: How the next workers' boots go wrong, one fault per worker started, in order (a
+        #: ``waiting`` tab or a worker host; pyjobq/testing/_boot.py). Append to it at any time.
+        self.boot_faults: list[BootFault] = list(boot_faults)
+        #: What this tab's workers did on the way (failures, stalls, the console's warnings).
+        self.boot_log: list[str] = []
+        #: The worker's boot, followed and retried (the browser's :class:`~pyjobq.boot.Boot`), in
+        #: a ``waiting`` tab or a worker host; None where the worker boots at once.
+        self.boot: Boot | None = None
+        self._start: SimulatedStart | None = None
+        self._worker_start_timeout_ms = worker_start_timeout_ms
         if worker_host and (page_lease or waiting):
             raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
         _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
@@ -341,13 +359,7 @@ class Tab:
             assert self.request_channel is not None
             self.requests = self._scheduler((self._requests_end, self._requests_link), self.page_locks, self.request_channel,
                                             f"{self.name}:page", NeverLease(), clock=self.page_clock, page=True)
-            # Its worker's script runs (no Pyodide yet): the page sends what it holds.
-            self.worker_link.send(make("worker_alive"))
-            if worker_host:
-                self._bootstrap_holds_the_lease()
-            else:
-                self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK,
-                                                      eager=True, on_first_grant=self._boot)
+            self._start_booting(worker_host)
         elif page_lease:
             self.queue.lease_holder = LeaseHolder(self.page_link, fake_grab(self.page_locks), LOCK)
             self._boot()
@@ -376,14 +388,19 @@ class Tab:
         self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
                                  self.name, lease)
 
-    def _bootstrap_holds_the_lease(self) -> None:
-        """A worker host's bootstrap: take the lock, then boot the scheduler, and keep the lock
-        for the worker's life (it goes when the tab crashes)."""
-        async def held(_lock: Any) -> None:
-            self._boot(HeldLease())
-            await asyncio.get_running_loop().create_future()  # for the worker's life
-
-        asyncio.ensure_future(self.locks.request(LOCK, held))
+    def _start_booting(self, worker_host: bool) -> None:
+        """Start the worker and follow its boot, as ``pyjobq.browser.runtime.start_browser``
+        does: the worker gets in line for the lease once it holds its files (a worker host's
+        takes the lock itself and keeps it for its life), boots on the first grant, and a boot
+        that fails or stalls is ended and retried."""
+        start = self._start = SimulatedStart(self, worker_host=worker_host)
+        self.boot = start.boot = Boot(self.queue.persistent, start, self.page_clock,
+                                      stall_ms=self._worker_start_timeout_ms,
+                                      backoff=make_backoff(self.world.random))
+        self.queue.on_unavailable = start.unavailable
+        self.queue.resources.requests = self.requests
+        self.queue.resources.boot = self.boot
+        start.start()
 
     def _heard(self, update: Any) -> None:
         if not update.get("progress_only"):
@@ -395,9 +412,28 @@ class Tab:
         return self.scheduler is not None
 
     def wake(self) -> None:
-        """The ``online`` event or a ``wake()`` call: reaches the worker once it has a scheduler."""
+        """A ``wake()`` call: reaches the worker once it has a scheduler."""
         if self.scheduler is not None:
             _in_tab(self, self.scheduler.wake)
+
+    def online(self) -> None:
+        """The browser's ``online`` event (set :attr:`World.online` first), as the browser
+        runtime wires it: the page forwards it to its engines (jobs waiting out an offline
+        failure are due now), and a boot that failed starts a new worker now."""
+        _in_tab(self, self.queue.back_online)
+        if self.boot is not None:
+            _in_tab(self, self.boot.online)
+
+    @property
+    def workers_started(self) -> int:
+        """How many workers this tab's boot started (1, then one more for each retry); 0 where
+        the worker boots at once, with no :attr:`boot`."""
+        return self._start.started if self._start is not None else 0
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether this tab holds the processor lease (its page for its worker, or the worker)."""
+        return self.page_locks.holds(LOCK) or self.locks.holds(LOCK)
 
     async def thawed(self) -> None:
         """Wait while this tab is frozen (code that was mid-way when it froze resumes after)."""
@@ -472,6 +508,8 @@ class Tab:
         started is cancelled, its locks are released and its ports close. What it posted and is
         not yet delivered dies with it. Its records stay in the store as they were."""
         self.alive = False
+        if self.boot is not None:
+            self.boot.close()
         for scheduler in self._schedulers:
             scheduler.stop()
         for task in sorted(self._tasks, key=self._tasks.__getitem__):
@@ -535,7 +573,9 @@ class World:
 
     def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> Tab:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
+                 boot_faults: Sequence[BootFault] = (),
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> Tab:
         """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
 
         Args:
@@ -548,10 +588,16 @@ class World:
             waiting: the page waits in line for the lease; its worker boots on the first grant.
             worker_host: an executor side with no document (a notebook kernel): its worker's
                 bootstrap holds the lease for the worker's life, frozen or not.
+            boot_faults: how the boots of a ``waiting`` tab's or a worker host's first workers
+                go wrong (:class:`BootFault`, one per worker, in order; :attr:`Tab.boot_faults`).
+            worker_start_timeout_ms: the longest a boot may go without a step (``configure``'s).
         """
+        if boot_faults and not (waiting or worker_host):
+            raise ValueError("boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
                   handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
-                  waiting=waiting, worker_host=worker_host)
+                  waiting=waiting, worker_host=worker_host, boot_faults=boot_faults,
+                  worker_start_timeout_ms=worker_start_timeout_ms)
         self.tabs.append(tab)
         return tab
 
