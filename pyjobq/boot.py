@@ -126,14 +126,20 @@ class Boot:
             stage=stage if isinstance(stage, str) else "start", message=msg["message"],
             online=self.platform.is_online(), refused=msg.get("refused") is True))
 
-    def _arm(self) -> None:
+    def _arm(self, *, again: bool = False) -> None:
         if self.booted or self._client.unavailable is not None:
             return
         self._disarm()
         stall_ms = self.stall_ms
+        armed_at = self._clock.now()
 
         def stalled() -> None:
             self._deadline = None
+            if not policy.is_stalled(armed_at, self._clock.now(), stall_ms, armed_again=again):
+                # Fired late: this page could not run (frozen with its worker, or busy), so the
+                # worker's silence says nothing yet. Judged from now, once (pyjobq/core/boot.py).
+                self._arm(again=True)
+                return
             self.failed(policy.BootFailure(
                 stage=policy.TIMEOUT, message=f"no progress within {stall_ms / 1000:g} s",
                 online=self.platform.is_online()))

@@ -546,6 +546,11 @@ class MemoryChannel(_Listeners):
             raise RuntimeError("InvalidStateError: the channel is closed")
         self._hub._deliver(self, message)
 
+    def deliver(self, message: Message) -> None:
+        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
+        it: ``worker.mjs``), as if it arrived now."""
+        self._receive(message)
+
     def _receive(self, message: Message) -> None:
         if self.closed:
             return
@@ -573,6 +578,11 @@ class MemoryLink(_Listeners):
         if self.closed or self.peer is None or self.peer.closed:
             return  # like postMessage to a terminated worker: dropped
         asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message) if self._copy else message)
+
+    def deliver(self, message: Message) -> None:
+        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
+        it: ``worker.mjs``), as if it arrived now."""
+        self._receive(message)
 
     def _receive(self, message: Message) -> None:
         if self.closed:
@@ -733,6 +743,10 @@ class FakeLocks:
         finally:
             self._mine.discard(req)
             hub._release(req)
+
+    def holds(self, name: str) -> bool:
+        """Whether this context holds the lock ``name`` now (in either mode)."""
+        return any(req in self._hub._held.get(name, ()) for req in self._mine)
 
     def crash(self) -> None:
         """The context died: its held locks are released and its queued requests dropped."""

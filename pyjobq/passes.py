@@ -132,21 +132,25 @@ class Pass:
         ours = self._e.flights.ours()
         running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
+        watched: dict[str, str] = {}  # job id -> the name of its run lock another page holds
         lanes_held: dict[str, str] = {}
         name, legacy = self._e.run_locks.name, self._e.run_locks.legacy_name
         if self._e.mode.run_locks:
             held = await self._e.locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            elsewhere = {r.id for r in running
-                         if "exclusive" in (held.get(name(r)), held.get(legacy(r.id)))}
+            watched = {r.id: lock for r in running for lock in (name(r), legacy(r.id))
+                       if held.get(lock) == "exclusive"}
+            elsewhere = set(watched)
             # A run lock held with no running record left (deleted while its frozen page sent
             # it): its request may still be on the wire, so its type waits too.
             lanes_held = lanes.lanes_held(held, self._e.run_locks.lock_name, ours, self._require_view())
         self.busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
-        # worker dies with the run lock, and a frozen tab may be discarded later.
-        for record in sorted((r for r in running if r.id in elsewhere), key=lambda r: r.id):
-            self._e.run_locks.watch(name(record))
+        # worker dies with the run lock, and a frozen tab may be discarded later. The name that
+        # is held is the one watched: an older pyjobq's run holds the legacy name, and a watch on
+        # the new one, held by nobody, would be granted at once and wake us round and round.
+        for job_id in sorted(watched):
+            self._e.run_locks.watch(watched[job_id])
         for lock in sorted(lanes_held.values()):
             self._e.run_locks.watch(lock)
         orphaned = lanes.orphans(running, ours, elsewhere)

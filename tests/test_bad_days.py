@@ -205,8 +205,10 @@ def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_o
         # A worker host: frozen, it keeps the lease (a page-held lease would be let go, and the
         # run refused on resume), so its claim goes on to the hand-off.
         holder = world.open_tab(transport=server, worker_host=True)
+        await settle()  # its worker fetches its files, then takes the lease: before the other asks
         other = world.open_tab(page_lease=True)
         await settle()
+        assert holder.holds_lease
         froze: list[str] = []
 
         async def freeze_after_claim(tab: Tab, operation: str, phase: str, args: tuple) -> None:

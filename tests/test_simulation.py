@@ -15,7 +15,11 @@ transports take the run's AbortSignal and end a slow request when it fires, as a
 hands it to ``fetch`` does. Half the seeds run on a store that yields to the event loop around
 every call, as IndexedDB does. The moment a worker posts ``run``, its tab may freeze or its page
 be busy (its loop blocked, :meth:`~pyjobq.testing.Tab.block`: the worker's clock runs on), and
-pages are busy for whole steps too.
+pages are busy for whole steps too. A tab's scheduler worker boots as ``worker.mjs`` does,
+followed by the browser's own :class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py): a boot
+fails while the world is offline, and some tabs' boots fail or stall (:class:`BootFault`: a
+dropped download, a download that hangs, Pyodide hanging with the lease held) a few times; a
+tab whose boot failed must not hold the lease, and the others take over.
 
 After every step the loop settles and the safety invariants are checked (no job runs twice at
 once, nor two of one type; the attempt ceiling; nothing stored is lost). After the faults stop
@@ -51,7 +55,7 @@ from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response
-from pyjobq.testing import CHANNEL, sequential_ids, Tab, World, settle
+from pyjobq.testing import CHANNEL, BootFault, sequential_ids, Tab, World, settle
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
 CHUNK = 100
@@ -67,6 +71,11 @@ MID_PASS_FREEZE = 0.008
 #: loop blocked) before it handles the run: the handshake's clock runs on in the worker.
 AT_RUN_FREEZE = 0.03
 AT_RUN_BLOCK = 0.03
+#: Chance that a tab whose worker boots in steps (a waiting page, a worker host) gets boot faults,
+#: and the faults drawn (1 to 3 of them, one per worker started).
+BOOT_FAULTS = 0.3
+BOOT_FAULT_KINDS = (BootFault("fetch"), BootFault("fetch", stall=True), BootFault("load", stall=True),
+                    BootFault("fetch", stall=True, for_ms=65_000.0), BootFault("load", stall=True, for_ms=20_000.0))
 #: Codes that say an attempt cost nothing (a 401, no network, a run given back): never a failure's.
 UNCOUNTED_CODES = {"s401", "offline", "lease_revoked", "already_running"}
 
@@ -216,10 +225,15 @@ class Sim:
         # worker with no scheduler until it is granted, the page's own scheduler for requests.
         # One in five is a worker host (a notebook kernel), whose bootstrap holds the lease.
         draw = self.rng.random()
+        faults: list[BootFault] = []
+        if draw < 0.6 and self.faults and self.rng.random() < BOOT_FAULTS:
+            faults = [self.rng.choice(BOOT_FAULT_KINDS) for _ in range(self.rng.randint(1, 3))]
         if draw < 0.2:
-            tab = self.world.open_tab(transport=transport, worker_host=True)
+            tab = self.world.open_tab(transport=transport, worker_host=True, boot_faults=faults)
         else:
-            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6)
+            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6, boot_faults=faults)
+        if faults:
+            self.trace.append(f"boot-faults {tab.name} {', '.join(map(str, faults))}")
         transport.bind(tab)
         return tab
 
@@ -273,9 +287,13 @@ class Sim:
             world.online = False
             detail = ""
         elif kind in ("online", "wake"):
+            went_online = kind == "online" and not world.online
             world.online = world.online or kind == "online"
-            for tab in live:  # the online event reaches every tab's worker
-                tab.wake()
+            for tab in live:
+                if went_online:
+                    tab.online()  # the online event: every page forwards it, a failed boot starts again
+                else:
+                    tab.wake()
             detail = ""
         elif kind in ("storm", "calm"):
             self.storm_401 = kind == "storm"
@@ -343,6 +361,13 @@ class Sim:
         executing = {j for j, where in self.executing.items()
                      if where not in frozen and self.unannounced.get(j, 0) < now}
         assert executing <= running, f"executing {self.executing} but running records {running}"
+        for tab in world.live:
+            if tab.boot is None:
+                continue
+            # A tab that cannot process never holds the lease; a transient failure is not for good.
+            assert not (tab.boot.retrying is not None and tab.holds_lease), (
+                f"{tab.name}'s boot failed ({tab.boot.retrying}) and it holds the lease")
+            assert tab.side.unavailable is None, f"{tab.name}: a transient boot fault became {tab.side.unavailable}"
 
     async def finish(self) -> None:
         """Faults stop: online, every answer 200, frozen tabs resume, busy pages run again, and
@@ -356,6 +381,7 @@ class Sim:
         self.world.online = True
         self.trace.append("-- faults stop --")
         for tab in self.world.live:
+            tab.boot_faults.clear()  # the next workers boot
             if tab.frozen:
                 tab.resume()
             if tab.blocked:
@@ -367,14 +393,17 @@ class Sim:
             self.open_tab()
         if went_online:
             for tab in self.world.live:
-                tab.wake()  # the online event
+                tab.online()  # the online event
         await quiet(self)
         # The bounds: a retry ladder capped near 30 s (+30 % jitter), a 401's 60 s, the idle
         # holder's 30 s re-read, an abandoned run's 30 s grace: four minutes cover every chain.
         for _ in range(4):
-            self.world.clock.advance(61_000)
-            await quiet(self)
+            await advance_timer_by_timer(self, 61_000)
             await self.check()
+        for tab in self.world.live:
+            # Every boot got there once faults healed: a tab holding the lease processes with it.
+            assert tab.boot is None or tab.boot.retrying is None, f"{tab.name}'s boot still fails: {tab.boot_log}"
+            assert tab.booted or not tab.holds_lease, f"{tab.name} holds the lease and never booted: {tab.boot_log}"
         records = await self.world.store.all()
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
         assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
@@ -452,6 +481,30 @@ async def quiet(sim: Sim) -> None:
             return
     raise AssertionError(f"the world did not go quiet within {QUIET_WITHIN_TURNS} loop turns with no "
                          "time moving: something spins (no spin)")
+
+
+#: Timers one :func:`advance_timer_by_timer` may fire; more is a spin (timers armed again and again).
+MOST_TIMERS_AN_ADVANCE = 10_000
+
+
+async def advance_timer_by_timer(sim: Sim, ms: float) -> None:
+    """Move the clock by ``ms`` one timer at a time, the world going quiet after each, as a
+    browser runs what a timer started before the next one comes due. (``FakeClock.advance``
+    alone fires every timer it passes in one sweep: a boot retried in that sweep would meet its
+    own stall deadline before its worker took a step — a page that cannot run, which after the
+    faults stop is not what happens.)"""
+    clock = sim.world.clock
+    target = clock.now() + ms
+    for _ in range(MOST_TIMERS_AN_ADVANCE):
+        due = clock.next_timer_at()
+        if due is None or due > target:
+            break
+        clock.advance(max(0.0, due - clock.now()))
+        await quiet(sim)
+    else:
+        raise AssertionError(f"more than {MOST_TIMERS_AN_ADVANCE} timers in {ms:g} ms: something spins (no spin)")
+    clock.advance(target - clock.now())
+    await quiet(sim)
 
 
 async def _quiet(awaitable: Any) -> None:
@@ -564,8 +617,14 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     statuses: set[str] = set()
     codes: set[str | None] = set()
     steps: set[str] = set()
+    booted: set[str] = set()
+    retried = 0
     for seed in range(40):
         sim = run_seed(seed)
+        for tab in sim.world.tabs:
+            retried += tab.workers_started > 1
+            booted |= {what for line in tab.boot_log
+                       for what in ("failed at fetch", "stalled at fetch", "stalled at load") if what in line}
         raw = sim.world.store.raw().values()
         statuses |= {r["status"] for r in raw}
         codes |= {r["code"] for r in raw}
@@ -573,4 +632,6 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
-            "freeze", "resume", "crash-mid", "freeze-mid"} <= steps
+            "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults"} <= steps
+    assert {"failed at fetch", "stalled at fetch", "stalled at load"} <= booted, booted
+    assert retried, "no boot failed and was retried"

@@ -328,3 +328,50 @@ def test_a_permanent_failure_lets_the_lease_go_and_starts_nothing_more() -> None
             await side.query_all()
 
     run(main)
+
+
+class MovableClock(ManualClock):
+    """A :class:`ManualClock` whose time the test sets: a timer fired after ``at`` moved past
+    its moment fired late, as a frozen page's timers do on resume."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at = 0.0
+
+    def now(self) -> float:
+        return self.at
+
+
+def test_a_deadline_that_fires_late_because_the_page_was_frozen_is_judged_again_from_then() -> None:
+    # Found by the simulation's boot faults: a page frozen (its worker with it) for longer than
+    # the deadline while its worker fetched its files ended that worker on resume, as a stall.
+    async def main() -> None:
+        clock = MovableClock()
+        side, link, told, start, boot = side_with(clock, requests=SilentLink())
+        link.say(make("worker_alive"))
+        clock.at = 10 * STALL_MS                           # frozen for ten minutes, then resumed
+        clock.fire()
+        assert start.calls == [] and boot.retrying is None  # not a stall: nobody could run
+        assert [delay for delay, _ in clock.timers] == [STALL_MS]
+        link.say(make("worker_fetched"))                   # the worker goes on where it was
+        assert start.calls == ["get_in_line"] and boot.failures == 0
+
+    run(main)
+
+
+def test_a_deadline_that_fires_late_twice_still_ends_a_stalled_boot() -> None:
+    # A hidden tab's timers may run late every time: its stalled boot must still end.
+    async def main() -> None:
+        clock = MovableClock()
+        side, link, told, start, boot = side_with(clock, requests=SilentLink())
+        for step in ("worker_alive", "worker_fetched", "worker_booting"):
+            link.say(make(step))
+        clock.at = 3 * STALL_MS
+        clock.fire()
+        assert start.calls == ["get_in_line"]
+        clock.at = 6 * STALL_MS
+        clock.fire()
+        assert start.calls == ["get_in_line", "end"] and boot.retrying is not None
+        assert boot.retrying.stage == "timeout"
+
+    run(main)

@@ -23,6 +23,13 @@ Whether to start again is decided here, from what the failure says about the fut
    permanent: a worker script that throws, a distribution that is not where the page says,
    a package that is not in the lock, a bug — starting again would fail the same way.
 
+A deadline is judged from time the page could have heard the worker: one that fires more than
+:data:`LATE_MS` after it was due ran late because this page could not run (frozen — its worker
+frozen with it, so the worker's silence says nothing — or busy, the worker's word waiting
+behind it) and is armed once more from then (:func:`is_stalled`); only a deadline that fires
+on time, or a second one, ends the boot. Once, not each time: a hidden tab's timers run late
+too, and a stalled boot there must still be ended.
+
 A retry comes on the browser's ``online`` event, and at the latest after the job queue's own
 ladder (:func:`~pyjobq.core.backoff.make_backoff`: about 1 s, 2 s, 4 s, … then 30 s), so a
 tab whose ``online`` never fires (Chromium's DevTools emulation in a worker) still gets there.
@@ -41,6 +48,10 @@ STAGES = ("script", "import", "fetch", "load", "install", "start")
 TIMEOUT = "timeout"
 #: A download of the distribution's files: failing online is the network's doing too.
 FETCH = "fetch"
+
+
+#: How late a deadline may fire and still say the boot made no progress (timer slack).
+LATE_MS = 1_000.0
 
 
 @dataclass(frozen=True)
@@ -80,3 +91,10 @@ def after_failure(failure: BootFailure, failures: int, backoff: Callable[[int], 
     if not is_transient(failure):
         return None
     return Retry(delay_ms=backoff(failures))
+
+
+def is_stalled(armed_at: float, now: float, stall_ms: float, *, armed_again: bool) -> bool:
+    """Whether a boot deadline armed at ``armed_at`` for ``stall_ms`` and firing at ``now`` ends
+    the boot as stalled: it fired on time (within :data:`LATE_MS`), or it was already armed once
+    more after firing late (``armed_again``). False: arm it again from ``now``."""
+    return armed_again or now - armed_at <= stall_ms + LATE_MS

@@ -17,7 +17,8 @@ wall clock:
 - :class:`Response` — what a test transport returns for a fetch job.
 - Fault injection for harder tests: :class:`GuardedStore` and :attr:`World.store_hook` (act
   in the middle of a tab's store write), :attr:`World.link_hook` (act as a worker posts to its
-  page, e.g. at ``run``), :class:`FreezableClock`, :class:`FreezableChannel`.
+  page, e.g. at ``run``), :class:`FreezableClock`, :class:`FreezableChannel`;
+  :class:`BootFault` (a worker's boot that fails or stalls: ``open_tab(boot_faults=...)``).
 
 A test of your app's code::
 
@@ -50,6 +51,7 @@ from . import _records, _world
 from ._records import record, sequential_ids
 from ._response import Response
 from ._run import UnretrievedError, run, settle
+from ._boot import BootFault
 from ._world import FreezableChannel, FreezableClock, GuardedStore, Tab, World
 
 T0 = _records.T0
@@ -72,5 +74,6 @@ __all__ = [
     "record", "sequential_ids", "T0",
     "Response",
     "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook", "LOCK", "CHANNEL",
+    "BootFault",
     "PLAYWRIGHT_HELPER",
 ]

@@ -27,6 +27,10 @@ first grant, while the page's own request-only scheduler answers its store reque
 worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
 for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HostLease`) — frozen, it keeps it,
 until a tab in line finds it silent and takes it (:class:`~pyjobq.lease.LeaseWatch`).
+In both the worker boots as ``worker.mjs`` does, followed by the browser's own
+:class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while the
+world is offline), gets in line, boots once it holds the lease, and fails or stalls as
+:attr:`Tab.boot_faults` says; a failed or stalled boot lets the lease go and is retried.
 """
 
 from __future__ import annotations
@@ -35,20 +39,22 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME
-from ..core.messages import make
+from ..boot import Boot
+from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
+from ..core.backoff import make_backoff
 from ..core.ports import Message, Unsubscribe
 from ..executor import ExecutorSide
-from ..lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name, watch_in_line
+from ..lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
 from ..scheduler import Scheduler
 from ..wiring import in_process
+from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
 __all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook",
-           "LOCK", "CHANNEL"]
+           "BootFault", "LOCK", "CHANNEL"]
 
 #: The lock electing the processing tab: pyjobq's default ``lock_name``.
 LOCK = DEFAULT_LOCK_NAME
@@ -284,7 +290,9 @@ class Tab:
     def __init__(self, world: "World", name: str, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> None:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
+                 boot_faults: Sequence[BootFault] = (),
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world this tab is in.
         self.world = world
@@ -330,6 +338,16 @@ class Tab:
         self._requests_end: MemoryLink | None = None
         self.request_channel: FreezableChannel | None = None
         self._schedulers: list[Scheduler] = []
+        #: How the next workers' boots go wrong, one fault per worker started, in order (a
+        #: ``waiting`` tab or a worker host; pyjobq/testing/_boot.py). Append to it at any time.
+        self.boot_faults: list[BootFault] = list(boot_faults)
+        #: What this tab's workers did on the way (failures, stalls, the console's warnings).
+        self.boot_log: list[str] = []
+        #: The worker's boot, followed and retried (the browser's :class:`~pyjobq.boot.Boot`), in
+        #: a ``waiting`` tab or a worker host; None where the worker boots at once.
+        self.boot: Boot | None = None
+        self._start: SimulatedStart | None = None
+        self._worker_start_timeout_ms = worker_start_timeout_ms
         if worker_host and (page_lease or waiting):
             raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
         _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
@@ -353,14 +371,7 @@ class Tab:
             assert self.request_channel is not None
             self.requests = self._scheduler((self._requests_end, self._requests_link), self.page_locks, self.request_channel,
                                             f"{self.name}:page", NeverLease(), clock=self.page_clock, page=True)
-            # Its worker's script runs (no Pyodide yet): the page sends what it holds.
-            self.worker_link.send(make("worker_alive"))
-            if worker_host:
-                # Its bootstrap waits in line with no Pyodide: the page watches the holder for it.
-                self._unwatch = watch_in_line(self.page_link, self.page_lease_channel, self.page_clock, self.name)
-                self._bootstrap_holds_the_lease()
-            else:
-                self.queue.lease_holder = self._lease_holder(eager=True, on_first_grant=self._boot)
+            self._start_booting(worker_host)
         elif page_lease:
             self.queue.lease_holder = self._lease_holder()
             self._boot()
@@ -403,41 +414,19 @@ class Tab:
             (self._thaw_waiters if self.frozen else self._unblock_waiters).append(waiter)
             await waiter
 
-    def _bootstrap_holds_the_lease(self) -> None:
-        """A worker host's bootstrap (worker.mjs): take the lock, say ``worker_booting``, boot
-        the scheduler, and keep the lock for the worker's life — unless a tab in line takes it
-        (steal; the page's watch says ``lease_steal`` while this waits). A frozen worker hears of
-        a steal once it thaws."""
-        state: dict[str, Any] = {"stolen": False, "granted": False}
-
-        def stolen() -> None:
-            state["stolen"] = True
-            if self.host_lease is not None:
-                self.host_lease.stolen()
-
-        def granted(release: Callable[[], None]) -> None:
-            if state["granted"]:
-                return
-            state["granted"] = True
-            unlisten()
-            self.worker_link.send(make("worker_booting"))
-
-            # Pyodide boots; its scheduler takes over the lock the bootstrap holds.
-            self.host_lease = HostLease(fake_grab(self.locks, thawed=self.thawed), LOCK,
-                                        self.worker_lease_channel, self.clock, self.name,
-                                        held=not state["stolen"], release_bootstrap=release)
-            self._boot(self.host_lease)
-
-        grab = fake_grab(self.locks, thawed=self.thawed)
-        cancel = grab(LOCK, granted, on_stolen=stolen)
-
-        def steal(_message: Any) -> None:
-            nonlocal cancel
-            if isinstance(_message, dict) and _message.get("type") == "lease_steal" and not state["granted"]:
-                cancel()
-                cancel = grab(LOCK, granted, steal=True, on_stolen=stolen)
-
-        unlisten = self.worker_link.subscribe(steal)
+    def _start_booting(self, worker_host: bool) -> None:
+        """Start the worker and follow its boot, as ``pyjobq.browser.runtime.start_browser``
+        does: the worker gets in line for the lease once it holds its files (a worker host's
+        takes the lock itself and keeps it for its life), boots on the first grant, and a boot
+        that fails or stalls is ended and retried."""
+        start = self._start = SimulatedStart(self, worker_host=worker_host)
+        self.boot = start.boot = Boot(self.queue.persistent, start, self.page_clock,
+                                      stall_ms=self._worker_start_timeout_ms,
+                                      backoff=make_backoff(self.world.random))
+        self.queue.on_unavailable = start.unavailable
+        self.queue.resources.requests = self.requests
+        self.queue.resources.boot = self.boot
+        start.start()
 
     def _heard(self, update: Any) -> None:
         if not update.get("progress_only"):
@@ -449,9 +438,28 @@ class Tab:
         return self.scheduler is not None
 
     def wake(self) -> None:
-        """The ``online`` event or a ``wake()`` call: reaches the worker once it has a scheduler."""
+        """A ``wake()`` call: reaches the worker once it has a scheduler."""
         if self.scheduler is not None:
             _in_tab(self, self.scheduler.wake)
+
+    def online(self) -> None:
+        """The browser's ``online`` event (set :attr:`World.online` first), as the browser
+        runtime wires it: the page forwards it to its engines (jobs waiting out an offline
+        failure are due now), and a boot that failed starts a new worker now."""
+        _in_tab(self, self.queue.back_online)
+        if self.boot is not None:
+            _in_tab(self, self.boot.online)
+
+    @property
+    def workers_started(self) -> int:
+        """How many workers this tab's boot started (1, then one more for each retry); 0 where
+        the worker boots at once, with no :attr:`boot`."""
+        return self._start.started if self._start is not None else 0
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether this tab holds the processor lease (its page for its worker, or the worker)."""
+        return self.page_locks.holds(LOCK) or self.locks.holds(LOCK)
 
     async def thawed(self) -> None:
         """Wait while this tab is frozen (code that was mid-way when it froze resumes after)."""
@@ -532,6 +540,8 @@ class Tab:
         started is cancelled, its locks are released and its ports close. What it posted and is
         not yet delivered dies with it. Its records stay in the store as they were."""
         self.alive = False
+        if self.boot is not None:
+            self.boot.close()
         for scheduler in self._schedulers:
             scheduler.stop()
         for task in sorted(self._tasks, key=self._tasks.__getitem__):
@@ -596,7 +606,9 @@ class World:
 
     def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
-                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False) -> Tab:
+                 page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
+                 boot_faults: Sequence[BootFault] = (),
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> Tab:
         """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
 
         Args:
@@ -609,10 +621,16 @@ class World:
             waiting: the page waits in line for the lease; its worker boots on the first grant.
             worker_host: an executor side with no document (a notebook kernel): its worker's
                 bootstrap holds the lease for the worker's life, frozen or not.
+            boot_faults: how the boots of a ``waiting`` tab's or a worker host's first workers
+                go wrong (:class:`BootFault`, one per worker, in order; :attr:`Tab.boot_faults`).
+            worker_start_timeout_ms: the longest a boot may go without a step (``configure``'s).
         """
+        if boot_faults and not (waiting or worker_host):
+            raise ValueError("boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
         tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
                   handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
-                  waiting=waiting, worker_host=worker_host)
+                  waiting=waiting, worker_host=worker_host, boot_faults=boot_faults,
+                  worker_start_timeout_ms=worker_start_timeout_ms)
         self.tabs.append(tab)
         return tab
 

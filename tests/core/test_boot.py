@@ -50,3 +50,16 @@ def test_the_stages_are_the_ones_the_worker_reports() -> None:
     assert boot.STAGES == ("script", "import", "fetch", "load", "install", "start")
     assert set(WORKER_ADVICE) == set(boot.STAGES)
     assert boot.TIMEOUT not in boot.STAGES and boot.is_transient(failure(boot.TIMEOUT))
+
+
+def test_a_deadline_that_fires_on_time_ends_the_boot() -> None:
+    assert boot.is_stalled(0.0, 60_000.0, 60_000.0, armed_again=False)
+    assert boot.is_stalled(0.0, 60_000.0 + boot.LATE_MS, 60_000.0, armed_again=False)  # timer slack
+
+
+def test_a_deadline_that_fires_late_is_armed_once_more_then_ends_the_boot() -> None:
+    # Fired late: the page was frozen (its worker with it) or busy; judged again from then.
+    assert not boot.is_stalled(0.0, 60_000.0 + boot.LATE_MS + 1, 60_000.0, armed_again=False)
+    assert not boot.is_stalled(0.0, 600_000.0, 60_000.0, armed_again=False)
+    # Once: a hidden tab's timers run late every time, and its stalled boot must still end.
+    assert boot.is_stalled(0.0, 600_000.0, 60_000.0, armed_again=True)
