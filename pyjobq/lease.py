@@ -122,6 +122,16 @@ class Grab(Protocol):
                  steal: bool = False, on_stolen: Callable[[], None] | None = None) -> Callable[[], None]: ...
 
 
+class _Arming:
+    """A watch's timer between a ping and the turn that arms the next."""
+
+    def cancel(self) -> None:
+        pass
+
+
+_ARMING = _Arming()
+
+
 class LeaseWatch:
     """In line for the lease: ask the holder whether it is alive, and take the lease from a
     silent one (the theory above). ``waiting()`` starts the pings, ``holding()`` stops them."""
@@ -167,7 +177,14 @@ class LeaseWatch:
             return
         self._answered = False
         self._channel.post(make("lease_ping", source=self._source))
-        self._timer = self._clock.call_later(PING_MS, self._ping)
+        self._timer = _ARMING
+        # Armed from a later turn: the holder must have had a turn to answer before the next
+        # ping counts this one missed, however far the clock jumps (a simulated minute).
+        asyncio.get_event_loop().call_soon(self._arm)
+
+    def _arm(self) -> None:
+        if self._timer is _ARMING:
+            self._timer = self._clock.call_later(PING_MS, self._ping)
 
     def _heard(self, _msg: dict[str, Any]) -> None:
         # A pong from the holder, or another tab taking over (whose silence counts from now).

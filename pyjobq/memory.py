@@ -744,6 +744,10 @@ class FakeLocks:
             self._mine.discard(req)
             hub._release(req)
 
+    def held_names(self) -> set[str]:
+        """The locks this context holds now (in either mode)."""
+        return {req.name for req in self._mine if req in self._hub._held.get(req.name, ())}
+
     def holds(self, name: str) -> bool:
         """Whether this context holds the lock ``name`` now (in either mode)."""
         return any(req in self._hub._held.get(name, ()) for req in self._mine)

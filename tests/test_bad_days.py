@@ -12,7 +12,9 @@ from typing import Any
 
 from pyjobq.abort import AbortSignal
 from pyjobq.core.lanes import run_lock
-from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS
+from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
+from pyjobq.lease import PING_MS, SILENT_PINGS, LinkLease
+from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Tab, World, run, settle
 from helpers import Server
 
@@ -253,4 +255,103 @@ def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_else
         await settle()
         assert calls.cancelled == ["/position/v1"] and calls.paths == ["/position/v1", "/position/v2"]
         assert (await y.done).status == "done"
+    run(main)
+
+
+# ---------------------------------------------------------------- 12. a frozen worker-host holder
+
+async def until_taken_over(world: World, tab: Tab) -> int:
+    """Move time a ping at a time until ``tab`` holds the lease; returns the pings it took."""
+    for pings in range(1, SILENT_PINGS + 3):
+        await world.advance(PING_MS)
+        if tab.queue.lease_holder is not None and tab.queue.lease_holder.holding:
+            return pings
+    raise AssertionError(f"{tab.name} never took the lease over")
+
+
+def test_a_frozen_worker_host_holder_is_taken_over_and_gets_back_in_line_when_it_thaws() -> None:
+    # A notebook kernel holds the lease from its worker's bootstrap; frozen with its page it
+    # cannot let go, and the origin's queue stopped until it thawed (hours, perhaps).
+    async def main() -> None:
+        world, kernel_server, page_server = World(), Server("hold"), Server()
+        kernel = world.open_tab(transport=kernel_server, worker_host=True)
+        await settle()
+        upload = kernel.side.enqueue_fetch("POST", "/upload", type="upload")
+        await settle()
+        assert kernel.holds_lease and kernel_server.paths == ["/upload"]
+        kernel.freeze()  # mid-upload: its run lock stays held
+        page = world.open_tab(transport=page_server, waiting=True)
+        save = page.side.enqueue_fetch("POST", "/save", type="save")
+        later = page.side.enqueue_fetch("POST", "/upload-2", type="upload")
+        await settle()
+        assert (await world.store.get(save.id)).status.value == "pending"
+
+        pings = await until_taken_over(world, page)
+        assert pings == SILENT_PINGS  # SILENT_PINGS pings unanswered, PING_MS apart: a minute
+        await settle()
+        assert (await save.done).status == "done" and page_server.paths == ["/save"]
+        # The frozen kernel's upload is neither recovered nor doubled, and its type waits.
+        assert (await world.store.get(upload.id)).status.value == "running"
+        assert (await world.store.get(later.id)).status.value == "pending"
+
+        kernel.resume()
+        await settle()
+        assert kernel.host_lease is not None and not kernel.host_lease.holding  # it heard, and waits
+        kernel_server.release("/upload")
+        await settle()
+        assert (await upload.done).status == "done"
+        assert (await later.done).status == "done"
+        assert kernel_server.paths == ["/upload"] and page_server.paths == ["/save", "/upload-2"]
+        # One holder, and no steal back: the page answers the kernel's pings now.
+        await world.advance(SILENT_PINGS * PING_MS * 2)
+        assert page.queue.lease_holder is not None and page.queue.lease_holder.holding
+        assert kernel.host_lease.watch.steals == 0 and not kernel.host_lease.holding
+    run(main)
+
+
+def test_a_busy_holder_page_is_taken_over_and_gets_back_in_line_unharmed() -> None:
+    async def main() -> None:
+        world, first_server, second_server = World(), Server(), Server()
+        first = world.open_tab(transport=first_server, waiting=True)
+        await settle()
+        done_first = first.side.enqueue_fetch("POST", "/first")
+        await settle()
+        assert (await done_first.done).status == "done"
+        first.block()  # a cell computing for minutes: its page hands its worker nothing
+        second = world.open_tab(transport=second_server, waiting=True)
+        job = second.side.enqueue_fetch("POST", "/second")
+        await until_taken_over(world, second)
+        await settle()
+        assert (await job.done).status == "done" and second_server.paths == ["/second"]
+        first.unblock()
+        await settle()
+        holder = first.queue.lease_holder
+        assert holder is not None and not holder.holding  # it heard it was taken, and waits
+        third = first.side.enqueue_fetch("POST", "/third")
+        await settle()
+        assert (await third.done).status == "done"
+        assert first_server.paths == ["/first"] and second_server.paths == ["/second", "/third"]
+    run(main)
+
+
+def test_a_grant_revoked_in_the_turn_it_arrived_is_handed_back_unused() -> None:
+    # A page that lent the lease and lost it in the same turn (a freeze, a steal): the worker
+    # began a drain under it anyway, and claimed runs its page refused, round and round.
+    async def main() -> None:
+        page_end, worker_end = link_pair()
+        sent: list[dict[str, Any]] = []
+        page_end.subscribe(sent.append)
+        lease = LinkLease(worker_end)
+        drained: list[bool] = []
+
+        async def drain() -> None:
+            drained.append(True)
+
+        holding = asyncio.ensure_future(lease.hold(drain, lambda: None))
+        await settle()
+        page_end.send(make("lease_granted", epoch=1))
+        page_end.send(make("lease_revoked", epoch=1))
+        assert await holding is False
+        assert drained == []
+        assert [m["type"] for m in sent] == ["lease_request", "lease_released"] and sent[1]["epoch"] == 1
     run(main)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import json
 import os
 import random
 import sys
@@ -52,10 +53,11 @@ from typing import Any
 import pytest
 
 from pyjobq.core.messages import RECHECK_MS
+from pyjobq.lease import PING_MS, SILENT_PINGS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response
-from pyjobq.testing import CHANNEL, BootFault, sequential_ids, Tab, World, settle
+from pyjobq.testing import CHANNEL, LOCK, BootFault, sequential_ids, Tab, World, settle
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
 CHUNK = 100
@@ -380,6 +382,9 @@ class Sim:
         went_online = not self.world.online
         self.world.online = True
         self.trace.append("-- faults stop --")
+        if any(t.frozen for t in self.world.live) and self.rng.random() < 0.5:
+            await self.while_frozen(went_online)
+            went_online = False
         for tab in self.world.live:
             tab.boot_faults.clear()  # the next workers boot
             if tab.frozen:
@@ -415,6 +420,44 @@ class Sim:
                 outcome = job.handle.done.result()
                 assert (outcome.status, outcome.code) == (str(record.status), record.code), record.id
         await self.check_no_spin()
+
+    async def while_frozen(self, went_online: bool) -> None:
+        """Every other fault heals, but the frozen tabs stay frozen — a worker host among them
+        holds the lease and cannot let go (issue 22, finding 12). Liveness while frozen: the
+        other tabs take over within the lease watch's bound, and every job ends except those a
+        frozen tab pins (its type has a run lock a frozen tab holds: its run may be on the wire)."""
+        world = self.world
+        self.trace.append("-- frozen tabs stay frozen --")
+        for tab in world.live:
+            tab.boot_faults.clear()
+            if tab.blocked:
+                tab.unblock()
+        for _, future in self.slow:
+            if not future.done():
+                future.set_result(200)
+        if not world.awake:
+            self.trace.append(f"open {self.open_tab().name}")  # someone opens the app again
+        if went_online:
+            for tab in world.awake:
+                tab.online()
+        await quiet(self)
+        # The takeover's bound (SILENT_PINGS pings, PING_MS apart), then the chains' four minutes.
+        await advance_timer_by_timer(self, (SILENT_PINGS + 2) * PING_MS)
+        for _ in range(4):
+            await advance_timer_by_timer(self, 61_000)
+            await self.check()
+        frozen = [t for t in world.live if t.frozen]
+        prefix = f"{LOCK}:run:"
+        pinned: set[str] = set()
+        for tab in frozen:
+            for name in tab.locks.held_names() | tab.page_locks.held_names():
+                if name.startswith(prefix + "["):
+                    pinned.add(json.loads(name[len(prefix):])[0])
+        records = await world.store.all()
+        stuck = [(r.id, r.type, str(r.status), r.owner) for r in records
+                 if r.status not in TERMINAL and r.type not in pinned]
+        assert stuck == [], (f"not terminal while {[t.name for t in frozen]} stayed frozen, types pinned "
+                             f"{sorted(pinned)} (liveness while frozen): {stuck}")
 
     async def check_no_spin(self) -> None:
         """Nothing left to do: time moves a second at a time for three minutes, and no tab may
