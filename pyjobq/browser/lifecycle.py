@@ -4,10 +4,10 @@ When the executor side has a document the page holds the processor lease for its
 (:class:`pyjobq.lease.LeaseHolder`), lets go inside the ``freeze``/``pagehide`` handlers and
 takes it back on ``resume``/``pageshow``: why, in :mod:`pyjobq.lease`.
 
-The lock is requested with a JS promise whose ``resolve`` we keep, so calling it in
-the ``freeze`` handler releases the lock before the page stops (a release through an
-asyncio callback would run in a later macrotask, after the freeze). A queued request
-is dropped with an ``AbortSignal``.
+The lock is taken with :func:`pyjobq.browser.ports.web_grab`, whose ``release()`` is
+synchronous, so the ``freeze`` handler lets go before the page stops. While the page holds it,
+it answers the lease channel's pings; while in line, it watches the holder
+(:class:`pyjobq.lease.LeaseWatch`).
 """
 
 from __future__ import annotations

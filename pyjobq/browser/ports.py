@@ -138,7 +138,10 @@ class PortLink:
 
 def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, steal: bool = False,
              on_stolen: Callable[[], None] | None = None) -> Callable[[], None]:
-    """:class:`pyjobq.lease.Grab` on ``navigator.locks``: ``release()`` is synchronous. A held
+    """:class:`pyjobq.lease.Grab` on ``navigator.locks``. The lock is held by a JS promise whose
+    ``resolve`` we keep, so ``release()`` is synchronous: called in a ``freeze`` handler it lets
+    go before the page stops (a release through an asyncio callback would run in a later
+    macrotask, after the freeze). A queued request is dropped with an ``AbortSignal``. A held
     lock taken by a ``steal`` rejects its request with an ``AbortError``, as a dropped queued
     request does: which it was is told by whether it had been granted."""
     controller = js.AbortController.new()
