@@ -147,7 +147,7 @@ async def send(method, path, body):
 
 pyjobq.configure(transport=send)
 from pyjobq import queue
-first = queue.enqueue_fetch("POST", "/api/echo/takeover-a1-${key}", {"n": 1}, type="a")
+first = queue.enqueue_fetch("POST", "/api/echo/takeover-a1-${key}", {"n": 1}, type="a", label="${key}")
 out = await asyncio.wait_for(first.done, 90)
 json.dumps([out.status, queue._queue().worker_ready])`);
     expect(first).toEqual(["done", true]);
@@ -171,7 +171,7 @@ json.dumps(None if holder is None else
     await setState(context, a.page, "frozen");
     const started = Date.now();
     const taken = await py(b, `
-job = queue.enqueue_fetch("POST", "/api/echo/takeover-b-${key}", {"n": 2}, type="b")
+job = queue.enqueue_fetch("POST", "/api/echo/takeover-b-${key}", {"n": 2}, type="b", label="${key}")
 out = await asyncio.wait_for(job.done, 120)
 json.dumps([out.status, queue._queue().worker_ready])`);
     console.log(`B's job done ${Date.now() - started} ms after A froze`);
@@ -184,7 +184,7 @@ json.dumps([out.status, queue._queue().worker_ready])`);
     await setState(context, a.page, "active");
     expect(await a.page.evaluate(() => /** @type {any} */ (window).lifecycle)).toEqual(["freeze", "resume"]);
     const afterResume = await a.kernel(`
-second = queue.enqueue_fetch("POST", "/api/echo/takeover-a2-${key}", {"n": 3}, type="a")
+second = queue.enqueue_fetch("POST", "/api/echo/takeover-a2-${key}", {"n": 3}, type="a", label="${key}")
 out = await asyncio.wait_for(second.done, 90)
 json.dumps([out.status, (await asyncio.wait_for(first.done, 5)).status])`);
     expect(afterResume).toEqual(["done", "done"]);
@@ -201,12 +201,85 @@ json.dumps([out.status, (await asyncio.wait_for(first.done, 5)).status])`);
       expect(log.filter((r) => r.path === `/api/echo/takeover-${name}-${key}`)).toHaveLength(1);
     }
     const records = await py(b, `
-recs = sorted((r["type"], r["status"], r["attempts"]) for r in await queue.query_all())
+recs = sorted((r["type"], r["status"], r["attempts"]) for r in await queue.query_all() if r.get("label") == "${key}")
 json.dumps(recs)`);
     expect(records).toEqual([["a", "done", 1], ["a", "done", 1], ["b", "done", 1]]);
     expect(a.errors).toEqual([]);
     expect(bErrors).toEqual([]);
     await a.page.close();
+    await b.close();
+    await browser.close();
+  });
+  test("a busy page's lease is taken by a tab in line, and the page gets back in line once free", async ({ baseURL, request }) => {
+    await resetServer(request);
+    const key = uniqueKey();
+    const browser = await chromium.connectOverCDP(chrome.endpoint, { noDefaults: true });
+    const context = browser.contexts()[0];
+    const watchOf = `
+holder = queue._queue().lease_holder  # None until the worker has its files and the page gets in line
+json.dumps(None if holder is None else
+           [holder.watch.watching, holder.watch.missed, holder.watch.steals, holder.holding, queue._queue().worker_ready])`;
+
+    // A: a plain page holding the lease for its worker (a page-held lease); its job ran.
+    const a = await openHarness(context, { url: `${baseURL}/tests/harness.html`, setup: configurePython() });
+    const aErrors = collectErrors(a, "A");
+    const first = await py(a, `
+first = queue.enqueue_fetch("POST", "/api/echo/busy-a1-${key}", {"n": 1}, type="a", label="${key}")
+out = await asyncio.wait_for(first.done, 90)
+json.dumps([out.status, queue._queue().worker_ready])`);
+    expect(first).toEqual(["done", true]);
+
+    // B in line, pinging every 300 ms; A's page answers while it is free.
+    const b = await openHarness(context, {
+      url: `${baseURL}/tests/harness.html`,
+      setup: `import pyjobq.lease\npyjobq.lease.PING_MS = 300.0\n${configurePython()}`,
+    });
+    const bErrors = collectErrors(b, "B");
+    await expect.poll(async () => (await py(b, watchOf))?.[0], { timeout: 60_000 }).toBe(true);
+    await b.waitForTimeout(3_000);
+    expect(await py(b, watchOf)).toEqual([true, 0, 0, false, false]);
+
+    // A's page computes for 25 s without yielding (a notebook cell): far past SILENT_PINGS pings.
+    const busyCall = py(a, `
+import time
+started = time.monotonic()
+while time.monotonic() < started + 25:
+    pass
+time.time() * 1000`);
+    await b.waitForTimeout(500); // the busy loop has begun
+    const taken = await py(b, `
+job = queue.enqueue_fetch("POST", "/api/echo/busy-b-${key}", {"n": 2}, type="b", label="${key}")
+out = await asyncio.wait_for(job.done, 120)
+json.dumps([out.status, queue._queue().worker_ready, js.Date.now()])`);
+    const busyUntil = await busyCall;
+    expect(taken.slice(0, 2)).toEqual(["done", true]); // run by B's own worker: B took the lease
+    expect(taken[2]).toBeLessThan(busyUntil); // while A was still busy
+    expect(await py(b, watchOf)).toEqual([false, 0, 1, true, true]);
+
+    // A, free again, learns its lock was taken and gets back in line; its calls still answer.
+    const afterBusy = await py(a, `
+second = queue.enqueue_fetch("POST", "/api/echo/busy-a2-${key}", {"n": 3}, type="a", label="${key}")
+out = await asyncio.wait_for(second.done, 90)
+holder = queue._queue().lease_holder
+json.dumps([out.status, holder.holding, holder.watch.watching, holder.refusing])`);
+    expect(afterBusy).toEqual(["done", false, true, false]);
+    await expect.poll(async () => (await leaseState(b)).pending.length, { timeout: 30_000 }).toBe(1);
+    const after = await leaseState(b);
+    expect(after.held).toEqual([after.mine]);
+    expect(after.pending).not.toContain(after.mine);
+
+    // Each job ran exactly once, on its first attempt.
+    const log = await serverLog(request);
+    for (const name of ["a1", "b", "a2"]) {
+      expect(log.filter((r) => r.path === `/api/echo/busy-${name}-${key}`)).toHaveLength(1);
+    }
+    const records = await py(b, `
+recs = sorted((r["type"], r["status"], r["attempts"]) for r in await queue.query_all() if r.get("label") == "${key}")
+json.dumps(recs)`);
+    expect(records).toEqual([["a", "done", 1], ["a", "done", 1], ["b", "done", 1]]);
+    expect(aErrors).toEqual([]);
+    expect(bErrors).toEqual([]);
+    await a.close();
     await b.close();
     await browser.close();
   });
