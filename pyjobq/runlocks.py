@@ -103,9 +103,12 @@ class RunLocks:
             self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry)))
 
     def prefetched_ids(self) -> set[str]:
-        """The jobs whose run locks were taken ahead of their claims (asked and granted)."""
+        """The jobs whose run locks were asked for ahead of their claims, less those found held
+        elsewhere: an ask still unanswered may already hold its lock (the lock manager granted
+        it, the answer is on its way), and counting that lock as another page's would keep its
+        lane waiting for our own prefetch until the next re-look."""
         return {job_id for job_id, ask in self._prefetched.values()
-                if ask.done() and not ask.cancelled() and ask.result() is not None}
+                if not ask.done() or (not ask.cancelled() and ask.result() is not None)}
 
     def has_prefetched(self, job_type: str) -> bool:
         return job_type in self._prefetched
