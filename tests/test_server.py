@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -143,7 +144,14 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
             token = json.loads(call(base + "/api/token")[2])["token"]
         statuses.append(status)
     assert {200, 401, 429, 500} <= set(statuses)
-    log = [e for e in json.loads(call(base + "/__control/log")[2]) if e["path"].startswith("/api/chaos/")]
+    # The server logs a request once its answer went out (its end time is then), so the last
+    # answer can reach us a moment before its entry is in the log: wait for all 61, boundedly.
+    deadline = time.monotonic() + 5
+    while True:
+        log = [e for e in json.loads(call(base + "/__control/log")[2]) if e["path"].startswith("/api/chaos/")]
+        if len(log) >= 61 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     # In the order the requests came (an entry is appended as its answer goes out, so a quick
     # answer can be logged before the slow one before it finished being logged).
     log.sort(key=lambda e: e["started"])
