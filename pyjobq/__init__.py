@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from .abort import AbortSignal
 from .config import configure
 from .core.outcome import Outcome
-from .codes import Code
+from .core.codes import Code
 from .core.status import Status
-from .errors import (
+from .core.errors import (
     ConfigurationError,
     HTTPError,
     IllegalTransition,

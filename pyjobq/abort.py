@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Generator
 
-from .errors import Interrupted
+from .core.errors import Interrupted
 
 
 class AbortSignal:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ConfigurationError
+from .core.errors import ConfigurationError
 
 DEFAULT_DB_NAME = "ui-jobs"
 DEFAULT_LOCK_NAME = "ui-job-processor"

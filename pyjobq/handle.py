@@ -20,7 +20,7 @@ from typing import Any, Callable, Generator, Generic, TypeVar
 
 from .core.outcome import Outcome
 from .core.status import Status
-from .errors import PyjobqError
+from .core.errors import PyjobqError
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from .core.ports import Change, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import CLAIMABLE, ONLY_PENDING, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
-from .errors import LockStolen
+from .core.errors import LockStolen
 
 
 log = logging.getLogger("pyjobq")

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 :class:`Outbox` gives users of the ``@yorozu/outbox`` package its shape — a
 store, a handler per entry type, ``start()`` / ``wake()`` / ``stop()`` — without a
-second engine. Underneath it is one :class:`~pyjobq.scheduler.Scheduler` and one
-:class:`~pyjobq.executor.ExecutorSide` wired by an in-memory link, exactly as the
+second engine. Underneath it is one :class:`~pyjobq.engine.scheduler.Scheduler` and one
+:class:`~pyjobq.executor.side.ExecutorSide` wired by an in-memory link, exactly as the
 volatile queue runs, over the injected :class:`~pyjobq.core.ports.Store`
 (:class:`~pyjobq.memory.MemoryStore` or :class:`~pyjobq.browser.idb.IndexedDBStore`).
 An entry is a :class:`~pyjobq.core.records.JobRecord` whose ``_reconstructor``
@@ -24,7 +24,7 @@ rules apply: a 401 or a 403/409/422 is an error like any other, which the handle
 (no attempt spent) and skipped until the network is back or its ladder slot comes.
 
 The engine listens from the first request on, while its processor lease — a
-:class:`~pyjobq.lease.GateLease` — is open only from ``start()`` to ``stop()``: an
+:class:`~pyjobq.engine.lease.GateLease` — is open only from ``start()`` to ``stop()``: an
 entry enqueued before ``start()`` or after ``stop()`` is stored at once and sent
 when the outbox (re)starts; ``stop()`` then ``start()`` drains again, and so does
 :meth:`Outbox.resume`, the spec's "drains on … resume".
@@ -69,21 +69,21 @@ import random as _random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Literal, Mapping
 
-from .codes import Code
-from .tasks import TaskSet
+from .core.codes import Code
+from .engine.tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
 from .core.ports import Change, Clock, Store, Timer
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, check_str, new_id
 from .core.status import CLAIMABLE, ONLY_FAILED, ONLY_RUNNING, Event, Status, apply
 from .core.records import MALFORMED
-from .errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
-from .executor import ExecutorSide, current_job_id
+from .core.errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
+from .executor.side import ExecutorSide, current_job_id
 from .handle import Job, JobUpdate
-from .lease import GateLease
+from .engine.lease import GateLease
 from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
-from .wiring import in_process
+from .executor.wiring import in_process
 
 _AN_ENTRY_ID = "an entry's id, a str such as job.id of what enqueue() returned or OutboxEntry.id"
 

@@ -21,12 +21,12 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from . import config as _config
 from . import notebook as _notebook
-from . import runtime as _runtime
+from .executor import host as _host
 from . import services as _services
 from .abort import AbortSignal
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.status import TERMINAL
-from .executor import ExecutorSide, current_job_id, report_progress
+from .executor.side import ExecutorSide, current_job_id, report_progress
 from .handle import Job, JobUpdate
 
 SERVICE_NAME = "job-queue"
@@ -48,7 +48,7 @@ _finished: OrderedDict[str, None] = OrderedDict()
 def _queue() -> ExecutorSide:
     global _side
     if _side is None:
-        from .runtime import start
+        from .executor.host import start
 
         _side = start(_config.settings())
         _side.on_update(_remember)
@@ -314,5 +314,5 @@ def stop() -> None:
         _side.stop()
 
 
-if _runtime.IN_PYODIDE:
+if _host.IN_PYODIDE:
     _queue()  # a page that has the queue runs it (see above)

@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from .core.jobs_table import STATUS_LOOKS
-from .errors import PyjobqError
+from .core.errors import PyjobqError
 from .notebook import jobs_html
 
 __all__ = ["STATUSES", "install", "jobs_html", "uninstall"]

@@ -13,7 +13,7 @@ from typing import Any
 from pyjobq.abort import AbortSignal
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
-from pyjobq.lease import PING_MS, SILENT_PINGS, LinkLease
+from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Tab, World, run, settle
 from helpers import Server

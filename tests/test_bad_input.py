@@ -10,7 +10,7 @@ import pytest
 
 from pyjobq.core.messages import make
 from pyjobq.errors import InvalidJobError, PyjobqError
-from pyjobq.executor import ExecutorSide
+from pyjobq.executor.side import ExecutorSide
 from pyjobq.testing import CHANNEL, World, run, settle
 from helpers import holding, serving
 

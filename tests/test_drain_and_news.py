@@ -1,5 +1,5 @@
 """The worker's batched event loop (pyjobq/browser/drain.py) and the publisher's news order
-(pyjobq/publisher.py), on CPython: both are pure Python over the loop and the ports."""
+(pyjobq/engine/publisher.py), on CPython: both are pure Python over the loop and the ports."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from pyjobq.browser import drain
 from pyjobq.core.messages import updated_jobs
-from pyjobq.publisher import NEWS_BATCH, Publisher
+from pyjobq.engine.publisher import NEWS_BATCH, Publisher
 from pyjobq.testing import record, run
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from pyjobq.abort import AbortSignal
-from pyjobq.client import EngineClient, reply_error
+from pyjobq.executor.client import EngineClient, reply_error
 from pyjobq.core.messages import make
 from pyjobq.core.router import Router
 from pyjobq.errors import InvalidJobError, PyjobqError, WorkerUnavailable
 from pyjobq.memory import MemoryStore
 from pyjobq.testing import Response, World, run, settle
-from pyjobq.wiring import in_process
+from pyjobq.executor.wiring import in_process
 
 
 async def _ok(*_args: Any) -> Response:

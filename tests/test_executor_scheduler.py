@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pyjobq import Outcome
-from pyjobq.scheduler import RETENTION_MS
+from pyjobq.engine.scheduler import RETENTION_MS
 from pyjobq.testing import Response
 from pyjobq.testing import World, run, sequential_ids, settle
 from store_contract import make_record
@@ -391,7 +391,7 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
     """The handshake costs no extra event-loop turn: the page posts run_started while
     handling run, so it is delivered on the very next turn."""
     from pyjobq.core.messages import make
-    from pyjobq.executor import ExecutorSide
+    from pyjobq.executor.side import ExecutorSide
     from pyjobq.memory import ChannelHub, link_pair
 
     async def main() -> None:

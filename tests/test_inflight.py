@@ -3,7 +3,7 @@ settles its waiters, exactly once."""
 
 from __future__ import annotations
 
-from pyjobq.inflight import FlightTable
+from pyjobq.engine.inflight import FlightTable
 from pyjobq.memory import FakeClock
 from pyjobq.testing import run
 

@@ -1,4 +1,4 @@
-"""The page-held processor lease (pyjobq/lease.py) and frozen tabs, on the memory fakes.
+"""The page-held processor lease (pyjobq/engine/lease.py) and frozen tabs, on the memory fakes.
 
 A frozen tab (``freeze``, or ``pagehide`` into the back/forward cache) lets the lease go in
 its handler; then neither its page nor its worker runs until it resumes. Another tab must
@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
-from pyjobq.lease import LeaseHolder, fake_grab
+from pyjobq.engine.lease import LeaseHolder, fake_grab
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
 from helpers import Server, holding, serving

@@ -4,7 +4,7 @@ it start, and does not look at the queue again and again while nothing changes.
 Each test sets up one way due work cannot start — its lane's predecessor running in a frozen
 tab, an abandoned run of its type still ending, its run lock taken ahead by another page — then
 moves time in 100 ms steps (a browser's timers fire as often) and counts the holder's looks
-(:attr:`pyjobq.scheduler.Scheduler.looks`). A wake armed in the past fires at every step, and
+(:attr:`pyjobq.engine.scheduler.Scheduler.looks`). A wake armed in the past fires at every step, and
 each firing is a look: hundreds a minute. Then the thing it waited for announces itself and the
 work runs, with no timer to prompt it.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from pyjobq import AbortSignal
 from pyjobq.core.lanes import legacy_run_lock, run_lock
 from pyjobq.core.mode import JOB_QUEUE
-from pyjobq.scheduler import Scheduler
+from pyjobq.engine.scheduler import Scheduler
 from pyjobq.testing import LOCK, Tab, World, record, run, settle
 from helpers import Server, reconstructor
 
@@ -120,7 +120,7 @@ def test_a_run_lock_taken_ahead_by_another_page_is_waited_for_not_polled() -> No
         other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", second.id), hold))
         await settle()
         # A page holding a run lock of the type may be starting it (a holder whose silent lease
-        # was taken, before it hears: pyjobq/lease.py), so the whole lane waits — watched.
+        # was taken, before it hears: pyjobq/engine/lease.py), so the whole lane waits — watched.
         assert server.holding == []
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
         assert server.paths == []

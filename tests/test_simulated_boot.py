@@ -1,5 +1,5 @@
 """A simulated tab's worker boots as ``worker.mjs`` does, followed by the browser's own
-:class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py), and fails or stalls as the browser's can
+:class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py), and fails or stalls as the browser's can
 (issue 22: "a boot that fails or stalls"). Whatever its boot does, a tab that cannot process
 never holds the lease, the others take over, and its jobs reach their end once it can.
 """

@@ -16,7 +16,7 @@ hands it to ``fetch`` does. Half the seeds run on a store that yields to the eve
 every call, as IndexedDB does. The moment a worker posts ``run``, its tab may freeze or its page
 be busy (its loop blocked, :meth:`~pyjobq.testing.Tab.block`: the worker's clock runs on), and
 pages are busy for whole steps too. A tab's scheduler worker boots as ``worker.mjs`` does,
-followed by the browser's own :class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py): a boot
+followed by the browser's own :class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py): a boot
 fails while the world is offline, and some tabs' boots fail or stall (:class:`BootFault`: a
 dropped download, a download that hangs, Pyodide hanging with the lease held) a few times; a
 tab whose boot failed must not hold the lease, and the others take over.
@@ -53,7 +53,7 @@ from typing import Any
 import pytest
 
 from pyjobq.core.messages import RECHECK_MS
-from pyjobq.lease import PING_MS, SILENT_PINGS
+from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.core.status import TERMINAL
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.testing import Response

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 import pyjobq
-import pyjobq.scheduler as scheduler_module
+import pyjobq.engine.scheduler as scheduler_module
 from pyjobq import AbortSignal, Interrupted, PyjobqError, Terminal
 from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff

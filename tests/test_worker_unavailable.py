@@ -1,8 +1,8 @@
 """A scheduler worker that never boots, or stops: nothing the page awaits waits for ever, and a
 tab that cannot process never holds the lease.
 
-Driven on an :class:`~pyjobq.executor.ExecutorSide` whose link reaches no scheduler, its boot
-followed by a :class:`~pyjobq.boot.Boot` on a recording :class:`FakeStart` (the browser's
+Driven on an :class:`~pyjobq.executor.side.ExecutorSide` whose link reaches no scheduler, its boot
+followed by a :class:`~pyjobq.executor.boot.Boot` on a recording :class:`FakeStart` (the browser's
 failures arrive as the same ``worker_error`` / ``stopped`` messages, or as ``Boot.failed`` from
 the browser runtime, tested in tests/e2e/worker_start.spec.js and tests/e2e/boot.spec.js).
 """
@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from pyjobq import WorkerUnavailable
-from pyjobq.boot import Boot
+from pyjobq.executor.boot import Boot
 from pyjobq.core.backoff import make_backoff
 from pyjobq.core.messages import make
 from pyjobq.errors import WORKER_ADVICE
-from pyjobq.executor import ExecutorSide
+from pyjobq.executor.side import ExecutorSide
 from pyjobq.memory import ChannelHub
 from pyjobq.testing import run
 

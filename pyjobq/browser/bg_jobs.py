@@ -29,7 +29,7 @@ from pyodide.code import run_js
 from pyodide.ffi import to_js
 
 from ..core import jobs_table
-from ..errors import PyjobqError
+from ..core.errors import PyjobqError
 from . import proxies
 from .ports import js_object
 

@@ -34,7 +34,7 @@ from ..core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordEr
 from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
 from ..core.view import Entry
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
-from ..errors import DatabaseUpgradedError as DatabaseUpgradedError, StorageError as StorageError
+from ..core.errors import DatabaseUpgradedError as DatabaseUpgradedError, StorageError as StorageError
 from . import proxies
 
 log = logging.getLogger("pyjobq")

@@ -1,13 +1,13 @@
 """The page-held processor lease in a browser page: Web Locks and the lifecycle events.
 
 When the executor side has a document the page holds the processor lease for its worker
-(:class:`pyjobq.lease.LeaseHolder`), lets go inside the ``freeze``/``pagehide`` handlers and
-takes it back on ``resume``/``pageshow``: why, in :mod:`pyjobq.lease`.
+(:class:`pyjobq.engine.lease.LeaseHolder`), lets go inside the ``freeze``/``pagehide`` handlers and
+takes it back on ``resume``/``pageshow``: why, in :mod:`pyjobq.engine.lease`.
 
 The lock is taken with :func:`pyjobq.browser.ports.web_grab`, whose ``release()`` is
 synchronous, so the ``freeze`` handler lets go before the page stops. While the page holds it,
 it answers the lease channel's pings; while in line, it watches the holder
-(:class:`pyjobq.lease.LeaseWatch`).
+(:class:`pyjobq.engine.lease.LeaseWatch`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Callable
 
 import js  # type: ignore[import-not-found]
 
-from ..executor import ExecutorSide
+from ..executor.side import ExecutorSide
 from ..core.ports import Link
-from ..lease import LeaseHolder, lease_channel_name
+from ..engine.lease import LeaseHolder, lease_channel_name
 from ..memory import LoopClock
 from . import proxies
 from .ports import BroadcastChannelPort, web_grab
@@ -34,7 +34,7 @@ def has_document() -> bool:
 
 def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str, channel_name: str,
                        on_first_grant: Callable[[], None] | None = None) -> Callable[[], None]:
-    """Give ``side`` a :class:`~pyjobq.lease.LeaseHolder`, in line for the lock at once, and
+    """Give ``side`` a :class:`~pyjobq.engine.lease.LeaseHolder`, in line for the lock at once, and
     wire it to the lifecycle events. ``on_first_grant`` runs when the page first holds it.
 
     Returns the function that removes the listeners and lets the lease go.

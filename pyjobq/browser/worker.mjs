@@ -1,5 +1,5 @@
 // pyjobq's scheduler worker: a module Web Worker running Pyodide and pyjobq.
-// The page starts it from Python (pyjobq.browser.runtime), as a Blob URL or a served copy of
+// The page starts it from Python (pyjobq.browser.page_main), as a Blob URL or a served copy of
 // this file, whose #hash carries the queue's names (DevTools -> Sources shows which database
 // this page is on) and the page's Pyodide index URL.
 //
@@ -20,7 +20,7 @@
 // {type: "worker_progress", bytes} at most once a second while the files arrive,
 // {type: "worker_fetched"} once it has them all, {type: "worker_booting"} as it starts
 // Pyodide; any failure as {type: "worker_error", stage, message, refused} (refused: a
-// Content-Security-Policy refused something). The page (pyjobq.boot) bounds the time between
+// Content-Security-Policy refused something). The page (pyjobq.executor.boot) bounds the time between
 // two of these, ends a worker that failed or stalled, and starts a new one when it can.
 const params = Object.fromEntries(new URLSearchParams(self.location.hash.slice(1)));
 const say = (type, fields = {}) => self.postMessage(JSON.stringify({ v: 1, type, ...fields }));
@@ -28,7 +28,7 @@ const early = [];
 let booted;
 const boot = new Promise((resolve) => { booted = resolve; });
 // A worker host's page found the holder silent while this worker waits in line (lease_steal,
-// pyjobq/lease.py): take the lock from it. Buffered too: pyjobq's lease hears it once it runs.
+// pyjobq/engine/lease.py): take the lock from it. Buffered too: pyjobq's lease hears it once it runs.
 let stealLease = () => {};
 self.onmessage = (event) => {
   const data = event.data;
@@ -143,7 +143,7 @@ try {
   if (params.lease === "worker") {
     // Held for this worker's life; released when it ends (or by pyjobq when it stops for good),
     // or taken by a tab in line that found this worker silent (frozen): pyjobq's lease
-    // (pyjobq.lease.HostLease) reads pyjobqLeaseStolen when it starts, and hears the event after.
+    // (pyjobq.engine.lease.HostLease) reads pyjobqLeaseStolen when it starts, and hears the event after.
     await new Promise((granted) => {
       const inLine = new AbortController();
       const hold = () => new Promise((release) => {

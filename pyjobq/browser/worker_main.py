@@ -12,8 +12,8 @@ import js  # type: ignore[import-not-found]
 from ..core import messages
 from ..core.router import Router
 from ..memory import LoopClock
-from ..lease import HostLease, LinkLease, lease_channel_name
-from ..scheduler import Scheduler
+from ..engine.lease import HostLease, LinkLease, lease_channel_name
+from ..engine.scheduler import Scheduler
 from .idb import IndexedDBStore
 from . import drain, proxies
 from .ports import BroadcastChannelPort, PortLink, WebLocks, web_grab
@@ -68,7 +68,7 @@ def start(params_json: str, early: Any) -> None:
         # A page with a document holds the lease for us and lets go when frozen; in a worker
         # host worker.mjs took the lock before loading Pyodide and holds it while this worker
         # lives, unless a tab in line takes it from this worker, silent while frozen
-        # (pyjobq/lease.py).
+        # (pyjobq/engine/lease.py).
         lease=LinkLease(link) if params.get("lease") == "page" else _host_lease(params),
     )
     scheduler.start()

@@ -5,7 +5,7 @@ Time and randomness are arguments; storage and the browser come in through the
 ports in :mod:`pyjobq.core.ports`. It imports on plain CPython.
 """
 
-from ..codes import Code
+from .codes import Code
 from .backoff import Backoff, make_backoff
 from .outcome import Outcome
 from .records import JobRecord, NewJob, RecordError

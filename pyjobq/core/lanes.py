@@ -48,7 +48,7 @@ def run_lock(lock_name: str, job_type: str, job_id: str) -> str:
 
     Its holder's document outlives a freeze but not a discard, so a running record whose
     run lock is held is another page's run (perhaps a frozen one), never an orphan
-    (why the queue needs that: pyjobq/lease.py). The name carries the job's type so that a
+    (why the queue needs that: pyjobq/engine/lease.py). The name carries the job's type so that a
     held run lock keeps its lane busy in every tab even once its record is gone: a job deleted
     while its frozen page was sending it is still on the wire, and the type's next job must
     wait for it (issue 22: one type on the wire at a time).
@@ -91,7 +91,7 @@ def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -
     one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere).
 
     Asked after this page took its own claims' run locks: two pages that each believe they hold
-    the lease (one whose silent lease was just taken, before it hears: pyjobq/lease.py) and
+    the lease (one whose silent lease was just taken, before it hears: pyjobq/engine/lease.py) and
     start one type at once each take, then look — so at least one sees the other's lock."""
     prefix = f"{lock_name}:run:"
     busy: dict[str, str] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, NamedTuple
 
-from ..errors import PyjobqError
+from .errors import PyjobqError
 
 VERSION = 1
 #: The run protocol's revision, within version 1. Revision 2: a scheduler stamps every claim
@@ -139,7 +139,7 @@ SCHEMA: dict[str, MessageType] = {
     "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.", source=_STR),
     "stopped": _type(SCHEDULER, "The worker stopped for good (another tab upgraded the database), "
                      "with the ``reason`` to show; the page fails its requests with it.", reason=_STR),
-    # ------------------------------------------------------------ the lease, held by the page (pyjobq/lease.py)
+    # ------------------------------------------------------------ the lease, held by the page (pyjobq/engine/lease.py)
     "lease_request": _type(SCHEDULER, "Take the processor lease's Web Lock for me."),
     "lease_granted": _type(PAGE, "The page holds the lock: grant number ``epoch``.", epoch=(int,)),
     "lease_revoked": _type(PAGE, "The page let grant ``epoch`` go (``freeze`` or ``pagehide``).",
@@ -147,7 +147,7 @@ SCHEMA: dict[str, MessageType] = {
     "lease_released": _type(SCHEDULER, "Done with grant ``epoch``, or acknowledging its revocation.",
                             epoch=(int,)),
     "lease_steal": _type(PAGE, "A worker host's page found the holder silent while this worker "
-                         "waits in line: take the lock from it (``steal``; pyjobq/lease.py, LeaseWatch)."),
+                         "waits in line: take the lock from it (``steal``; pyjobq/engine/lease.py, LeaseWatch)."),
     # ------------------------------------------------------------ the holder's health (the lease channel)
     "lease_ping": _type(WAITING, "A tab in line for the lease asks whether the holder is alive (every ``PING_MS``).", source=_STR),
     "lease_pong": _type(HOLDER, "The holder answers a ping, from the thread that holds the lock "

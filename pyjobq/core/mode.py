@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-One engine (:class:`pyjobq.scheduler.Scheduler`) runs three queues that differ in a
+One engine (:class:`pyjobq.engine.scheduler.Scheduler`) runs three queues that differ in a
 few decisions, and each decision is a field here, read by name where it is made:
 
 * **the job queue** (:data:`JOB_QUEUE`, persistent jobs in IndexedDB, spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import InvalidJobError
+from .errors import InvalidJobError
 from .status import TERMINAL, Status
 
 

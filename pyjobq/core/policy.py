@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
-from ..codes import Code
+from .codes import Code
 from .records import JobRecord, RunResult
 from .status import TERMINAL, Event, Status, apply
 

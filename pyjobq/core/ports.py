@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, Sequence
 
-from ..errors import LockStolen as LockStolen  # its home before it joined PyjobqError
+from .errors import LockStolen as LockStolen  # its home before it joined PyjobqError
 from .records import DueKey, JobRecord
 from .status import Status
 from .view import Entry
@@ -216,8 +216,8 @@ class Lease(Protocol):
     """The processor lease (spec: "Preventing duplicate execution across tabs").
 
     Only its holder claims jobs and recovers orphans. Who holds it — the page, which takes
-    it back when frozen (:class:`pyjobq.lease.LinkLease`), or the scheduler itself
-    (:class:`pyjobq.lease.LockLease`) — and why: pyjobq/lease.py.
+    it back when frozen (:class:`pyjobq.engine.lease.LinkLease`), or the scheduler itself
+    (:class:`pyjobq.engine.lease.LockLease`) — and why: pyjobq/engine/lease.py.
     """
 
     async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:

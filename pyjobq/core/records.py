@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, NamedTuple
 
-from ..codes import Code
-from ..errors import InvalidJobError, PyjobqError
+from .codes import Code
+from .errors import InvalidJobError, PyjobqError
 from .status import TERMINAL, Status
 
 DEFAULT_MAX_ATTEMPTS = 5

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from ..errors import IllegalTransition
+from .errors import IllegalTransition
 
 
 class Status(str, enum.Enum):

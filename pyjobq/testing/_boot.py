@@ -1,5 +1,5 @@
 """A simulated tab's scheduler worker booting as ``worker.mjs`` does, and the platform's part of
-its boot: the same :class:`~pyjobq.boot.Boot` the browser runs follows it.
+its boot: the same :class:`~pyjobq.executor.boot.Boot` the browser runs follows it.
 
 Theory of operation. In a browser a tab's scheduler worker boots in steps, each reported on
 its link (pyjobq/browser/worker.mjs): ``worker_alive``, then the distribution's files are
@@ -8,8 +8,8 @@ holds it for its worker and posts the boot message on its first grant; a worker 
 bootstrap takes the lock itself) — ``worker_booting`` as Pyodide starts from those bytes, and
 the scheduler's ``ready``; or ``worker_error`` at a stage. :class:`SimulatedWorker` takes
 the same steps in a :class:`~pyjobq.testing.Tab`, on loop turns rather than seconds, and
-:class:`SimulatedStart` is its :class:`~pyjobq.boot.WorkerStart`, as
-``pyjobq.browser.runtime._BrowserWorker`` is the browser's: it ends a worker (its lock
+:class:`SimulatedStart` is its :class:`~pyjobq.executor.boot.WorkerStart`, as
+``pyjobq.browser.page_main._BrowserWorker`` is the browser's: it ends a worker (its lock
 context dies with it, its words are heard no more) and starts a new one on the same link.
 
 What may go wrong is what goes wrong in a browser, no more and no less:
@@ -32,13 +32,13 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
-from ..boot import Boot
-from ..codes import Code
+from ..executor.boot import Boot
+from ..core.codes import Code
 from ..config import DEFAULT_LOCK_NAME
 from ..core.messages import make
 from ..core.ports import Message
-from ..errors import WorkerUnavailable
-from ..lease import HostLease, LinkLease, fake_grab, watch_in_line
+from ..core.errors import WorkerUnavailable
+from ..engine.lease import HostLease, LinkLease, fake_grab, watch_in_line
 from ..memory import FakeLocks
 
 if TYPE_CHECKING:
@@ -238,8 +238,8 @@ class SimulatedWorker:
 
 
 class SimulatedStart:
-    """The platform's part of a simulated tab's boot (:class:`pyjobq.boot.WorkerStart`), as
-    ``pyjobq.browser.runtime._BrowserWorker`` is a browser page's: one worker at a time on the
+    """The platform's part of a simulated tab's boot (:class:`pyjobq.executor.boot.WorkerStart`), as
+    ``pyjobq.browser.page_main._BrowserWorker`` is a browser page's: one worker at a time on the
     tab's link and — on a page — the lease it holds for it, asked for once the worker holds its
     files."""
 
@@ -297,7 +297,7 @@ class SimulatedStart:
             self._unhold = unhold
         elif self._worker_host and self._unwatch is None:
             # Its bootstrap waits in line with no Pyodide: the page watches the holder for it
-            # (pyjobq.browser.runtime._BrowserWorker.get_in_line).
+            # (pyjobq.browser.page_main._BrowserWorker.get_in_line).
             tab = self._tab
             self._unwatch = watch_in_line(tab.page_link, tab.page_lease_channel, tab.page_clock, tab.name)
 

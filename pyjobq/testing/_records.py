@@ -64,7 +64,7 @@ class sequential_ids:
     """
 
     #: The modules whose ``new_id`` is replaced (each imported it by name).
-    MODULES = ("pyjobq.core.records", "pyjobq.executor", "pyjobq.client", "pyjobq.outbox", "pyjobq.runtime")
+    MODULES = ("pyjobq.core.records", "pyjobq.executor.side", "pyjobq.executor.client", "pyjobq.outbox", "pyjobq.executor.host")
 
     def __init__(self, *, start: int = 50_000, descending: bool = False, prefix: str = "id") -> None:
         self._start, self._step, self._prefix = start, -1 if descending else 1, prefix

@@ -19,16 +19,16 @@ started by a call the *test* makes directly (``tab.queue.enqueue(...)`` from the
 runs in the test's context, so a crash does not cancel it until the tab's own code continues
 it; the runs it leads to (``run`` messages from the worker) are the tab's.
 
-Browser arrangements (pyjobq/browser/runtime.py): by default the worker's scheduler holds the
+Browser arrangements (pyjobq/browser/page_main.py): by default the worker's scheduler holds the
 processor lease itself; ``page_lease=True`` has the page hold it (a page with a document);
 ``waiting=True`` is a page in line for the lease whose worker has no scheduler until the
 first grant, while the page's own request-only scheduler answers its store requests;
 ``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
 worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
-for the worker's life (``worker.mjs``, :class:`~pyjobq.lease.HostLease`) — frozen, it keeps it,
-until a tab in line finds it silent and takes it (:class:`~pyjobq.lease.LeaseWatch`).
+for the worker's life (``worker.mjs``, :class:`~pyjobq.engine.lease.HostLease`) — frozen, it keeps it,
+until a tab in line finds it silent and takes it (:class:`~pyjobq.engine.lease.LeaseWatch`).
 In both the worker boots as ``worker.mjs`` does, followed by the browser's own
-:class:`~pyjobq.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while the
+:class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while the
 world is offline), gets in line, boots once it holds the lease, and fails or stalls as
 :attr:`Tab.boot_faults` says; a failed or stalled boot lets the lease go and is retried.
 """
@@ -41,15 +41,15 @@ import itertools
 import weakref
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from ..boot import Boot
+from ..executor.boot import Boot
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
 from ..core.backoff import make_backoff
 from ..core.ports import Message, Unsubscribe
-from ..executor import ExecutorSide
-from ..lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name
+from ..executor.side import ExecutorSide
+from ..engine.lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name
 from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
-from ..scheduler import Scheduler
-from ..wiring import in_process
+from ..engine.scheduler import Scheduler
+from ..executor.wiring import in_process
 from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
@@ -60,7 +60,7 @@ __all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel",
 LOCK = DEFAULT_LOCK_NAME
 #: The channel carrying ``job-update``: pyjobq's default ``channel_name``.
 CHANNEL = DEFAULT_CHANNEL_NAME
-#: The channel carrying the lease's pings (:class:`~pyjobq.lease.LeaseWatch`).
+#: The channel carrying the lease's pings (:class:`~pyjobq.engine.lease.LeaseWatch`).
 LEASE_CHANNEL = lease_channel_name(CHANNEL)
 
 #: ``await hook(tab, operation, "before" | "after", args)`` around every store write of a tab.
@@ -323,10 +323,10 @@ class Tab:
         #: The page's and the worker's channels.
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
-        #: The lease channel (pings: :class:`~pyjobq.lease.LeaseWatch`), the page's and the worker's.
+        #: The lease channel (pings: :class:`~pyjobq.engine.lease.LeaseWatch`), the page's and the worker's.
         self.page_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
         self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
-        #: A worker host's lease, once its scheduler booted (:class:`~pyjobq.lease.HostLease`).
+        #: A worker host's lease, once its scheduler booted (:class:`~pyjobq.engine.lease.HostLease`).
         self.host_lease: HostLease | None = None
         self._unwatch: Callable[[], None] | None = None
         self._worker_args: dict[str, Any] = dict(yields=yields, handshake_timeout_ms=handshake_timeout_ms)
@@ -343,7 +343,7 @@ class Tab:
         self.boot_faults: list[BootFault] = list(boot_faults)
         #: What this tab's workers did on the way (failures, stalls, the console's warnings).
         self.boot_log: list[str] = []
-        #: The worker's boot, followed and retried (the browser's :class:`~pyjobq.boot.Boot`), in
+        #: The worker's boot, followed and retried (the browser's :class:`~pyjobq.executor.boot.Boot`), in
         #: a ``waiting`` tab or a worker host; None where the worker boots at once.
         self.boot: Boot | None = None
         self._start: SimulatedStart | None = None
@@ -415,7 +415,7 @@ class Tab:
             await waiter
 
     def _start_booting(self, worker_host: bool) -> None:
-        """Start the worker and follow its boot, as ``pyjobq.browser.runtime.start_browser``
+        """Start the worker and follow its boot, as ``pyjobq.browser.page_main.start_browser``
         does: the worker gets in line for the lease once it holds its files (a worker host's
         takes the lock itself and keeps it for its life), boots on the first grant, and a boot
         that fails or stalls is ended and retried."""

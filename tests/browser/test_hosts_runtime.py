@@ -10,7 +10,7 @@ def test_the_private_index_url_read_is_where_pyodide_keeps_it(selenium):
     import js
     import pyodide_js
 
-    from pyjobq.browser.runtime import page_index_url
+    from pyjobq.browser.page_main import page_index_url
 
     # The private attribute itself, as runtime.page_index_url reads it: if Pyodide renames
     # or drops it, this is the assertion that fails.
@@ -31,7 +31,7 @@ def test_distribution_hands_the_worker_the_pages_lock(selenium):
     import json
 
     import pyjobq
-    from pyjobq.browser.runtime import distribution
+    from pyjobq.browser.page_main import distribution
     from pyjobq.config import Settings
 
     index, lock_json, base = distribution(Settings())
@@ -50,7 +50,7 @@ def test_the_bundle_is_the_pyjobq_this_page_imported(selenium):
     from importlib import metadata, resources
 
     import pyjobq
-    from pyjobq.browser.runtime import pyjobq_bundle
+    from pyjobq.browser.page_main import pyjobq_bundle
 
     archive = zipfile.ZipFile(io.BytesIO(pyjobq_bundle()))
     names = set(archive.namelist())
@@ -58,7 +58,7 @@ def test_the_bundle_is_the_pyjobq_this_page_imported(selenium):
             "pyjobq/core/policy.py", "pyjobq/py.typed"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # Byte for byte the files this page runs.
-    for name in ("pyjobq/__init__.py", "pyjobq/scheduler.py", "pyjobq/browser/idb.py"):
+    for name in ("pyjobq/__init__.py", "pyjobq/engine/scheduler.py", "pyjobq/browser/idb.py"):
         assert archive.read(name) == resources.files("pyjobq").joinpath(name.split("/", 1)[1]).read_bytes()
     version = metadata.version("pyjobq")
     assert f"pyjobq-{version}.dist-info/METADATA" in names

@@ -1,4 +1,4 @@
-"""The one table of error codes (pyjobq/codes.py): every code pyjobq sets is in it, explained, and
+"""The one table of error codes (pyjobq/core/codes.py): every code pyjobq sets is in it, explained, and
 written nowhere else as a literal; docs/troubleshooting.md's table is generated from it."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ LITERAL = re.compile(r"""\bcode\s*=\s*["']|["']code["']\s*:\s*["']|\bcode\s*[!=]
 
 def code_literals() -> dict[str, list[str]]:
     """Each pyjobq source file (but the table) with its lines that write a code as a literal."""
-    return lines_matching(LITERAL, skip={"pyjobq/codes.py"})
+    return lines_matching(LITERAL, skip={"pyjobq/core/codes.py"})
 
 
 def test_the_literal_pattern_finds_every_way_a_code_is_written() -> None:

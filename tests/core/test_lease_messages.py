@@ -1,11 +1,11 @@
-"""The page-held lease's messages (pyjobq/lease.py): what parse() accepts and refuses."""
+"""The page-held lease's messages (pyjobq/engine/lease.py): what parse() accepts and refuses."""
 
 from __future__ import annotations
 
 import pytest
 
 from pyjobq.core.messages import BadMessage, make, parse
-from pyjobq.lease import LEASE_MESSAGES
+from pyjobq.engine.lease import LEASE_MESSAGES
 
 
 @pytest.mark.parametrize("message", [

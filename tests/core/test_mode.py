@@ -44,7 +44,7 @@ def test_a_mode_that_cannot_work_is_refused_with_its_reason(kwargs, words):
 
 
 def test_the_scheduler_refuses_something_that_is_not_a_mode():
-    from pyjobq.scheduler import Scheduler
+    from pyjobq.engine.scheduler import Scheduler
 
     with pytest.raises(TypeError, match="JOB_QUEUE, VOLATILE or OUTBOX"):
         Scheduler(store=None, locks=None, channel=None, link=None, clock=None,  # type: ignore[arg-type]

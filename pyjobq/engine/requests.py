@@ -8,7 +8,7 @@ message type to handler, so the requests a scheduler answers are one list a read
 can see (:data:`REQUESTS`), not names found by ``getattr``.
 
 Every change a handler makes is a :class:`~pyjobq.core.ports.Change` with its status
-precondition, written through the engine's :meth:`~pyjobq.scheduler.Scheduler.write`:
+precondition, written through the engine's :meth:`~pyjobq.engine.scheduler.Scheduler.write`:
 one transaction, and what applied is published — the guard lives in ``when``, not
 in the closure; a delete reads what it deletes in its one transaction. Handlers run
 on whichever tab the page is in, lease or not: the store's transactions are what keep
@@ -25,14 +25,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from .codes import Code
-from .core import policy
-from .core.messages import make
-from .core.ports import Change, Updated
-from .core.records import JobRecord, NewJob
-from .core.mode import RETENTION_MS
-from .core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
-from .retention import sweep
+from ..core.codes import Code
+from ..core import policy
+from ..core.messages import make
+from ..core.ports import Change, Updated
+from ..core.records import JobRecord, NewJob
+from ..core.mode import RETENTION_MS
+from ..core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
+from .sweeper import sweep
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler

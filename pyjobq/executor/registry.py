@@ -18,12 +18,12 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator, Callable
 
-from .codes import Code
-from .core.messages import RECHECK_MS
-from .core.outcome import Outcome
-from .core.ports import Clock
-from .core.status import TERMINAL, Status
-from .handle import Job, JobUpdate
+from ..core.codes import Code
+from ..core.messages import RECHECK_MS
+from ..core.outcome import Outcome
+from ..core.ports import Clock
+from ..core.status import TERMINAL, Status
+from ..handle import Job, JobUpdate
 
 log = logging.getLogger("pyjobq")
 

@@ -22,9 +22,10 @@ import inspect
 import json
 from typing import Any, Awaitable, Callable
 
-from .abort import AbortSignal
-from .codes import Code
-from .errors import HTTPError, JobError, NoTransportError
+from ..abort import AbortSignal
+from ..core.codes import Code
+from ..core.errors import HTTPError, JobError, NoTransportError
+from .current import current_job_id
 
 FETCH = "fetch"
 
@@ -133,8 +134,6 @@ def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]
             raise ValueError(f"fetch params must be {{method, path, body}}, got {params!r}")
 
         async def run(signal: AbortSignal) -> Any:
-            from .executor import current_job_id
-
             transport = get_transport()
             if transport is None:
                 raise NoTransportError()

@@ -27,11 +27,11 @@ import logging
 from typing import Any, Callable, Protocol
 
 from .client import EngineClient
-from .core import boot as policy
-from .core.backoff import make_backoff
-from .core.ports import Clock, Timer
-from .core.router import Router
-from .errors import WorkerUnavailable
+from ..core import boot as policy
+from ..core.backoff import make_backoff
+from ..core.ports import Clock, Timer
+from ..core.router import Router
+from ..core.errors import WorkerUnavailable
 
 log = logging.getLogger("pyjobq")
 

@@ -1,7 +1,7 @@
-"""Wiring: build the executor side and its scheduler for the host we run in.
+"""The host the executor side runs in: build the side and its scheduler (:func:`start`).
 
-In Pyodide the scheduler is a module Web Worker (:mod:`pyjobq.browser`). On
-plain CPython it is an in-process :class:`~pyjobq.scheduler.Scheduler` on the
+Runs on the page. In Pyodide the scheduler is a module Web Worker (:mod:`pyjobq.browser`). On
+plain CPython it is an in-process :class:`~pyjobq.engine.scheduler.Scheduler` on the
 memory adapters, so code that uses the queue can be tested without a browser.
 """
 
@@ -11,10 +11,11 @@ import sys
 
 from dataclasses import dataclass, field
 
-from .config import Settings
-from .core.records import new_id
-from .executor import ExecutorSide
-from .memory import ChannelHub, LockHub, MemoryStore
+from ..config import Settings
+from ..core.records import new_id
+from .side import ExecutorSide
+from ..memory import ChannelHub, LockHub, LoopClock, MemoryStore
+from .wiring import in_process
 
 IN_PYODIDE = sys.platform == "emscripten"
 
@@ -22,7 +23,7 @@ IN_PYODIDE = sys.platform == "emscripten"
 def start(settings: Settings) -> ExecutorSide:
     source = new_id()
     if IN_PYODIDE:
-        from .browser.runtime import start_browser
+        from ..browser.page_main import start_browser
 
         return start_browser(settings, source)
     return start_memory(settings, source)
@@ -30,9 +31,6 @@ def start(settings: Settings) -> ExecutorSide:
 
 def start_memory(settings: Settings, source: str) -> ExecutorSide:
     """The queue on plain CPython: its scheduler in this process, on the process's store."""
-    from .memory import LoopClock, MemoryStore
-    from .wiring import in_process
-
     hub = _shared_hub()
     engine = in_process(
         store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source, clock=LoopClock(),

@@ -1,15 +1,15 @@
 """This page's word with one engine: :class:`EngineClient`.
 
-A page talks to two engines, both :class:`~pyjobq.scheduler.Scheduler` s: the persistent one
+A page talks to two engines, both :class:`~pyjobq.engine.scheduler.Scheduler` s: the persistent one
 (the scheduler worker, and the page's own request scheduler on the same store) and the
 volatile one (in this tab, on a store only it holds). Each is one :class:`EngineClient`: it
 files jobs (a burst in one ``enqueue`` message and one transaction), sends requests and
 settles their replies in call order, hands its engine's ``run`` s to its
-:class:`~pyjobq.runner.Runner` and its ``job-update`` s to its
-:class:`~pyjobq.handles.Handles`. The persistent client also holds its requests until its
+:class:`~pyjobq.executor.runner.Runner` and its ``job-update`` s to its
+:class:`~pyjobq.executor.registry.Handles`. The persistent client also holds its requests until its
 worker's script runs (``worker_alive``) and, once the worker cannot serve it, fails every
 request at once (:meth:`fail`); the worker's boot itself is watched and retried by
-:class:`pyjobq.boot.Boot`.
+:class:`pyjobq.executor.boot.Boot`.
 """
 
 from __future__ import annotations
@@ -18,26 +18,26 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import errors
-from .codes import Code
-from .core.messages import make, updated_jobs
-from .core.outcome import Outcome
-from .core.ports import Link
-from .core.records import NewJob, new_id
-from .core.router import Router
-from .core.status import Status
-from .errors import PyjobqError, WorkerUnavailable
-from .handle import Job
-from .handles import Handles
-from .lease import LEASE_MESSAGES
+from ..core import errors
+from ..core.codes import Code
+from ..core.messages import make, updated_jobs
+from ..core.outcome import Outcome
+from ..core.ports import Link
+from ..core.records import NewJob, new_id
+from ..core.router import Router
+from ..core.status import Status
+from ..core.errors import PyjobqError, WorkerUnavailable
+from ..handle import Job
+from .registry import Handles
+from ..engine.lease import LEASE_MESSAGES
 from .runner import Runner
 
 if TYPE_CHECKING:
-    from .scheduler import Scheduler
+    from ..engine.scheduler import Scheduler
 
 log = logging.getLogger("pyjobq")
 
-#: The worker's boot steps: :class:`pyjobq.boot.Boot` follows them beside this client.
+#: The worker's boot steps: :class:`pyjobq.executor.boot.Boot` follows them beside this client.
 BOOT_MESSAGES = frozenset({"worker_progress", "worker_fetched", "worker_booting", "worker_error"})
 
 

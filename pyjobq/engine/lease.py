@@ -27,7 +27,7 @@ hidden into the back/forward cache), not just for one drain: the other tabs wait
 queue with a worker that has not loaded Pyodide at all (docs/decisions.md, "Waiting tabs"), and
 a lease that went back to the queue after every drain would wake one of them — and its 160 MB
 Pyodide — for nothing. The holder learns of the waiting tabs' enqueues from their
-``job-update`` news on the channel (they store their own requests, pyjobq/browser/runtime.py).
+``job-update`` news on the channel (they store their own requests, pyjobq/browser/page_main.py).
 So :class:`LeaseHolder` keeps the lock between the worker's drains, and a worker host keeps it
 in its bootstrap for as long as it lives (:class:`HeldLease`).
 
@@ -45,7 +45,7 @@ back and leaves it pending for whoever holds the lease now.
 
 **What makes that safe is the run lock.** Runs already on the page carry on through the
 freeze. Before claiming a job the scheduler takes ``<lock_name>:run:["<type>","<job id>"]``
-(``ifAvailable``, :func:`pyjobq.core.lanes.run_lock`, pyjobq/runlocks.py) and holds it until
+(``ifAvailable``, :func:`pyjobq.core.lanes.run_lock`, pyjobq/engine/runlocks.py) and holds it until
 the run's outcome is stored. Recovery skips running records whose run lock is held, and a
 type with such a record is busy in the lanes, so the tab that takes the lease from a frozen
 one neither runs the frozen job a second time nor starts a second job of its type; the
@@ -55,7 +55,7 @@ ordinary orphans the next holder recovers (the dead run spending an attempt, as 
 crash) — so a frozen run is neither doubled nor lost. A recovery write applies only to the
 record judged orphaned (same owner, ``updated_at`` and attempts), so a page frozen between
 its look and its write cannot recover a run another tab claimed meanwhile
-(pyjobq/passes.py). The run locks live on the worker, not the page: a lock only has to
+(pyjobq/engine/passes.py). The run locks live on the worker, not the page: a lock only has to
 *stay* held while frozen and *go* when the document is discarded, and a worker's does both;
 only releasing on freeze needed the page. The outbox (lease mode) and the in-tab volatile
 engine take no run locks: nothing recovers their running records by lock.
@@ -75,7 +75,7 @@ and gets back in line (:meth:`LeaseHolder.stolen`, :class:`HostLease`). That is 
 same reason a freeze is: the silent holder's runs keep their run locks, so none is recovered
 or doubled and their types stay busy everywhere; and until the thawed holder has heard, a claim
 it makes is checked against the run locks others hold after its own are taken, so two holders
-never start one type side by side (pyjobq/passes.py, :meth:`Pass._claims_alone`). A holder that
+never start one type side by side (pyjobq/engine/passes.py, :meth:`Pass._claims_alone`). A holder that
 is only busy for a minute (a page computing) is taken over the same way, which costs it
 nothing it was using: a busy page grants its worker nothing and hands out no run.
 
@@ -91,9 +91,9 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Protocol
 
-from .core.messages import make
-from .core.ports import Channel, Clock, Link, LockManager, LockStolen, Timer, Unsubscribe
-from .core.router import Router
+from ..core.messages import make
+from ..core.ports import Channel, Clock, Link, LockManager, LockStolen, Timer, Unsubscribe
+from ..core.router import Router
 
 log = logging.getLogger("pyjobq")
 
@@ -348,7 +348,7 @@ def watch_in_line(link: Link, channel: Channel, clock: Clock, source: str) -> Ca
 
 class NeverLease:
     """Never granted: a scheduler on this lease only answers requests (a page's own store
-    requests while its worker waits for the lease, pyjobq/browser/runtime.py) and never
+    requests while its worker waits for the lease, pyjobq/browser/page_main.py) and never
     claims, settles or recovers anything."""
 
     def __init__(self) -> None:

@@ -11,47 +11,20 @@ nothing here asks which engine a job belongs to.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .abort import AbortSignal
-from .codes import Code
-from .core.messages import ABANDON_GRACE_MS, make
-from .core.ports import Clock, Link, LockManager, LockStolen
-from .core.records import check_json
-from .errors import InvalidJobError, OrphanedJobError, PyjobqError
+from ..abort import AbortSignal
+from ..core.codes import Code
+from ..core.messages import ABANDON_GRACE_MS, make
+from ..core.ports import Clock, Link, LockManager, LockStolen
+from ..core.records import check_json
+from ..core.errors import InvalidJobError, OrphanedJobError, PyjobqError
+from .current import _current_run
 from .fetch import Answer, code_from_body
 
 #: An executor: an async callable taking the job's abort signal.
 Executor = Callable[[AbortSignal], Any]
-
-# Which job the current task runs, for report_progress(); asyncio copies it into the task.
-_current_run: contextvars.ContextVar[tuple[Link, str] | None] = \
-    contextvars.ContextVar("pyjobq_current_run", default=None)
-
-
-def report_progress(fraction: float, note: str | None = None) -> None:
-    """From inside an executor: tell every job table how far along the job is.
-
-    ``fraction`` is clamped to 0..1. Progress travels in a ``job-update`` and is
-    not stored. Outside an executor this raises :class:`PyjobqError`.
-    """
-    current = _current_run.get()
-    if current is None:
-        raise PyjobqError("report_progress() was called outside a running job's executor")
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-        raise InvalidJobError(f"progress must be a number between 0 and 1, got {fraction!r}")
-    link, job_id = current
-    link.send(make("progress", job_id=job_id, progress=min(1.0, max(0.0, float(fraction))),
-                   note=None if note is None else str(note)))
-
-
-def current_job_id() -> str | None:
-    """From inside an executor: the id of the job it runs; None outside one."""
-    current = _current_run.get()
-    return None if current is None else current[1]
-
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs run")."""
@@ -101,7 +74,7 @@ class Runner:
             a type holds its yield lock in shared mode (spec: "Yielding"). None: no yielding.
         is_online: ``navigator.onLine`` where the executor runs, read when an attempt fails.
         refusing: True while this page may not begin runs (it let the processor lease go,
-            :mod:`pyjobq.lease`): a ``run`` then is given back unspent.
+            :mod:`pyjobq.engine.lease`): a ``run`` then is given back unspent.
     """
 
     def __init__(
@@ -133,7 +106,7 @@ class Runner:
         job_id = msg["job_id"]
         if self._refusing is not None and self._refusing():
             # Claimed after this page let the lease go (freeze/pagehide), before the worker
-            # knew: give it back unspent for whoever holds the lease now (pyjobq/lease.py).
+            # knew: give it back unspent for whoever holds the lease now (pyjobq/engine/lease.py).
             self._send_result(job_id, _claimed({
                 "ok": False, "interrupted": True, "code": Code.LEASE_REVOKED,
                 "error": "the page let the processor lease go (frozen or hidden) before this run began",

@@ -2,14 +2,14 @@
 
 Theory of operation
 -------------------
-A pass runs inside the processor lease (pyjobq/scheduler.py holds it). It decides
+A pass runs inside the processor lease (pyjobq/engine/scheduler.py holds it). It decides
 from a *view* of the queue (:class:`~pyjobq.core.view.QueueView`): read whole from the
 store when the pass takes the lease, kept current by the engine's own writes, and —
 for what other tabs' news names — read again from the store, never taken from the
 news. Each time round its loop it
 
 1. reads again what news named, and the whole view once a recheck is due;
-2. sweeps old ``done`` records when a sweep is due (pyjobq/retention.py);
+2. sweeps old ``done`` records when a sweep is due (pyjobq/engine/sweeper.py);
 3. recovers running records no page of ours has in flight (not on leases);
 4. returns paused jobs whose yield lock nobody holds exclusively;
 5. starts the oldest due job of every idle lane (:func:`pyjobq.core.lanes.plan_starts`
@@ -32,12 +32,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable
 
-from .core import lanes, policy
-from .core.messages import RECHECK_MS
-from .core.ports import Change, Updated
-from .core.records import JobRecord
-from .core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
-from .core.view import Entry, QueueView
+from ..core import lanes, policy
+from ..core.messages import RECHECK_MS
+from ..core.ports import Change, Updated
+from ..core.records import JobRecord
+from ..core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
+from ..core.view import Entry, QueueView
 from .runlocks import no_release
 
 if TYPE_CHECKING:
@@ -297,7 +297,7 @@ class Pass:
         - a yield lock or a suspended type: it was parked, which is progress, not a wait.
 
         Two waits may never announce themselves: a run lock held only in shared mode, by a watch
-        granted just as its page froze (:meth:`pyjobq.runlocks.RunLocks.take`), and news that
+        granted just as its page froze (:meth:`pyjobq.engine.runlocks.RunLocks.take`), and news that
         never came (a tab that crashed before broadcasting). For those the engine looks again
         within ``Mode.recheck_ms`` (30 s), idle or while lanes run: a bounded re-look, not a poll.
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
-from .core.ports import Clock, Store, Timer
-from .core.records import JobRecord
-from .core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
-from .core.status import Status
+from ..core.ports import Clock, Store, Timer
+from ..core.records import JobRecord
+from ..core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
+from ..core.status import Status
 
 log = logging.getLogger("pyjobq")
 

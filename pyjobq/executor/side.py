@@ -4,12 +4,12 @@ It lives where the user's Python does — a page's main thread, a PyScript
 worker, a JupyterLite kernel — and assumes neither ``window`` nor a DOM. It is
 three parts, each in its module:
 
-- **running user code** (:class:`~pyjobq.runner.Runner`): answers an engine's ``run``
+- **running user code** (:class:`~pyjobq.executor.runner.Runner`): answers an engine's ``run``
   with ``run_started`` and then ``run_result``;
-- **talking to one engine** (:class:`~pyjobq.client.EngineClient`): requests and replies,
+- **talking to one engine** (:class:`~pyjobq.executor.client.EngineClient`): requests and replies,
   filing jobs, its worker's start. The persistent and the volatile engines are two
   instances of it: :attr:`ExecutorSide.persistent` and :attr:`ExecutorSide.volatile`;
-- **job handles and listeners** (:mod:`pyjobq.handles`): what ``done`` resolves to, and
+- **job handles and listeners** (:mod:`pyjobq.executor.registry`): what ``done`` resolves to, and
   the ``job-update`` events.
 
 It reaches its schedulers only through a :class:`~pyjobq.core.ports.Link` and other tabs
@@ -23,24 +23,28 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, TypeVar
 
-from .abort import AbortSignal
+from ..abort import AbortSignal
+from ..config import check_reconstructor
+from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
+from .wiring import in_process
 from .client import EngineClient
-from .core import mode as _mode
-from .core.messages import make, updated_jobs
-from .core.ports import Channel, Clock, Link, LockManager
-from .core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob,
+from ..core import mode as _mode
+from ..core.messages import make, updated_jobs
+from ..core.ports import Channel, Clock, Link, LockManager
+from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob,
                            check_json, check_str, new_id)
-from .core.router import Router
-from .errors import InvalidJobError, WorkerUnavailable
+from ..core.router import Router
+from ..core.errors import InvalidJobError, WorkerUnavailable
 from .fetch import FETCH, make_fetch
-from .handle import Job, JobUpdate, known_status
-from .handles import Handles, Listeners
-from .runner import Runner, current_job_id, error_fields, report_progress
+from ..handle import Job, JobUpdate, known_status
+from .registry import Handles, Listeners
+from .current import current_job_id, report_progress
+from .runner import Runner, error_fields
 
 if TYPE_CHECKING:
     from .boot import Boot
-    from .lease import LeaseHolder
-    from .scheduler import Scheduler
+    from ..engine.lease import LeaseHolder
+    from ..engine.scheduler import Scheduler
 
 __all__ = ["ExecutorSide", "VOLATILE", "current_job_id", "error_fields", "report_progress"]
 
@@ -57,7 +61,7 @@ class HostResources:
     """What the host (the browser runtime) made for a side's queue, kept for the queue's life."""
 
     #: The page's own request scheduler: stores and answers this tab's requests whatever its
-    #: worker does (``NeverLease``, pyjobq/browser/runtime.py).
+    #: worker does (``NeverLease``, pyjobq/browser/page_main.py).
     requests: "Scheduler | None" = None
     #: The worker's boot, watched and retried.
     boot: "Boot | None" = None
@@ -133,8 +137,6 @@ class ExecutorSide:
         is_online: Callable[[], bool] | None = None,
         engine: Any = None,
     ) -> None:
-        from .memory import LoopClock
-
         self.source = source
         self.transport = transport
         self.clock: Clock = clock or LoopClock()
@@ -212,8 +214,6 @@ class ExecutorSide:
     # ------------------------------------------------------------ persistent jobs
 
     def register_reconstructor(self, name: str, factory: Callable[[Any], Any]) -> None:
-        from .config import check_reconstructor
-
         check_reconstructor(name, factory)
         self.persistent.runner.registry[name] = factory
 
@@ -262,13 +262,10 @@ class ExecutorSide:
 
     def _volatile(self) -> EngineClient:
         """Volatile jobs run on the same engine as persistent ones — a
-        :class:`~pyjobq.scheduler.Scheduler` — over a store that only this tab holds
+        :class:`~pyjobq.engine.scheduler.Scheduler` — over a store that only this tab holds
         (:class:`~pyjobq.memory.VolatileStore`: no copies, and a job is forgotten once its
         ``done`` is published): same lanes, same backoff, nothing written to IndexedDB."""
         if self.volatile is None:
-            from .memory import ChannelHub, LockHub, VolatileStore
-            from .wiring import in_process
-
             persistent = self.persistent.runner
             source = self.source + ":volatile"
             engine = in_process(

@@ -30,7 +30,7 @@ forbids ``blob:``). It fetches the distribution's files as bytes first, and the 
 line for the processor lease only once it holds them (``worker_fetched``), so a tab that
 takes the lease over while offline boots from what it fetched while waiting. A boot that
 fails or goes ``worker_start_timeout_ms`` without a step is handled by
-:class:`pyjobq.boot.Boot`: the page lets the lease go at once, and either ends this worker
+:class:`pyjobq.executor.boot.Boot`: the page lets the lease go at once, and either ends this worker
 and starts a new one later (offline, a stall, a dropped download: on ``online`` and on the
 backoff ladder) — its jobs stay pending, its requests answered by its own scheduler — or,
 when the failure is permanent (a CSP, a worker script that throws, no Pyodide where the page
@@ -52,16 +52,16 @@ from urllib.parse import urlencode
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
-from ..boot import Boot
+from ..executor.boot import Boot
 from ..config import Settings
-from ..codes import Code
+from ..core.codes import Code
 from ..core.boot import BootFailure
-from ..errors import WorkerUnavailable
-from ..executor import ExecutorSide, HostResources
-from ..lease import NeverLease, lease_channel_name, watch_in_line
-from ..scheduler import Scheduler
+from ..core.errors import WorkerUnavailable
+from ..executor.side import ExecutorSide, HostResources
+from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
+from ..engine.scheduler import Scheduler
 from ..memory import LoopClock
-from ..wiring import in_process
+from ..executor.wiring import in_process
 from . import lifecycle, proxies
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
@@ -173,7 +173,7 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         "index": index,
         # Another distribution than the page's: the worker fetches its lock with its files.
         "own_lock": "1" if settings.pyodide_url else "",
-        # A page can be frozen: it holds the processor lease for its worker (pyjobq/lease.py).
+        # A page can be frozen: it holds the processor lease for its worker (pyjobq/engine/lease.py).
         "lease": "page" if lifecycle.has_document() else "worker",
     }
     if settings.worker_packages is not None:
@@ -213,7 +213,7 @@ def _side(settings: Settings, source: str, link: Any) -> tuple[ExecutorSide, Sch
     """The executor side, with this page's own scheduler for its store requests.
 
     That scheduler runs in the page's Pyodide on the same IndexedDB adapter as the worker's,
-    under a lease it never gets (:class:`~pyjobq.lease.NeverLease`): it stores this tab's
+    under a lease it never gets (:class:`~pyjobq.engine.lease.NeverLease`): it stores this tab's
     enqueues, answers its queries and deletes and broadcasts their ``job-update``s, but never
     claims, settles or recovers — that stays the lease holder's. So a tab whose worker waits
     for the lease with no Pyodide loaded, or cannot boot for now, still answers at once.
@@ -303,7 +303,7 @@ class _StartWatch:
 
 
 class _BrowserWorker:
-    """The browser's part of the worker's boot (:class:`pyjobq.boot.WorkerStart`): one
+    """The browser's part of the worker's boot (:class:`pyjobq.executor.boot.WorkerStart`): one
     scheduler worker at a time behind the page's link, and — on a page — the lease it holds
     for it, asked for once the worker holds its files."""
 

@@ -1,12 +1,12 @@
 """One way to wire an engine that runs in this Python process: :func:`in_process`.
 
-pyjobq runs a :class:`~pyjobq.scheduler.Scheduler` in the page's own Python in five places:
-the in-process queue on CPython (:func:`pyjobq.runtime.start_memory`), every tab's volatile
+pyjobq runs a :class:`~pyjobq.engine.scheduler.Scheduler` in the page's own Python in five places:
+the in-process queue on CPython (:func:`pyjobq.executor.host.start_memory`), every tab's volatile
 engine, the outbox, a browser page's request scheduler (the one that stores and answers at
 once while the worker waits for the lease), and each tab of the simulated world
 (:mod:`pyjobq.testing`). Each is the same: a pair of linked ends, a started scheduler on one,
-and the page's :class:`~pyjobq.client.EngineClient` (inside an
-:class:`~pyjobq.executor.ExecutorSide`, or the volatile one) on the other. :func:`in_process`
+and the page's :class:`~pyjobq.executor.client.EngineClient` (inside an
+:class:`~pyjobq.executor.side.ExecutorSide`, or the volatile one) on the other. :func:`in_process`
 makes the pair and the scheduler once; the caller subscribes its client to
 :attr:`InProcess.link` in the same step (messages arrive in a later task, so none is missed).
 """
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .core.ports import Channel, Clock, Link, LockManager, Store
-from .memory import ChannelHub, LockHub, MemoryLink, link_pair
-from .scheduler import Scheduler
+from ..core.ports import Channel, Clock, Link, LockManager, Store
+from ..memory import ChannelHub, LockHub, MemoryLink, link_pair
+from ..engine.scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def in_process(
 
     Args:
         store, source, clock, lock_name: the scheduler's (``options`` take the rest of
-            :class:`~pyjobq.scheduler.Scheduler`'s keywords: ``mode``, ``lease``, ``yields`` …).
+            :class:`~pyjobq.engine.scheduler.Scheduler`'s keywords: ``mode``, ``lease``, ``yields`` …).
         locks, channel: the scheduler's; default private ones (no other engine hears them).
         copy: structured-copy every message, as ``postMessage`` does; False hands messages
             over as they are (both ends in one Python context, e.g. the volatile engine).

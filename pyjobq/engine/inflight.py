@@ -34,7 +34,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from .core.ports import Clock, Timer
+from ..core.ports import Clock, Timer
 
 
 @dataclass(eq=False)

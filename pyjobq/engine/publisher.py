@@ -27,10 +27,10 @@ import asyncio
 import logging
 from typing import Any, Sequence
 
-from .core.messages import make
-from .core.ports import Channel, Link
-from .core.records import JobRecord
-from .core.status import Status
+from ..core.messages import make
+from ..core.ports import Channel, Link
+from ..core.records import JobRecord
+from ..core.status import Status
 
 log = logging.getLogger("pyjobq")
 

@@ -7,7 +7,7 @@ Every tab has one, but only the holder of the processor lease (a Web Lock
 named by ``lock_name``) processes; the others wait on the lock, and a closed or
 crashed tab releases it by itself (spec: "Preventing duplicate execution").
 
-A *pass* runs inside the lease (:class:`~pyjobq.passes.Pass`, pyjobq/passes.py):
+A *pass* runs inside the lease (:class:`~pyjobq.engine.passes.Pass`, pyjobq/engine/passes.py):
 it recovers running records no page of ours has in flight, returns paused jobs
 whose yield lock is free and starts the oldest due job of every idle lane, then
 waits for a ``run_result``, a wake or the retry timer. It ends only once nothing
@@ -16,14 +16,14 @@ After a pass one timer is armed for the soonest ``next_retry_at``.
 
 The scheduler is the parts' meeting point; each part has its own module:
 
-* the pass — :mod:`pyjobq.passes` (its decisions: :mod:`pyjobq.core.lanes`,
+* the pass — :mod:`pyjobq.engine.passes` (its decisions: :mod:`pyjobq.core.lanes`,
   :mod:`pyjobq.core.policy`, over :mod:`pyjobq.core.view`);
-* the in-flight table — :mod:`pyjobq.inflight` (claims, deadlines, run locks'
+* the in-flight table — :mod:`pyjobq.engine.inflight` (claims, deadlines, run locks'
   releases, waiters; every way out of it in one place);
-* the run locks, lock watches and the one retry timer — :mod:`pyjobq.runlocks`;
-* the requests a page sends, as a table of handlers — :mod:`pyjobq.handlers`;
-* the news it publishes — :mod:`pyjobq.publisher`;
-* the retention sweep — :mod:`pyjobq.retention`;
+* the run locks, lock watches and the one retry timer — :mod:`pyjobq.engine.runlocks`;
+* the requests a page sends, as a table of handlers — :mod:`pyjobq.engine.requests`;
+* the news it publishes — :mod:`pyjobq.engine.publisher`;
+* the retention sweep — :mod:`pyjobq.engine.sweeper`;
 * the mode, one frozen value — :mod:`pyjobq.core.mode`.
 
 What stays here: the lifecycle, the lease, the message router, the handshake and
@@ -43,7 +43,7 @@ The scheduler never runs user code: it posts ``run`` and the page answers
 
 Frozen and back/forward-cached tabs: the page holds the lease for its worker, and each run
 holds a *run lock* until its outcome is stored, so a frozen run is neither doubled nor lost —
-:mod:`pyjobq.lease` explains it.
+:mod:`pyjobq.engine.lease` explains it.
 
 All decisions come from :mod:`pyjobq.core`; this module only carries them out
 through the ports, so the same code runs in a worker and in the CPython
@@ -59,23 +59,23 @@ import random as _random
 from typing import Any, Callable, Mapping, Sequence
 
 from .tasks import TaskSet
-from .core import messages, policy
-from .core.backoff import make_backoff
-from .core.messages import RECHECK_MS, make
-from .core.router import Router
-from .core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
-from .core.mode import JOB_QUEUE, Mode
-from .core.records import JobRecord, RunResult, check_json
-from .errors import InvalidJobError
-from .core.status import ONLY_PENDING, ONLY_RUNNING, Status
-from .codes import Code
-from .core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
-from .handlers import RequestHandlers
+from ..core import messages, policy
+from ..core.backoff import make_backoff
+from ..core.messages import RECHECK_MS, make
+from ..core.router import Router
+from ..core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Timer, Updated
+from ..core.mode import JOB_QUEUE, Mode
+from ..core.records import JobRecord, RunResult, check_json
+from ..core.errors import InvalidJobError
+from ..core.status import ONLY_PENDING, ONLY_RUNNING, Status
+from ..core.codes import Code
+from ..core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
+from .requests import RequestHandlers
 from .inflight import Flight, FlightTable
-from .lease import LEASE_MESSAGES
+from .lease import LEASE_MESSAGES, LockLease
 from .passes import Pass
 from .publisher import Publisher
-from .retention import Sweeper
+from .sweeper import Sweeper
 from .runlocks import RunLocks, WakeTimer
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
@@ -116,9 +116,9 @@ class Scheduler:
             mode: :data:`~pyjobq.core.mode.JOB_QUEUE` (the default), ``VOLATILE`` or
                 ``OUTBOX`` (``OUTBOX.with_lease(ms)`` for another lease length).
             backoff: the retry ladder; default :func:`~pyjobq.core.backoff.make_backoff`.
-            lease: the processor lease; default a :class:`~pyjobq.lease.LockLease` on
+            lease: the processor lease; default a :class:`~pyjobq.engine.lease.LockLease` on
                 ``lock_name`` held by this scheduler. A worker whose page has a document
-                gets a :class:`~pyjobq.lease.LinkLease` (the page holds the lock).
+                gets a :class:`~pyjobq.engine.lease.LinkLease` (the page holds the lock).
         """
         if not isinstance(mode, Mode):
             raise TypeError(f"mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or OUTBOX), got {mode!r}")
@@ -136,7 +136,7 @@ class Scheduler:
         self.backoff = backoff if backoff is not None else make_backoff(random)
         #: ``navigator.onLine`` here, read when an outcome says nothing of the network.
         self.is_online = is_online
-        #: The runs handed off, until their outcome is stored (pyjobq/inflight.py).
+        #: The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py).
         self.flights = FlightTable(clock, source, on_ended=self._on_ended)
         self._publisher = Publisher(link=link, channel=channel, source=source, volatile=mode.volatile)
         self._handlers = RequestHandlers(self)
@@ -152,8 +152,6 @@ class Scheduler:
         self.suspended: set[str] = set()
         self._last_created = 0.0
         if lease is None:
-            from .lease import LockLease
-
             lease = LockLease(locks, lock_name)
         self._lease = lease
         self.revoked = False
@@ -163,9 +161,9 @@ class Scheduler:
         #: with when: a claim stored before that news and handed off after it (a tab frozen in
         #: between) is checked at its hand-off rather than at the 30 s recheck.
         self._told_gone: dict[str, float] = {}
-        #: The pass: its view of the queue, its looks, claims and parks (pyjobq/passes.py).
+        #: The pass: its view of the queue, its looks, claims and parks (pyjobq/engine/passes.py).
         self._look = Pass(self)
-        #: The lease holder's retention sweep (pyjobq/retention.py); inert unless mode.retention_ms.
+        #: The lease holder's retention sweep (pyjobq/engine/sweeper.py); inert unless mode.retention_ms.
         self.sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
 

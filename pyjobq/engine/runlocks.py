@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Under the job queue's mode each run holds ``<lock>:run:["<type>","<job id>"]`` from before its
-claim until its outcome is stored (why: :mod:`pyjobq.lease`, on frozen tabs). :class:`RunLocks` asks for them ``ifAvailable``: a free
+claim until its outcome is stored (why: :mod:`pyjobq.engine.lease`, on frozen tabs). :class:`RunLocks` asks for them ``ifAvailable``: a free
 one is taken and its release returned; a held one means another page still stores
 that run's outcome, so the job is left out and its lock *watched*.
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Coroutine, Sequence
 
-from .core import lanes
-from .core.ports import Clock, LockManager, Timer
-from .core.records import JobRecord
-from .core.view import Entry
+from ..core import lanes
+from ..core.ports import Clock, LockManager, Timer
+from ..core.records import JobRecord
+from ..core.view import Entry
 
 Release = Callable[[], None]
 
