@@ -105,8 +105,31 @@ def configure(
             "pyjobq.queue; to set the transport or add reconstructors later, use "
             "pyjobq.set_transport() and pyjobq.register_reconstructor()."
         )
+    changes = _names(db_name=db_name, lock_name=lock_name, channel_name=channel_name)
+    if transport is not _UNSET:
+        check_transport(transport)
+        changes["transport"] = transport
+    if reconstructors is not _UNSET:
+        changes["reconstructors"] = {**_settings.reconstructors, **_reconstructors(reconstructors)}
+    if yields is not _UNSET:
+        changes["yields"] = _yields(yields)
+    if handshake_timeout_ms is not _UNSET:
+        changes["handshake_timeout_ms"] = _positive_ms("handshake_timeout_ms", handshake_timeout_ms)
+    urls: dict[str, Any] = {"pyodide_url": pyodide_url, "worker_url": worker_url}
+    changes.update({name: _url(name, value) for name, value in urls.items() if value is not _UNSET})
+    if worker_packages is not _UNSET:
+        changes["worker_packages"] = _packages(worker_packages)
+    if worker_start_timeout_ms is not _UNSET:
+        changes["worker_start_timeout_ms"] = _positive_ms("worker_start_timeout_ms",
+                                                          worker_start_timeout_ms)
+    _settings = replace(_settings, **changes)
+    _explicit.update(k for k in changes if k.endswith("_name"))
+
+
+def _names(**names: Any) -> dict[str, Any]:
+    """The queue's names given, checked: each a non-empty str, none changing once given."""
     changes: dict[str, Any] = {}
-    for name, value in (("db_name", db_name), ("lock_name", lock_name), ("channel_name", channel_name)):
+    for name, value in names.items():
         if value is _UNSET:
             continue
         if not isinstance(value, str) or not value:
@@ -114,56 +137,57 @@ def configure(
         current = getattr(_settings, name)
         if name in _explicit and value != current:
             raise ConfigurationError(
-                f"{name} was already configured as {current!r}; refusing to change it to {value!r}. "
-                "Configure each name once, in the first module your page loads."
+                f"{name} was already configured as {current!r}; refusing to change it to "
+                f"{value!r}. Configure each name once, in the first module your page loads."
             )
         changes[name] = value
-    if transport is not _UNSET:
-        check_transport(transport)
-        changes["transport"] = transport
-    if reconstructors is not _UNSET:
-        if not isinstance(reconstructors, Mapping):
-            raise ConfigurationError(f"reconstructors must be a mapping of name to factory, got {reconstructors!r}")
-        for key, factory in reconstructors.items():
-            check_reconstructor(key, factory)
-        changes["reconstructors"] = {**_settings.reconstructors, **reconstructors}
-    if yields is not _UNSET:
-        if not isinstance(yields, Mapping) or not all(
-            isinstance(k, str) and k and isinstance(v, str) and v for k, v in yields.items()
-        ):
-            raise ConfigurationError(f"yields must map job type (str) to lock name (str), got {yields!r}")
-        changes["yields"] = dict(yields)
-    if handshake_timeout_ms is not _UNSET:
-        if isinstance(handshake_timeout_ms, bool) or not isinstance(handshake_timeout_ms, (int, float)) \
-                or not handshake_timeout_ms > 0:
-            raise ConfigurationError(f"handshake_timeout_ms must be a number > 0, got {handshake_timeout_ms!r}")
-        changes["handshake_timeout_ms"] = float(handshake_timeout_ms)
-    urls: tuple[tuple[str, Any], ...] = (("pyodide_url", pyodide_url), ("worker_url", worker_url))
-    for name, value in urls:
-        if value is _UNSET:
-            continue
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ConfigurationError(f"{name} must be a non-empty URL str or None, got {value!r}")
-        if name == "pyodide_url" and value is not None and not value.endswith("/"):
-            value += "/"  # a folder: pyodide.mjs, the .wasm and the lock sit in it
-        changes[name] = value
-    if worker_packages is not _UNSET:
-        if worker_packages is not None and (
-            isinstance(worker_packages, str) or not isinstance(worker_packages, Sequence)
-            or not worker_packages or not all(isinstance(p, str) and p for p in worker_packages)
-        ):
-            raise ConfigurationError(
-                "worker_packages must be a non-empty list of package names or wheel URLs, or None, "
-                f"got {worker_packages!r}"
-            )
-        changes["worker_packages"] = None if worker_packages is None else tuple(worker_packages)
-    if worker_start_timeout_ms is not _UNSET:
-        if isinstance(worker_start_timeout_ms, bool) or not isinstance(worker_start_timeout_ms, (int, float)) \
-                or not worker_start_timeout_ms > 0:
-            raise ConfigurationError(f"worker_start_timeout_ms must be a number > 0, got {worker_start_timeout_ms!r}")
-        changes["worker_start_timeout_ms"] = float(worker_start_timeout_ms)
-    _settings = replace(_settings, **changes)
-    _explicit.update(k for k in changes if k.endswith("_name"))
+    return changes
+
+
+def _reconstructors(reconstructors: Any) -> Mapping[str, Factory]:
+    if not isinstance(reconstructors, Mapping):
+        raise ConfigurationError(
+            f"reconstructors must be a mapping of name to factory, got {reconstructors!r}")
+    for key, factory in reconstructors.items():
+        check_reconstructor(key, factory)
+    return reconstructors
+
+
+def _yields(yields: Any) -> dict[str, str]:
+    if not isinstance(yields, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in yields.items()
+    ):
+        raise ConfigurationError(
+            f"yields must map job type (str) to lock name (str), got {yields!r}")
+    return dict(yields)
+
+
+def _positive_ms(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(f"{name} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _url(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{name} must be a non-empty URL str or None, got {value!r}")
+    if name == "pyodide_url" and not value.endswith("/"):
+        return value + "/"  # a folder: pyodide.mjs, the .wasm and the lock sit in it
+    return value
+
+
+def _packages(worker_packages: Any) -> tuple[str, ...] | None:
+    if worker_packages is not None and (
+        isinstance(worker_packages, str) or not isinstance(worker_packages, Sequence)
+        or not worker_packages or not all(isinstance(p, str) and p for p in worker_packages)
+    ):
+        raise ConfigurationError(
+            "worker_packages must be a non-empty list of package names or wheel URLs, or None, "
+            f"got {worker_packages!r}"
+        )
+    return None if worker_packages is None else tuple(worker_packages)
 
 
 def check_transport(transport: Any) -> None:

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Literal, Mapping
 
 from .core.codes import Code
+from .engine.scheduler import Scheduler
 from .engine.tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
@@ -83,7 +84,7 @@ from .handle import Job, JobUpdate
 from .engine.lease import GateLease
 from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
-from .executor.wiring import in_process
+from .executor.wiring import InProcess, in_process
 
 _AN_ENTRY_ID = "an entry's id, a str such as job.id of what enqueue() returned or OutboxEntry.id"
 
@@ -183,6 +184,28 @@ async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
 
 def _outbox_idle() -> Awaitable[None]:
     return asyncio.sleep(0)
+
+def _check_options(transport: Any, yield_every: Any, lease_ms: Any) -> None:
+    """Raise :class:`InvalidJobError` naming the first option an :class:`Outbox` cannot use."""
+    if transport is not None and not callable(getattr(transport, "send", None)):
+        raise InvalidJobError("transport must have a send(entry) method")
+    if isinstance(yield_every, bool) or not isinstance(yield_every, int) or yield_every < 0:
+        raise InvalidJobError(f"yield_every must be an int >= 0, got {yield_every!r}")
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not lease_ms > 0:
+        raise InvalidJobError(
+            f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
+
+def _engine(store: Store, source: str, clock: Clock, is_online: Callable[[], bool],
+            lease_ms: float, gate: GateLease, backoff: Callable[[int], float] | None) -> InProcess:
+    """The outbox's engine, in this process: private channels and locks (its leases are what keep
+    two tabs apart), its processor lease the gate ``start()`` opens and ``stop()`` closes, not
+    started until the store check passed (``Outbox._check_store``)."""
+    return in_process(
+        store=store, source=source, clock=clock, lock_name="pyjobq-outbox", is_online=is_online,
+        mode=OUTBOX.with_lease(lease_ms), lease=gate,
+        backoff=backoff if backoff is not None else outbox_backoff(), start=False)
+
+
 
 
 # ------------------------------------------------------------ a run's claim (pure decisions)
@@ -347,6 +370,271 @@ class _Renewal:
             await asyncio.shield(self._writing)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What an outbox's parts share: its store, clock, engine, identity and logger."""
+
+    store: Store
+    clock: Clock
+    scheduler: Scheduler
+    source: str
+    lease_ms: float
+    log: logging.Logger
+
+    def event(self, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
+              level: int = logging.INFO, **more: Any) -> None:
+        log_event(self.log, phase, job_id, job_type, attempts, level=level, **more)
+
+
+class _Runs:
+    """Running an entry on this page: its handler, its lease's renewal, what its end stores.
+
+    ``started_with`` maps each entry whose run started here to its ``given_back`` then (so the
+    engine's news of it can tell a retry from an offline release); :class:`_Outcomes` reads it.
+    """
+
+    def __init__(self, setup: _Setup, *, transport: Callable[[], Any],
+                 is_retryable: Callable[[BaseException], bool] | None, yield_every: int,
+                 idle: Callable[[], Awaitable[Any]],
+                 exhaust_failed: Callable[[str], None]) -> None:
+        self._setup = setup
+        self._transport = transport
+        self._is_retryable = is_retryable
+        self._yield_every = yield_every
+        self._idle = idle
+        self._exhaust_failed = exhaust_failed
+        self._handled = 0
+        self.started_with: dict[str, int] = {}
+
+    async def process(self, handler: OutboxHandler, job_id: str | None) -> None:
+        setup = self._setup
+        record = None if job_id is None else await setup.store.get(job_id)
+        if record is None:
+            return  # deleted while being handed over: nothing to do
+        entry = OutboxEntry.of(record)
+        if record.status is not Status.RUNNING or record.owner != setup.source:
+            # Taken over before it began (this page froze between the claim and the run): it is
+            # another processor's now, and this run sends nothing.
+            setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
+            return
+        claim = RunClaim.of(record)
+        self.started_with[entry.id] = record.given_back
+        setup.event("start", entry.id, entry.type, entry.attempts)
+        # The lease is kept for as long as the run is in hand, transport.send included.
+        lease_end = record.next_retry_at if record.next_retry_at is not None else -math.inf
+        renewal = _Renewal(setup.store, setup.clock, claim, setup.lease_ms, lease_end=lease_end,
+                           on_lost=lambda: self._lost(entry), log=setup.log)
+        renewal.start()
+        try:
+            await self._run(handler, entry, claim, renewal)
+        finally:
+            self._handled += 1
+            if self._yield_every and self._handled % self._yield_every == 0:
+                await self._idle()
+
+    async def _run(self, handler: OutboxHandler, entry: OutboxEntry, claim: RunClaim,
+                   renewal: _Renewal) -> None:
+        sent = False
+        try:
+            transport = self._transport()
+            if transport is not None:
+                result = await _call(transport.send, entry)
+                await _call(handler.process, entry, result=result)
+            else:
+                await _call(handler.process, entry)
+            sent = True
+        except Exception as err:
+            classify = handler.is_retryable_error or self._is_retryable
+            if classify is not None and not classify(err):
+                raise JobError(f"{type(err).__name__}: {err}", terminal=True,
+                               status=getattr(err, "status", None),
+                               code=getattr(err, "code", None) or "not_retryable") from err
+            raise
+        finally:
+            await renewal.stop()
+            if sent:
+                await self._deliver(claim, entry, renewal)
+            else:
+                await self._after_failure(claim, renewal)
+
+    def _lost(self, entry: OutboxEntry) -> None:
+        # Another processor took the entry over (this page was frozen past its lease). Its run is
+        # the entry's now; this one is not cancelled — process() must be idempotent, and a request
+        # already on the wire may deliver — but only a delivery of it is still stored.
+        self.started_with.pop(entry.id, None)
+        self._setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
+
+    async def _deliver(self, claim: RunClaim, entry: OutboxEntry, renewal: _Renewal) -> None:
+        """process() succeeded: if the entry was taken over meanwhile, take it back, so that the
+        engine's settle of this run stores it done and deletes it (a delivered entry is never
+        rolled back) — unless its rollback has already begun."""
+        if renewal.safe():
+            return  # still this run's claim: the engine's settle applies as it is
+        setup = self._setup
+        now, lease_ms = setup.clock.now(), setup.lease_ms
+        try:
+            [done] = await setup.scheduler.write(
+                [Change(claim.entry_id, lambda cur: delivered(cur, claim, now, lease_ms),
+                        DELIVERABLE)])
+        except Exception:
+            setup.log.exception("pyjobq outbox: storing the delivery of %s failed", claim.entry_id)
+            return
+        if done.applied or claim.holds(done.record):
+            return
+        if not renewal.lost:
+            self._lost(entry)
+        late = done.record
+        if late is not None and late.status is Status.FAILED:
+            setup.event("late", entry.id, entry.type, entry.attempts, level=logging.ERROR,
+                        error="delivered after another processor began rolling it back: the "
+                              "rollback reverted an entry the server has")
+        else:
+            setup.event("late", entry.id, entry.type, entry.attempts, level=logging.WARNING,
+                        error="delivered after the entry was settled elsewhere (delivered by "
+                              "another run, or rolled back and deleted)")
+
+    async def _after_failure(self, claim: RunClaim, renewal: _Renewal) -> None:
+        """process() did not succeed. On this run's claim the engine's settle decides; a run that
+        lost its claim stores nothing, except when the entry was failed on that very claim (its
+        lease ran out on the ceiling): then this failure is the fate its rollback waited for."""
+        if renewal.safe():
+            return
+        current = await self._setup.store.get(claim.entry_id)
+        if claim.holds(current):
+            return
+        renewal.mark_lost()
+        if claim.failed_on(current):
+            self._exhaust_failed(claim.entry_id)
+
+
+class _Outcomes:
+    """A settled entry's consequences on this page: ``on_activity``, the process-flow log, and a
+    failed entry's end (``on_exhausted``, or ``rollback`` then delete)."""
+
+    def __init__(self, setup: _Setup, *, handlers: Mapping[str, OutboxHandler], runs: _Runs,
+                 delete: Callable[[str], Awaitable[bool]],
+                 on_activity: Callable[[JobUpdate], None] | None,
+                 spawn: Callable[[Any], None]) -> None:
+        self._setup = setup
+        self._handlers = handlers
+        self._runs = runs
+        self._delete = delete
+        self._on_activity = on_activity
+        self._spawn = spawn
+        self._saying: set[str] = set()  # entries whose failure this outbox is re-stating
+
+    def on_update(self, update: JobUpdate) -> None:
+        if self._on_activity is not None:
+            try:
+                self._on_activity(update)
+            except Exception:
+                self._setup.log.exception("pyjobq outbox: on_activity raised")
+        if update.get("progress_only") or update.get("deleted"):
+            return
+        job_id, status = update.id, update.get("status")
+        job_type, attempts = update.get("type"), update.get("attempts")
+        started_with, event = self._runs.started_with, self._setup.event
+        if status == Status.DONE.value:
+            started_with.pop(job_id, None)
+            event("done", job_id, job_type, attempts)
+        elif status == Status.PENDING.value and job_id in started_with:
+            given_back = started_with.pop(job_id)
+            extra: dict[str, Any] = {"error": update.get("error"),
+                                     "next_retry_at": update.get("next_retry_at")}
+            if (update.get("given_back") or 0) > given_back:
+                event("skip", job_id, job_type, attempts, **extra)  # offline: released uncounted
+            else:
+                event("retry", job_id, job_type, attempts, **extra)
+        elif status == Status.FAILED.value and job_id in self._saying:
+            self._saying.discard(job_id)  # the news of our own re-statement: handled already
+        elif status == Status.FAILED.value:
+            ran_here = job_id in started_with
+            started_with.pop(job_id, None)
+            # Failed with no run of this page ending: this page's claim found the entry's lease
+            # run out on its last attempt (the outbox makes no pending entry at its ceiling).
+            lease_ran_out = not ran_here and update.get("code") != Code.HANDSHAKE_TIMEOUT
+            self._spawn(self.exhaust(job_id, why="lease_ran_out" if lease_ran_out else "failed"))
+
+    async def exhaust(self, job_id: str, *, notify: bool = True,
+                      why: Literal["failed", "lease_ran_out", "found"]) -> None:
+        """A failed entry's end: ``on_exhausted`` (kept), or ``rollback`` then delete.
+
+        ``why`` says what is known of its last run: ``"failed"`` — it failed (a run said so);
+        ``"lease_ran_out"`` — this processor's claim found its lease run out on the ceiling, so
+        it may still deliver and is not rolled back (:func:`undecided`); ``"found"`` — failed in
+        the store at ``start()``: rolled back unless it is :func:`undecided`.
+        """
+        record = await self._setup.store.get(job_id)
+        if record is None or record.status is not Status.FAILED:
+            return
+        handler = self._handlers.get(record._reconstructor)
+        if handler is None:
+            self._setup.log.warning(
+                "never-happen: outbox entry %s has unknown type %r; deleted", record.id,
+                record._reconstructor, extra={"outbox_event": EVENT, "phase": "unknown_type",
+                                              "entry_id": record.id,
+                                              "entry_type": record._reconstructor})
+            await self._delete(record.id)  # through the engine: published
+            return
+        if why == "lease_ran_out":
+            record = await self._say_lease_ran_out(record)
+        entry = OutboxEntry.of(record)
+        if notify:
+            self._setup.event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
+                              error=entry.error, code=entry.code)
+        if handler.on_exhausted is None and handler.rollback is not None \
+                and not await self._begin_rollback(record, entry, why):
+            return
+        try:
+            if handler.on_exhausted is not None:
+                if notify:
+                    await _call(handler.on_exhausted, entry)
+                return  # kept as failed: list_failed() / retry()
+            if handler.rollback is not None:
+                await _call(handler.rollback, entry)
+        except Exception:
+            # The record stays failed: the work is kept rather than half undone.
+            self._setup.log.exception(
+                "pyjobq outbox: exhaustion handler of %s raised; entry %s kept as failed",
+                entry.type, entry.id)
+            return
+        await self._delete(entry.id)  # through the engine: published
+
+    async def _begin_rollback(self, record: JobRecord, entry: OutboxEntry,
+                              why: Literal["failed", "lease_ran_out", "found"]) -> bool:
+        """Whether the rollback of a failed entry may run now; marks it begun if so."""
+        if why == "lease_ran_out" or (why == "found" and undecided(record)):
+            # A revert cannot be taken back, and the run may yet deliver: the rollback waits
+            # for that run's word (RunClaim.failed_on); until then it is in list_failed().
+            self._setup.event("undecided", entry.id, entry.type, entry.attempts,
+                              error="not rolled back while the run whose lease ran out may "
+                                    "still deliver")
+            return False
+        # Marked first, in one conditional write: a delivery that lands before this takes the
+        # entry back and the rollback does not run; one after cannot undo it. Straight to the
+        # store, unpublished: the mark changes nothing a user sees.
+        source = self._setup.source
+        begun = await self._setup.store.update(
+            Change(entry.id, lambda cur: rollback_begun(cur, source), ONLY_FAILED))
+        return begun.applied  # False: delivered, retried or deleted meanwhile
+
+    async def _say_lease_ran_out(self, seen: JobRecord) -> JobRecord:
+        """Store the failure as what happened (:func:`lease_ran_out`), published; what is
+        stored after."""
+        if lease_ran_out(seen, seen) is None:
+            return seen
+        self._saying.add(seen.id)
+        try:
+            [said] = await self._setup.scheduler.write(
+                [Change(seen.id, lambda cur: lease_ran_out(cur, seen), ONLY_FAILED)])
+        except BaseException:
+            self._saying.discard(seen.id)
+            raise
+        if not said.applied:
+            self._saying.discard(seen.id)  # nothing published
+        return said.record if said.record is not None else seen
+
+
 class Outbox:
     """A durable outbox over an injected store: entries are claimed, processed by their type's handler, deleted.
 
@@ -390,54 +678,40 @@ class Outbox:
         backoff: Callable[[int], float] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
-        if transport is not None and not callable(getattr(transport, "send", None)):
-            raise InvalidJobError("transport must have a send(entry) method")
-        if isinstance(yield_every, bool) or not isinstance(yield_every, int) or yield_every < 0:
-            raise InvalidJobError(f"yield_every must be an int >= 0, got {yield_every!r}")
-        if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not lease_ms > 0:
-            raise InvalidJobError(f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
+        _check_options(transport, yield_every, lease_ms)
         self.store = store
         self._handlers = {name: OutboxHandler.of(h) for name, h in handlers.items()}
         self._clock = clock or LoopClock()
-        self._is_online = is_online
         self._subscribe_online = subscribe_online
-        self._is_retryable = is_retryable_error
-        self._on_activity = on_activity
         self.transport = transport
         self._poll_ms = poll_interval_ms or 0
-        self._yield_every = yield_every
-        self._idle = idle
         self._prune = Prune() if prune is True else (prune or None)
         self.log = log or logging.getLogger("pyjobq")
         self._max_attempts = max_attempts
-        self._lease_ms = float(lease_ms)
         self.source = f"outbox-{new_id()[:12]}"
-
-        # Private channels and locks: the outbox opens no BroadcastChannel and takes
-        # no shared lock (its leases are what keep two tabs apart). Its processor lease is
-        # the gate start() opens and stop() closes.
         self._gate = GateLease()
-        engine = in_process(
-            store=store, source=self.source, clock=self._clock, lock_name="pyjobq-outbox",
-            is_online=is_online, mode=OUTBOX.with_lease(lease_ms), lease=self._gate,
-            backoff=backoff if backoff is not None else outbox_backoff(),
-            start=False)  # once the store check passed (_check_store)
+        engine = _engine(store, self.source, self._clock, is_online, lease_ms, self._gate, backoff)
         self._scheduler = engine.scheduler
+        self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
+        setup = _Setup(store, self._clock, engine.scheduler, self.source, float(lease_ms), self.log)
+        self._runs = _Runs(setup, transport=lambda: self.transport, is_retryable=is_retryable_error,
+                           yield_every=yield_every, idle=idle,
+                           exhaust_failed=lambda entry_id: self._spawn(
+                               self._outcomes.exhaust(entry_id, notify=False, why="failed")))
         # An entry type with no handler must not fall through to the built-in 'fetch'.
         factories: dict[str, Callable[[Any], Any]] = {FETCH: self._unknown(FETCH)}
         factories.update({name: self._factory(name) for name in self._handlers})
-        self._side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ChannelHub().channel("outbox"),
-                                  source=self.source, reconstructors=factories, clock=self._clock)
+        self._side = ExecutorSide(link=engine.link, engine=engine.scheduler, clock=self._clock,
+                                  channel=ChannelHub().channel("outbox"), source=self.source,
+                                  reconstructors=factories)
+        self._outcomes = _Outcomes(setup, handlers=self._handlers, runs=self._runs,
+                                   delete=self._side.delete_job, on_activity=on_activity,
+                                   spawn=self._spawn)
         # For the outbox's life: an entry that fails after stop() is still exhausted.
-        self._side.on_update(self._on_update)
-        self._started_with: dict[str, int] = {}  # entry id -> given_back when its run started
-        self._saying: set[str] = set()  # entries whose failure this outbox is re-stating (_say_lease_ran_out)
-        self._handled = 0
+        self._side.on_update(self._outcomes.on_update)
         self._watchdog: Any = None
         self._unsubscribe: list[Callable[[], None]] = []
-        self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
-        self._running = False
-        self._starts = 0  # which start() the running outbox is in: a startup of an earlier one stops short
+        self._running, self._starts = False, 0  # _starts: which start() the running one is in
         #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
         self.refused: StoreInUseError | None = None
         # The store check, run once by whichever comes first (start() or a request): the engine
@@ -528,7 +802,7 @@ class Outbox:
         for record in found:
             handler = self._handlers.get(record._reconstructor)
             if handler is None or handler.on_exhausted is None:
-                await self._exhaust(record.id, notify=False, why="found")
+                await self._outcomes.exhaust(record.id, notify=False, why="found")
         if self._prune is not None:
             await self._prune_failed(self._prune)
 
@@ -649,208 +923,16 @@ class Outbox:
 
         def factory(_payload: Any) -> Callable[[Any], Awaitable[Any]]:
             async def run(_signal: Any) -> None:
-                await self._process(handler, current_job_id())
+                await self._runs.process(handler, current_job_id())
             return run
 
         return factory
 
-    async def _process(self, handler: OutboxHandler, job_id: str | None) -> None:
-        record = None if job_id is None else await self.store.get(job_id)
-        if record is None:
-            return  # deleted while being handed over: nothing to do
-        entry = OutboxEntry.of(record)
-        if record.status is not Status.RUNNING or record.owner != self.source:
-            # Taken over before it began (this page froze between the claim and the run): it is
-            # another processor's now, and this run sends nothing.
-            self._event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
-            return
-        claim = RunClaim.of(record)
-        self._started_with[entry.id] = record.given_back
-        self._event("start", entry.id, entry.type, entry.attempts)
-        # The lease is kept for as long as the run is in hand, transport.send included.
-        renewal = _Renewal(self.store, self._clock, claim, self._lease_ms,
-                           lease_end=record.next_retry_at if record.next_retry_at is not None else -math.inf,
-                           on_lost=lambda: self._lost(entry), log=self.log)
-        renewal.start()
-        sent = False
-        try:
-            try:
-                if self.transport is not None:
-                    result = await _call(self.transport.send, entry)
-                    await _call(handler.process, entry, result=result)
-                else:
-                    await _call(handler.process, entry)
-                sent = True
-            except Exception as err:
-                classify = handler.is_retryable_error or self._is_retryable
-                if classify is not None and not classify(err):
-                    raise JobError(f"{type(err).__name__}: {err}", terminal=True,
-                                   status=getattr(err, "status", None), code=getattr(err, "code", None)
-                                   or "not_retryable") from err
-                raise
-            finally:
-                await renewal.stop()
-                if sent:
-                    await self._deliver(claim, entry, renewal)
-                else:
-                    await self._after_failure(claim, renewal)
-        finally:
-            self._handled += 1
-            if self._yield_every and self._handled % self._yield_every == 0:
-                await self._idle()
 
-    def _lost(self, entry: OutboxEntry) -> None:
-        # Another processor took the entry over (this page was frozen past its lease). Its run is
-        # the entry's now; this one is not cancelled — process() must be idempotent, and a request
-        # already on the wire may deliver — but only a delivery of it is still stored.
-        self._started_with.pop(entry.id, None)
-        self._event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
-
-    async def _deliver(self, claim: RunClaim, entry: OutboxEntry, renewal: _Renewal) -> None:
-        """process() succeeded: if the entry was taken over meanwhile, take it back, so that the
-        engine's settle of this run stores it done and deletes it (a delivered entry is never
-        rolled back) — unless its rollback has already begun."""
-        if renewal.safe():
-            return  # still this run's claim: the engine's settle applies as it is
-        now = self._clock.now()
-        lease_ms = self._lease_ms
-        try:
-            [done] = await self._scheduler.write(
-                [Change(claim.entry_id, lambda cur: delivered(cur, claim, now, lease_ms), DELIVERABLE)])
-        except Exception:
-            self.log.exception("pyjobq outbox: storing the delivery of %s failed", claim.entry_id)
-            return
-        if done.applied or claim.holds(done.record):
-            return
-        if not renewal.lost:
-            self._lost(entry)
-        late = done.record
-        if late is not None and late.status is Status.FAILED:
-            self._event("late", entry.id, entry.type, entry.attempts, level=logging.ERROR,
-                        error="delivered after another processor began rolling it back: the rollback "
-                              "reverted an entry the server has")
-        else:
-            self._event("late", entry.id, entry.type, entry.attempts, level=logging.WARNING,
-                        error="delivered after the entry was settled elsewhere (delivered by another "
-                              "run, or rolled back and deleted)")
-
-    async def _after_failure(self, claim: RunClaim, renewal: _Renewal) -> None:
-        """process() did not succeed. On this run's claim the engine's settle decides; a run that
-        lost its claim stores nothing, except when the entry was failed on that very claim (its
-        lease ran out on the ceiling): then this failure is the fate its rollback waited for."""
-        if renewal.safe():
-            return
-        current = await self.store.get(claim.entry_id)
-        if claim.holds(current):
-            return
-        renewal.mark_lost()
-        if claim.failed_on(current):
-            self._spawn(self._exhaust(claim.entry_id, notify=False, why="failed"))
-
-    # ------------------------------------------------------------ outcomes
-
-    def _on_update(self, update: JobUpdate) -> None:
-        if self._on_activity is not None:
-            try:
-                self._on_activity(update)
-            except Exception:
-                self.log.exception("pyjobq outbox: on_activity raised")
-        if update.get("progress_only") or update.get("deleted"):
-            return
-        job_id, status = update.id, update.get("status")
-        job_type, attempts = update.get("type"), update.get("attempts")
-        if status == Status.DONE.value:
-            self._started_with.pop(job_id, None)
-            self._event("done", job_id, job_type, attempts)
-        elif status == Status.PENDING.value and job_id in self._started_with:
-            given_back = self._started_with.pop(job_id)
-            extra: dict[str, Any] = {"error": update.get("error"), "next_retry_at": update.get("next_retry_at")}
-            if (update.get("given_back") or 0) > given_back:
-                self._event("skip", job_id, job_type, attempts, **extra)  # offline: released uncounted
-            else:
-                self._event("retry", job_id, job_type, attempts, **extra)
-        elif status == Status.FAILED.value and job_id in self._saying:
-            self._saying.discard(job_id)  # the news of our own re-statement: handled already
-        elif status == Status.FAILED.value:
-            ran_here = job_id in self._started_with
-            self._started_with.pop(job_id, None)
-            # Failed with no run of this page ending: this page's claim found the entry's lease
-            # run out on its last attempt (the outbox makes no pending entry at its ceiling).
-            lease_ran_out = not ran_here and update.get("code") != Code.HANDSHAKE_TIMEOUT
-            self._spawn(self._exhaust(job_id, why="lease_ran_out" if lease_ran_out else "failed"))
-
-    async def _exhaust(self, job_id: str, *, notify: bool = True,
-                       why: Literal["failed", "lease_ran_out", "found"]) -> None:
-        """A failed entry's end: ``on_exhausted`` (kept), or ``rollback`` then delete.
-
-        ``why`` says what is known of its last run: ``"failed"`` — it failed (a run said so);
-        ``"lease_ran_out"`` — this processor's claim found its lease run out on the ceiling, so
-        it may still deliver and is not rolled back (:func:`undecided`); ``"found"`` — failed in
-        the store at ``start()``: rolled back unless it is :func:`undecided`.
-        """
-        record = await self.store.get(job_id)
-        if record is None or record.status is not Status.FAILED:
-            return
-        entry = OutboxEntry.of(record)
-        handler = self._handlers.get(entry.type)
-        if handler is None:
-            self.log.warning("never-happen: outbox entry %s has unknown type %r; deleted", entry.id, entry.type,
-                             extra={"outbox_event": EVENT, "phase": "unknown_type", "entry_id": entry.id,
-                                    "entry_type": entry.type})
-            await self._side.delete_job(entry.id)  # through the engine: published
-            return
-        if why == "lease_ran_out":
-            record = await self._say_lease_ran_out(record)
-            entry = OutboxEntry.of(record)
-        if notify:
-            self._event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
-                        error=entry.error, code=entry.code)
-        rolls_back = handler.on_exhausted is None and handler.rollback is not None
-        if rolls_back:
-            if why == "lease_ran_out" or (why == "found" and undecided(record)):
-                # A revert cannot be taken back, and the run may yet deliver: the rollback waits
-                # for that run's word (RunClaim.failed_on); until then it is in list_failed().
-                self._event("undecided", entry.id, entry.type, entry.attempts,
-                            error="not rolled back while the run whose lease ran out may still deliver")
-                return
-            # Marked first, in one conditional write: a delivery that lands before this takes the
-            # entry back and the rollback does not run; one after cannot undo it. Straight to the
-            # store, unpublished: the mark changes nothing a user sees.
-            begun = await self.store.update(
-                Change(entry.id, lambda cur: rollback_begun(cur, self.source), ONLY_FAILED))
-            if not begun.applied:
-                return  # delivered, retried or deleted meanwhile
-        try:
-            if handler.on_exhausted is not None:
-                if notify:
-                    await _call(handler.on_exhausted, entry)
-                return  # kept as failed: list_failed() / retry()
-            if handler.rollback is not None:
-                await _call(handler.rollback, entry)
-        except Exception:
-            # The record stays failed: the work is kept rather than half undone.
-            self.log.exception("pyjobq outbox: exhaustion handler of %s raised; entry %s kept as failed",
-                               entry.type, entry.id)
-            return
-        await self._side.delete_job(entry.id)  # through the engine: published
-
-    async def _say_lease_ran_out(self, seen: JobRecord) -> JobRecord:
-        """Store the failure as what happened (:func:`lease_ran_out`), published; what is stored after."""
-        if lease_ran_out(seen, seen) is None:
-            return seen
-        self._saying.add(seen.id)
-        try:
-            [said] = await self._scheduler.write([Change(seen.id, lambda cur: lease_ran_out(cur, seen), ONLY_FAILED)])
-        except BaseException:
-            self._saying.discard(seen.id)
-            raise
-        if not said.applied:
-            self._saying.discard(seen.id)  # nothing published
-        return said.record if said.record is not None else seen
-
-    def _event(self, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
-               level: int = logging.INFO, **more: Any) -> None:
-        self.log.log(level, "%s %s %s %s", EVENT, phase, job_type, job_id, extra={
-            "outbox_event": EVENT, "phase": phase, "entry_id": job_id, "entry_type": job_type,
-            "attempt": attempts, **more,
-        })
+def log_event(log: logging.Logger, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
+              level: int = logging.INFO, **more: Any) -> None:
+    """Log one step of the outbox's process flow, with :data:`EVENT` and the entry in ``extra``."""
+    log.log(level, "%s %s %s %s", EVENT, phase, job_type, job_id, extra={
+        "outbox_event": EVENT, "phase": phase, "entry_id": job_id, "entry_type": job_type,
+        "attempt": attempts, **more,
+    })
