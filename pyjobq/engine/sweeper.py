@@ -72,6 +72,3 @@ class Sweeper:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def restart(self) -> None:
-        self._stopped = False
