@@ -40,7 +40,7 @@ from ..core.status import ONLY_RUNNING, Status
 from ..core.view import Entry
 from .calls import Publish, Write
 from .control import PassControl
-from .inflight import Flight, FlightTable
+from .inflight import FlightTable
 from .passes import Pass
 from .runlocks import Release
 
