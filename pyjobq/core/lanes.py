@@ -4,6 +4,8 @@ Each job type is its own lane: a pass starts the oldest ready job of every type
 that has none running, so a quick write is never held up by a long job of
 another kind, and two jobs of one type never overlap. There is still one
 database, one processor lease and one retry ladder — the lanes live inside the lease.
+The pick itself — the oldest due job of every idle type — is the view's
+(:meth:`pyjobq.core.view.QueueView.picks`); what a pass does with each pick is here.
 """
 
 from __future__ import annotations
@@ -12,34 +14,12 @@ import json
 from dataclasses import dataclass
 from typing import Collection, Container, Iterable, Mapping, Sequence, TypeVar
 
-from .records import DueKey, JobRecord
+from .records import JobRecord
 from .view import Entry
 from .status import Status
 
-R = TypeVar("R", JobRecord, DueKey)
 #: What recovery and unparking read: a whole record, or the view's entry of it.
 E = TypeVar("E", JobRecord, Entry)
-
-
-def order_key(record: JobRecord | DueKey) -> tuple[float, str]:
-    return (record.created_at, record.id)
-
-
-def pick(due: Iterable[R], busy_types: Collection[str], *, leases: bool = False) -> list[R]:
-    """The oldest due pending job of every type not in ``busy_types``, oldest first.
-
-    With ``leases`` a due *running* record counts too: the store lists a running
-    record as due only once its lease has run out, so it is claimable again.
-    """
-    claimable = (Status.PENDING, Status.RUNNING) if leases else (Status.PENDING,)
-    oldest: dict[str, R] = {}
-    for record in due:
-        if record.status not in claimable or record.type in busy_types:
-            continue
-        held = oldest.get(record.type)
-        if held is None or order_key(record) < order_key(held):
-            oldest[record.type] = record
-    return sorted(oldest.values(), key=order_key)
 
 
 def run_lock(lock_name: str, job_type: str, job_id: str) -> str:

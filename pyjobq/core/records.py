@@ -401,6 +401,44 @@ class RunResult:
     offline: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_message(cls, data: Mapping[str, Any]) -> "RunResult":
+        """The outcome a ``run_result`` message says.
+
+        ``ok`` is checked by the message schema (:data:`pyjobq.core.messages.SCHEMA`); any
+        other field of the wrong type reads as not said (an older page, or a malformed one).
+        A success whose result cannot be stored reads as a terminal failure with the code
+        ``result_not_storable``: running it again would give the same result.
+        """
+        offline = data.get("offline")
+        outcome = cls(
+            ok=data["ok"] is True,
+            result=data.get("result"),
+            error=_optional_str(data.get("error")),
+            status=_optional_int(data.get("status")),
+            code=_optional_str(data.get("code")),
+            terminal=data.get("terminal") is True,
+            interrupted=data.get("interrupted") is True,
+            offline=offline if isinstance(offline, bool) else None,
+        )
+        if outcome.ok:
+            try:
+                check_json(outcome.result, "the executor's result")
+            except InvalidJobError as exc:
+                # Storable means storable: running it again would give the same result.
+                return cls(ok=False, error=str(exc), status=outcome.status,
+                           code=Code.RESULT_NOT_STORABLE, terminal=True)
+        return outcome
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _optional_int(value: Any) -> int | None:
+    # A bool is an int to isinstance, never an HTTP status.
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 #: JobRecord's stored fields, in order; those a job-update carries; those a stored value must have.
 _STORED = tuple(f.name for f in fields(JobRecord) if f.name != "unknown_fields")

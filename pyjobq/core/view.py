@@ -168,8 +168,7 @@ class QueueView:
               leases: bool = False, lanes: Literal["type", "fifo"] = "type") -> list[Entry]:
         """What a look starts, oldest first.
 
-        ``lanes="type"``: the oldest due record of every type not in ``busy_types`` (the same
-        choice as :func:`pyjobq.core.lanes.pick` over the store's due records). ``"fifo"``
+        ``lanes="type"``: the oldest due record of every type not in ``busy_types``. ``"fifo"``
         (the outbox): the one oldest due record of any type, and nothing while anything is
         busy — one at a time, so a later entry never reaches the server before an earlier one.
         """

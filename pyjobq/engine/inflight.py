@@ -1,5 +1,9 @@
 """The in-flight table: the runs a scheduler handed off, from ``run`` until the page's last word.
 
+Runs wherever an engine hands runs off: in the scheduler worker, and in the page — the
+volatile engine and the outbox. The waiting tab's request scheduler has one too, always
+empty (it holds no lease, so it claims nothing).
+
 Theory of operation
 -------------------
 A claim that committed becomes a :class:`Flight` when its ``run`` is posted. A flight

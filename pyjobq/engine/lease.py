@@ -1,5 +1,12 @@
 """The processor lease, held by the scheduler or by its page — and frozen tabs.
 
+Where each part runs: :class:`LinkLease` and :class:`HostLease` in the scheduler worker;
+:class:`LeaseHolder`, :class:`LeaseWatch` and :func:`watch_in_line` in the page, which holds
+the lock for its worker; :class:`NeverLease` on the page's waiting-tab request scheduler;
+:class:`GateLease` the outbox's; :class:`LockLease` and :class:`HeldLease` an engine that
+holds its own lock (a host with no document, tests). The volatile engine in the page takes
+the default :class:`LockLease` on a lock manager of its own.
+
 Theory of operation
 -------------------
 This is where pyjobq explains what a frozen or back/forward-cached tab does to the queue;

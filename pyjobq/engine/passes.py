@@ -1,5 +1,9 @@
 """The pass: what the lease holder looks at, and the claims and parks it makes.
 
+Runs wherever an engine holds a lease: in the scheduler worker, and in the page — the
+volatile engine and the outbox make passes too. The waiting tab's request scheduler never
+holds its lease (``NeverLease``), so it makes none.
+
 Theory of operation
 -------------------
 A pass runs inside the processor lease (pyjobq/engine/scheduler.py holds it). It decides
@@ -22,96 +26,153 @@ work goes on without a look; the pass still looks at least every ``LOOK_EVERY_MS
 
 Every claim is a read-modify-write with its status precondition inside the
 transaction (:func:`pyjobq.core.policy.claim_due`): a stale view can never claim a
-record that changed or went. The engine's state it reads — flights, run locks, the
-stopped and revoked flags, the wake event — is the engine's; the pass keeps only the
-view and what it learnt on its last look.
+record that changed or went.
+
+A pass is given only what it uses of its engine (:class:`PassEngine`). The engine's state
+it reads — flights, run locks, the suspended types, the loop's control (pyjobq/engine/control.py)
+— is the engine's parts'; the pass owns the view and what it learnt on its last look. The
+engine tells it what it stored (:meth:`Pass.saw`, :meth:`Pass.forget`) and what news named
+(:meth:`Pass.heard`), and nothing else changes the view.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass
+from typing import Callable, Collection, Mapping
 
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
-from ..core.ports import Change, Updated
+from ..core.mode import Mode
+from ..core.ports import Change, Clock, LockManager, Store, Updated
 from ..core.records import JobRecord
 from ..core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
 from ..core.view import Entry, QueueView
-from .runlocks import no_release
+from .calls import Write
+from .control import PassControl
+from .inflight import Flight, FlightTable
+from .runlocks import Release, RunLocks, WakeTimer, no_release
+from .sweeper import Sweeper
 
-if TYPE_CHECKING:
-    from .inflight import Flight
-    from .scheduler import Scheduler
+
+@dataclass(frozen=True)
+class PassEngine:
+    """What a pass uses of its engine (pyjobq/engine/scheduler.py makes it)."""
+
+    mode: Mode
+    #: The engine's ``source``: the owner its claims write.
+    source: str
+    clock: Clock
+    store: Store
+    locks: LockManager
+    #: Job type -> the yield lock it parks under.
+    yields: Mapping[str, str]
+    #: The suspended types (``suspend_type``); the request table owns them, a pass only reads.
+    suspended: Collection[str]
+    flights: FlightTable
+    run_locks: RunLocks
+    #: The engine's one retry timer: armed while lanes run (:meth:`Pass.wake_after` says when).
+    retry_timer: WakeTimer
+    sweeper: Sweeper
+    control: PassControl
+    write: Write
+    #: Posts ``run`` for a claim that committed (pyjobq/engine/handoff.py).
+    hand_off: Callable[[JobRecord, Release | None], None]
 
 
 class Pass:
     """The lease holder's looks, claims and parks, over the view of the queue."""
 
-    def __init__(self, engine: "Scheduler") -> None:
+    def __init__(self, engine: PassEngine) -> None:
         self._e = engine
         #: The view of the queue (pyjobq/core/view.py); None outside a pass.
-        self.view: QueueView | None = None
+        self._view: QueueView | None = None
         self._read_at = 0.0
         #: When the pass last took a look; a chain of settles keeps looking at least this often.
-        self.looked_at = 0.0
+        self._looked_at = 0.0
         #: Types with a running record whose run lock another page holds: busy in the lanes.
-        self.busy_elsewhere: set[str] = set()
+        self._busy_elsewhere: set[str] = set()
         #: Passes run, and looks taken (times round a pass's loop): what a "no spin" check counts.
         self.runs = 0
         self.looks = 0
         #: The moment the last look chose what to start; None before this pass's first look.
         #: The wake is armed only for what becomes due after it (:meth:`wake_after` says why).
-        self.picked_at: float | None = None
+        self._picked_at: float | None = None
+
+    @property
+    def looked_at(self) -> float:
+        """When the pass last took a look (a chain of settles keeps looking at least this often)."""
+        return self._looked_at
+
+    # ------------------------------------------------------------ what the engine stored and heard
+
+    def saw(self, record: JobRecord) -> None:
+        """The engine stored ``record`` (or found it so): the view takes it, during a pass."""
+        if self._view is not None:
+            self._view.apply(record)
+
+    def forget(self, job_id: str) -> None:
+        """The engine deleted ``job_id`` (or found it gone): it leaves the view."""
+        if self._view is not None:
+            self._view.forget(job_id)
+
+    def heard(self, job_id: str) -> None:
+        """Another tab says it stored ``job_id``: news, not truth — the next look, which this
+        kicks, reads the record from the store."""
+        if self._view is not None:
+            self._view.mark_stale(job_id)
+            self._e.control.kick()
+
+    # ------------------------------------------------------------ the pass
 
     async def run(self) -> None:
         # The view of the queue is this pass's: read whole on taking the lease, kept current by
         # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
+        control = self._e.control
         self.runs += 1
-        self.picked_at = None
-        await self.read_view()
+        self._picked_at = None
+        await self._read_view()
         try:
-            while not self._e.stopped and not self._e.revoked:
+            while not control.stopped and not control.revoked:
                 self.looks += 1
-                self._e.kick.clear()
-                self._e.wanted = False
-                self.looked_at = self._e.clock.now()
+                control.begin_look()
+                self._looked_at = self._e.clock.now()
                 await self._catch_up()
                 await self._e.sweeper.look()
                 if self._e.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
                 await self._unpark_free()
-                if self._e.revoked:
+                if control.revoked:
                     return
                 progressed = await self._start_ready()
                 # An abandoned run still ending holds its type here: the pass (and so the lease)
                 # waits for it, or the next holder would start that type beside it.
                 if not self._e.flights and not self._e.flights.ending and not progressed:
                     # The view says nothing is left; the store has the last word before we let go.
-                    if await self.read_view():
+                    if await self._read_view():
                         continue
                     return
-                if not progressed and not self._e.revoked:
-                    self.arm_retry_timer()
-                    await self._e.kick.wait()
+                if not progressed and not control.revoked:
+                    self._arm_retry_timer()
+                    await control.wait()
         finally:
-            self.view = None
+            self._view = None
             self._e.run_locks.drop_prefetched()
 
-    async def read_view(self) -> bool:
+    async def _read_view(self) -> bool:
         """Read the view whole from the store; True when that changed what it held."""
-        before = self.view.snapshot() if self.view is not None else None
+        before = self._view.snapshot() if self._view is not None else None
         view = QueueView()
         view.replace(await self._e.store.entries())
-        self.view, self._read_at = view, self._e.clock.now()
+        self._view, self._read_at = view, self._e.clock.now()
         return before is not None and before != view.snapshot()
 
     async def _catch_up(self) -> None:
         """Read again what news named since the last look, and everything once a recheck is due."""
         view = self._require_view()
         if self._e.clock.now() - self._read_at >= RECHECK_MS:
-            await self.read_view()
+            await self._read_view()
             return
         ids = view.stale()
         if ids:
@@ -123,9 +184,9 @@ class Pass:
                     view.forget(job_id)
 
     def _require_view(self) -> QueueView:
-        if self.view is None:
+        if self._view is None:
             raise RuntimeError("the queue view is read only inside a pass")
-        return self.view
+        return self._view
 
     async def _recover(self) -> None:
         now = self._e.clock.now()
@@ -143,8 +204,9 @@ class Pass:
             elsewhere = set(watched)
             # A run lock held with no running record left (deleted while its frozen page sent
             # it): its request may still be on the wire, so its type waits too.
-            lanes_held = lanes.lanes_held(held, self._e.run_locks.lock_name, ours, self._require_view())
-        self.busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
+            lanes_held = lanes.lanes_held(held, self._e.run_locks.lock_name, ours,
+                                          self._require_view())
+        self._busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
         # worker dies with the run lock, and a frozen tab may be discarded later. The name that
         # is held is the one watched: an older pyjobq's run holds the legacy name, and a watch on
@@ -154,18 +216,20 @@ class Pass:
         for lock in sorted(lanes_held.values()):
             self._e.run_locks.watch(lock)
         orphaned = lanes.orphans(running, ours, elsewhere)
-        if not orphaned or self._e.revoked:
+        if not orphaned or self._e.control.revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
 
         def change(cur: JobRecord, *, seen: Entry) -> JobRecord | None:
             # Only the run we judged orphaned: a page frozen between that look and this write
             # must not recover the run another tab claimed meanwhile (it changed owner).
-            if cur.id in self._e.flights.ours() or self._e.revoked \
-                    or (cur.owner, cur.updated_at, cur.attempts) != (seen.owner, seen.updated_at, seen.attempts):
+            if cur.id in self._e.flights.ours() or self._e.control.revoked \
+                    or (cur.owner, cur.updated_at, cur.attempts) \
+                    != (seen.owner, seen.updated_at, seen.attempts):
                 return None
             return policy.recover(cur, now)
 
-        await self._e.write([Change(e.id, functools.partial(change, seen=e), ONLY_RUNNING) for e in orphaned])
+        await self._e.write([Change(e.id, functools.partial(change, seen=e), ONLY_RUNNING)
+                             for e in orphaned])
 
     async def _unpark_free(self) -> None:
         paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
@@ -174,39 +238,42 @@ class Pass:
         held = await self._e.locks.held()
         now = self._e.clock.now()
         await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
-                           for e in lanes.unparkable(paused, held)])
+                             for e in lanes.unparkable(paused, held)])
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
                 self._e.run_locks.watch(entry.yield_lock or "")
 
     def _busy(self) -> set[str]:
-        return self._e.flights.busy_types() | self.busy_elsewhere
+        return self._e.flights.busy_types() | self._busy_elsewhere
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self.picked_at = self._e.clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(), leases=self._e.mode.leases,
-                                           lanes=self._e.mode.lanes)
+        now = self._picked_at = self._e.clock.now()
+        picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(),
+                                           leases=self._e.mode.leases, lanes=self._e.mode.lanes)
         if not picks:
             return False
         held = await self._e.locks.held() if self._e.yields else {}
-        starts = lanes.plan_starts(picks, suspended=self._e.suspended, yields=self._e.yields, held=held)
+        starts = lanes.plan_starts(picks, suspended=self._e.suspended, yields=self._e.yields,
+                                   held=held)
         for lock in starts.watch:
             self._e.run_locks.watch(lock)
-        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), ONLY_PENDING) for e, lock in starts.parks]
+        parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), ONLY_PENDING)
+                 for e, lock in starts.parks]
         claims = list(starts.claims)
         releases = await self._e.run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
         if claims and self._e.mode.run_locks:
             claims = await self._claims_alone(claims, releases)
-        if self._e.revoked:
+        if self._e.control.revoked:
             for release in releases.values():
                 release()  # the page let the lease go while we asked: claim nothing
             return False
         done = await self.group_commit(parks, claims, releases, now)
         return any(updated.applied for updated in done)
 
-    async def _claims_alone(self, claims: list[Entry], releases: dict[str, Callable[[], None]]) -> list[Entry]:
+    async def _claims_alone(self, claims: list[Entry],
+                            releases: dict[str, Release]) -> list[Entry]:
         """The claims whose type no other page holds a run lock of, looked at *after* ours were
         taken (:func:`pyjobq.core.lanes.types_held` says why); the others' locks are let go and
         the holders' watched. A settle's follow-on needs no such look: its lane's run lock was
@@ -223,21 +290,26 @@ class Pass:
                 kept.append(entry)
         return kept
 
-    def prefetch(self, job_type: str) -> None:
+    def _prefetch(self, job_type: str) -> None:
         """Take the run lock of the lane's next job now, while this one runs: the settle's
         transaction then claims it with no wait for the lock manager."""
-        if not self._e.mode.run_locks or self.view is None or self._e.stopped or self._e.revoked \
+        if not self._e.mode.run_locks or self._view is None or not self._going() \
                 or self._e.run_locks.has_prefetched(job_type):
             return
-        entry = self.view.oldest_due(job_type, self._e.clock.now(), self._e.flights.ours(), leases=self._e.mode.leases)
+        entry = self._view.oldest_due(job_type, self._e.clock.now(), self._e.flights.ours(),
+                                      leases=self._e.mode.leases)
         if entry is not None:
             self._e.run_locks.prefetch(entry)
 
+    def _going(self) -> bool:
+        return not self._e.control.stopped and not self._e.control.revoked
+
     async def group_commit(self, changes: list[Change], claims: list[Entry],
-                            releases: dict[str, Callable[[], None]], now: float) -> list[Updated]:
+                           releases: dict[str, Release], now: float) -> list[Updated]:
         """``changes`` then the claims of ``claims``, one transaction; what was claimed is handed
         off once it committed. Returns what each change did, ``changes`` first, then the claims."""
-        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), CLAIMABLE) for e in claims]
+        all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), CLAIMABLE)
+                                 for e in claims]
         try:
             done = await self._e.write(all_changes)
         except BaseException:
@@ -252,32 +324,37 @@ class Pass:
             assert updated.record is not None
             if updated.record.status is Status.RUNNING:
                 self._e.hand_off(updated.record, None if release is no_release else release)
+                self._prefetch(updated.record.type)
             else:
                 release()  # failed at the ceiling rather than run
         return done
 
     def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
         """The claim's one read-modify-write (never a job of ours already)."""
-        return None if cur.id in self._e.flights.ours() else policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
+        if cur.id in self._e.flights.ours():
+            return None
+        return policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
 
-    async def follow_on(self, flight: Flight, now: float) -> tuple[Entry, Callable[[], None]] | None:
+    async def follow_on(self, flight: Flight, now: float) -> tuple[Entry, Release] | None:
         """The next job of a settling run's lane, with its run lock, to claim in the settle's
         transaction; None when the lane has none ready, or its start needs the full look
         (a suspended type, a yield lock to check, the lease going)."""
-        if self._e.stopped or self._e.revoked or self.view is None or not lanes.chains(
-                flight.type, suspended=self._e.suspended, yields=self._e.yields, busy_elsewhere=self.busy_elsewhere):
+        if not self._going() or self._view is None or not self._chains(flight.type):
             return None
-        entry = self.view.follow_on(flight.type, now, self._e.flights.ours(), leases=self._e.mode.leases,
-                                     lanes=self._e.mode.lanes)
-        if entry is None or not lanes.chains(entry.type, suspended=self._e.suspended, yields=self._e.yields,
-                                             busy_elsewhere=self.busy_elsewhere):
+        entry = self._view.follow_on(flight.type, now, self._e.flights.ours(),
+                                     leases=self._e.mode.leases, lanes=self._e.mode.lanes)
+        if entry is None or not self._chains(entry.type):
             return None
         releases = await self._e.run_locks.take([entry])
         release = releases.get(entry.id)
-        if release is not None and (self._e.stopped or self._e.revoked):
+        if release is not None and not self._going():
             release()
             return None
         return None if release is None else (entry, release)
+
+    def _chains(self, job_type: str) -> bool:
+        return lanes.chains(job_type, suspended=self._e.suspended, yields=self._e.yields,
+                            busy_elsewhere=self._busy_elsewhere)
 
     def wake_after(self) -> float | None:
         """The moment the wake is armed after: the last look's (None before this pass's first
@@ -305,19 +382,19 @@ class Pass:
         mid-pass resumes later) is looked at again at once, never by a timer armed in the past;
         the next look's moment is later, so that cannot repeat.
         """
-        return self.picked_at
+        return self._picked_at
 
-    def arm_retry_timer(self) -> None:
+    def _arm_retry_timer(self) -> None:
         """While lanes run: the next moment something *becomes* due, from the view; a look at
         once, with no timer, when that moment passed since the last look; and a look within
         ``Mode.recheck_ms`` whatever happens."""
-        if self._e.stopped or self.view is None:
+        if self._e.control.stopped or self._view is None:
             return
         now = self._e.clock.now()
-        due_at = self.view.next_due_at(self.wake_after())
+        due_at = self._view.next_due_at(self.wake_after())
         if due_at is not None and due_at <= now:
             self._e.retry_timer.clear()
-            self._e.kick.set()
+            self._e.control.kick()
             return
         if self._e.mode.recheck_ms is not None:
             # The bounded re-look, for the waits nothing announces (a run lock held shared by a

@@ -1,5 +1,9 @@
 """The publisher: how a scheduler tells every page what it stored.
 
+Runs wherever an engine runs: in the scheduler worker, and in the page — the waiting tab's
+request scheduler publishes what its requests stored, the outbox what it stored, and the
+volatile engine tells only its own page (nothing on the channel).
+
 Theory of operation
 -------------------
 A write's news goes two ways: over the link to this scheduler's own page (which
@@ -42,7 +46,7 @@ class Publisher:
     def __init__(self, *, link: Link, channel: Channel, source: str, volatile: bool) -> None:
         self._link = link
         self._channel = channel
-        self.source = source
+        self._source = source
         self._volatile = volatile
         #: What is queued for the channel: (progress, its jobs), in the order it was stored.
         self._pending: list[tuple[bool, list[dict[str, Any]]]] = []
@@ -52,7 +56,7 @@ class Publisher:
         """Records one transaction stored (or, ``deleted=True``, deleted): one message per batch."""
         jobs = [self._summary(r, **extra) for r in records]
         for start in range(0, len(jobs), NEWS_BATCH):
-            self._link.send(_update(self.source, jobs[start:start + NEWS_BATCH]))
+            self._link.send(_update(self._source, jobs[start:start + NEWS_BATCH]))
         self._queue_for_channel(jobs)
 
     def progress(self, job_id: str, progress: Any, note: Any) -> None:
@@ -61,7 +65,7 @@ class Publisher:
                "progress_note": note, "progress_only": True}
         if self._volatile:
             job["volatile"] = True
-        self._link.send(_update(self.source, [job]))
+        self._link.send(_update(self._source, [job]))
         self._queue_for_channel([job], alone=True)
 
     def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class Publisher:
         for _alone, jobs in pending:
             for start in range(0, len(jobs), NEWS_BATCH):
                 try:
-                    self._channel.post(_update(self.source, jobs[start:start + NEWS_BATCH]))
+                    self._channel.post(_update(self._source, jobs[start:start + NEWS_BATCH]))
                 except Exception as exc:  # a closed channel: other tabs just miss this update
                     log.debug("pyjobq: job-update not broadcast: %s", exc)
                     return

@@ -1,14 +1,21 @@
 """The requests a page sends its scheduler, as one table of handlers.
 
+Runs wherever an engine runs: in the scheduler worker, and in the page — the waiting tab's
+request scheduler (which answers its page's store requests while its worker waits for the
+lease, pyjobq/browser/page_main.py), the volatile engine and the outbox.
+
 Theory of operation
 -------------------
 A request is a message with a ``request_id``; its handler's return value (JSON) or
-its error goes back in a ``reply``. :class:`RequestHandlers` holds the table,
+its error goes back in a ``reply``. :class:`RequestTable` holds the table,
 message type to handler, so the requests a scheduler answers are one list a reader
-can see (:data:`REQUESTS`), not names found by ``getattr``.
+can see (:attr:`RequestTable.table`), not names found by ``getattr``. It is given only
+what it uses of its engine (:class:`RequestEngine`), and owns the two pieces of state
+the requests change: the suspended types (``suspend_type``, read by the pass and the
+settle) and the filing stamp that keeps a burst in filing order.
 
 Every change a handler makes is a :class:`~pyjobq.core.ports.Change` with its status
-precondition, written through the engine's :meth:`~pyjobq.engine.scheduler.Scheduler.write`:
+precondition, written through the engine's one way to the store (``RequestEngine.write``):
 one transaction, and what applied is published — the guard lives in ``when``, not
 in the closure; a delete reads what it deletes in its one transaction. Handlers run
 on whichever tab the page is in, lease or not: the store's transactions are what keep
@@ -23,30 +30,52 @@ never silence that would leave the caller waiting for ever.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import AbstractSet, Any, Awaitable, Callable
 
 from ..core.codes import Code
 from ..core import policy
 from ..core.messages import make
-from ..core.ports import Change, Updated
+from ..core.ports import Change, Clock, Store, Updated
 from ..core.records import JobRecord, NewJob
 from ..core.mode import RETENTION_MS
 from ..core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
+from .calls import Publish, Send, Write
+from .inflight import FlightTable
 from .sweeper import sweep
-
-if TYPE_CHECKING:
-    from .scheduler import Scheduler
 
 log = logging.getLogger("pyjobq")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-class RequestHandlers:
+@dataclass(frozen=True)
+class RequestEngine:
+    """What the request table uses of its engine (pyjobq/engine/scheduler.py makes it)."""
+
+    #: The volatile engine's: ``query_all`` marks its rows ``volatile``.
+    volatile: bool
+    clock: Clock
+    store: Store
+    #: Read only: ``suspend_type`` waits for the runs of its type.
+    flights: FlightTable
+    send: Send
+    write: Write
+    publish: Publish
+    #: Process soon: what a request filed or revived may be due.
+    wake: Callable[[], None]
+    #: Drop a run of a job deleted or cancelled here (pyjobq/engine/handoff.py).
+    abandon: Callable[[str], None]
+
+
+class RequestTable:
     """What a scheduler answers, by message type."""
 
-    def __init__(self, engine: "Scheduler") -> None:
+    def __init__(self, engine: RequestEngine) -> None:
         self._engine = engine
+        #: Suspended types (``suspend_type``): their pending jobs park, new ones too.
+        self._suspended: set[str] = set()
+        self._last_created = 0.0
         self.table: dict[str, Handler] = {
             "enqueue": self.enqueue,
             "query_all": self.query_all,
@@ -61,10 +90,20 @@ class RequestHandlers:
             "resume_type": self.resume_type,
         }
 
+    @property
+    def suspended(self) -> AbstractSet[str]:
+        """The types ``suspend_type`` suspended and ``resume_type`` has not resumed."""
+        return self._suspended
+
+    def _stamp(self) -> float:
+        """A created_at that strictly increases on this engine, so jobs filed in one
+        millisecond still drain in filing order (lanes order by created_at, then id)."""
+        self._last_created = max(self._engine.clock.now(), self._last_created + 0.001)
+        return self._last_created
+
     async def answer(self, msg: dict[str, Any]) -> None:
         """Run the request's handler and reply (when it asked for a reply) with its value or error."""
         request_id = msg.get("request_id")
-        link = self._engine.link
         try:
             value = await self.table[msg["type"]](msg)
         except Exception as exc:
@@ -73,9 +112,10 @@ class RequestHandlers:
             return
         if request_id is not None:
             try:
-                link.send(make("reply", request_id=request_id, ok=True, value=value))
+                self._engine.send(make("reply", request_id=request_id, ok=True, value=value))
             except Exception as exc:  # a value the link cannot carry: the caller still hears
-                self._fail(request_id, f"{msg['type']}'s answer could not be sent: {exc}", "PyjobqError")
+                self._fail(request_id, f"{msg['type']}'s answer could not be sent: {exc}",
+                           "PyjobqError")
 
     def refuse(self, data: Any, why: str, error_type: str = "InvalidJobError") -> None:
         """Answer a request this scheduler will not run — malformed (the router's refusal), or
@@ -86,8 +126,8 @@ class RequestHandlers:
 
     def _fail(self, request_id: Any, error: str, error_type: str) -> None:
         if isinstance(request_id, str):
-            self._engine.link.send(make("reply", request_id=request_id, ok=False, error=error,
-                                        error_type=error_type))
+            self._engine.send(make("reply", request_id=request_id, ok=False, error=error,
+                                   error_type=error_type))
 
     # ------------------------------------------------------------ filing and reading
 
@@ -97,14 +137,15 @@ class RequestHandlers:
         jobs = [NewJob.from_message(job) for job in msg["jobs"]]
         # The stamp only orders the burst; a job is due at now + delay_ms, or one filed in
         # the same millisecond as another would wait for the clock to pass its stamp.
-        records = [job.to_record(engine.stamp()).evolve(next_retry_at=now + job.delay_ms) for job in jobs]
+        records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms)
+                   for job in jobs]
         await engine.store.add(records)
-        engine.publish_many(records)
+        engine.publish(records)
         engine.wake()
         return len(records)
 
     async def query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
-        volatile = self._engine.mode.volatile
+        volatile = self._engine.volatile
         return [
             {**record.to_dict(), "volatile": True} if volatile else record.to_dict()
             for record in await self._engine.store.all()
@@ -129,12 +170,13 @@ class RequestHandlers:
         engine = self._engine
         for record in records:
             engine.abandon(record.id)
-        engine.publish_many(records, deleted=True, error="deleted", code=Code.DELETED)
+        engine.publish(records, deleted=True, error="deleted", code=Code.DELETED)
         return len(records)
 
     async def cancel_job(self, msg: dict[str, Any]) -> bool:
         now = self._engine.clock.now()
-        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.cancel(cur, now), UNFINISHED)])
+        [updated] = await self._engine.write(
+            [Change(msg["job_id"], lambda cur: policy.cancel(cur, now), UNFINISHED)])
         if not updated.applied:
             return False
         self._engine.abandon(msg["job_id"])
@@ -142,7 +184,8 @@ class RequestHandlers:
 
     async def retry_job(self, msg: dict[str, Any]) -> bool:
         now = self._engine.clock.now()
-        [updated] = await self._engine.write([Change(msg["job_id"], lambda cur: policy.revive(cur, now), REVIVABLE)])
+        [updated] = await self._engine.write(
+            [Change(msg["job_id"], lambda cur: policy.revive(cur, now), REVIVABLE)])
         if updated.applied:
             self._engine.wake()
         return updated.applied
@@ -160,7 +203,7 @@ class RequestHandlers:
         in one transaction, and publish the deletions so open tables drop the rows."""
         engine = self._engine
         return await sweep(engine.store, engine.clock.now(), RETENTION_MS,
-                           lambda records: engine.publish_many(records, deleted=True))
+                           lambda records: engine.publish(records, deleted=True))
 
     # ------------------------------------------------------------ suspending a type (volatile)
 
@@ -169,7 +212,7 @@ class RequestHandlers:
         answer once that run has settled (spec: "Suspending volatile work")."""
         engine = self._engine
         job_type = msg["job_type"]
-        engine.suspended.add(job_type)
+        self._suspended.add(job_type)
         now = engine.clock.now()
         done = await engine.store.update_by_status(
             ONLY_PENDING, lambda cur: policy.park(cur, now, None) if cur.type == job_type else None)
@@ -177,9 +220,11 @@ class RequestHandlers:
         running = engine.flights.of_type(job_type)
         # A run abandoned (cancelled, deleted) but still ending is an executor that has not
         # settled either: it may still be saving its checkpoint. It was told to stop already.
-        waits = [flight.wait_settled() for flight in running + engine.flights.ending_of_type(job_type)]
+        waits = [flight.wait_settled()
+                 for flight in running + engine.flights.ending_of_type(job_type)]
         for flight in running:
-            engine.link.send(make("abort_run", job_id=flight.job_id, reason=f"type {job_type!r} suspended"))
+            engine.send(make("abort_run", job_id=flight.job_id,
+                             reason=f"type {job_type!r} suspended"))
         for wait in waits:
             await wait
         return sum(1 for updated in done if updated.applied)
@@ -187,7 +232,7 @@ class RequestHandlers:
     async def resume_type(self, msg: dict[str, Any]) -> int:
         engine = self._engine
         job_type = msg["job_type"]
-        engine.suspended.discard(job_type)
+        self._suspended.discard(job_type)
         now = engine.clock.now()
         count = self._published(await engine.store.update_by_status(
             ONLY_PAUSED, lambda cur: _unpark_suspended(cur, now) if cur.type == job_type else None))
@@ -195,9 +240,9 @@ class RequestHandlers:
         return count
 
     def _published(self, done: list[Updated]) -> int:
-        """Publish what one transaction changed (as :meth:`Scheduler.write` does); how many."""
+        """Publish what one transaction changed (as the engine's ``write`` does); how many."""
         changed = [u.record for u in done if u.applied and u.record is not None]
-        self._engine.publish_many(changed)
+        self._engine.publish(changed)
         return len(changed)
 
 

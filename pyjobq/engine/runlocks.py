@@ -1,5 +1,11 @@
 """Run locks and lock watches: the scheduler's requests to the Web Locks manager.
 
+Runs wherever an engine runs. Run locks are taken only in the job queue's mode, by the
+holder of the lease: in the scheduler worker, whose run locks live on the worker (why:
+:mod:`pyjobq.engine.lease`). In the page the volatile engine and the outbox take none, and
+the waiting tab's request scheduler holds no lease; the one retry timer (:class:`WakeTimer`)
+is every engine's, the page's included.
+
 Theory of operation
 -------------------
 Under the job queue's mode each run holds ``<lock>:run:["<type>","<job id>"]`` from before its
@@ -44,7 +50,7 @@ class RunLocks:
                  spawn: Callable[[Coroutine[Any, Any, Any]], None], wake: Callable[[], None]) -> None:
         self._locks = locks
         self._lock_name = lock_name
-        self.enabled = enabled
+        self._enabled = enabled
         self._spawn = spawn
         self._wake = wake
         #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
@@ -67,7 +73,7 @@ class RunLocks:
     async def take(self, entries: Sequence[Entry]) -> dict[str, Release]:
         """The run lock of each entry's job that is free (all asked at once, or taken ahead),
         by id; a held one is watched and left out. Without run locks, a no-op release each."""
-        if not self.enabled:
+        if not self._enabled:
             return {e.id: no_release for e in entries}
         asks: list[Any] = []
         for entry in entries:
@@ -99,7 +105,7 @@ class RunLocks:
 
     def prefetch(self, entry: Entry) -> None:
         """Ask now for the run lock of ``entry``, its lane's next job (one per type)."""
-        if self.enabled and entry.type not in self._prefetched:
+        if self._enabled and entry.type not in self._prefetched:
             self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry)))
 
     def prefetched_ids(self) -> set[str]:

@@ -1,5 +1,10 @@
 """The lease holder's retention sweep: carries out :mod:`pyjobq.core.retention`'s decisions.
 
+Where it runs: the periodic sweep (:class:`Sweeper`) only in the job queue's mode, on the
+lease holder — the scheduler worker; it is inert in the page's volatile engine and outbox.
+:func:`sweep` also answers ``cleanup_old``, which any engine's request table runs: in the
+worker, or in the page on the waiting tab's request scheduler.
+
 The scheduler calls :meth:`Sweeper.look` each time round its pass (only the lease holder
 makes passes), so the first look after taking the lease sweeps, and a timer wakes the
 scheduler when the next sweep is due. A sweep reads the ``done`` index, deletes what
@@ -72,6 +77,3 @@ class Sweeper:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def restart(self) -> None:
-        self._stopped = False

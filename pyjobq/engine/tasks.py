@@ -1,4 +1,7 @@
-"""Background tasks that are kept alive until they finish, and whose failures are logged."""
+"""Background tasks that are kept alive until they finish, and whose failures are logged.
+
+Every engine's (in the scheduler worker and in the page), and the outbox's own.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyjobq.core.lanes import orphans, pick, unparkable
+from pyjobq.core.lanes import orphans, unparkable
 from pyjobq.core.records import JobRecord
 from pyjobq.core.status import Status
 from pyjobq.testing import record
@@ -12,30 +12,6 @@ def rec(job_id: str, type_: str = "a", created: float = 0.0, status: Status = St
         yield_lock: str | None = None) -> JobRecord:
     return record(job_id, type=type_, created_at=created, status=status, yield_lock=yield_lock, params=None,
                   next_retry_at=created)
-
-
-def test_pick_the_oldest_of_every_idle_type_oldest_first() -> None:
-    due = [rec("a2", "a", 2), rec("b1", "b", 1), rec("a1", "a", 1.5), rec("c9", "c", 9), rec("b0", "b", 3)]
-    assert pick(due, busy_types=set()) == [rec("b1", "b", 1), rec("a1", "a", 1.5), rec("c9", "c", 9)]
-
-
-def test_pick_skips_busy_types() -> None:
-    due = [rec("a1", "a", 1), rec("b1", "b", 2), rec("c1", "c", 3)]
-    assert pick(due, busy_types={"a", "c"}) == [rec("b1", "b", 2)]
-
-
-def test_pick_breaks_ties_on_id() -> None:
-    assert pick([rec("z", "a", 1), rec("m", "a", 1)], set()) == [rec("m", "a", 1)]
-
-
-def test_pick_ignores_records_that_are_not_pending() -> None:
-    due = [rec("a0", "a", 0, Status.RUNNING), rec("a1", "a", 1), rec("b0", "b", 0, Status.PAUSED)]
-    assert pick(due, set()) == [rec("a1", "a", 1)]
-
-
-def test_pick_nothing() -> None:
-    assert pick([], set()) == []
-    assert pick([rec("a1")], {"a"}) == []
 
 
 def test_orphans_skip_in_flight_and_non_running() -> None:

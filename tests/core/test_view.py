@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pyjobq.core.lanes import pick
-from pyjobq.core.records import DueKey
 from pyjobq.core.status import Status
 from pyjobq.core.view import Entry, QueueView
 
@@ -16,7 +14,7 @@ def entry(job_id: str, type: str = "t", status: Status = Status.PENDING, created
                  **kw)  # type: ignore[arg-type]
 
 
-def test_picks_the_oldest_due_job_of_every_idle_type_as_lanes_pick_does() -> None:
+def test_picks_the_oldest_due_job_of_every_idle_type() -> None:
     rows = [entry("a2", "a", created=T0 + 2), entry("a1", "a", created=T0 + 1), entry("b1", "b", created=T0 + 3),
             entry("c-late", "c", due=T0 + 500), entry("r", "d", Status.RUNNING), entry("z", "e", Status.PAUSED)]
     view = QueueView()
@@ -24,10 +22,6 @@ def test_picks_the_oldest_due_job_of_every_idle_type_as_lanes_pick_does() -> Non
     assert [e.id for e in view.picks(T0, busy_types=set())] == ["a1", "b1"]
     assert [e.id for e in view.picks(T0, busy_types={"a"})] == ["b1"]
     assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1", "b1"]  # oldest first
-    # The same choice as the store-based lanes.pick over the due records.
-    due = [DueKey(e.id, e.type, e.created_at, e.status) for e in rows
-           if e.status is Status.PENDING and e.next_retry_at is not None and e.next_retry_at <= T0 + 500]
-    assert [k.id for k in pick(due, set())] == [e.id for e in view.picks(T0 + 500, set())]
 
 
 def test_a_job_not_yet_due_does_not_hold_up_a_younger_due_one_of_its_type() -> None:

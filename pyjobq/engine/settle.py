@@ -1,0 +1,172 @@
+"""The settle: a run's outcome stored, with its lane's next claim in the same transaction.
+
+Runs wherever an engine holds a lease: in the scheduler worker, and in the page — the
+volatile engine and the outbox settle their runs the same way (the waiting tab's request
+scheduler holds no lease, hands nothing off, and so settles nothing).
+
+Theory of operation
+-------------------
+The page answers ``run`` with ``run_result`` (:meth:`pyjobq.core.records.RunResult.from_message`
+reads it). The settle is one read-modify-write of the running record,
+:func:`pyjobq.core.policy.settle`, applied only while the record is still this engine's
+(its ``owner``): a run recovered or taken over meanwhile is not settled twice. An abandoned
+run's ``run_result`` is its page's last word instead (pyjobq/engine/inflight.py) and frees
+its type and run lock; an answer for another claim is dropped.
+
+*Group commit*: when the settling run's lane has a next job ready and its start needs
+nothing the full look decides (:meth:`pyjobq.engine.passes.Pass.follow_on`), its claim
+goes into the settle's own transaction and it is handed off once that committed, so a
+lane with work goes on without waiting for a look. The pass still looks at least every
+:data:`LOOK_EVERY_MS` while lanes chain (recovery and unparking keep going).
+
+A success whose result the store refuses is failed, clearly (``result_not_storable``),
+rather than left running for recovery to run again. Under the outbox's mode a ``done``
+entry is deleted once its ``done`` was published, so whoever waits on it sees it succeed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Mapping
+
+from ..core import policy
+from ..core.codes import Code
+from ..core.mode import Mode
+from ..core.ports import Change, Clock, LockManager, Store, Updated
+from ..core.records import JobRecord, RunResult
+from ..core.status import ONLY_RUNNING, Status
+from ..core.view import Entry
+from .calls import Publish, Write
+from .control import PassControl
+from .inflight import FlightTable
+from .passes import Pass
+from .runlocks import Release
+
+log = logging.getLogger("pyjobq")
+
+#: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news)
+#: this often.
+LOOK_EVERY_MS = 1_000.0
+
+
+@dataclass(frozen=True)
+class SettleEngine:
+    """What the settle uses of its engine (pyjobq/engine/scheduler.py makes it)."""
+
+    mode: Mode
+    #: The engine's ``source``: only a record it still owns is settled.
+    source: str
+    clock: Clock
+    store: Store
+    locks: LockManager
+    #: Job type -> the yield lock an interrupted run of it parks under while that lock is held.
+    yields: Mapping[str, str]
+    #: The suspended types (the request table's); read only here.
+    suspended: Collection[str]
+    #: ``navigator.onLine`` here, read when the page did not say (an older page).
+    is_online: Callable[[], bool]
+    #: The engine's retry ladder, read at each settle (a test may swap the engine's).
+    backoff: Callable[[int], float]
+    flights: FlightTable
+    #: The pass: the lane's next job (:meth:`Pass.follow_on`) and the group commit.
+    lanes: Pass
+    write: Write
+    publish: Publish
+    control: PassControl
+    #: Watch a yield lock: an interrupted run parked under it goes on once it is let go.
+    watch: Callable[[str], None]
+
+
+class Settler:
+    """Stores each run's outcome, and claims its lane's next job in the same transaction."""
+
+    def __init__(self, engine: SettleEngine) -> None:
+        self._e = engine
+
+    async def settle(self, msg: dict[str, Any]) -> None:
+        """Handle a page's ``run_result``: settle its run, or end an abandoned one."""
+        e = self._e
+        if e.flights.ended(msg.get("claim")):
+            return  # an abandoned run's last word: its type and run lock are free
+        flight = e.flights.for_answer(msg)
+        if flight is None:
+            log.debug("pyjobq: dropped run_result for %s (claim %s), not in flight here",
+                      msg["job_id"], msg.get("claim"))
+            return
+        e.flights.started(flight)  # an answer is also a start: no deadline from here on
+        outcome = RunResult.from_message(msg)
+        if flight.settled is not None:  # suspend_type aborted this run
+            outcome = policy.after_abort(outcome)
+        held_lock = await self._held_yield_lock(flight.type, outcome)
+        now = e.clock.now()
+        change = functools.partial(
+            self._change, flight.job_id, now=now, held_lock=held_lock,
+            # The page's reading when the attempt failed; an older page sends none: ours, now.
+            online=not outcome.offline if outcome.offline is not None else e.is_online(),
+            suspended=outcome.interrupted and flight.type in e.suspended)
+        # Group commit: the settle and the claim of the lane's next job in one transaction.
+        follow = await e.lanes.follow_on(flight, now)
+        followed = False
+        try:
+            done, followed = await self._commit(flight.job_id, change, outcome, follow, now)
+            await self._delete_if_done(done[0])
+        finally:
+            e.flights.finish(flight)
+            # The lane went on with its next job: the pass need not look again for this one,
+            # unless it has not looked for LOOK_EVERY_MS (recovery and unparking keep going).
+            if not followed or e.control.stopped \
+                    or e.clock.now() - e.lanes.looked_at >= LOOK_EVERY_MS:
+                e.control.kick()
+        if held_lock:
+            e.watch(held_lock)
+
+    async def _held_yield_lock(self, job_type: str, outcome: RunResult) -> str | None:
+        """The yield lock an interrupted run stopped for, when someone holds it exclusively
+        now: the job parks under it."""
+        lock = self._e.yields.get(job_type)
+        if outcome.interrupted and lock and (await self._e.locks.held()).get(lock) == "exclusive":
+            return lock
+        return None
+
+    def _change(self, job_id: str, outcome: RunResult, *, now: float, held_lock: str | None,
+                online: bool, suspended: bool) -> Change:
+        """The settle's read-modify-write, on the record only while it is still ours."""
+        e = self._e
+
+        def settle(cur: JobRecord) -> JobRecord | None:
+            if cur.owner != e.source:
+                return None
+            return policy.settle(cur, outcome, now=now, online=online, backoff=e.backoff,
+                                 held_yield_lock=held_lock, suspended=suspended,
+                                 http_status_rules=e.mode.http_status_rules)
+
+        return Change(job_id, settle, ONLY_RUNNING)
+
+    async def _commit(self, job_id: str, change: Callable[[RunResult], Change],
+                      outcome: RunResult, follow: tuple[Entry, Release] | None,
+                      now: float) -> tuple[list[Updated], bool]:
+        """Store ``outcome`` with the claim of ``follow``, one transaction: what each change did,
+        the settle first, and whether the lane went on with ``follow``."""
+        e = self._e
+        try:
+            done = await e.lanes.group_commit([change(outcome)], [follow[0]] if follow else [],
+                                              {follow[0].id: follow[1]} if follow else {}, now)
+            return done, follow is not None and follow[0].id in e.flights
+        except Exception as exc:
+            if not outcome.ok:
+                raise
+            # A success whose result the store refused: fail it, clearly, rather than leave it
+            # running for recovery to run again.
+            log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
+            failed = RunResult(ok=False, error=f"the result could not be stored: {exc}",
+                               status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
+            return await e.write([change(failed)]), False
+
+    async def _delete_if_done(self, settled: Updated) -> None:
+        if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \
+                and settled.record.status is Status.DONE:
+            # Done was published first, so whoever waits on the job sees it succeed.
+            await self._e.store.delete_many([settled.record.id])
+            self._e.publish([settled.record], deleted=True)
