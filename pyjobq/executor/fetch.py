@@ -27,8 +27,6 @@ from ..core.codes import Code
 from ..core.errors import HTTPError, JobError, NoTransportError
 from .current import current_job_id
 
-FETCH = "fetch"
-
 
 def code_from_body(body: Any) -> str | None:
     """A JSON body's top-level ``code``, or its ``error.code``; None otherwise."""

@@ -17,9 +17,9 @@ from typing import Any, Callable, Mapping
 from ..abort import AbortSignal
 from ..core.codes import Code
 from ..core.messages import ABANDON_GRACE_MS, make
-from ..core.ports import Clock, Link, LockManager, LockStolen
+from ..core.ports import Clock, Link, LockManager
 from ..core.records import check_json
-from ..core.errors import InvalidJobError, OrphanedJobError, PyjobqError
+from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
 from .current import _current_run
 from .fetch import Answer, code_from_body
 

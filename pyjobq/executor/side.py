@@ -31,11 +31,11 @@ from .client import EngineClient
 from ..core import mode as _mode
 from ..core.messages import make, updated_jobs
 from ..core.ports import Channel, Clock, Link, LockManager
-from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob,
-                           check_json, check_str, new_id)
+from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH, FETCH_METHODS,
+                            NewJob, check_json, check_str, new_id)
 from ..core.router import Router
 from ..core.errors import InvalidJobError, WorkerUnavailable
-from .fetch import FETCH, make_fetch
+from .fetch import make_fetch
 from ..handle import Job, JobUpdate, known_status
 from .registry import Handles, Listeners
 from .current import current_job_id, report_progress

@@ -115,7 +115,7 @@ class GuardedStore:
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "put_many", "delete_many", "delete_group", "update_by_status")
+    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
