@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable
 from ..core.codes import Code
 from ..core.messages import RECHECK_MS
 from ..core.outcome import Outcome
-from ..core.ports import Clock
+from ..core.ports import Clock, Timer
 from ..core.status import TERMINAL, Status
 from ..handle import Job, JobUpdate
 
@@ -94,7 +94,7 @@ class Handles:
         self.read = read
         self.jobs: dict[str, Job] = {}
         self._confirming: set[str] = set()  # ids whose news of an end is being checked
-        self._recheck_timer: Any = None
+        self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from ..abort import AbortSignal
 from ..core.codes import Code
 from ..core.messages import ABANDON_GRACE_MS, make
-from ..core.ports import Clock, Link, LockManager
+from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
 from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
 from .current import _current_run
@@ -54,7 +54,8 @@ class _Run:
     claim: str | None
     #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
     abandoned: bool = False
-    grace: Any = None
+    #: The timer that cancels an abandoned run whose executor heeds its signal, after the grace.
+    grace: Timer | None = None
 
 
 def _claimed(fields: dict[str, Any], claim: str | None) -> dict[str, Any]:

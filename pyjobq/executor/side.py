@@ -135,7 +135,7 @@ class ExecutorSide:
         requests: Link | None = None,
         requests_source: str | None = None,
         is_online: Callable[[], bool] | None = None,
-        engine: Any = None,
+        engine: Scheduler | None = None,
     ) -> None:
         self.source = source
         self.transport = transport
@@ -180,7 +180,7 @@ class ExecutorSide:
         return self.persistent.link
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Scheduler | None:
         """The persistent engine's scheduler when it runs in this process; None for a worker."""
         return self.persistent.engine
 
