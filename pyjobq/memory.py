@@ -1,12 +1,17 @@
-"""Real in-memory implementations of the ports, for CPython.
+"""Real in-memory implementations of the ports: in the browser and on CPython.
 
-They back the queue when pyjobq runs outside a browser (a user's unit tests),
-and they are the fakes of the multi-tab simulation: several simulated tabs
-share one :class:`MemoryStore`, one :class:`LockHub`, one :class:`ChannelHub`
-and one :class:`FakeClock`. Each keeps the semantics of the browser API it
-stands for — asynchronous delivery, structured copies, Web Locks' exclusive,
-shared, ``ifAvailable`` and ``steal`` — because a fake that is kinder than the
-browser would let races through.
+In the browser too: :class:`LoopClock` is the page's and the scheduler worker's clock (asyncio
+timers on Pyodide's loop), and each tab's volatile engine runs in the page on a
+:class:`VolatileStore`, with a private :class:`LockHub` and :class:`ChannelHub` and a
+:func:`link_pair` between it and the page (pyjobq/executor/side.py, the outbox likewise).
+
+On plain CPython they also back the queue (:class:`MemoryStore` and the hubs, so code that uses
+it can be tested without a browser), and they are the fakes of the multi-tab simulation:
+several simulated tabs share one :class:`MemoryStore`, one :class:`LockHub`, one
+:class:`ChannelHub` and one :class:`FakeClock`. Each keeps the semantics of the browser API it
+stands for — asynchronous delivery, structured copies, Web Locks' exclusive, shared,
+``ifAvailable`` and ``steal`` — because a fake that is kinder than the browser would let races
+through.
 """
 
 from __future__ import annotations
@@ -421,7 +426,8 @@ class _LoopTimer:
 
 
 class LoopClock:
-    """Wall-clock time and asyncio timers, for pyjobq running on plain CPython."""
+    """Wall-clock time and asyncio timers: the clock of pyjobq's pages and scheduler workers in
+    a browser (Pyodide's event loop), and of the queue on plain CPython."""
 
     def now(self) -> float:
         return time.time() * 1000.0

@@ -2,8 +2,10 @@
 
 Theory of operation
 -------------------
-Works on a page's main thread and inside a worker (PyScript's ``worker``, JupyterLite's
-kernel): it needs ``Worker``, ``BroadcastChannel`` and ``Blob``, never ``window`` or the DOM.
+Runs on the page only — a page's main thread, or a worker host (PyScript's ``worker``,
+JupyterLite's kernel) — never in the scheduler worker it starts, whose own start is
+:mod:`pyjobq.browser.worker_main`. It needs ``Worker``, ``BroadcastChannel`` and ``Blob``,
+never ``window`` or the DOM.
 
 **The worker runs the pyjobq the page runs.** pyjobq reaches a page in many ways —
 ``loadPackage`` from a lock that lists it, ``micropip.install`` from PyPI or a wheel URL,

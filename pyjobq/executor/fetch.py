@@ -13,6 +13,9 @@ policy in one place: a non-ok response becomes an :class:`~pyjobq.HTTPError`
 carrying ``status`` and ``body``, and the policy reads the status to tell
 "later" from "never". The transport is looked up on every replay, never
 captured, so a job that waits hours runs with the credentials of the moment.
+
+Runs on the page only, where the transport and its credentials are: the scheduler worker
+stores the job and hands its run to the page, it never calls the transport.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ big to travel — is checked against the store first (:meth:`Handles.confirm`). 
 whose handles can :attr:`~Handles.read` the store also rereads, every
 :data:`~pyjobq.core.messages.RECHECK_MS`, the records of jobs still outstanding here: a
 message lost on the way costs that long, never a ``done`` that never resolves.
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel), where the
+code holding the handles is.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ persistent engine's runner rebuilds each executor from its reconstructor and par
 volatile engine's runs the closures ``enqueue`` was given, which live only in this tab
 (spec: "Where jobs run"). Which of the two a runner is, is which table it was made with —
 nothing here asks which engine a job belongs to.
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel): user code
+never runs in the scheduler worker.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The executor side: the public API's engine, and where user code runs.
 
-It lives where the user's Python does — a page's main thread, a PyScript
-worker, a JupyterLite kernel — and assumes neither ``window`` nor a DOM. It is
-three parts, each in its module:
+It runs on the page only — where the user's Python does: a page's main thread, a PyScript
+worker, a JupyterLite kernel — never in the scheduler worker, and assumes neither ``window``
+nor a DOM. It is three parts, each in its module:
 
 - **running user code** (:class:`~pyjobq.executor.runner.Runner`): answers an engine's ``run``
   with ``run_started`` and then ``run_result``;

@@ -9,6 +9,9 @@ and the page's :class:`~pyjobq.executor.client.EngineClient` (inside an
 :class:`~pyjobq.executor.side.ExecutorSide`, or the volatile one) on the other. :func:`in_process`
 makes the pair and the scheduler once; the caller subscribes its client to
 :attr:`InProcess.link` in the same step (messages arrive in a later task, so none is missed).
+
+Runs on the page only (or in a CPython process standing in for one); the scheduler worker
+builds its own scheduler (:mod:`pyjobq.browser.worker_main`).
 """
 
 from __future__ import annotations
