@@ -1,12 +1,17 @@
-"""Real in-memory implementations of the ports, for CPython.
+"""Real in-memory implementations of the ports: in the browser and on CPython.
 
-They back the queue when pyjobq runs outside a browser (a user's unit tests),
-and they are the fakes of the multi-tab simulation: several simulated tabs
-share one :class:`MemoryStore`, one :class:`LockHub`, one :class:`ChannelHub`
-and one :class:`FakeClock`. Each keeps the semantics of the browser API it
-stands for — asynchronous delivery, structured copies, Web Locks' exclusive,
-shared, ``ifAvailable`` and ``steal`` — because a fake that is kinder than the
-browser would let races through.
+In the browser too: :class:`LoopClock` is the page's and the scheduler worker's clock (asyncio
+timers on Pyodide's loop), and each tab's volatile engine runs in the page on a
+:class:`VolatileStore`, with a private :class:`LockHub` and :class:`ChannelHub` and a
+:func:`link_pair` between it and the page (pyjobq/executor/side.py, the outbox likewise).
+
+On plain CPython they also back the queue (:class:`MemoryStore` and the hubs, so code that uses
+it can be tested without a browser), and they are the fakes of the multi-tab simulation:
+several simulated tabs share one :class:`MemoryStore`, one :class:`LockHub`, one
+:class:`ChannelHub` and one :class:`FakeClock`. Each keeps the semantics of the browser API it
+stands for — asynchronous delivery, structured copies, Web Locks' exclusive, shared,
+``ifAvailable`` and ``steal`` — because a fake that is kinder than the browser would let races
+through.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Collection, Concatenate, Coroutine, Iterable, ParamSpec, Sequence, TypeVar
 
 from .core.ports import Change, Message, Unsubscribe, Updated
-from .core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, depth, malformed
-from .core.status import CLAIMABLE, ONLY_PENDING, TERMINAL, UNFINISHED, Status
+from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
+from .core.status import CLAIMABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
 from .core.errors import LockStolen
 
@@ -49,11 +54,6 @@ def _oldest_first(records: Iterable[JobRecord]) -> list[JobRecord]:
 def _is(status: Any, statuses: Collection[Status]) -> bool:
     # A raw value's status may be anything, unhashable too: only a str can be one of ours.
     return isinstance(status, str) and status in statuses
-
-
-def _due(status: Any, next_retry_at: Any, now: float, statuses: Collection[Status]) -> bool:
-    """One of ``statuses``, and its "not before" a moment at or before ``now``."""
-    return _is(status, statuses) and _finite(next_retry_at) and next_retry_at <= now
 
 
 def _soonest(timed: Iterable[tuple[Any, Any]], after: float | None) -> float | None:
@@ -221,12 +221,6 @@ class MemoryStore:
         return found
 
     @_transaction
-    async def put_many(self, records: Sequence[JobRecord]) -> None:
-        rows = [_copy(r.to_dict()) for r in records]
-        for row in rows:
-            self._rows[row["id"]] = row
-
-    @_transaction
     async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         return self._delete([i for i in dict.fromkeys(job_ids) if i in self._rows])
 
@@ -255,27 +249,6 @@ class MemoryStore:
     async def by_group(self, group: str) -> list[JobRecord]:
         return [r for r in self._sorted(k for k, r in self._rows.items() if r.get("group") == group)
                 if r.group == group]
-
-    @_transaction
-    async def due(self, now: float) -> list[JobRecord]:
-        return self._sorted((k for k, r in self._rows.items()
-                             if _due(r.get("status"), r.get("next_retry_at"), now, ONLY_PENDING)), Status.PENDING)
-
-    @_transaction
-    async def due_keys(self, now: float) -> list[DueKey]:
-        keys: list[DueKey] = []
-        # Like the IndexedDB index scan: four fields read without decoding the payload; a due
-        # value a pass could not even order is decoded, so it is failed, and left out.
-        for key, r in list(self._rows.items()):
-            if not _due(r.get("status"), r.get("next_retry_at"), now, CLAIMABLE):
-                continue
-            if isinstance(key, str) and r.get("id") == key and isinstance(r.get("type"), str) \
-                    and _finite(r.get("created_at")):
-                keys.append(DueKey(key, r["type"], float(r["created_at"]), Status(r["status"])))
-            else:
-                self._read(key)
-        keys.sort(key=lambda k: (k.created_at, k.id))
-        return keys
 
     @_transaction
     async def next_due_at(self, after: float | None = None) -> float | None:
@@ -373,10 +346,6 @@ class VolatileStore:
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
-    async def put_many(self, records: Sequence[JobRecord]) -> None:
-        for record in records:
-            self._keep(record)
-
     async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         found = (self._records.pop(i, None) for i in dict.fromkeys(job_ids))
         return [r for r in found if r is not None]
@@ -390,13 +359,6 @@ class VolatileStore:
 
     async def by_group(self, group: str) -> list[JobRecord]:
         return _oldest_first(r for r in self._records.values() if r.group == group)
-
-    async def due(self, now: float) -> list[JobRecord]:
-        return _oldest_first(r for r in self._records.values() if _due(r.status, r.next_retry_at, now, ONLY_PENDING))
-
-    async def due_keys(self, now: float) -> list[DueKey]:
-        return [DueKey(r.id, r.type, r.created_at, r.status) for r in _oldest_first(
-            r for r in self._records.values() if _due(r.status, r.next_retry_at, now, CLAIMABLE))]
 
     async def next_due_at(self, after: float | None = None) -> float | None:
         return _soonest(((r.status, r.next_retry_at) for r in self._records.values()), after)
@@ -464,7 +426,8 @@ class _LoopTimer:
 
 
 class LoopClock:
-    """Wall-clock time and asyncio timers, for pyjobq running on plain CPython."""
+    """Wall-clock time and asyncio timers: the clock of pyjobq's pages and scheduler workers in
+    a browser (Pyodide's event loop), and of the queue on plain CPython."""
 
     def now(self) -> float:
         return time.time() * 1000.0

@@ -109,14 +109,6 @@ async def check_update_returning_none_leaves_it(store: Any) -> None:
     assert calls == [] and await store.get("a") == a
 
 
-async def check_put_many_inserts_and_replaces(store: Any) -> None:
-    a = make_record("a")
-    await store.add([a])
-    a2, b = a.evolve(status=Status.DONE, next_retry_at=None, result={"ok": 1}), make_record("b", created_at=T0 + 1)
-    await store.put_many([a2, b])
-    assert await store.all() == [a2, b]
-
-
 async def check_delete_many_ignores_missing(store: Any) -> None:
     await store.add([make_record("a"), make_record("b", created_at=T0 + 1), make_record("c", created_at=T0 + 2)])
     await store.delete_many(["a", "missing", "c"])
@@ -149,48 +141,12 @@ async def check_by_group_oldest_first(store: Any) -> None:
     assert await store.by_group("nothing") == []
 
 
-async def check_due_only_pending_ready_oldest_first(store: Any) -> None:
-    await store.add([
-        make_record("late", created_at=T0, next_retry_at=T0 + 100),
-        make_record("b", created_at=T0 + 2, next_retry_at=T0 + 50),
-        make_record("a", created_at=T0 + 1, next_retry_at=T0 + 10),
-        make_record("edge", created_at=T0 + 3, next_retry_at=T0 + 60),
-        make_record("run", created_at=T0, status="running"),
-        make_record("done", created_at=T0, status="done"),
-        make_record("paused", created_at=T0, status="paused", yield_lock="fg"),
-        make_record("failed", created_at=T0, status="failed"),
-    ])
-    assert _ids(await store.due(T0 + 60)) == ["a", "b", "edge"]
-    assert _ids(await store.due(T0 + 1000)) == ["late", "a", "b", "edge"]
-    assert await store.due(T0) == []
-
-
 async def check_next_due_at(store: Any) -> None:
     assert await store.next_due_at() is None
     await store.add([make_record("done", status="done"), make_record("run", status="running")])
     assert await store.next_due_at() is None
     await store.add([make_record("x", next_retry_at=T0 + 500), make_record("y", next_retry_at=T0 + 20)])
     assert await store.next_due_at() == T0 + 20
-
-
-async def check_due_keys_pending_and_ran_out_leases_oldest_first(store: Any) -> None:
-    assert await store.due_keys(T0) == []
-    await store.add([
-        make_record("late", created_at=T0, next_retry_at=T0 + 100),
-        make_record("b", created_at=T0 + 2, next_retry_at=T0 + 50, type="u"),
-        make_record("a", created_at=T0 + 1, next_retry_at=T0 + 10),
-        make_record("lease", created_at=T0 + 3, status="running", owner="gone", next_retry_at=T0 + 60),
-        make_record("held", created_at=T0, status="running", owner="tab", next_retry_at=T0 + 500),
-        make_record("locked", created_at=T0, status="running", owner="tab"),
-        make_record("done", created_at=T0, status="done"),
-        make_record("failed", created_at=T0, status="failed"),
-    ])
-    keys = await store.due_keys(T0 + 60)
-    assert [(k.id, k.type, k.created_at, k.status) for k in keys] == [
-        ("a", "t", T0 + 1, Status.PENDING), ("b", "u", T0 + 2, Status.PENDING),
-        ("lease", "t", T0 + 3, Status.RUNNING),
-    ]
-    assert [k.id for k in await store.due_keys(T0 + 1000)] == ["held", "late", "a", "b", "lease"]
 
 
 async def check_next_due_at_counts_leases_and_skips_up_to_after(store: Any) -> None:
@@ -452,13 +408,10 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_update_read_modify_write,
     check_update_missing_returns_none_without_calling,
     check_update_returning_none_leaves_it,
-    check_put_many_inserts_and_replaces,
     check_delete_many_ignores_missing,
     check_by_status_oldest_first,
     check_by_group_oldest_first,
-    check_due_only_pending_ready_oldest_first,
     check_next_due_at,
-    check_due_keys_pending_and_ran_out_leases_oldest_first,
     check_next_due_at_counts_leases_and_skips_up_to_after,
     check_next_due_at_counts_only_what_a_pass_could_claim,
     check_all_oldest_first,

@@ -28,7 +28,8 @@ def _yielding_world(turns: int = 2) -> World:
 
 
 async def _failed(world: World, *ids: str, group: str | None = None) -> None:
-    await world.store.put_many([record(i, status="failed", group=group, error="boom", attempts=5) for i in ids])
+    await world.store.add([record(i, status="failed", group=group, error="boom", attempts=5)
+                           for i in ids])
 
 
 def test_a_delete_group_not_awaited_takes_effect_before_an_enqueue_made_after_it() -> None:

@@ -201,7 +201,7 @@ def test_cleanup_old_deletes_only_done_records_older_than_7_days() -> None:
             make_record("failed-old", status="failed", updated_at=old, created_at=old, error="no", code="x"),
             make_record("cancelled-old", status="cancelled", updated_at=old, created_at=old),
         ]
-        await world.store.put_many(records)
+        await world.store.add(records)
         assert await tab.side.cleanup_old() == 1
         assert await world.store.all() == sorted(records[1:], key=lambda r: r.id)
         assert (await world.store.get("failed-old"))._params == records[2]._params

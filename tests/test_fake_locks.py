@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pyjobq.core.ports import LockStolen
+from pyjobq.errors import LockStolen
 from pyjobq.memory import LockHub
 from pyjobq.testing import run, settle
 

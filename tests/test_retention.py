@@ -46,7 +46,7 @@ def test_the_lease_holder_sweeps_on_taking_the_lease_in_one_transaction_and_publ
         keep = [aged("done-new", "done", DAY, now), aged("failed-old", "failed", 30 * DAY, now, error="no"),
                 aged("cancelled-old", "cancelled", 30 * DAY, now)]
         old = [aged(f"done-old-{i}", "done", RETENTION_MS + 1 + i, now) for i in range(3)]
-        await world.store.put_many(keep + old)
+        await world.store.add(keep + old)
         deletes: list[list[str]] = []
         real = world.store.delete_many
 
@@ -78,7 +78,7 @@ def test_the_holder_sweeps_again_within_the_interval_while_it_holds_the_lease() 
         await settle()
         now = world.clock.now()
         # Done just under seven days ago: expires during the next hour.
-        await world.store.put_many([aged("soon", "done", RETENTION_MS - 60_000, now)])
+        await world.store.add([aged("soon", "done", RETENTION_MS - 60_000, now)])
         await world.advance(60_001)
         assert await world.store.get("soon") is not None  # expired, but no sweep is due yet
         await world.advance(SWEEP_EVERY_MS)
@@ -92,7 +92,7 @@ def test_cleanup_old_publishes_its_deletions() -> None:
         tab, other = world.open_tab(), world.open_tab()
         await settle()
         now = world.clock.now()
-        await world.store.put_many([aged("old", "done", RETENTION_MS + 1, now)])
+        await world.store.add([aged("old", "done", RETENTION_MS + 1, now)])
         heard: list[Any] = []
         other.side.on_update(heard.append)
         assert await tab.side.cleanup_old() == 1

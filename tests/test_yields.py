@@ -165,7 +165,7 @@ def test_a_tab_opened_later_unparks_a_job_paused_under_a_lock_nobody_holds() -> 
     async def main() -> None:
         world, decoder = World(), Decoder()
         decoder.finish.set()
-        await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
+        await world.store.add([_paused_record("left-paused", world.clock.now() - 60_000)])
         tab = _tab(world, decoder)
         handle = tab.side.job("left-paused")
         await settle()
@@ -181,7 +181,7 @@ def test_a_tab_opened_while_the_lock_is_held_leaves_the_job_paused_until_release
         decoder.finish.set()
         foreground = Foreground(world)
         await foreground.take()
-        await world.store.put_many([_paused_record("left-paused", world.clock.now() - 60_000)])
+        await world.store.add([_paused_record("left-paused", world.clock.now() - 60_000)])
         tab = _tab(world, decoder)
         await settle()
         assert (await world.record("left-paused"))["status"] == "paused"

@@ -30,7 +30,7 @@ from pyodide.ffi import jsnull, to_js
 
 from ..core.records import MALFORMED  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
 from ..core.ports import Change, Updated
-from ..core.records import MAX_DEPTH, DueKey, ForeignRecord, JobRecord, RecordError, malformed
+from ..core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, malformed
 from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
 from ..core.view import Entry
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
@@ -456,12 +456,6 @@ class IndexedDBStore:
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
-    async def put_many(self, records: Sequence[JobRecord]) -> None:
-        t = await self._tx("readwrite", "put_many")
-        for record in records:
-            t.store.put(_to_js(record.to_dict()))
-        await t
-
     async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         if not job_ids:
             return []
@@ -541,42 +535,6 @@ class IndexedDBStore:
 
     async def by_group(self, group: str) -> list[JobRecord]:
         return await self._get_all("by_group", group, "by_group")
-
-    async def due(self, now: float) -> list[JobRecord]:
-        records = await self._get_all("by_next_retry", js.IDBKeyRange.upperBound(now), "due")
-        return [r for r in records if r.status is Status.PENDING]
-
-    async def due_keys(self, now: float) -> list[DueKey]:
-        t = await self._tx("readonly", "due_keys")
-        keys: list[DueKey] = []
-        bad: list[tuple[Any, JobRecord]] = []
-
-        # A value cursor over the index, reading four fields through the proxy:
-        # the payload stays in JavaScript, never decoded into Python.
-        def step(cursor: Any) -> None:
-            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
-                return
-            value = cursor.value
-            # A missing property raises AttributeError through the proxy: read with defaults.
-            status, type_ = getattr(value, "status", None), getattr(value, "type", None)
-            created = getattr(value, "created_at", None)
-            if status in CLAIMABLE:
-                if isinstance(type_, str) and isinstance(created, (int, float)) and not isinstance(created, bool) \
-                        and math.isfinite(created) and isinstance(cursor.primaryKey, str):
-                    keys.append(DueKey(cursor.primaryKey, type_, float(created), Status(status)))
-                else:
-                    _decode(value, bad)  # due, but not a record a pass can run: failed below
-            elif status not in KNOWN:
-                _decode(value, bad)
-            cursor.continue_()  # fires the same request's success event again
-
-        cursor_request = t.store.index("by_next_retry").openCursor(js.IDBKeyRange.upperBound(now))
-        t.then(cursor_request, step)
-        await t
-        if bad:
-            await self._fail_malformed(bad)
-        keys.sort(key=lambda k: (k.created_at, k.id))
-        return keys
 
     async def next_due_at(self, after: float | None = None) -> float | None:
         t = await self._tx("readonly", "next_due_at")

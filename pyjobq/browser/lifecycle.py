@@ -37,7 +37,9 @@ def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str, channel_n
     """Give ``side`` a :class:`~pyjobq.engine.lease.LeaseHolder`, in line for the lock at once, and
     wire it to the lifecycle events. ``on_first_grant`` runs when the page first holds it.
 
-    Returns the function that removes the listeners and lets the lease go.
+    Returns the function that removes the listeners, lets the lease go and takes the holder
+    back from ``side`` (its :attr:`~pyjobq.executor.side.ExecutorSide.lease_holder` is None
+    again).
     """
     channel = BroadcastChannelPort(lease_channel_name(channel_name))
     holder = LeaseHolder(link, web_grab, lock_name, on_first_grant=on_first_grant, eager=True,
@@ -57,5 +59,7 @@ def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str, channel_n
         unlisten.clear()
         holder.close()
         channel.close()
+        if side.lease_holder is holder:
+            side.lease_holder = None
 
     return remove

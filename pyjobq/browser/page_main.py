@@ -2,8 +2,10 @@
 
 Theory of operation
 -------------------
-Works on a page's main thread and inside a worker (PyScript's ``worker``, JupyterLite's
-kernel): it needs ``Worker``, ``BroadcastChannel`` and ``Blob``, never ``window`` or the DOM.
+Runs on the page only — a page's main thread, or a worker host (PyScript's ``worker``,
+JupyterLite's kernel) — never in the scheduler worker it starts, whose own start is
+:mod:`pyjobq.browser.worker_main`. It needs ``Worker``, ``BroadcastChannel`` and ``Blob``,
+never ``window`` or the DOM.
 
 **The worker runs the pyjobq the page runs.** pyjobq reaches a page in many ways —
 ``loadPackage`` from a lock that lists it, ``micropip.install`` from PyPI or a wheel URL,
@@ -57,6 +59,7 @@ from ..config import Settings
 from ..core.codes import Code
 from ..core.boot import BootFailure
 from ..core.errors import WorkerUnavailable
+from ..core.ports import Link, Message, Unsubscribe
 from ..executor.side import ExecutorSide, HostResources
 from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
 from ..engine.scheduler import Scheduler
@@ -194,10 +197,10 @@ def console_error(error: WorkerUnavailable) -> None:
 class _NoWorker:
     """The link of a page whose worker could not even be constructed: nothing answers."""
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Message) -> None:
         pass
 
-    def subscribe(self, callback: Any) -> Any:
+    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         return lambda: None
 
 
@@ -209,7 +212,7 @@ def _unavailable(settings: Settings, source: str, error: WorkerUnavailable) -> E
     return side
 
 
-def _side(settings: Settings, source: str, link: Any) -> tuple[ExecutorSide, Scheduler]:
+def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Scheduler]:
     """The executor side, with this page's own scheduler for its store requests.
 
     That scheduler runs in the page's Pyodide on the same IndexedDB adapter as the worker's,
@@ -392,8 +395,7 @@ class _BrowserWorker:
             unwatch()
         unhold, self._unhold = self._unhold, None
         if unhold is not None:
-            unhold()
-            self._side.lease_holder = None
+            unhold()  # and the side's lease_holder is None again (lifecycle.hold_lease_on_page)
         # In a worker host the worker holds the lock: it lets go as its boot fails, or as it ends.
 
     def is_online(self) -> bool:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, Sequence
 
-from .errors import LockStolen as LockStolen  # its home before it joined PyjobqError
-from .records import DueKey, JobRecord
+# A public path kept (docs/api.md: its home before it joined PyjobqError); pyjobq's own modules
+# import it from .errors.
+from .errors import LockStolen as LockStolen
+from .records import JobRecord
 from .status import Status
 from .view import Entry
 
@@ -102,9 +104,6 @@ class Store(Protocol):
         every read, and left out.
         """
 
-    async def put_many(self, records: Sequence[JobRecord]) -> None:
-        """Write (insert or replace) all of ``records`` or none."""
-
     async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         """Delete those of ``job_ids`` that exist, all or none, in one transaction that reads
         what it deletes; returns the records deleted, as they were, in the order of ``job_ids``
@@ -125,22 +124,10 @@ class Store(Protocol):
     async def by_group(self, group: str) -> list[JobRecord]:
         """Records of that group, oldest first; [] when none."""
 
-    async def due(self, now: float) -> list[JobRecord]:
-        """Pending records with ``next_retry_at <= now``, oldest first (through the by_next_retry index)."""
-
-    async def due_keys(self, now: float) -> list[DueKey]:
-        """What a claim may take at ``now``, oldest (created_at, id) first; [] when none.
-
-        Pending records with ``next_retry_at <= now``, and running records whose
-        lease (``next_retry_at``, set on running records only in lease mode) ended
-        ``<= now``. Read through the ``by_next_retry`` index without decoding
-        payloads; the claim then reads the one record it takes (``update``).
-        """
-
     async def next_due_at(self, after: float | None = None) -> float | None:
         """The soonest ``next_retry_at`` among the records a pass could claim, or None.
 
-        Those are the records :meth:`due_keys` lists once their moment comes: pending
+        Those are the records a claim may take once their moment comes: pending
         records, and running records holding a lease (the only running records with a
         ``next_retry_at``), whatever else they hold (a malformed one is failed by the
         read that meets it). No other record's ``next_retry_at`` counts — a finished or

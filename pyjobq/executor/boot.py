@@ -19,6 +19,9 @@ the worker is fetching or booting is a stalled boot — and decides what a failu
 
 The platform's part — ending a worker, starting one, the lease — is a :class:`WorkerStart`
 (the browser runtime's; a simulated tab's would be another).
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel): it
+follows the scheduler worker from outside and is never imported there.
 """
 
 from __future__ import annotations

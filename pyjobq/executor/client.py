@@ -10,6 +10,9 @@ settles their replies in call order, hands its engine's ``run`` s to its
 worker's script runs (``worker_alive``) and, once the worker cannot serve it, fails every
 request at once (:meth:`fail`); the worker's boot itself is watched and retried by
 :class:`pyjobq.executor.boot.Boot`.
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel), never in
+the scheduler worker: the engine's end of a link is the scheduler's own.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which job the current task runs: :func:`current_job_id` and :func:`report_progress`.
 
-Runs on the executor side, in the task that runs a job's executor (asyncio copies the context
-into it). The :class:`~pyjobq.executor.runner.Runner` sets the run; the built-in ``fetch``
-executor and user code read it.
+Runs on the page only (the executor side), in the task that runs a job's executor (asyncio
+copies the context into it). The :class:`~pyjobq.executor.runner.Runner` sets the run; the
+built-in ``fetch`` executor and user code read it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ policy in one place: a non-ok response becomes an :class:`~pyjobq.HTTPError`
 carrying ``status`` and ``body``, and the policy reads the status to tell
 "later" from "never". The transport is looked up on every replay, never
 captured, so a job that waits hours runs with the credentials of the moment.
+
+Runs on the page only, where the transport and its credentials are: the scheduler worker
+stores the job and hands its run to the page, it never calls the transport.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from ..abort import AbortSignal
 from ..core.codes import Code
 from ..core.errors import HTTPError, JobError, NoTransportError
 from .current import current_job_id
-
-FETCH = "fetch"
 
 
 def code_from_body(body: Any) -> str | None:

@@ -1,8 +1,9 @@
 """The host the executor side runs in: build the side and its scheduler (:func:`start`).
 
-Runs on the page. In Pyodide the scheduler is a module Web Worker (:mod:`pyjobq.browser`). On
-plain CPython it is an in-process :class:`~pyjobq.engine.scheduler.Scheduler` on the
-memory adapters, so code that uses the queue can be tested without a browser.
+Runs on the page only (its main thread, or a worker host such as a notebook kernel). In
+Pyodide the scheduler is a module Web Worker (:mod:`pyjobq.browser`). On plain CPython it is
+an in-process :class:`~pyjobq.engine.scheduler.Scheduler` on the memory adapters, so code
+that uses the queue can be tested without a browser.
 """
 
 from __future__ import annotations

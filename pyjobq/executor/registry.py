@@ -10,6 +10,9 @@ big to travel — is checked against the store first (:meth:`Handles.confirm`). 
 whose handles can :attr:`~Handles.read` the store also rereads, every
 :data:`~pyjobq.core.messages.RECHECK_MS`, the records of jobs still outstanding here: a
 message lost on the way costs that long, never a ``done`` that never resolves.
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel), where the
+code holding the handles is.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, AsyncIterator, Callable
 from ..core.codes import Code
 from ..core.messages import RECHECK_MS
 from ..core.outcome import Outcome
-from ..core.ports import Clock
+from ..core.ports import Clock, Timer
 from ..core.status import TERMINAL, Status
 from ..handle import Job, JobUpdate
 
@@ -94,7 +97,7 @@ class Handles:
         self.read = read
         self.jobs: dict[str, Job] = {}
         self._confirming: set[str] = set()  # ids whose news of an end is being checked
-        self._recheck_timer: Any = None
+        self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
 

@@ -6,6 +6,9 @@ persistent engine's runner rebuilds each executor from its reconstructor and par
 volatile engine's runs the closures ``enqueue`` was given, which live only in this tab
 (spec: "Where jobs run"). Which of the two a runner is, is which table it was made with —
 nothing here asks which engine a job belongs to.
+
+Runs on the page only (its main thread, or a worker host such as a notebook kernel): user code
+never runs in the scheduler worker.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from typing import Any, Callable, Mapping
 from ..abort import AbortSignal
 from ..core.codes import Code
 from ..core.messages import ABANDON_GRACE_MS, make
-from ..core.ports import Clock, Link, LockManager, LockStolen
+from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
-from ..core.errors import InvalidJobError, OrphanedJobError, PyjobqError
+from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
 from .current import _current_run
 from .fetch import Answer, code_from_body
 
@@ -54,7 +57,8 @@ class _Run:
     claim: str | None
     #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
     abandoned: bool = False
-    grace: Any = None
+    #: The timer that cancels an abandoned run whose executor heeds its signal, after the grace.
+    grace: Timer | None = None
 
 
 def _claimed(fields: dict[str, Any], claim: str | None) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The executor side: the public API's engine, and where user code runs.
 
-It lives where the user's Python does — a page's main thread, a PyScript
-worker, a JupyterLite kernel — and assumes neither ``window`` nor a DOM. It is
-three parts, each in its module:
+It runs on the page only — where the user's Python does: a page's main thread, a PyScript
+worker, a JupyterLite kernel — never in the scheduler worker, and assumes neither ``window``
+nor a DOM. It is three parts, each in its module:
 
 - **running user code** (:class:`~pyjobq.executor.runner.Runner`): answers an engine's ``run``
   with ``run_started`` and then ``run_result``;
@@ -31,11 +31,11 @@ from .client import EngineClient
 from ..core import mode as _mode
 from ..core.messages import make, updated_jobs
 from ..core.ports import Channel, Clock, Link, LockManager
-from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH_METHODS, NewJob,
-                           check_json, check_str, new_id)
+from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH, FETCH_METHODS,
+                            NewJob, check_json, check_str, new_id)
 from ..core.router import Router
 from ..core.errors import InvalidJobError, WorkerUnavailable
-from .fetch import FETCH, make_fetch
+from .fetch import make_fetch
 from ..handle import Job, JobUpdate, known_status
 from .registry import Handles, Listeners
 from .current import current_job_id, report_progress
@@ -135,7 +135,7 @@ class ExecutorSide:
         requests: Link | None = None,
         requests_source: str | None = None,
         is_online: Callable[[], bool] | None = None,
-        engine: Any = None,
+        engine: Scheduler | None = None,
     ) -> None:
         self.source = source
         self.transport = transport
@@ -180,7 +180,7 @@ class ExecutorSide:
         return self.persistent.link
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Scheduler | None:
         """The persistent engine's scheduler when it runs in this process; None for a worker."""
         return self.persistent.engine
 

@@ -9,16 +9,34 @@ and the page's :class:`~pyjobq.executor.client.EngineClient` (inside an
 :class:`~pyjobq.executor.side.ExecutorSide`, or the volatile one) on the other. :func:`in_process`
 makes the pair and the scheduler once; the caller subscribes its client to
 :attr:`InProcess.link` in the same step (messages arrive in a later task, so none is missed).
+
+Runs on the page only (or in a CPython process standing in for one); the scheduler worker
+builds its own scheduler (:mod:`pyjobq.browser.worker_main`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, Mapping, TypedDict, Unpack
 
-from ..core.ports import Channel, Clock, Link, LockManager, Store
+from ..core.mode import Mode
+from ..core.ports import Channel, Clock, Lease, Link, LockManager, Store
 from ..memory import ChannelHub, LockHub, MemoryLink, link_pair
 from ..engine.scheduler import Scheduler
+
+
+class SchedulerOptions(TypedDict, total=False):
+    """The :class:`~pyjobq.engine.scheduler.Scheduler` keywords :func:`in_process` hands on as
+    they are; one left out takes the scheduler's default. Named here, not ``**Any``: a keyword
+    the scheduler renames or drops is a type error at every caller."""
+
+    yields: Mapping[str, str] | None
+    handshake_timeout_ms: float
+    random: Callable[[], float]
+    is_online: Callable[[], bool]
+    mode: Mode
+    backoff: Callable[[int], float] | None
+    lease: Lease | None
 
 
 @dataclass(frozen=True)
@@ -41,7 +59,7 @@ def in_process(
     ends: tuple[MemoryLink, MemoryLink] | None = None,
     wrap: Callable[[MemoryLink], Link] = lambda end: end,
     start: bool = True,
-    **options: Any,
+    **options: Unpack[SchedulerOptions],
 ) -> InProcess:
     """A scheduler on ``store`` in this process, linked to the page.
 

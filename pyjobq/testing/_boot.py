@@ -30,21 +30,20 @@ from __future__ import annotations
 import asyncio
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import Callable, Literal, Protocol
 
 from ..executor.boot import Boot
+from ..executor.side import ExecutorSide
 from ..core.codes import Code
 from ..config import DEFAULT_LOCK_NAME
 from ..core.messages import make
-from ..core.ports import Message
+from ..core.ports import Channel, Clock, Lease, Message
 from ..core.errors import WorkerUnavailable
-from ..engine.lease import HostLease, LinkLease, fake_grab, watch_in_line
-from ..memory import FakeLocks
+from ..engine.lease import HostLease, LeaseHolder, LinkLease, fake_grab, watch_in_line
+from ..engine.scheduler import Scheduler
+from ..memory import FakeLocks, LockHub, MemoryLink
 
-if TYPE_CHECKING:
-    from ._world import Tab
-
-__all__ = ["BootFault", "SimulatedWorker", "SimulatedStart", "INDEX_URL"]
+__all__ = ["BootFault", "SimulatedWorker", "SimulatedStart", "SimulatedTab", "INDEX_URL"]
 
 #: Where the simulated tabs' Pyodide distribution is served from (only ever named in messages).
 INDEX_URL = "https://cdn.example/pyodide/"
@@ -84,6 +83,68 @@ class BootFault:
         return f"{what}@{self.stage}" + (f" {self.for_ms:g} ms" if self.for_ms is not None else "")
 
 
+class Origin(Protocol):
+    """What a simulated worker reads of its :class:`~pyjobq.testing.World`."""
+
+    @property
+    def online(self) -> bool:
+        """``navigator.onLine``."""
+
+    @property
+    def locks(self) -> LockHub:
+        """The origin's lock manager (a new worker is a new client of it)."""
+
+
+class SimulatedTab(Protocol):
+    """What a simulated worker and its start use of their :class:`~pyjobq.testing.Tab`, and no
+    more: the tab's module imports this one, never the other way round."""
+
+    #: The worker's ``navigator.locks``: a new worker is a new lock context.
+    locks: FakeLocks
+    #: A worker host's lease, once its scheduler booted.
+    host_lease: HostLease | None
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def world(self) -> Origin: ...
+    @property
+    def alive(self) -> bool: ...
+    @property
+    def frozen(self) -> bool: ...
+    @property
+    def queue(self) -> ExecutorSide: ...
+    @property
+    def scheduler(self) -> Scheduler | None: ...
+    @property
+    def requests(self) -> Scheduler | None: ...
+    @property
+    def boot_faults(self) -> list[BootFault]: ...
+    @property
+    def boot_log(self) -> list[str]: ...
+    @property
+    def page_link(self) -> MemoryLink: ...
+    @property
+    def worker_link(self) -> MemoryLink: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def page_clock(self) -> Clock: ...
+    @property
+    def page_lease_channel(self) -> Channel: ...
+    @property
+    def worker_lease_channel(self) -> Channel: ...
+
+    async def thawed(self) -> None:
+        """Return once the tab is not frozen."""
+
+    def _boot(self, lease: Lease | None = None) -> None:
+        """Start the worker's scheduler under ``lease``."""
+
+    def _lease_holder(self, *, eager: bool, on_first_grant: Callable[[], None]) -> LeaseHolder:
+        """The page's lease holder for its worker."""
+
+
 def _resolve(future: "asyncio.Future[None]") -> None:
     if not future.done():
         future.set_result(None)
@@ -93,7 +154,8 @@ class SimulatedWorker:
     """One scheduler worker of a tab, from its script's start to its scheduler's ``ready``
     (``worker.mjs``). Made by :meth:`SimulatedStart.start`; :meth:`end` is ``terminate()``."""
 
-    def __init__(self, tab: "Tab", locks: FakeLocks, fault: BootFault | None, *, worker_host: bool) -> None:
+    def __init__(self, tab: SimulatedTab, locks: FakeLocks, fault: BootFault | None, *,
+                 worker_host: bool) -> None:
         self._tab = tab
         #: This worker's ``navigator.locks``: it dies with the worker (a worker host's lease too).
         self.locks = locks
@@ -243,7 +305,7 @@ class SimulatedStart:
     tab's link and — on a page — the lease it holds for it, asked for once the worker holds its
     files."""
 
-    def __init__(self, tab: "Tab", *, worker_host: bool) -> None:
+    def __init__(self, tab: SimulatedTab, *, worker_host: bool) -> None:
         self._tab = tab
         self._worker_host = worker_host
         self._unhold: Callable[[], None] | None = None

@@ -44,12 +44,13 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from ..executor.boot import Boot
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
 from ..core.backoff import make_backoff
-from ..core.ports import Message, Unsubscribe
+from ..core.ports import Lease, Message, Unsubscribe
 from ..executor.side import ExecutorSide
 from ..engine.lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name
-from ..memory import ChannelHub, FakeClock, LockHub, MemoryChannel, MemoryLink, MemoryStore, link_pair
+from ..memory import (ChannelHub, FakeClock, FakeLocks, LockHub, MemoryChannel, MemoryLink,
+                      MemoryStore, link_pair)
 from ..engine.scheduler import Scheduler
-from ..executor.wiring import in_process
+from ..executor.wiring import SchedulerOptions, in_process
 from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
@@ -115,7 +116,7 @@ class GuardedStore:
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "put_many", "delete_many", "delete_group", "update_by_status")
+    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
@@ -310,26 +311,11 @@ class Tab:
         self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = weakref.WeakKeyDictionary()
         self._thaw_waiters: list[asyncio.Future[None]] = []
         self._unblock_waiters: list[asyncio.Future[None]] = []
-        #: The page's and the worker's ends of their link (:class:`~pyjobq.memory.MemoryLink`).
-        self.page_link, self.worker_link = link_pair()
-        #: The worker's ``navigator.locks``.
-        self.locks = world.locks.client()
-        #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
-        self.page_locks = world.locks.client()
-        #: This tab's view of the world's clock (its worker's timers).
-        self.clock = FreezableClock(world.clock, self)
-        #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
-        self.page_clock = FreezableClock(world.clock, self)
-        #: The page's and the worker's channels.
-        self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
-        self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
-        #: The lease channel (pings: :class:`~pyjobq.engine.lease.LeaseWatch`), the page's and the worker's.
-        self.page_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
-        self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
+        self._open_ports(world)
         #: A worker host's lease, once its scheduler booted (:class:`~pyjobq.engine.lease.HostLease`).
         self.host_lease: HostLease | None = None
-        self._unwatch: Callable[[], None] | None = None
-        self._worker_args: dict[str, Any] = dict(yields=yields, handshake_timeout_ms=handshake_timeout_ms)
+        self._worker_args: SchedulerOptions = {"yields": yields,
+                                               "handshake_timeout_ms": handshake_timeout_ms}
         #: The worker's scheduler; None while a ``waiting`` tab has not been granted the lease.
         self.scheduler: Scheduler | None = None
         #: A ``waiting`` tab's request-only page scheduler; None otherwise.
@@ -351,6 +337,26 @@ class Tab:
         if worker_host and (page_lease or waiting):
             raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
         _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
+
+    def _open_ports(self, world: "World") -> None:
+        """The page's and the worker's links, lock contexts, clocks and channels."""
+        #: The page's and the worker's ends of their link (:class:`~pyjobq.memory.MemoryLink`).
+        self.page_link, self.worker_link = link_pair()
+        #: The worker's ``navigator.locks``.
+        self.locks = world.locks.client()
+        #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
+        self.page_locks = world.locks.client()
+        #: This tab's view of the world's clock (its worker's timers).
+        self.clock = FreezableClock(world.clock, self)
+        #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
+        self.page_clock = FreezableClock(world.clock, self)
+        #: The page's and the worker's channels.
+        self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
+        #: The lease channel (pings: :class:`~pyjobq.engine.lease.LeaseWatch`), the page's and
+        #: the worker's.
+        self.page_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
+        self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
 
     def _open(self, transport: Any, reconstructors: Mapping[str, Callable[[Any], Any]] | None,
               yields: Mapping[str, str] | None, page_lease: bool, waiting: bool, worker_host: bool) -> None:
@@ -383,17 +389,20 @@ class Tab:
         """The same object as :attr:`queue` (pyjobq's name for it: the executor side)."""
         return self.queue
 
-    def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: Any, channel: FreezableChannel,
-                   source: str, lease: Any, *, clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
+    def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: FakeLocks,
+                   channel: FreezableChannel, source: str, lease: Lease | None, *,
+                   clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
         world = self.world
+        options: SchedulerOptions = {**self._worker_args, "random": world.random,
+                                     "is_online": lambda: world.online, "lease": lease}
         scheduler = in_process(
             store=GuardedStore(world.store, self), source=source, clock=clock or self.clock, lock_name=LOCK,
             locks=locks, channel=channel, ends=ends, wrap=lambda end: _TabLink(end, self, page=page),
-            random=world.random, is_online=lambda: world.online, lease=lease, **self._worker_args).scheduler
+            **options).scheduler
         self._schedulers.append(scheduler)
         return scheduler
 
-    def _boot(self, lease: Any = None) -> None:
+    def _boot(self, lease: Lease | None = None) -> None:
         """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
         if lease is None and self.queue.lease_holder is not None:
             lease = LinkLease(self.worker_link)

@@ -100,8 +100,8 @@ async def test_schema_and_indexes(selenium):
 @run_in_pyodide(packages=["pyjobq"])
 async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(selenium):
     """A value in the store with missing or mistyped fields is failed with a clear error
-    (code ``malformed_record``), its raw value kept under ``_params``; reads and the due
-    scan carry on with the valid records (docs/bad-input.md)."""
+    (code ``malformed_record``), its raw value kept under ``_params``; reads and the pass's
+    look at unfinished work carry on with the valid records (docs/bad-input.md)."""
     import js
     from pyodide.ffi import to_js
 
@@ -126,21 +126,25 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     done = js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     await done
 
-    keys = await store.due_keys(10.0)  # the scheduler's look at due work: it runs on
-    # Its four fields are fine, so "bad-attempts" is due; the claim's update fails it instead.
-    assert [k.id for k in keys] == ["good", "bad-attempts"]
-    claimed = (await store.update(Change("bad-attempts", lambda cur: cur.evolve(attempts=cur.attempts + 1)))).record
-    assert claimed.status.value == "failed"
-    for job_id in ("no-type", "bad-attempts", "42"):
+    entries = await store.entries()  # the scheduler's look at unfinished work: it runs on
+    # "good" is read field by field; "no-type" and "bad-attempts" (pending, but not records a
+    # pass could run) are decoded whole, failed by that same look, and left out of it.
+    assert [e.id for e in entries] == ["good"]
+    for job_id in ("no-type", "bad-attempts"):
         failed = await store.get(job_id)
         assert failed is not None and failed.status.value == "failed", job_id
         assert failed.code == MALFORMED and "malformed job record" in failed.error
     assert (await store.get("no-type"))._params["_params"] == {"keep": "me"}
-    assert (await store.get("42"))._params["id"] == 42
-    # The one not in the due index is failed by the next read that meets it.
+    # The ones with no unfinished status are not in the look: the next read that meets them
+    # fails them.
     everything = {r.id: r for r in await store.all()}
     assert set(everything) >= {"good"}
     after = {r.id: r for r in await store.all()}
+    for job_id in ("42", "no-status"):
+        failed = await store.get(job_id)
+        assert failed is not None and failed.status.value == "failed", job_id
+        assert failed.code == MALFORMED and "malformed job record" in failed.error
+    assert (await store.get("42"))._params["id"] == 42
     assert after["no-status"].status.value == "failed" and after["no-status"]._params["created_at"] == 3.0
     assert after["good"].status.value == "pending"
     # An update that meets a malformed value fails it in its own transaction, change not applied.
@@ -189,8 +193,8 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     assert await store.next_due_at() == 0.5  # +Infinity is never a moment to wake at
-    keys = [k.id for k in await store.due_keys(10.0)]
-    assert "good" in keys and "newer" not in keys
+    ids = [e.id for e in await store.entries()]  # the scheduler's look: it runs on
+    assert "good" in ids and "newer" not in ids
     records = {r.id: r for r in await store.all()}
     for job_id in (*bad, "deep"):
         assert records[job_id].status.value == "failed" and records[job_id].code == MALFORMED, job_id
@@ -229,14 +233,17 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
     await store.add([NewJob(id="other", reconstructor="fetch", params=None).to_record(0.5)])
     db = await store._open()
 
-    async def put_malformed():
+    async def put(value):
+        # Another writer's put, in a transaction of its own made now (before the read's second).
         tx = db.transaction("jobs", "readwrite")
-        tx.objectStore("jobs").put(to_js({"id": "m", "status": "pending", "created_at": 1.0},
-                                         dict_converter=js.Object.fromEntries))
+        tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
         await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
+    async def put_malformed():
+        await put({"id": "m", "status": "pending", "created_at": 1.0})
+
     await put_malformed()
-    seen, _ = await asyncio.gather(store.get("m"), store.put_many([good]))
+    seen, _ = await asyncio.gather(store.get("m"), put(good.to_dict()))
     assert seen.code == MALFORMED  # what the read met, failed
     assert await store.get("m") == good  # the put made after the read is kept
 

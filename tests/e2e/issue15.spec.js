@@ -77,8 +77,8 @@ def rec(job_id, status, age_days):
     new = NewJob(id=job_id, reconstructor="fetch", params={"method": "POST", "path": "/x", "body": None})
     return new.to_record(now - age_days * day).evolve(status=Status(status), updated_at=now - age_days * day,
                                                       next_retry_at=None)
-await IndexedDBStore("ui-jobs").put_many([rec("done-old", "done", 8), rec("done-new", "done", 1),
-                                          rec("failed-old", "failed", 30), rec("cancelled-old", "cancelled", 30)])
+await IndexedDBStore("ui-jobs").add([rec("done-old", "done", 8), rec("done-new", "done", 1),
+                                    rec("failed-old", "failed", 30), rec("cancelled-old", "cancelled", 30)])
 'ok'`);
     const b = await openQueuePage(context, baseURL); // waits in line for the lease
     expect(await storedRecord(b, "done-old")).not.toBeNull();
