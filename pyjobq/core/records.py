@@ -17,7 +17,7 @@ import math
 import reprlib
 import uuid
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from .codes import Code
 from .errors import InvalidJobError, PyjobqError
@@ -372,18 +372,6 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "owner": (str,),
 }
 _OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code", "yield_lock", "owner"})
-
-
-class DueKey(NamedTuple):
-    """What a claim reads of a due record before its one ``get``: no payload.
-
-    ``status`` is ``pending``, or ``running`` for a lease that ran out.
-    """
-
-    id: str
-    type: str
-    created_at: float
-    status: Status
 
 
 @dataclass(frozen=True)

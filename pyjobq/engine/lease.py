@@ -99,7 +99,8 @@ import logging
 from typing import Any, Awaitable, Callable, Protocol
 
 from ..core.messages import make
-from ..core.ports import Channel, Clock, Link, LockManager, LockStolen, Timer, Unsubscribe
+from ..core.errors import LockStolen
+from ..core.ports import Channel, Clock, Link, LockManager, Timer, Unsubscribe
 from ..core.router import Router
 
 log = logging.getLogger("pyjobq")
