@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING
 
 from .abort import AbortSignal
 from .config import configure
-from .core.outcome import Outcome
 from .core.codes import Code
-from .core.status import Status
 from .core.errors import (
     ConfigurationError,
     HTTPError,
@@ -37,6 +35,8 @@ from .core.errors import (
     Terminal,
     WorkerUnavailable,
 )
+from .core.outcome import Outcome
+from .core.status import Status
 from .handle import Completion, Job, JobUpdate
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ __all__ = [
     "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
     "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
-    "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable", "cancel_job",
+    "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable",
+    "cancel_job",
     "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job", "enqueue",
     "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
     "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",

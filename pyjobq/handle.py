@@ -18,15 +18,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Generator, Generic, TypeVar
 
+from .core.errors import PyjobqError
 from .core.outcome import Outcome
 from .core.status import Status
-from .core.errors import PyjobqError
 
 T = TypeVar("T")
 
 
 class Completion(Generic[T]):
-    """Something that happens once, awaitable by any number of waiters: ``job.done``, ``job.stored``.
+    """Something that happens once, awaitable by any number of waiters: ``job.done``,
+    ``job.stored``.
 
     ``await completion`` (also through :func:`asyncio.wait_for`, :func:`asyncio.gather`
     or :func:`asyncio.wait`) returns its result or raises its error. A waiter
@@ -194,7 +195,8 @@ class JobUpdate(dict[str, Any]):
 
     @property
     def status(self) -> Status:
-        """The job's status; missing (``AttributeError``) on an update that only says ``deleted``."""
+        """The job's status; missing (``AttributeError``) on an update that only says
+        ``deleted``."""
         try:
             return self["status"]  # type: ignore[no-any-return]
         except KeyError:

@@ -25,14 +25,24 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Collection, Concatenate, Coroutine, Iterable, ParamSpec, Sequence, TypeVar
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Collection,
+    Concatenate,
+    Coroutine,
+    Iterable,
+    ParamSpec,
+    Sequence,
+    TypeVar,
+)
 
+from .core.errors import LockStolen
 from .core.ports import Change, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import CLAIMABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
-from .core.errors import LockStolen
-
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
@@ -123,11 +133,13 @@ class MemoryStore:
         return self._load(key)[0]
 
     def _load(self, key: Any) -> tuple[JobRecord | None, bool]:
-        """(the record, whether it was just failed as malformed); (None, False) for a foreign one."""
+        """(the record, whether it was just failed as malformed); (None, False) for a foreign
+        one."""
         row = self._rows[key]
         try:
             if depth(row, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # before a copy that would recurse
-                raise RecordError(f"job record {str(row.get('id'))[:80]!r} nests deeper than {MAX_DEPTH} levels")
+                raise RecordError(
+                    f"job record {str(row.get('id'))[:80]!r} nests deeper than {MAX_DEPTH} levels")
             return self._decode(row), False
         except ForeignRecord:
             return None, False
@@ -252,7 +264,8 @@ class MemoryStore:
 
     @_transaction
     async def next_due_at(self, after: float | None = None) -> float | None:
-        return _soonest(((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()), after)
+        return _soonest(((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()),
+                        after)
 
     @_transaction
     async def all(self) -> list[JobRecord]:
@@ -351,7 +364,8 @@ class VolatileStore:
         return [r for r in found if r is not None]
 
     async def delete_group(self, group: str) -> list[JobRecord]:
-        return await self.delete_many([r.id for r in _oldest_first(self._records.values()) if r.group == group])
+        return await self.delete_many([
+            r.id for r in _oldest_first(self._records.values()) if r.group == group])
 
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)
@@ -394,7 +408,8 @@ class FakeClock:
 
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _Timer:
         timer = _Timer()
-        heapq.heappush(self._timers, (self._now + max(0.0, delay_ms), next(self._seq), timer, callback))
+        heapq.heappush(self._timers,
+                       (self._now + max(0.0, delay_ms), next(self._seq), timer, callback))
         return timer
 
     def next_timer_at(self) -> float | None:
@@ -496,7 +511,8 @@ class MemoryChannel(_Listeners):
         self._ignored: set[str] = set()
 
     def ignore_source(self, source: str) -> None:
-        """Drop ``job-update``s that ``source`` sent, unread (like the browser port's prefix test)."""
+        """Drop ``job-update``s that ``source`` sent, unread (like the browser port's prefix
+        test)."""
         self._ignored.add(source)
 
     def crash(self) -> None:
@@ -540,7 +556,8 @@ class MemoryLink(_Listeners):
     def send(self, message: Message) -> None:
         if self.closed or self.peer is None or self.peer.closed:
             return  # like postMessage to a terminated worker: dropped
-        asyncio.get_running_loop().call_soon(self.peer._receive, _copy(message) if self._copy else message)
+        asyncio.get_running_loop().call_soon(self.peer._receive,
+                                             _copy(message) if self._copy else message)
 
     def deliver(self, message: Message) -> None:
         """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
@@ -588,8 +605,10 @@ class _Request:
     name: str
     mode: str
     client: "FakeLocks"
-    granted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    stolen: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    granted: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    stolen: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
     task: asyncio.Task[Any] | None = None
 
 

@@ -94,7 +94,8 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None)
             counts[status] += 1
     summary = ", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items() if n) or "no jobs"
     out = [
-        '<table class="pyjobq-jobs" style="border-collapse:collapse;font:13px system-ui,sans-serif">',
+        '<table class="pyjobq-jobs" style="border-collapse:collapse;font:13px '
+        'system-ui,sans-serif">',
         f'<caption style="text-align:left;font-weight:600;padding:4px 10px">'
         f'{_text(jobs_table.TITLE)} <span style="font-weight:400;color:{_MUTED}">'
         f"({_text(summary)})</span></caption>",
@@ -106,6 +107,7 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None)
         c = jobs_table.cells(r, now)
         out.append("<tr>" + "".join(CELL_HTML[column.key](c) for column in COLUMNS) + "</tr>")
     if not rows:
-        out.append(f'<tr><td colspan="{len(COLUMNS)}" {_CELL}>{_text(jobs_table.EMPTY_TABLE)}</td></tr>')
+        out.append(
+            f'<tr><td colspan="{len(COLUMNS)}" {_CELL}>{_text(jobs_table.EMPTY_TABLE)}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)

@@ -69,22 +69,21 @@ import random as _random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Literal, Mapping
 
-from .core.codes import Code
-from .engine.scheduler import Scheduler
-from .engine.tasks import TaskSet
 from .core import policy
 from .core.backoff import Backoff
-from .core.ports import Change, Clock, Store, Timer
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, JobRecord, check_str, new_id
-from .core.status import CLAIMABLE, ONLY_FAILED, ONLY_RUNNING, Event, Status, apply
-from .core.records import MALFORMED
+from .core.codes import Code
 from .core.errors import InvalidJobError, JobError, OrphanedJobError, StoreInUseError
-from .executor.side import ExecutorSide, current_job_id
-from .handle import Job, JobUpdate
-from .engine.lease import GateLease
-from .memory import ChannelHub, LoopClock
 from .core.mode import OUTBOX
+from .core.ports import Change, Clock, Store, Timer
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, MALFORMED, JobRecord, check_str, new_id
+from .core.status import CLAIMABLE, ONLY_FAILED, ONLY_RUNNING, Event, Status, apply
+from .engine.lease import GateLease
+from .engine.scheduler import Scheduler
+from .engine.tasks import TaskSet
+from .executor.side import ExecutorSide, current_job_id
 from .executor.wiring import InProcess, in_process
+from .handle import Job, JobUpdate
+from .memory import ChannelHub, LoopClock
 
 _AN_ENTRY_ID = "an entry's id, a str such as job.id of what enqueue() returned or OutboxEntry.id"
 
@@ -100,8 +99,9 @@ RENEWALS_PER_LEASE = 3
 #: pending after that run failed, or failed with no rollback begun.
 DELIVERABLE = CLAIMABLE | ONLY_FAILED
 #: The error of an entry whose lease ran out on its last allowed attempt.
-LEASE_RAN_OUT = ("its lease ran out on the last allowed attempt: the page running it closed, crashed "
-                 "or froze mid-run, so whether it was delivered is unknown")
+LEASE_RAN_OUT = (
+    "its lease ran out on the last allowed attempt: the page running it closed, crashed "
+    "or froze mid-run, so whether it was delivered is unknown")
 
 
 def outbox_backoff(random: Callable[[], float] = _random.random) -> Backoff:
@@ -111,7 +111,8 @@ def outbox_backoff(random: Callable[[], float] = _random.random) -> Backoff:
 
 @dataclass(frozen=True)
 class Prune:
-    """Failed entries to delete on ``start()``: older than ``max_age_ms``, and the oldest beyond ``max_failed``."""
+    """Failed entries to delete on ``start()``: older than ``max_age_ms``, and the oldest beyond
+    ``max_failed``."""
 
     max_age_ms: float | None = 90 * DAY_MS
     max_failed: int | None = 200
@@ -162,7 +163,8 @@ class OutboxHandler:
 
     @classmethod
     def of(cls, value: Any) -> "OutboxHandler":
-        """Accept an :class:`OutboxHandler` or a mapping with the same keys (the outbox's object literal)."""
+        """Accept an :class:`OutboxHandler` or a mapping with the same keys (the outbox's object
+        literal)."""
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
@@ -170,7 +172,8 @@ class OutboxHandler:
             if unknown:
                 raise InvalidJobError(f"unknown handler keys {sorted(unknown)}")
             return cls(**value)
-        raise InvalidJobError(f"a handler is an OutboxHandler or a dict with 'process', got {value!r}")
+        raise InvalidJobError(
+            f"a handler is an OutboxHandler or a dict with 'process', got {value!r}")
 
     def __post_init__(self) -> None:
         if not callable(self.process):
@@ -232,8 +235,9 @@ class RunClaim:
 
     def holds(self, record: JobRecord | None) -> bool:
         """The record is still this claim: running, under this owner, on this attempt."""
-        return (record is not None and record.status is Status.RUNNING and record.owner == self.owner
-                and record.attempts == self.attempts and record.given_back == self.given_back)
+        return (
+            record is not None and record.status is Status.RUNNING and record.owner == self.owner
+            and record.attempts == self.attempts and record.given_back == self.given_back)
 
     def failed_on(self, record: JobRecord | None) -> bool:
         """The record was failed *on* this claim — its lease ran out on the last allowed attempt
@@ -270,7 +274,8 @@ def delivered(record: JobRecord, claim: RunClaim, now: float, lease_ms: float) -
         status = apply(apply(Status.FAILED, Event.REVIVE), Event.CLAIM)
     else:
         return None
-    return record.evolve(status=status, owner=claim.owner, next_retry_at=now + lease_ms, updated_at=now,
+    return record.evolve(status=status, owner=claim.owner, next_retry_at=now + lease_ms,
+                         updated_at=now,
                          yield_lock=None)
 
 
@@ -309,7 +314,8 @@ class _Renewal:
     would take the entry back.
     """
 
-    def __init__(self, store: Store, clock: Clock, claim: RunClaim, lease_ms: float, lease_end: float,
+    def __init__(self, store: Store, clock: Clock, claim: RunClaim, lease_ms: float,
+                 lease_end: float,
                  on_lost: Callable[[], None], log: logging.Logger) -> None:
         self._store, self._clock, self._claim, self._lease_ms = store, clock, claim, lease_ms
         self._on_lost, self._log = on_lost, log
@@ -347,7 +353,8 @@ class _Renewal:
         claim, lease_ms = self._claim, self._lease_ms
         try:
             updated = await self._store.update(
-                Change(claim.entry_id, lambda cur: renewed(cur, claim, now, lease_ms), ONLY_RUNNING))
+                Change(claim.entry_id, lambda cur: renewed(cur, claim, now, lease_ms),
+                       ONLY_RUNNING))
         except Exception:
             # A store that failed once may not fail again: the lease has two more renewals in it.
             self._log.exception("pyjobq outbox: renewing the lease of %s failed", claim.entry_id)
@@ -636,26 +643,27 @@ class _Outcomes:
 
 
 class Outbox:
-    """A durable outbox over an injected store: entries are claimed, processed by their type's handler, deleted.
+    """A durable outbox over an injected store: entries are claimed, processed by their type's
+    handler, deleted.
 
     Args:
         store: a :class:`~pyjobq.core.ports.Store` (``MemoryStore()``, ``IndexedDBStore(name)``).
-        handlers: entry type → :class:`OutboxHandler` (or a dict of its fields).
-        clock: milliseconds and timers; default wall clock and asyncio timers.
-        is_online: read when an attempt fails; offline failures cost no attempt.
-        subscribe_online: ``subscribe_online(callback) -> unsubscribe``; the outbox drains on each call.
-        is_retryable_error: for types whose handler has none; default: every error is retryable.
-        on_activity: called with each job-update (a dict) — push the outbox's status from here.
-        transport: an object whose ``send(entry)`` result is handed to ``process(entry, result=...)``.
-        poll_interval_ms: the watchdog fuse (default 30 s); 0 or None disables it.
-        yield_every: after this many handled entries, ``await idle()`` (default 1); 0 disables.
-        idle: what yielding awaits; default ``asyncio.sleep(0)``. In a page, a
+        handlers: entry type → :class:`OutboxHandler` (or a dict of its fields). clock: milliseconds
+        and timers; default wall clock and asyncio timers. is_online: read when an attempt fails;
+        offline failures cost no attempt. subscribe_online: ``subscribe_online(callback) ->
+        unsubscribe``; the outbox drains on each call. is_retryable_error: for types whose handler
+        has none; default: every error is retryable. on_activity: called with each job-update (a
+        dict) — push the outbox's status from here. transport: an object whose ``send(entry)``
+        result is handed to ``process(entry, result=...)``. poll_interval_ms: the watchdog fuse
+        (default 30 s); 0 or None disables it. yield_every: after this many handled entries, ``await
+        idle()`` (default 1); 0 disables. idle: what yielding awaits; default ``asyncio.sleep(0)``.
+        In a page, a
             ``requestIdleCallback`` with ``timeout: 1``.
         prune: :class:`Prune` (default: 90 days, 200 failed) run on ``start()``; False to disable.
-        log: a logger; default ``logging.getLogger("pyjobq")``, silent until the host configures logging.
-        lease_ms: how long a claim holds an entry before another processor may take it.
-        backoff: the retry ladder; default :func:`outbox_backoff`. ``make_backoff()`` gives the job queue's.
-        max_attempts: default ceiling for :meth:`enqueue`.
+        log: a logger; default ``logging.getLogger("pyjobq")``, silent until the host configures
+        logging. lease_ms: how long a claim holds an entry before another processor may take it.
+        backoff: the retry ladder; default :func:`outbox_backoff`. ``make_backoff()`` gives the job
+        queue's. max_attempts: default ceiling for :meth:`enqueue`.
     """
 
     def __init__(
@@ -722,7 +730,8 @@ class Outbox:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """Drain now, then on every wake; prune and finish interrupted rollbacks. Call from a running loop.
+        """Drain now, then on every wake; prune and finish interrupted rollbacks. Call from a
+        running loop.
 
         Entries enqueued while the outbox was stopped (or before its first start) are sent now.
         Starting a running outbox does nothing; a stopped one starts again.
@@ -871,13 +880,16 @@ class Outbox:
             StoreInUseError: the store holds the job queue's records (see :attr:`refused`).
             InvalidJobError: no handler for ``type``, or a payload that is not JSON-like.
         """
-        check_str(type, "Outbox.enqueue(type)", f"an entry type, a str naming a handler: one of {sorted(self._handlers)}")
+        check_str(type, "Outbox.enqueue(type)",
+                  f"an entry type, a str naming a handler: one of {sorted(self._handlers)}")
         await self._ready()
         if type not in self._handlers:
-            raise InvalidJobError(f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
+            raise InvalidJobError(
+                f"no outbox handler for type {type!r}; known: {sorted(self._handlers)}")
         job = self._side.enqueue_persistent(
             type, payload, type=type, group=group, label=label,
-            max_attempts=self._max_attempts if max_attempts is None else max_attempts, delay_ms=delay_ms,
+            max_attempts=self._max_attempts if max_attempts is None else max_attempts,
+            delay_ms=delay_ms,
         )
         await job.stored
         return job

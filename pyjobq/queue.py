@@ -21,12 +21,12 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from . import config as _config
 from . import notebook as _notebook
-from .executor import host as _host
 from . import services as _services
 from .abort import AbortSignal
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.status import TERMINAL
-from .executor.side import ExecutorSide, current_job_id, report_progress
+from .executor import host as _host
+from .executor.side import ExecutorSide
 from .handle import Job, JobUpdate
 
 SERVICE_NAME = "job-queue"
@@ -79,7 +79,8 @@ def _forget_finished() -> None:
 def _repr_html_() -> str:
     """In a notebook, ``queue`` displays as a table of the jobs this tab knows of — every
     record as of the last :func:`query_all`, updated live by ``job-update`` events since."""
-    return _notebook.jobs_html(sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"])))
+    return _notebook.jobs_html(sorted(_known.values(),
+                                      key=lambda r: (r.get("created_at") or 0, r["id"])))
 
 
 def enqueue_fetch(
@@ -196,7 +197,8 @@ def enqueue_persistent(
 
 def register_reconstructor(name: str, factory: Callable[[Any], Any]) -> None:
     """Teach this page to rebuild persistent jobs of kind ``name``: ``factory(params)`` returns
-    an ``async def run(signal)``. Prefer ``configure(reconstructors=...)`` for kinds every page needs."""
+    an ``async def run(signal)``. Prefer ``configure(reconstructors=...)`` for kinds every page
+    needs."""
     _queue().register_reconstructor(name, factory)
 
 
@@ -284,12 +286,14 @@ def retry_all() -> Coroutine[Any, Any, int]:
 
 
 def cleanup_old() -> Coroutine[Any, Any, int]:
-    """Delete ``done`` records older than 7 days — and only those. Returns how many. Sent at the call."""
+    """Delete ``done`` records older than 7 days — and only those. Returns how many. Sent at the
+    call."""
     return _queue().cleanup_old()
 
 
 def on_update(callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-    """Call ``callback(update)`` on every ``job-update`` from any tab; returns an unsubscribe function."""
+    """Call ``callback(update)`` on every ``job-update`` from any tab; returns an unsubscribe
+    function."""
     return _queue().on_update(callback)
 
 

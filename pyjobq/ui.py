@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .core.jobs_table import STATUS_LOOKS
 from .core.errors import PyjobqError
+from .core.jobs_table import STATUS_LOOKS
 from .notebook import jobs_html
 
 __all__ = ["STATUSES", "install", "jobs_html", "uninstall"]

@@ -76,14 +76,16 @@ def check_pins() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             raise SystemExit(f"{req.name} is not installed in {sys.prefix}: run `make setup`") from None
         if not req.specifier.contains(version, prereleases=True):
-            raise SystemExit(f"{req.name} {version} is installed, {PINS.name} pins {req}: run `make setup`")
+            raise SystemExit(
+                f"{req.name} {version} is installed, {PINS.name} pins {req}: run `make setup`")
         installed[req.name] = version
     from jupyterlite_pyodide_kernel import constants
 
     if constants.PYODIDE_VERSION != PYODIDE_VERSION:
         raise SystemExit(
             f"jupyterlite-pyodide-kernel wants Pyodide {constants.PYODIDE_VERSION}, "
-            f"this script builds with {PYODIDE_VERSION}: update PYODIDE_VERSION and the distribution"
+            f"this script builds with {PYODIDE_VERSION}: update PYODIDE_VERSION and the "
+            f"distribution"
         )
     return installed
 
@@ -91,7 +93,8 @@ def check_pins() -> dict[str, str]:
 def find_wheel(dist: Path) -> Path:
     wheels = sorted(dist.glob("pyjobq-*-py3-none-any.whl"))
     if len(wheels) != 1:
-        raise SystemExit(f"expected one pyjobq wheel in {dist} (run scripts/build_site.py first), got {wheels}")
+        raise SystemExit(
+            f"expected one pyjobq wheel in {dist} (run scripts/build_site.py first), got {wheels}")
     return wheels[0]
 
 
@@ -107,7 +110,9 @@ def check_distribution(pyodide_dir: Path) -> None:
         raise SystemExit(f"{lock_path} lists pyjobq: a JupyterLite user's lock does not")
     missing = [name for name in ("comm", "ipython", "jedi") if name not in packages]
     if missing:
-        raise SystemExit(f"{lock_path} lacks {missing}, which the kernel installs at start: see scripts/cdn-wheels.txt")
+        raise SystemExit(
+            f"{lock_path} lacks {missing}, which the kernel installs at start: see "
+            f"scripts/cdn-wheels.txt")
 
 
 def inputs_key(installed: dict[str, str], wheel: Path, pyodide_dir: Path) -> dict:
@@ -154,7 +159,8 @@ def lite_build(tarball: Path, wheel: Path, lite_dir: Path, output: Path) -> None
     (lite_dir.parent / "build.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(f"jupyter lite build failed ({proc.returncode}); see {lite_dir.parent / 'build.log'}")
+        raise SystemExit(
+            f"jupyter lite build failed ({proc.returncode}); see {lite_dir.parent / 'build.log'}")
 
 
 def check_output(output: Path, wheel: Path) -> None:
@@ -162,7 +168,8 @@ def check_output(output: Path, wheel: Path) -> None:
     config = json.loads((output / "jupyter-lite.json").read_text())["jupyter-config-data"]
     kernel = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
     if kernel.get("pyodideUrl") != "./static/pyodide/pyodide.mjs":
-        raise SystemExit(f"the site's pyodideUrl is {kernel.get('pyodideUrl')!r}, not the local distribution")
+        raise SystemExit(
+            f"the site's pyodideUrl is {kernel.get('pyodideUrl')!r}, not the local distribution")
     index = json.loads((output / "pypi" / "all.json").read_text())
     if "pyjobq" not in index or not (output / "pypi" / wheel.name).is_file():
         raise SystemExit(f"{output / 'pypi'} does not index {wheel.name}")
@@ -172,8 +179,10 @@ def check_output(output: Path, wheel: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pyodide", type=Path, default=ROOT / "build" / "cdn" / "pyodide" / f"v{PYODIDE_VERSION}" / "full")
-    ap.add_argument("--dist", type=Path, default=ROOT / "build" / "dist", help="where the pyjobq wheel is")
+    ap.add_argument("--pyodide", type=Path,
+                    default=ROOT / "build" / "cdn" / "pyodide" / f"v{PYODIDE_VERSION}" / "full")
+    ap.add_argument("--dist", type=Path, default=ROOT / "build" / "dist",
+                    help="where the pyjobq wheel is")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "jupyterlite")
     ap.add_argument("--site", type=Path, default=ROOT / "build" / "site")
     ap.add_argument("--force", action="store_true", help="rebuild even if no input changed")
@@ -189,7 +198,8 @@ def main() -> int:
     key_file = cache / "inputs.json"
 
     if not args.force and output.is_dir() and key_file.is_file() and json.loads(key_file.read_text()) == key:
-        log(f"up to date ({wheel.name}, Pyodide {PYODIDE_VERSION}, jupyterlite-core {installed['jupyterlite-core']})")
+        log(f"up to date ({wheel.name}, Pyodide {PYODIDE_VERSION}, jupyterlite-core "
+            f"{installed['jupyterlite-core']})")
     else:
         cache.mkdir(parents=True, exist_ok=True)
         key_file.unlink(missing_ok=True)
@@ -204,7 +214,8 @@ def main() -> int:
             shutil.rmtree(output)
         tmp.rename(output)
         key_file.write_text(json.dumps(key, indent=1, sort_keys=True) + "\n")
-        log(f"built {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output} in {time.monotonic() - t0:.1f}s")
+        log(f"built {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output} in "
+            f"{time.monotonic() - t0:.1f}s")
 
     if not args.site.is_dir():
         raise SystemExit(f"{args.site} is missing: run scripts/build_site.py first")

@@ -79,13 +79,15 @@ def build_pyjobq_wheel(src: Path, dist: Path) -> Path:
     # --no-isolation: hatchling is pinned in requirements-dev.txt, and an isolated build
     # would reach PyPI on every run.
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist),
+         str(src)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
     wheels = sorted(dist.glob("pyjobq-*.whl"))
     if len(wheels) != 1 or not wheels[0].name.endswith("-py3-none-any.whl"):
-        raise SystemExit(f"expected one pure pyjobq wheel in {dist}, got {[w.name for w in wheels]}")
+        raise SystemExit(
+            f"expected one pure pyjobq wheel in {dist}, got {[w.name for w in wheels]}")
     return wheels[0]
 
 
@@ -153,7 +155,8 @@ def build_distribution(npm_pyodide: Path, wheels: list[Path], out: Path) -> None
 
 def build_cdn(node_modules: Path, pyjobq_whl: Path, out: Path) -> None:
     """``build/cdn``: the stand-in for the CDN and PyPI that users' pages reach (see above)."""
-    wheels = fetch_pinned_wheels(read_pins(ROOT / "scripts" / "cdn-wheels.txt"), ROOT / "build" / "wheel-cache")
+    wheels = fetch_pinned_wheels(read_pins(ROOT / "scripts" / "cdn-wheels.txt"),
+                                 ROOT / "build" / "wheel-cache")
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -182,7 +185,8 @@ def build_cdn(node_modules: Path, pyjobq_whl: Path, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
-    log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: Pyodide {', '.join(CDN_PYODIDES)}")
+    log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: Pyodide "
+        f"{', '.join(CDN_PYODIDES)}")
 
 
 def write_lock(base_lock: Path, pyodide_dir: Path, wheels: list[Path]) -> None:
@@ -204,7 +208,8 @@ def write_lock(base_lock: Path, pyodide_dir: Path, wheels: list[Path]) -> None:
 def copy_tree(src: Path, dst: Path, skip_suffixes: tuple[str, ...] = ()) -> int:
     n = 0
     for path in sorted(src.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(skip_suffixes):
+        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(
+            skip_suffixes):
             target = dst / path.relative_to(src)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -228,7 +233,8 @@ def main() -> int:
 
     pyjobq_whl = build_pyjobq_wheel(args.src, build_dir / "dist")
     log(f"built {pyjobq_whl.name}")
-    extra = fetch_pinned_wheels(read_pins(ROOT / "scripts" / "pyodide-wheels.txt"), build_dir / "wheel-cache")
+    extra = fetch_pinned_wheels(read_pins(ROOT / "scripts" / "pyodide-wheels.txt"),
+                                build_dir / "wheel-cache")
 
     # Lay the site out afresh in a temp dir, then swap it in, so a failed build never
     # leaves a half-written site that a test server would happily serve.
@@ -270,7 +276,8 @@ def main() -> int:
         shutil.rmtree(out)
     tmp.rename(out)
     build_cdn(args.node_modules, pyjobq_whl, build_dir / "cdn")
-    log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} in {time.monotonic() - t0:.1f}s")
+    log(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out} in "
+        f"{time.monotonic() - t0:.1f}s")
     return 0
 
 

@@ -6,7 +6,8 @@ API (JSON):
 
 - ``PUT /api/notes/<id> {"text"}``      save a note; needs ``Authorization: Bearer <token>``
 - ``GET /api/notes/<id>``               the saved note
-- ``POST /api/notes/<id>/publish``      publish it; 403 ``{"code": "read_only"}`` while ``forbid`` is on
+- ``POST /api/notes/<id>/publish``      publish it; 403 ``{"code": "read_only"}`` while ``forbid``
+  is on
 - ``POST /api/auth/refresh``            a new token ``{"token"}``; the old one stops working
 
 Every ``/api/notes`` request first passes the current mode: 401 ``{"code": "token_expired"}``
@@ -68,7 +69,8 @@ class Handler(StaticHandler):
             elif url.path.startswith("/api/"):
                 status = self._api(url.path, urllib.parse.parse_qs(url.query), raw)
                 with self.demo.lock:
-                    self.demo.log.append({"time": time.time(), "method": self.command, "path": url.path,
+                    self.demo.log.append({"time": time.time(), "method": self.command,
+                                          "path": url.path,
                                           "status": status})
             elif self.command in ("GET", "HEAD"):
                 self._static(url.path)
@@ -123,7 +125,8 @@ class Handler(StaticHandler):
                     return 422
                 with d.lock:
                     version = d.notes.get(note_id, {}).get("version", 0) + 1
-                    d.notes[note_id] = {"id": note_id, "text": text, "version": version, "saved_at": time.time()}
+                    d.notes[note_id] = {"id": note_id, "text": text, "version": version,
+                                        "saved_at": time.time()}
                     note = d.notes[note_id]
                 self._json(200, note)
                 return 200
@@ -140,7 +143,8 @@ class Handler(StaticHandler):
                 d.reset()
                 return self._json(200, d.state())
             if path == "/__demo/expire" and self.command == "POST":
-                d.token = "demo-" + secrets.token_hex(4)  # nobody holds this one: 401 until a refresh
+                d.token = "demo-" + secrets.token_hex(
+                    4)  # nobody holds this one: 401 until a refresh
                 return self._json(200, {"ok": True})
             if path == "/__demo/mode" and self.command == "POST":
                 if "fail_rate" in data:

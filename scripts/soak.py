@@ -36,7 +36,8 @@ def main() -> int:
             print(f"\n--- seed {seed} violated an invariant ---\n{exc}\n", flush=True)
         done = seed - start + 1
         if done % 1000 == 0:
-            print(f"  {done:,} seeds, {len(failed)} violations, {time.monotonic() - began:.0f} s", flush=True)
+            print(f"  {done:,} seeds, {len(failed)} violations, {time.monotonic() - began:.0f} s",
+                  flush=True)
     elapsed = time.monotonic() - began
     print(f"soak: {count:,} seeds ({start}..{start + count - 1}), {len(failed)} violations, "
           f"{elapsed:.1f} s ({elapsed / max(count, 1) * 1000:.1f} ms a seed)")

@@ -29,7 +29,8 @@ def codes_table() -> str:
 
 
 def _kinds(kinds: tuple[type, ...]) -> str:
-    names = ["None" if kind is type(None) else "any" if kind is object else kind.__name__ for kind in kinds]
+    names = [
+        "None" if kind is type(None) else "any" if kind is object else kind.__name__ for kind in kinds]
     return " or ".join(names)  # not "|": a table cell would end there
 
 

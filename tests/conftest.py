@@ -1,11 +1,11 @@
 """Test-wide setup.
 
-Browser tests (tests/browser, via pytest-pyodide) need Chromium; everything else runs on
-plain CPython and must not pay for it. pytest-pyodide's own ``playwright_browsers`` fixture
-calls ``playwright.chromium.launch()``, which wants Playwright's own bundled browser —
-never present here, since nothing but the package registries is reachable — so it is
-overridden here to launch Debian's chromium by path. Like the original it is module-scoped and only instantiated by tests that request a
-``selenium*`` fixture, so CPython tests never start a browser.
+Browser tests (tests/browser, via pytest-pyodide) need Chromium; everything else runs on plain
+CPython and must not pay for it. pytest-pyodide's own ``playwright_browsers`` fixture calls
+``playwright.chromium.launch()``, which wants Playwright's own bundled browser — never present here,
+since nothing but the package registries is reachable — so it is overridden here to launch Debian's
+chromium by path. Like the original it is module-scoped and only instantiated by tests that request
+a ``selenium*`` fixture, so CPython tests never start a browser.
 """
 
 from __future__ import annotations
@@ -37,14 +37,16 @@ def playwright_browsers(request):
     runtimes = pytest_wrapper.pyodide_runtimes
     unsupported = set(runtimes) - {"chrome"}
     if unsupported:
-        pytest.exit(f"only --runtime chrome is wired up here, got {sorted(unsupported)}", returncode=1)
+        pytest.exit(f"only --runtime chrome is wired up here, got {sorted(unsupported)}",
+                    returncode=1)
 
     flags = [*get_global_config().get_flags("chrome"), *CHROMIUM_ARGS]
     with sync_playwright() as p:
         browsers: dict[str, Any] = {}
         try:
             if "chrome" in runtimes:
-                browsers["chrome"] = p.chromium.launch(executable_path=CHROMIUM, args=flags, headless=True)
+                browsers["chrome"] = p.chromium.launch(executable_path=CHROMIUM, args=flags,
+                                                       headless=True)
         except Exception as e:  # noqa: BLE001 - turn any launch failure into one clear exit
             pytest.exit(f"playwright failed to launch {CHROMIUM}\n{e}", returncode=1)
         try:

@@ -1,6 +1,7 @@
 """What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport
 (:class:`Server`), the one-tab worlds most tests start from (:func:`one_tab`, :func:`serving`,
-:func:`holding`), :func:`reconstructor` and :func:`listed`. Import from here; don't copy them into a test file."""
+:func:`holding`), :func:`reconstructor` and :func:`listed`. Import from here; don't copy them into a
+test file."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class Server:
         return answer
 
     def release(self, path: str, answer: Any = None) -> None:
-        self.held.pop(path).set_result(answer if answer is not None else Response(200, {"ok": True}))
+        self.held.pop(path).set_result(answer if answer is not None else Response(200,
+                                                                                  {"ok": True}))
 
     @property
     def holding(self) -> list[str]:

@@ -6,7 +6,8 @@ Static files come from ``--root`` with ``Cache-Control: no-store``. The fake API
 every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, path,
 status, ``X-Job-Id``):
 
-- ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the README's examples)
+- ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the
+  README's examples)
 - ``/api/status/NNN``   status NNN, ``{"code": "status_NNN", "error": {"code": "status_NNN"}}``
 - ``/api/script/<key>`` next scripted response for key (the last one repeats); unknown key → echo
 - ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
@@ -14,19 +15,23 @@ status, ``X-Job-Id``):
 - ``/api/slow?ms=N``    echo after N ms
 - ``/api/chaos/<key>``  the chaos run's endpoint: 401 unless ``Authorization: Bearer <token>``
                         matches the current token, else at random (seeded by ``POST /__control/chaos
-                        {"seed"}``) 200, 500, 429, a slow 200, or a token expiry (the token rotates and
-                        this request gets 401); ``?fail=always`` answers 500 once past the token. Logged with ``job_id`` = key and ``aborted`` when the
-                        client went away before the answer (a crashed or closed tab).
+                        {"seed"}``) 200, 500, 429, a slow 200, or a token expiry (the token rotates
+                        and this request gets 401); ``?fail=always`` answers 500 once past the
+                        token. Logged with ``job_id`` = key and ``aborted`` when the client went
+                        away before the answer (a crashed or closed tab).
 - ``/api/token``        ``{"token": <current token>}``: the chaos transport's token refresh.
-- ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60 s);
+- ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60
+  s);
                         a released key stays released until reset. ``GET /__control/holding``
                         lists the keys of requests blocked right now, one entry per request.
 
-Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was answered).
+Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was
+answered).
 
-Control: ``POST /__control/chaos {"seed", "weights", "slow_s": [low, high]}``, ``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
-``POST /__control/token {"token"}``, ``POST /__control/release {"key"}`` (no key: every key held
-now), ``GET /__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
+Control: ``POST /__control/chaos {"seed", "weights", "slow_s": [low, high]}``, ``POST
+/__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``, ``POST /__control/token
+{"token"}``, ``POST /__control/release {"key"}`` (no key: every key held now), ``GET
+/__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
 """
 
 from __future__ import annotations
@@ -34,11 +39,11 @@ from __future__ import annotations
 import argparse
 import json
 import mimetypes
+import posixpath
 import random
+import re
 import select
 import socket
-import posixpath
-import re
 import sys
 import threading
 import time
@@ -145,7 +150,8 @@ class StaticHandler(BaseHTTPRequestHandler):
                 # As http.server and static hosts do: the folder's index.html links relative
                 # URLs, which resolve against the slash (JupyterLite opens /lite/notebooks?path=…).
                 query = urllib.parse.urlsplit(self.path).query
-                return self._send(301, b"", "text/plain", {"Location": path + "/" + ("?" + query if query else "")})
+                return self._send(301, b"", "text/plain",
+                                  {"Location": path + "/" + ("?" + query if query else "")})
             target = target / "index.html"
         if not target.is_file():
             return self._send(404, b"not found\n", "text/plain")
@@ -244,7 +250,8 @@ class Handler(StaticHandler):
             "text/plain",
             {
                 "Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": self.headers.get("Access-Control-Request-Headers", "*"),
+                "Access-Control-Allow-Headers": self.headers.get("Access-Control-Request-Headers",
+                                                                 "*"),
             },
         )
 
@@ -256,7 +263,8 @@ class Handler(StaticHandler):
             parsed = text
         self._json(
             status,
-            {"method": self.command, "path": path, "body": parsed, "job_id": self.headers.get("X-Job-Id")},
+            {"method": self.command, "path": path, "body": parsed,
+             "job_id": self.headers.get("X-Job-Id")},
         )
 
     def _api(self, path: str, query: dict, body: bytes) -> None:
@@ -347,7 +355,8 @@ class Handler(StaticHandler):
         return self._json(404, {"code": "unknown_control"})
 
 
-def bind(handler: type[StaticHandler], port: int, host: str = "127.0.0.1", **attrs) -> ThreadingHTTPServer:
+def bind(handler: type[StaticHandler], port: int, host: str = "127.0.0.1",
+         **attrs) -> ThreadingHTTPServer:
     """A threading server on ``host:port`` (0: a free port) whose handler is ``handler`` with
     ``attrs`` set on a subclass, so each server keeps its own state."""
     server = ThreadingHTTPServer((host, port), type("Bound" + handler.__name__, (handler,), attrs))
@@ -377,7 +386,8 @@ def serve(server: ThreadingHTTPServer, banner: str) -> int:
     return 0
 
 
-def make_server(port: int, root: Path, quiet: bool = True, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def make_server(port: int, root: Path, quiet: bool = True,
+                host: str = "127.0.0.1") -> ThreadingHTTPServer:
     return bind(Handler, port, host, root=root.resolve(), state=State(), quiet=quiet)
 
 
@@ -385,7 +395,8 @@ def main() -> int:
     ap = arguments("pyjobq test server", 8123)
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = ap.parse_args()
-    return serve(make_server(args.port, args.root, quiet=not args.verbose, host=args.host), "listening on {base}")
+    return serve(make_server(args.port, args.root, quiet=not args.verbose, host=args.host),
+                 "listening on {base}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from pyjobq.core.ports import Change, Updated  # also store_contract.Change/Updated, for the store tests
+from pyjobq.core.ports import (  # also store_contract.Change/Updated, for the store tests
+    Change,
+    Updated,
+)
 from pyjobq.core.records import JobRecord
 from pyjobq.core.status import Status
 from pyjobq.testing import record
@@ -22,12 +25,14 @@ T0 = 1_700_000_000_000.0
 
 
 def make_record(job_id: str, *, created_at: float = T0, status: str = "pending", type: str = "t",
-                group: str | None = None, next_retry_at: float | None = None, **changes: Any) -> JobRecord:
+                group: str | None = None, next_retry_at: float | None = None,
+                **changes: Any) -> JobRecord:
     """:func:`pyjobq.testing.record` with a nested body (copies must be deep); ``next_retry_at``
     defaults to ``created_at`` for pending, None otherwise."""
     if next_retry_at is None and status == "pending":
         next_retry_at = created_at
-    return record(job_id, created_at=created_at, status=status, type=type, group=group, next_retry_at=next_retry_at,
+    return record(job_id, created_at=created_at, status=status, type=type, group=group,
+                  next_retry_at=next_retry_at,
                   params={"method": "POST", "path": f"/{job_id}", "body": {"n": [1, 2]}}, **changes)
 
 
@@ -80,7 +85,8 @@ async def check_update_read_modify_write(store: Any) -> None:
 
     def change(cur: JobRecord) -> JobRecord:
         seen.append(cur)
-        return cur.evolve(attempts=cur.attempts + 1, status=Status.RUNNING, next_retry_at=None, owner="tab")
+        return cur.evolve(attempts=cur.attempts + 1, status=Status.RUNNING, next_retry_at=None,
+                          owner="tab")
 
     expected = a.evolve(attempts=1, status=Status.RUNNING, next_retry_at=None, owner="tab")
     assert await store.update(Change("a", change)) == Updated(expected, True)
@@ -92,7 +98,8 @@ async def check_update_read_modify_write(store: Any) -> None:
 
 async def check_update_missing_returns_none_without_calling(store: Any) -> None:
     calls: list[JobRecord] = []
-    assert await store.update(Change("nope", lambda cur: calls.append(cur) or cur)) == Updated(None, False)
+    assert await store.update(Change("nope", lambda cur: calls.append(cur) or cur)) == Updated(
+        None, False)
     assert calls == []
     assert await store.all() == []
 
@@ -104,13 +111,15 @@ async def check_update_returning_none_leaves_it(store: Any) -> None:
     assert await store.get("a") == a
     # A status precondition that does not hold: the change is not even called.
     calls: list[JobRecord] = []
-    assert await store.update(Change("a", lambda cur: calls.append(cur) or cur, frozenset({Status.RUNNING}))) \
+    assert await store.update(Change("a", lambda cur: calls.append(cur) or cur,
+                                     frozenset({Status.RUNNING}))) \
         == Updated(a, False)
     assert calls == [] and await store.get("a") == a
 
 
 async def check_delete_many_ignores_missing(store: Any) -> None:
-    await store.add([make_record("a"), make_record("b", created_at=T0 + 1), make_record("c", created_at=T0 + 2)])
+    await store.add([make_record("a"), make_record("b", created_at=T0 + 1),
+                     make_record("c", created_at=T0 + 2)])
     await store.delete_many(["a", "missing", "c"])
     assert _ids(await store.all()) == ["b"]
     await store.delete_many([])
@@ -145,7 +154,8 @@ async def check_next_due_at(store: Any) -> None:
     assert await store.next_due_at() is None
     await store.add([make_record("done", status="done"), make_record("run", status="running")])
     assert await store.next_due_at() is None
-    await store.add([make_record("x", next_retry_at=T0 + 500), make_record("y", next_retry_at=T0 + 20)])
+    await store.add([make_record("x", next_retry_at=T0 + 500),
+                     make_record("y", next_retry_at=T0 + 20)])
     assert await store.next_due_at() == T0 + 20
 
 
@@ -173,8 +183,10 @@ async def check_next_due_at_counts_only_what_a_pass_could_claim(store: Any) -> N
     ])
     assert await store.next_due_at() is None
     assert await store.next_due_at(after=T0 - 1000) is None
-    await store.add([make_record("later", next_retry_at=T0 + 20), make_record("lease", status="running",
-                                                                               owner="tab", next_retry_at=T0 + 30)])
+    await store.add([make_record("later", next_retry_at=T0 + 20),
+                     make_record("lease", status="running",
+                                                                               owner="tab",
+                                 next_retry_at=T0 + 30)])
     assert await store.next_due_at() == T0 + 20
     assert await store.next_due_at(after=T0 - 450) == T0 + 20
     assert await store.next_due_at(after=T0 + 20) == T0 + 30
@@ -199,7 +211,8 @@ async def check_returned_records_are_copies(store: Any) -> None:
 
 
 async def check_record_round_trips_every_field(store: Any) -> None:
-    full = make_record("a", status="failed", group="g", label="L", result={"r": [1, None, "x"]}, error="boom",
+    full = make_record("a", status="failed", group="g", label="L", result={"r": [1, None, "x"]},
+                       error="boom",
                        http_status=409, code="conflict", attempts=3, max_attempts=4, given_back=2,
                        updated_at=T0 + 5)
     paused = make_record("b", status="paused", yield_lock="fg")
@@ -216,10 +229,12 @@ async def check_a_code_member_is_stored_as_its_string(store: Any) -> None:
     await store.add([make_record("a"), make_record("b", created_at=T0 + 1)])
     done = await store.update_many([Change("a", lambda cur: policy.cancel(cur, T0 + 1), UNFINISHED),
                                     Change("b", lambda cur: cur.evolve(code=Code.OFFLINE))])
-    assert [(u.applied, u.record and u.record.code) for u in done] == [(True, "cancelled"), (True, "offline")]
+    assert [(u.applied, u.record and u.record.code) for u in done] == [(True, "cancelled"),
+                                                                       (True, "offline")]
     got = await store.get("a")
     assert got.status is Status.CANCELLED and got.code == Code.CANCELLED and str(got.code) == "cancelled"
-    assert [(r.id, str(r.code)) for r in await store.all()] == [("a", "cancelled"), ("b", "offline")]
+    assert [(r.id, str(r.code)) for r in await store.all()] == [("a", "cancelled"),
+                                                                ("b", "offline")]
 
 
 async def check_update_many_in_order_with_preconditions(store: Any) -> None:
@@ -239,7 +254,8 @@ async def check_update_many_in_order_with_preconditions(store: Any) -> None:
         Change("c", to_running, pending),  # outside its precondition: not called
         Change("nope", to_running),  # missing: not called
         Change("b", lambda cur: None),  # declines
-        Change("a", lambda cur: cur.evolve(label=f"after {cur.status.value}")),  # sees the first change
+        Change("a",
+               lambda cur: cur.evolve(label=f"after {cur.status.value}")),  # sees the first change
     ])
     assert calls == ["a"]
     assert [(u.record.id if u.record else None, u.applied) for u in done] == \
@@ -279,7 +295,8 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
     f = make_record("f", status="failed")
     await store.add([p, r, z, d, f])
     assert await store.entries() == [Entry.of(z), Entry.of(r), Entry.of(p)]
-    assert (await store.entries())[2] == Entry("p", "x", Status.PENDING, T0 + 2, T0 + 2, None, None, T0 + 2, 0)
+    assert (await store.entries())[2] == Entry("p", "x", Status.PENDING, T0 + 2, T0 + 2, None, None,
+                                               T0 + 2, 0)
     assert await store.entries(["d", "nope", "p"]) == [Entry.of(d), Entry.of(p)]
     assert await store.entries([]) == []
 
@@ -287,7 +304,8 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
 async def check_delete_many_returns_what_it_deleted(store: Any) -> None:
     a, b = make_record("a"), make_record("b", created_at=T0 + 1, status="failed")
     await store.add([a, b, make_record("c", created_at=T0 + 2)])
-    assert await store.delete_many(["b", "missing", "a", "b"]) == [b, a]  # in the order asked, once each
+    assert await store.delete_many(["b", "missing", "a", "b"]) == [
+        b, a]  # in the order asked, once each
     assert _ids(await store.all()) == ["c"]
     assert await store.delete_many(["a"]) == [] and await store.delete_many([]) == []
 
@@ -295,7 +313,8 @@ async def check_delete_many_returns_what_it_deleted(store: Any) -> None:
 async def check_delete_group_deletes_the_group_in_one_call(store: Any) -> None:
     g2 = make_record("g2", created_at=T0 + 2, group="g", status="done")
     g1 = make_record("g1", created_at=T0 + 1, group="g", status="running", owner="tab")
-    await store.add([g2, g1, make_record("h1", created_at=T0, group="h"), make_record("none", created_at=T0 + 3)])
+    await store.add([g2, g1, make_record("h1", created_at=T0, group="h"),
+                     make_record("none", created_at=T0 + 3)])
     assert await store.delete_group("g") == [g1, g2]  # oldest first, whatever their status
     assert _ids(await store.all()) == ["h1", "none"]
     assert await store.delete_group("g") == [] and await store.delete_group("nothing") == []
@@ -315,11 +334,14 @@ async def check_a_delete_and_a_change_made_after_it_apply_in_call_order(store: A
 
     from pyjobq.core.status import REVIVABLE
 
-    x, y = make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")
+    x, y = make_record("x", status="failed", error="boom"), make_record("y", status="failed",
+                                                                        group="g")
     await store.add([x, y])
-    deleted, changed = await asyncio.gather(store.delete_many(["x"]), store.update(Change("x", _revive, REVIVABLE)))
+    deleted, changed = await asyncio.gather(store.delete_many(["x"]),
+                                            store.update(Change("x", _revive, REVIVABLE)))
     assert (deleted, changed) == ([x], Updated(None, False))
-    deleted, changed = await asyncio.gather(store.delete_group("g"), store.update(Change("y", _revive, REVIVABLE)))
+    deleted, changed = await asyncio.gather(store.delete_group("g"),
+                                            store.update(Change("y", _revive, REVIVABLE)))
     assert (deleted, changed) == ([y], Updated(None, False))
     assert await store.all() == []
 
@@ -330,15 +352,19 @@ async def check_a_change_made_before_a_delete_is_deleted_with_it(store: Any) -> 
 
     from pyjobq.core.status import REVIVABLE
 
-    await store.add([make_record("x", status="failed", error="boom"), make_record("y", status="failed", group="g")])
-    changed, deleted = await asyncio.gather(store.update(Change("x", _revive, REVIVABLE)), store.delete_many(["x"]))
+    await store.add([make_record("x", status="failed", error="boom"),
+                     make_record("y", status="failed", group="g")])
+    changed, deleted = await asyncio.gather(store.update(Change("x", _revive, REVIVABLE)),
+                                            store.delete_many(["x"]))
     assert changed.applied and deleted == [changed.record]
-    changed, deleted = await asyncio.gather(store.update(Change("y", _revive, REVIVABLE)), store.delete_group("g"))
+    changed, deleted = await asyncio.gather(store.update(Change("y", _revive, REVIVABLE)),
+                                            store.delete_group("g"))
     assert changed.applied and deleted == [changed.record]
     assert await store.all() == []
 
 
-async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call(store: Any) -> None:
+async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call(
+    store: Any) -> None:
     from pyjobq.core.status import REVIVABLE
 
     a = make_record("a", created_at=T0 + 2, status="failed", error="boom")
@@ -354,7 +380,8 @@ async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call
 
     done = await store.update_by_status(REVIVABLE, revive_unless_kept)
     assert sorted(calls) == ["a", "b", "keep"]  # each once, only those of the statuses
-    assert done == [Updated(keep, False), Updated(_revive(b), True), Updated(_revive(a), True)]  # oldest first
+    assert done == [Updated(keep, False), Updated(_revive(b), True),
+                    Updated(_revive(a), True)]  # oldest first
     assert await store.all() == [keep, _revive(b), _revive(a), p, d]
     assert await store.update_by_status(frozenset({Status.PAUSED}), revive_unless_kept) == []
 
@@ -389,13 +416,16 @@ async def check_update_by_status_and_calls_around_it_apply_in_call_order(store: 
     from pyjobq.core import policy
     from pyjobq.core.status import REVIVABLE, UNFINISHED
 
-    await store.add([make_record("x", status="failed"), make_record("y", created_at=T0 + 1, status="failed")])
+    await store.add([make_record("x", status="failed"),
+                     make_record("y", created_at=T0 + 1, status="failed")])
     retried, cancelled = await asyncio.gather(
         store.update_by_status(REVIVABLE, _revive),
         store.update(Change("x", lambda cur: policy.cancel(cur, T0 + 6), UNFINISHED)))
     assert [(u.record.id, u.applied) for u in retried] == [("x", True), ("y", True)] and cancelled.applied
-    assert [(r.id, r.status) for r in await store.all()] == [("x", Status.CANCELLED), ("y", Status.PENDING)]
-    deleted, retried = await asyncio.gather(store.delete_many(["x"]), store.update_by_status(REVIVABLE, _revive))
+    assert [(r.id, r.status) for r in await store.all()] == [("x", Status.CANCELLED),
+                                                             ("y", Status.PENDING)]
+    deleted, retried = await asyncio.gather(store.delete_many(["x"]),
+                                            store.update_by_status(REVIVABLE, _revive))
     assert [r.id for r in deleted] == ["x"] and retried == []
 
 

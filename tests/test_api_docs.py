@@ -64,7 +64,8 @@ def test_every_name_in_pyjobq_all_is_documented_in_the_reference(
 
 
 def undocumented(report: dict[str, dict[str, str]], modules: list[str]) -> dict[str, list[str]]:
-    missing = {module: [name for name, doc in report[module].items() if not doc] for module in modules}
+    missing = {
+        module: [name for name, doc in report[module].items() if not doc] for module in modules}
     return {module: names for module, names in missing.items() if names}
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from helpers import Server
 from pyjobq.abort import AbortSignal
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Tab, World, run, settle
-from helpers import Server
 
 
 def freeze_at_run(world: World, *, block: bool = False, at: str = "run") -> list[str]:
@@ -47,7 +47,8 @@ def test_a_tab_frozen_right_after_run_runs_the_job_on_resume_rather_than_failing
         tab.resume()
         await settle()
         record = await world.store.get(job.id)
-        assert (record.status.value, record.code, server.paths) == ("done", None, ["/frozen-at-run"])
+        assert (record.status.value, record.code, server.paths) == ("done", None,
+                                                                    ["/frozen-at-run"])
         assert (await job.done).status == "done"
     run(main)
 
@@ -141,14 +142,15 @@ def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle(
         run(main)
 
 
-# ---------------------------------------------------------------- 5. saved, then closed a moment too soon
+# ---------------------------------------------------------------- 5. saved, then closed a moment
+# too soon
 
 def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -> None:
     # A waiting tab stores its own enqueue (its page's request scheduler), then is killed before
     # the job-update leaves. The holder was idle: it found the job only at the hourly sweep.
     async def main() -> None:
         world, server = World(), Server()
-        holder = world.open_tab(transport=server, page_lease=True)
+        world.open_tab(transport=server, page_lease=True)
         await settle()
         waiting = world.open_tab(transport=server, page_lease=True, waiting=True)
         await settle()
@@ -168,7 +170,8 @@ def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -
     run(main)
 
 
-# ---------------------------------------------------------------- 6. no spin: a watch in its own way
+# ---------------------------------------------------------------- 6. no spin: a watch in its own
+# way
 
 def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its_own_way() -> None:
     # The engine watches a run lock held elsewhere with a shared request; it woke from inside
@@ -196,7 +199,8 @@ def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its
     run(main)
 
 
-# ---------------------------------------------------------------- a delete heard between a claim and its hand-off
+# ---------------------------------------------------------------- a delete heard between a claim
+# and its hand-off
 
 def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_off() -> None:
     # The holder froze right after its claim committed; another tab deleted the job meanwhile.
@@ -231,7 +235,8 @@ def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_o
     run(main)
 
 
-# ---------------------------------------------------------------- one type on the wire: a deleted run on a frozen tab
+# ---------------------------------------------------------------- one type on the wire: a deleted
+# run on a frozen tab
 
 def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_elsewhere() -> None:
     # Tab A froze while sending job X; tab B took the lease and deleted X. X's record was gone,
@@ -253,7 +258,8 @@ def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_else
         assert calls.paths == ["/position/v1"]  # v2 waits while v1 may be on the wire
         a.resume()  # A hears of the delete, drops X; its run lock goes, and B's watch wakes
         await settle()
-        assert calls.cancelled == ["/position/v1"] and calls.paths == ["/position/v1", "/position/v2"]
+        assert calls.cancelled == ["/position/v1"] and calls.paths == ["/position/v1",
+                                                                       "/position/v2"]
         assert (await y.done).status == "done"
     run(main)
 
@@ -296,7 +302,8 @@ def test_a_frozen_worker_host_holder_is_taken_over_and_gets_back_in_line_when_it
 
         kernel.resume()
         await settle()
-        assert kernel.host_lease is not None and not kernel.host_lease.holding  # it heard, and waits
+        # it heard, and waits
+        assert kernel.host_lease is not None and not kernel.host_lease.holding
         kernel_server.release("/upload")
         await settle()
         assert (await upload.done).status == "done"

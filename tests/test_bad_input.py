@@ -8,11 +8,11 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
+from helpers import holding, serving
 from pyjobq.core.messages import make
 from pyjobq.errors import InvalidJobError, PyjobqError
 from pyjobq.executor.side import ExecutorSide
 from pyjobq.testing import CHANNEL, World, run, settle
-from helpers import holding, serving
 
 
 def test_enqueue_rejects_a_body_that_cannot_be_stored_before_anything_is_filed() -> None:
@@ -91,7 +91,8 @@ def test_a_reconstructor_factory_that_raises_fails_at_once_naming_it() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    None, "text", 3, [], {}, {"v": 1}, {"v": 2, "type": "wake"}, {"v": 1, "type": "eval", "code": "1"},
+    None, "text", 3, [], {}, {"v": 1}, {"v": 2, "type": "wake"},
+    {"v": 1, "type": "eval", "code": "1"},
     {"v": 1, "type": "job-update", "source": "x", "job": "<img src=x onerror=alert(1)>"},
     {"v": 1, "type": "run", "job_id": 5},
 ])
@@ -223,7 +224,8 @@ def test_an_outbox_call_with_a_wrong_typed_id_or_type_raises_invalid_job_error(
             pass
 
         store = MemoryStore()
-        box = Outbox(store, {"send": OutboxHandler(process=process)}, clock=FakeClock(), poll_interval_ms=0)
+        box = Outbox(store, {"send": OutboxHandler(process=process)}, clock=FakeClock(),
+                     poll_interval_ms=0)
         kept = await box.enqueue("send", {"n": 1})
         with pytest.raises(InvalidJobError) as raised:
             await asyncio.wait_for(call(box), 5)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import ast
 import re
-from source_scan import ROOT, sources  # tests/ is on sys.path
 
 from pyjobq.core.records import DEFAULT_MAX_ATTEMPTS, NewJob
+from source_scan import ROOT, sources  # tests/ is on sys.path
+
 
 def literal_defaults() -> dict[str, list[str]]:
     """Each pyjobq file with the functions whose ``max_attempts`` default is a number of its own."""

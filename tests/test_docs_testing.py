@@ -23,7 +23,8 @@ def example(name: str) -> str:
 def _tests() -> list[tuple[str, Callable[[], Any]]]:
     namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
     exec(compile(example("cpython-test"), "docs/testing.md", "exec"), namespace)
-    return [(name, fn) for name, fn in namespace.items() if name.startswith("test_") and callable(fn)]
+    return [(name, fn) for name,
+            fn in namespace.items() if name.startswith("test_") and callable(fn)]
 
 
 def test_the_cpython_example_has_tests() -> None:

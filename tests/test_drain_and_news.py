@@ -15,7 +15,8 @@ from pyjobq.testing import record, run
 
 
 class BrowserTasks:
-    """Stands in for the browser's task queue: each scheduled callback is one task, run on demand."""
+    """Stands in for the browser's task queue: each scheduled callback is one task, run on
+    demand."""
 
     def __init__(self) -> None:
         self.queued: list[Callable[[], None]] = []
@@ -40,7 +41,8 @@ def tasks() -> Iterator[BrowserTasks]:
     tasks.loop.close()
 
 
-def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order(tasks: BrowserTasks) -> None:
+def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order(
+    tasks: BrowserTasks) -> None:
     loop = tasks.loop
     seen: list[str] = []
 
@@ -59,7 +61,8 @@ def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_ord
     assert tasks.queued == [] and tasks.ran == 1
 
 
-def test_a_batch_gives_the_browser_its_turn_after_the_budget(tasks: BrowserTasks, monkeypatch: Any) -> None:
+def test_a_batch_gives_the_browser_its_turn_after_the_budget(tasks: BrowserTasks,
+                                                             monkeypatch: Any) -> None:
     loop = tasks.loop
     now = [0.0]
     monkeypatch.setattr(drain.time, "monotonic", lambda: now[0])
@@ -112,7 +115,8 @@ class Recorder:
 
 @pytest.fixture
 def log() -> list[tuple[str, Any]]:
-    """What the publisher sent, in order: ("link", message) to the page, ("channel", message) to other tabs."""
+    """What the publisher sent, in order: ("link", message) to the page, ("channel", message) to
+    other tabs."""
     return []
 
 
@@ -121,7 +125,8 @@ def publisher(log: list[tuple[str, Any]], request: pytest.FixtureRequest) -> Pub
     """A publisher writing to ``log``; ``parametrize("publisher", ["volatile"], indirect=True)``
     for a volatile engine's."""
     volatile = getattr(request, "param", None) == "volatile"
-    return Publisher(link=Recorder(log, "link"), channel=Recorder(log, "channel"),  # type: ignore[arg-type]
+    return Publisher(link=Recorder(log, "link"),
+                     channel=Recorder(log, "channel"),  # type: ignore[arg-type]
                      source="tab:volatile" if volatile else "tab", volatile=volatile)
 
 
@@ -155,7 +160,8 @@ def test_progress_keeps_its_place_among_the_news_and_batches_stay_within_the_lim
 
 
 @pytest.mark.parametrize("publisher", ["volatile"], indirect=True)
-def test_volatile_news_never_reaches_the_channel(publisher: Publisher, log: list[tuple[str, Any]]) -> None:
+def test_volatile_news_never_reaches_the_channel(publisher: Publisher,
+                                                 log: list[tuple[str, Any]]) -> None:
     async def main() -> None:
         publisher.records([record("v")])
         publisher.progress("v", 1, None)

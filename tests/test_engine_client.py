@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from pyjobq.abort import AbortSignal
-from pyjobq.executor.client import EngineClient, reply_error
 from pyjobq.core.messages import make
 from pyjobq.core.router import Router
 from pyjobq.errors import InvalidJobError, PyjobqError, WorkerUnavailable
+from pyjobq.executor.client import EngineClient, reply_error
+from pyjobq.executor.wiring import in_process
 from pyjobq.memory import MemoryStore
 from pyjobq.testing import Response, World, run, settle
-from pyjobq.executor.wiring import in_process
 
 
 async def _ok(*_args: Any) -> Response:
@@ -87,7 +87,8 @@ def test_the_router_logs_a_bad_message_once_and_hands_the_rest_to_their_handlers
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="pyjobq")
     woken: list[dict[str, Any]] = []
-    owner = Router("pyjobq scheduler", {"wake": woken.append}, ignore={"lease_request"}, kind="channel")
+    owner = Router("pyjobq scheduler", {"wake": woken.append}, ignore={"lease_request"},
+                   kind="channel")
     beside = Router("pyjobq worker", {"debug_counts": woken.append}, quiet=True)
     for data in ({"v": 1, "type": "wake"}, {"v": 9, "type": "wake"}, "text",
                  {"v": 1, "type": "lease_request", "epoch": 1}, {"v": 1, "type": "online"}):

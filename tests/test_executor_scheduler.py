@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
+from helpers import Server, holding, one_tab, reconstructor, serving
 from pyjobq import Outcome
 from pyjobq.engine.scheduler import RETENTION_MS
-from pyjobq.testing import Response
-from pyjobq.testing import World, run, sequential_ids, settle
+from pyjobq.testing import Response, World, run, sequential_ids, settle
 from store_contract import make_record
-from helpers import Server, holding, one_tab, reconstructor, serving
 
 HOUR = 3600 * 1000.0
 
@@ -23,7 +22,8 @@ def test_a_fetch_job_runs_and_done_resolves() -> None:
         world, server, tab = serving(Response(201, {"id": 7}))
         job = tab.side.enqueue_fetch("post", "/items", {"name": "x"}, label="Create")
         await settle()
-        assert await job.done == Outcome(id=job.id, status="done", result={"id": 7}, http_status=201)
+        assert await job.done == Outcome(id=job.id, status="done", result={"id": 7},
+                                         http_status=201)
         assert server.calls == [("POST", "/items", {"name": "x"})]
         record = await world.store.get(job.id)
         assert (record.status, record.attempts, record.owner, record._params) == (
@@ -49,7 +49,8 @@ def test_handshake_timeout_abandons_and_fails_naming_run_started() -> None:
         assert (outcome.status, outcome.code) == ("failed", "handshake_timeout")
         assert "run_started never came" in outcome.error and "10000 ms" in outcome.error
         assert "'fetch'" in outcome.error
-        assert [m["type"] for m in heard if m["type"] in ("run", "abandon_run")] == ["run", "abandon_run"]
+        assert [m["type"] for m in heard if m["type"] in ("run", "abandon_run")] == ["run",
+                                                                                     "abandon_run"]
         record = await world.store.get(job.id)
         assert (record.status, record.attempts, record._params) == (
             "failed", 1, {"method": "GET", "path": "/slow-module", "body": None})
@@ -80,7 +81,8 @@ def test_orphaned_reconstructor_fails_at_once_naming_it() -> None:
         assert (outcome.status, outcome.code) == ("failed", "orphaned")
         assert "no reconstructor 'decode_audio' is registered" in outcome.error
         record = await world.store.get(job.id)
-        assert (record.attempts, record._params, record._reconstructor) == (1, {"take": 3}, "decode_audio")
+        assert (record.attempts, record._params, record._reconstructor) == (1, {"take": 3},
+                                                                            "decode_audio")
     run(main)
 
 
@@ -102,7 +104,8 @@ def test_no_transport_error_says_how_to_configure_one() -> None:
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=1)
         await settle()
         outcome = await job.done
-        assert (outcome.status, outcome.code, outcome.http_status) == ("failed", "no_transport", None)
+        assert (outcome.status, outcome.code, outcome.http_status) == ("failed", "no_transport",
+                                                                       None)
         assert "configure(transport=" in outcome.error
     run(main)
 
@@ -156,7 +159,8 @@ def test_http_errors_carry_status_and_the_body_code() -> None:
         world, server, tab = serving(Response(409, {"error": {"code": "version_conflict"}}))
         job = tab.side.enqueue_fetch("PUT", "/doc/1", {"v": 2})
         await settle()
-        assert await job.done == Outcome(id=job.id, status="failed", error="PUT /doc/1 answered 409 (version_conflict)",
+        assert await job.done == Outcome(id=job.id, status="failed",
+                                         error="PUT /doc/1 answered 409 (version_conflict)",
                                          http_status=409, code="version_conflict")
     run(main)
 
@@ -167,7 +171,8 @@ def test_delete_job_of_a_running_job_aborts_it_and_done_resolves_deleted() -> No
         assert server.holding == ["/long"]
         assert await tab.side.delete_job(job.id) is True
         await settle()
-        assert await job.done == Outcome(id=job.id, status="cancelled", error="deleted", code="deleted")
+        assert await job.done == Outcome(id=job.id, status="cancelled", error="deleted",
+                                         code="deleted")
         assert server.cancelled == ["/long"]
         assert await world.store.all() == []
         assert tab.scheduler.in_flight == frozenset()
@@ -184,7 +189,8 @@ def test_delete_from_another_tab_aborts_the_run_on_the_lease_holder() -> None:
         assert await viewer.side.delete_job(job.id) is True
         await settle()
         assert server.cancelled == ["/long"]
-        assert await job.done == Outcome(id=job.id, status="cancelled", error="deleted", code="deleted")
+        assert await job.done == Outcome(id=job.id, status="cancelled", error="deleted",
+                                         code="deleted")
         assert runner.scheduler.in_flight == frozenset()
     run(main)
 
@@ -198,7 +204,8 @@ def test_cleanup_old_deletes_only_done_records_older_than_7_days() -> None:
         records = [
             make_record("done-old", status="done", updated_at=old, created_at=old),
             make_record("done-new", status="done", updated_at=now - 1000, created_at=old),
-            make_record("failed-old", status="failed", updated_at=old, created_at=old, error="no", code="x"),
+            make_record("failed-old", status="failed", updated_at=old, created_at=old, error="no",
+                        code="x"),
             make_record("cancelled-old", status="cancelled", updated_at=old, created_at=old),
         ]
         await world.store.add(records)
@@ -222,7 +229,8 @@ def test_retry_all_runs_failed_and_cancelled_jobs_again_with_a_fresh_budget() ->
         await settle()
         for job in (forbidden, conflict, cancelled):
             record = await world.store.get(job.id)
-            assert (record.status, record.attempts, record.error, record.code) == ("done", 1, None, None)
+            assert (record.status, record.attempts, record.error, record.code) == ("done", 1, None,
+                                                                                   None)
         assert await tab.side.retry_all() == 0
     run(main)
 
@@ -253,7 +261,8 @@ def test_lanes_two_types_side_by_side_one_type_serial() -> None:
     run(main)
 
 
-def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: pytest.LogCaptureFixture) -> None:
+def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(
+    caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         world, server, tab, job = await holding("/x")
         tab.scheduler.stop()
@@ -266,7 +275,8 @@ def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(caplog: py
     assert caplog.records == []
 
 
-def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(caplog: pytest.LogCaptureFixture) -> None:
+def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(
+    caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         world, server, tab, job = await holding("/x")
         tab.side.stop()
@@ -289,7 +299,8 @@ def test_job_handle_for_an_already_finished_job() -> None:
         reloaded = world.open_tab(transport=Server())
         again = reloaded.side.job(job.id)
         await settle()
-        assert await again.done == first == Outcome(id=job.id, status="failed", error="POST /x answered 422 (invalid)",
+        assert await again.done == first == Outcome(id=job.id, status="failed",
+                                                    error="POST /x answered 422 (invalid)",
                                                     http_status=422, code="invalid")
         missing = reloaded.side.job("no-such-id")
         await settle()
@@ -306,7 +317,8 @@ def test_job_handle_after_reload_resolves_when_the_job_finishes() -> None:
         await settle()
         assert server.cancelled == ["/x"]
         # The new page recovers the dead page's run (its attempt spent) and runs it again.
-        assert await handle.done == Outcome(id=job.id, status="done", result={"ok": True}, http_status=200)
+        assert await handle.done == Outcome(id=job.id, status="done", result={"ok": True},
+                                            http_status=200)
         assert (await world.store.get(job.id)).attempts == 2
     run(main)
 
@@ -406,7 +418,8 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
 
         side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
                             reconstructors={"k": lambda params: work})
-        side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None, job_type="t", attempt=1))
+        side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
+                                        job_type="t", attempt=1))
         await asyncio.sleep(0)  # one turn: the answer posted during the handler is delivered
         assert heard == ["run_started"]
         await settle()

@@ -38,7 +38,8 @@ class Tabs:
                 **options: Any) -> tuple[Holder, asyncio.Future[str]]:
         """A holder called ``name`` asking for ``lock`` (from a new client unless given one)."""
         holder = Holder(self.log, name)
-        return holder, asyncio.ensure_future((client or self.hub.client()).request(lock, holder, **options))
+        return holder, asyncio.ensure_future((client or self.hub.client()).request(lock, holder,
+                                                                                   **options))
 
     @staticmethod
     async def finish(holder: Holder, request: asyncio.Future[str]) -> str:
@@ -62,7 +63,8 @@ def test_exclusive_excludes_and_queues_fifo() -> None:
         assert log == ["a got exclusive"]
         a.release.set()
         assert await asyncio.gather(*tasks) == ["a", "b", "c"]
-        assert log == ["a got exclusive", "a done", "b got exclusive", "b done", "c got exclusive", "c done"]
+        assert log == ["a got exclusive", "a done", "b got exclusive", "b done", "c got exclusive",
+                       "c done"]
         assert hub.held() == {}
     run(main())
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from helpers import Server, holding, one_tab, reconstructor, serving
 from pyjobq.abort import AbortSignal
 from pyjobq.core import messages
 from pyjobq.core.lanes import run_lock
@@ -23,7 +24,6 @@ from pyjobq.memory import FakeClock, MemoryStore
 from pyjobq.outbox import Outbox
 from pyjobq.testing import CHANNEL, LOCK, Response, Tab, World, run, settle
 from store_contract import make_record
-from helpers import Server, holding, one_tab, reconstructor, serving
 
 
 def nested(levels: int) -> Any:
@@ -51,7 +51,8 @@ def raw_record(job_id: str, now: float, **changes: Any) -> dict[str, Any]:
     {"_params": nested(3000)}, {"result": nested(3000)}, {"v3": nested(3000)}, {"status": 5},
 ], ids=lambda b: ",".join(f"{k}={v if isinstance(v, (int, float)) else type(v).__name__}"
                            for k, v in b.items()))
-def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_on(bad: dict) -> None:
+def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_on(
+    bad: dict) -> None:
     async def main() -> None:
         world, server = World(), Server()
         now = world.clock.now()
@@ -69,7 +70,8 @@ def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_o
     run(main)
 
 
-# ---------------------------------------------------------------- 2. an HTTP failure refunded as offline
+# ---------------------------------------------------------------- 2. an HTTP failure refunded as
+# offline
 
 def test_a_500_answered_just_before_the_network_dropped_costs_its_attempt() -> None:
     async def main() -> None:
@@ -105,11 +107,13 @@ def test_offline_is_what_the_page_saw_when_the_attempt_failed() -> None:
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=1)
         await settle()
         record = await world.store.get(job.id)
-        assert (record.status.value, record.code, record.attempts, record.given_back) == ("pending", "offline", 0, 1)
+        assert (record.status.value, record.code, record.attempts, record.given_back) == (
+            "pending", "offline", 0, 1)
     run(main)
 
 
-# ---------------------------------------------------------------- 3. a database upgrade runs live jobs twice
+# ---------------------------------------------------------------- 3. a database upgrade runs live
+# jobs twice
 
 def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() -> None:
     async def main() -> None:
@@ -141,7 +145,8 @@ def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() ->
         await world.advance(5_000)
         assert aborted == ["abandoned"]  # told to drop the run
         assert world.locks.held().get(run_lock(LOCK, "default", job.id)) == "exclusive"
-        assert b.scheduler.in_flight == frozenset() and seen_on_wire == []  # never run twice at once
+        # never run twice at once
+        assert b.scheduler.in_flight == frozenset() and seen_on_wire == []
         ended.set_result(None)
         await world.advance(1_000)
         # Its outcome was not stored (the old page's store is closed): the newer tab recovers
@@ -150,7 +155,8 @@ def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() ->
     run(main)
 
 
-# ---------------------------------------------------------------- 4. delete/cancel frees the type at once
+# ---------------------------------------------------------------- 4. delete/cancel frees the type
+# at once
 
 @pytest.mark.parametrize("how", ["delete", "cancel"])
 def test_the_debounce_recipe_never_has_two_saves_of_one_type_in_flight(how: str) -> None:
@@ -199,13 +205,15 @@ def test_a_transport_of_three_arguments_is_called_as_before() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 5. a late result lands on the wrong run
+# ---------------------------------------------------------------- 5. a late result lands on the
+# wrong run
 
 def test_an_answer_for_another_claim_is_ignored() -> None:
     async def main() -> None:
         world, server, tab, job = await holding("/slow")
         # Run 1's answer, still in flight when the job was claimed again: another claim's word.
-        tab.page_link.send(make("run_result", job_id=job.id, claim="tab1:999", ok=True, result={"old": True}))
+        tab.page_link.send(make("run_result", job_id=job.id, claim="tab1:999", ok=True,
+                                result={"old": True}))
         await settle()
         assert (await world.store.get(job.id)).status.value == "running"
         server.release("/slow", Response(200, {"new": True}))
@@ -218,11 +226,13 @@ def test_a_page_refuses_a_second_run_of_a_job_it_is_running() -> None:
     async def main() -> None:
         world, server, tab = serving("hold")
         answers: list[dict[str, Any]] = []
-        tab.worker_link.subscribe(lambda m: answers.append(m) if m.get("type") == "run_result" else None)
+        tab.worker_link.subscribe(
+            lambda m: answers.append(m) if m.get("type") == "run_result" else None)
         job = tab.side.enqueue_fetch("POST", "/once")
         await settle()
         run_msg = make("run", job_id=job.id, claim="tab1:77", reconstructor="fetch",
-                       params={"method": "POST", "path": "/once", "body": None}, job_type="default", attempt=2)
+                       params={"method": "POST", "path": "/once", "body": None}, job_type="default",
+                       attempt=2)
         tab.worker_link.send(run_msg)
         await settle()
         assert len(server.calls) == 1
@@ -245,7 +255,8 @@ def test_a_forged_job_update_neither_ends_a_run_nor_resolves_done() -> None:
         await settle()
         forger = world.channels.channel(CHANNEL)  # any same-origin script
         forger.post(make("job-update", source="evil", job={"id": job.id, "deleted": True}))
-        forger.post(make("job-update", source="evil", job={"id": job.id, "status": "done", "result": "forged"}))
+        forger.post(make("job-update", source="evil",
+                         job={"id": job.id, "status": "done", "result": "forged"}))
         await settle()
         assert server.holding == ["/real"] and server.cancelled == []
         assert not job.done.done() and not watching.done.done()
@@ -317,15 +328,18 @@ def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_agai
         world, server, tab, job = await holding("/x", max_attempts=3)
         claim = next(iter(tab.scheduler.flights)).claim
         # An older page that checks no depth answers with a result nobody can store.
-        tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True, result=nested(600)))
+        tab.page_link.send(make("run_result", job_id=job.id, claim=claim, ok=True,
+                                result=nested(600)))
         await world.advance(60_000)
         record = await world.store.get(job.id)
-        assert (record.status.value, record.code, record.attempts) == ("failed", "result_not_storable", 1)
+        assert (record.status.value, record.code, record.attempts) == ("failed",
+                                                                       "result_not_storable", 1)
         assert len(server.calls) == 1
     run(main)
 
 
-# ---------------------------------------------------------------- 9. a transient store error stalls the queue
+# ---------------------------------------------------------------- 9. a transient store error stalls
+# the queue
 
 def test_a_pass_that_raised_re_arms_its_wake() -> None:
     async def main() -> None:
@@ -381,7 +395,8 @@ def test_a_status_this_version_does_not_know_is_left_as_it_is() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 11. an Outbox on the queue's database
+# ---------------------------------------------------------------- 11. an Outbox on the queue's
+# database
 
 def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     async def main() -> None:
@@ -405,7 +420,8 @@ def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 12. a 10 MB result crosses every tab
+# ---------------------------------------------------------------- 12. a 10 MB result crosses every
+# tab
 
 def test_a_big_result_stays_out_of_job_updates_and_done_reads_it_from_the_store() -> None:
     async def main() -> None:
@@ -473,13 +489,15 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
     async def main() -> None:
         world = World()
         now = world.clock.now()
-        world.store.put_raw(raw_record("orphan", now, status="running", owner="dead-tab", attempts=1,
+        world.store.put_raw(raw_record("orphan", now, status="running", owner="dead-tab",
+                                       attempts=1,
                                        next_retry_at=None))
         a_froze: list[str] = []
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
             if tab.name == "tab1" and operation in ("update", "update_many") and phase == "before" and not a_froze:
-                a_froze.append(args[0].job_id if operation == "update" else ",".join(c.job_id for c in args[0]))
+                a_froze.append(args[0].job_id if operation == "update" else ",".join(
+                    c.job_id for c in args[0]))
                 tab.freeze()
                 await tab.thawed()
 
@@ -488,7 +506,7 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
         await settle()
         assert a_froze == ["orphan"]  # frozen between its look at the running records and the write
         b_server = Server("hold")
-        b = world.open_tab(transport=b_server, page_lease=True)
+        world.open_tab(transport=b_server, page_lease=True)
         await world.advance(1_000)
         assert b_server.holding == ["/orphan"]
         a.resume()

@@ -24,8 +24,10 @@ def table() -> tuple[FlightTable, FakeClock, list[str], list[int]]:
 
 def test_a_flight_that_never_starts_meets_its_deadline_and_one_that_starts_does_not() -> None:
     flights, clock, expired, _ = table()
-    slow = flights.add("a", "t", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: expired.append(f.job_id))
-    quick = flights.add("b", "u", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: expired.append(f.job_id))
+    slow = flights.add("a", "t", release_run_lock=None, deadline_ms=100,
+                       on_deadline=lambda f: expired.append(f.job_id))
+    quick = flights.add("b", "u", release_run_lock=None, deadline_ms=100,
+                        on_deadline=lambda f: expired.append(f.job_id))
     flights.started(quick)
     clock.advance(100)
     assert expired == ["a"] and slow.claim != quick.claim and quick.started
@@ -33,7 +35,8 @@ def test_a_flight_that_never_starts_meets_its_deadline_and_one_that_starts_does_
 
 def test_answers_are_matched_by_claim_and_an_older_claim_is_not_this_one() -> None:
     flights, *_ = table()
-    flight = flights.add("a", "t", release_run_lock=None, deadline_ms=100, on_deadline=lambda f: None)
+    flight = flights.add("a", "t", release_run_lock=None, deadline_ms=100,
+                         on_deadline=lambda f: None)
     assert flights.for_answer({"job_id": "a", "claim": flight.claim}) is flight
     assert flights.for_answer({"job_id": "a"}) is flight  # an older page echoes no claim
     assert flights.for_answer({"job_id": "a", "claim": "tab:0"}) is None
@@ -44,7 +47,8 @@ def test_finish_takes_it_out_stops_the_deadline_lets_the_lock_go_and_settles_wai
     async def main() -> None:
         flights, clock, expired, _ = table()
         lock = Lock()
-        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: expired.append("a"))
+        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,
+                             on_deadline=lambda f: expired.append("a"))
         waiter = flight.wait_settled()
         flights.finish(flight)
         flights.finish(flight)  # twice is once
@@ -57,7 +61,8 @@ def test_finish_takes_it_out_stops_the_deadline_lets_the_lock_go_and_settles_wai
 def test_take_keeps_the_run_lock_until_finish() -> None:
     flights, *_ = table()
     lock = Lock()
-    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,
+                         on_deadline=lambda f: None)
     flights.take(flight)
     assert ("a" in flights, lock.released) == (False, 0)
     flights.finish(flight)
@@ -68,11 +73,13 @@ def test_an_abandoned_run_keeps_its_type_and_lock_until_the_page_says_it_ended()
     async def main() -> None:
         flights, clock, _, ended = table()
         lock = Lock()
-        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+        flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,
+                             on_deadline=lambda f: None)
         waiter = flight.wait_settled()
         assert flights.abandon("a") is flight
         # Its waiters (suspend_type) wait for the run to end: its executor may still be saving.
-        assert ("a" in flights, flights.ours(), flights.busy_types(), flights.ending, waiter.done(), lock.released) \
+        assert ("a" in flights, flights.ours(), flights.busy_types(), flights.ending, waiter.done(),
+                lock.released) \
             == (False, {"a"}, {"t"}, True, False, 0)
         assert flights.ended("tab:999") is False
         assert flights.ended(flight.claim) is True
@@ -91,7 +98,8 @@ def test_an_abandoned_run_ends_on_its_pages_word_only_however_late() -> None:
     # freed the type with the old request still on the wire (issue 22, finding 4).
     flights, clock, _, ended = table()
     lock = Lock()
-    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,
+                         on_deadline=lambda f: None)
     flights.abandon("a")
     clock.advance(3_600_000)
     assert (flights.ending, flights.busy_types(), lock.released, ended[0]) == (True, {"t"}, 0, 0)
@@ -110,7 +118,8 @@ def test_a_run_abandoned_while_its_outcome_was_being_stored_ends_when_that_store
     # it would hold the type for ever (a simulation seed found that).
     flights, clock, _, ended = table()
     lock = Lock()
-    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100, on_deadline=lambda f: None)
+    flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,
+                         on_deadline=lambda f: None)
     flights.started(flight)
     flights.abandon("a")
     flights.finish(flight)

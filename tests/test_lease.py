@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
+from helpers import Server, holding, serving
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
 from pyjobq.engine.lease import LeaseHolder, fake_grab
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
-from helpers import Server, holding, serving
 
 
-def holder_and_worker(hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any, list[dict[str, Any]]]:
+def holder_and_worker(hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any,
+                                                             list[dict[str, Any]]]:
     """A page's lease holder on ``hub``, the worker's end of its link, and what the worker hears."""
     page, worker = link_pair()
     heard: list[dict[str, Any]] = []
@@ -68,7 +69,8 @@ def test_the_holder_grants_keeps_between_drains_and_lets_go_when_frozen() -> Non
         holder.freeze()
         await settle()
         assert heard[-1] == make("lease_revoked", epoch=2)
-        assert hub.held() == {} and holder.refusing  # released in the handler; runs refused until acked
+        # released in the handler; runs refused until acked
+        assert hub.held() == {} and holder.refusing
         worker.send(make("lease_released", epoch=2))
         worker.send(make("lease_request"))
         await settle()
@@ -261,7 +263,8 @@ def test_stale_and_foreign_lease_messages_change_nothing() -> None:
 def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
     async def main() -> None:
         world, server, a, job = await holding("/w")
-        assert world.locks.held() == {LOCK: "exclusive", run_lock(LOCK, "default", job.id): "exclusive"}
+        assert world.locks.held() == {LOCK: "exclusive",
+                                      run_lock(LOCK, "default", job.id): "exclusive"}
         server.release("/w", Response(200, {}))
         await settle()
         assert (await job.done).status == "done" and world.locks.held() == {}

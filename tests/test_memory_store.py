@@ -24,7 +24,8 @@ def test_memory_store_meets_the_contract(check, yields: int) -> None:
 SHARES_RECORDS = {"check_returned_records_are_copies"}
 
 
-@pytest.mark.parametrize("check", [c for c in store_contract.CHECKS if c.__name__ not in SHARES_RECORDS],
+@pytest.mark.parametrize("check",
+                         [c for c in store_contract.CHECKS if c.__name__ not in SHARES_RECORDS],
                          ids=lambda c: c.__name__)
 def test_volatile_store_meets_the_contract(check) -> None:
     run(check(VolatileStore(forget_done=False)))
@@ -81,11 +82,13 @@ def test_a_yielding_store_lets_a_retry_in_between_two_calls_of_a_delete_and_lose
     async def race(store: MemoryStore) -> tuple[list[str], bool, list[str]]:
         await store.add([store_contract.make_record("x", status="failed", error="boom")])
         deleted, retried = await asyncio.gather(
-            _two_call_delete(store, ["x"]), store.update(store_contract.Change("x", _revive, REVIVABLE)))
+            _two_call_delete(store, ["x"]),
+            store.update(store_contract.Change("x", _revive, REVIVABLE)))
         return deleted, retried.applied, [r.id for r in await store.all()]
 
     assert run(race(MemoryStore())) == (["x"], False, [])  # never yields: the delete runs whole
-    assert run(race(MemoryStore(yields=True))) == (["x"], True, [])  # the retry said yes, and is lost
+    assert run(race(MemoryStore(yields=True))) == (["x"], True,
+                                                   [])  # the retry said yes, and is lost
 
 
 def test_a_yielding_store_begins_its_calls_in_the_order_they_were_made() -> None:

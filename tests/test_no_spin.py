@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from helpers import Server, reconstructor
 from pyjobq import AbortSignal
 from pyjobq.core.lanes import legacy_run_lock, run_lock
 from pyjobq.core.mode import JOB_QUEUE
 from pyjobq.engine.scheduler import Scheduler
 from pyjobq.testing import LOCK, Tab, World, record, run, settle
-from helpers import Server, reconstructor
 
 STEP_MS = 100.0
 #: A holder that waits on events looks a handful of times a minute at most; one that spins
@@ -117,7 +117,8 @@ def test_a_run_lock_taken_ahead_by_another_page_is_waited_for_not_polled() -> No
         async def hold(_lock: Any) -> None:
             await let_go
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", second.id), hold))
+        other = asyncio.ensure_future(world.locks.client().request(
+            run_lock(LOCK, "upload", second.id), hold))
         await settle()
         # A page holding a run lock of the type may be starting it (a holder whose silent lease
         # was taken, before it hears: pyjobq/engine/lease.py), so the whole lane waits — watched.
@@ -147,14 +148,16 @@ def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() ->
         server = Server("hold", "hold")
         world = World()
         tab = world.open_tab(transport=server)
-        other_lane = tab.side.enqueue_fetch("POST", "/decode", type="decode")  # keeps the pass waiting
+        other_lane = tab.side.enqueue_fetch("POST", "/decode",
+                                            type="decode")  # keeps the pass waiting
         upload = tab.side.enqueue_fetch("POST", "/upload", type="upload")
         let_go = asyncio.get_running_loop().create_future()
 
         async def hold(_lock: Any) -> None:
             await let_go
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", upload.id), hold))
+        other = asyncio.ensure_future(world.locks.client().request(
+            run_lock(LOCK, "upload", upload.id), hold))
         await settle()
         assert server.holding == ["/decode"]
         assert (await world.store.get(upload.id)).status == "pending"
@@ -187,13 +190,15 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bou
         async def frozen_watch(_lock: Any) -> None:
             await thawed
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", job.id), frozen_watch,
+        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", job.id),
+                                                                   frozen_watch,
                                                                    mode="shared"))
         await settle()
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
         assert server.paths == [] and (await world.store.get(job.id)).status == "pending"
 
-        thawed.set_result(None)  # the page thaws, its watch lets go; the next re-look starts the run
+        thawed.set_result(
+            None)  # the page thaws, its watch lets go; the next re-look starts the run
         await other
         await world.advance(JOB_QUEUE.recheck_ms or 0.0)
         assert (await job.done).status == "done" and server.paths == ["/upload"]
@@ -208,13 +213,15 @@ def test_a_run_an_older_pyjobq_holds_under_its_legacy_run_lock_is_waited_for_not
     async def main() -> None:
         world = World()
         # The old tab's run: its record running under its owner, its run lock by the old name.
-        await world.store.add([record("old-run", type="upload", status="running", owner="old-tab", attempts=1)])
+        await world.store.add([record("old-run", type="upload", status="running", owner="old-tab",
+                                      attempts=1)])
         let_go = asyncio.get_running_loop().create_future()
 
         async def hold(_lock: Any) -> None:
             await let_go
 
-        old_tab = asyncio.ensure_future(world.locks.client().request(legacy_run_lock(LOCK, "old-run"), hold))
+        old_tab = asyncio.ensure_future(world.locks.client().request(
+            legacy_run_lock(LOCK, "old-run"), hold))
         await settle()
         server = Server()
         tab = world.open_tab(transport=server)

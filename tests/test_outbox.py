@@ -14,8 +14,20 @@ from pyjobq.core.messages import parse, updated_jobs
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import FakeClock, MemoryStore
-from pyjobq.outbox import (LEASE_RAN_OUT, Outbox, OutboxEntry, OutboxHandler, Prune, RunClaim, delivered,
-                           lease_ran_out, outbox_backoff, renewed, rollback_begun, undecided)
+from pyjobq.outbox import (
+    LEASE_RAN_OUT,
+    Outbox,
+    OutboxEntry,
+    OutboxHandler,
+    Prune,
+    RunClaim,
+    delivered,
+    lease_ran_out,
+    outbox_backoff,
+    renewed,
+    rollback_begun,
+    undecided,
+)
 from pyjobq.testing import T0, FreezableClock, record, run, settle
 
 DAY = 24 * 3600 * 1000.0
@@ -57,7 +69,8 @@ class CountingStore(MemoryStore):
         return object.__getattribute__(self, name)
 
 
-def make(store: MemoryStore | None = None, clock: FakeClock | None = None, **kw: Any) -> tuple[Outbox, Calls]:
+def make(store: MemoryStore | None = None, clock: FakeClock | None = None,
+         **kw: Any) -> tuple[Outbox, Calls]:
     calls = Calls()
     handlers = kw.pop("handlers", None) or {
         "send": OutboxHandler(process=calls.process, on_exhausted=calls.on_exhausted),
@@ -71,7 +84,8 @@ def make(store: MemoryStore | None = None, clock: FakeClock | None = None, **kw:
 
 
 def started(fail: Exception | None = None, *, seed: tuple[dict[str, Any], ...] = (),
-            store: MemoryStore | None = None, **kw: Any) -> tuple[Outbox, Calls, MemoryStore, FakeClock]:
+            store: MemoryStore | None = None, **kw: Any) -> tuple[Outbox, Calls, MemoryStore,
+                                                                  FakeClock]:
     """``make()`` on ``store`` (a new one) holding the raw records ``seed`` and a new clock
     (at ``T0``), its process raising ``fail``, started."""
     store, clock = store if store is not None else MemoryStore(), FakeClock()
@@ -85,7 +99,8 @@ def started(fail: Exception | None = None, *, seed: tuple[dict[str, Any], ...] =
 
 def stored(job_id: str, type_: str, created_at: float, **changes: Any) -> dict[str, Any]:
     changes.setdefault("next_retry_at", created_at)
-    return record(job_id, type=type_, reconstructor=type_, params={"n": job_id}, created_at=created_at,
+    return record(job_id, type=type_, reconstructor=type_, params={"n": job_id},
+                  created_at=created_at,
                   **changes).to_dict()
 
 
@@ -100,7 +115,8 @@ def test_outbox_is_exported_and_drives_the_engine_on_the_injected_store() -> Non
         box.start()
         job = await box.enqueue("send", {"text": "hi"})
         await settle()
-        assert [(e.id, e.type, e.payload, e.attempts) for e in calls.processed] == [(job.id, "send", {"text": "hi"}, 1)]
+        assert [(e.id, e.type, e.payload, e.attempts) for e in calls.processed] == [(
+            job.id, "send", {"text": "hi"}, 1)]
         assert (await job.done).status == "done"
         assert await store.all() == []  # success deletes
         box.stop()
@@ -141,10 +157,12 @@ def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
     async def main() -> None:
         box, calls, store, _ = started(store=CountingStore(), prune=False)
         # Both filed before the first settles (in one burst), so the settle can claim the next.
-        await asyncio.gather(box.enqueue("send", {"big": "x" * 1000}), box.enqueue("send", {"big": "y" * 1000}))
+        await asyncio.gather(box.enqueue("send", {"big": "x" * 1000}),
+                             box.enqueue("send", {"big": "y" * 1000}))
         await settle()
         assert len(calls.processed) == 2
-        assert "entries" in store.calls  # the pass's view: fields read through the index, no payloads
+        # the pass's view: fields read through the index, no payloads
+        assert "entries" in store.calls
         assert "all" not in store.calls  # never every record, payloads and all
         # The claim is one read-modify-write of the one record it takes; the settle of the first
         # and the claim of the second share one transaction (group commit).
@@ -181,11 +199,13 @@ def test_a_lease_that_ran_out_is_claimable_again_and_a_live_one_is_not() -> None
 def test_claims_are_leases_on_the_running_record() -> None:
     async def main() -> None:
         gate = asyncio.get_running_loop().create_future()
-        box, _, store, clock = started(lease_ms=10_000, handlers={"send": {"process": lambda e: gate}})
+        box, _, store, clock = started(lease_ms=10_000,
+                                       handlers={"send": {"process": lambda e: gate}})
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
-        assert (record.status, record.owner, record.next_retry_at) == (Status.RUNNING, box.source, clock.now() + 10_000)
+        assert (record.status, record.owner, record.next_retry_at) == (Status.RUNNING, box.source,
+                                                                       clock.now() + 10_000)
         # A second entry of the type is due but waits for its lane: the next timer is the
         # lease's renewal, a third of the lease away, not a zero-delay timer that would wake
         # the loop again and again.
@@ -213,7 +233,8 @@ def test_failure_backs_off_minus_jitter_and_arms_one_timer() -> None:
         await settle()
         record = await store.get(job.id)
         # min(1000·2^0, 30000) minus 0.5·20 %.
-        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 1, clock.now() + 900)
+        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 1,
+                                                                          clock.now() + 900)
         assert clock.next_timer_at() == record.next_retry_at
         clock.advance(900)
         await settle()
@@ -241,12 +262,14 @@ def test_the_default_backoff_subtracts_up_to_20_percent() -> None:
 def test_offline_failure_costs_no_attempt_and_logs_skip(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         online = {"now": False}
-        box, calls, store, clock = started(OSError("Failed to fetch"), is_online=lambda: online["now"])
+        box, calls, store, clock = started(OSError("Failed to fetch"),
+                                           is_online=lambda: online["now"])
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
         assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 0, 1)
-        assert [r.phase for r in caplog.records if getattr(r, "outbox_event", None)] == ["start", "skip"]
+        assert [r.phase for r in caplog.records if getattr(r, "outbox_event", None)] == ["start",
+                                                                                         "skip"]
         box.stop()
     caplog.set_level(logging.INFO, logger="pyjobq")
     run(main)
@@ -320,7 +343,8 @@ def test_the_handlers_classifier_wins_over_the_options() -> None:
     async def main() -> None:
         calls = Calls()
         calls.fail = ValueError("x")
-        box, _ = make(handlers={"send": OutboxHandler(process=calls.process, on_exhausted=calls.on_exhausted,
+        box, _ = make(handlers={"send": OutboxHandler(process=calls.process,
+                                                      on_exhausted=calls.on_exhausted,
                                                      is_retryable_error=lambda e: False)},
                       is_retryable_error=lambda e: True)
         box.start()
@@ -367,7 +391,8 @@ def test_unknown_type_warns_and_deletes(caplog: pytest.LogCaptureFixture) -> Non
         ))
         await settle()
         assert await store.all() == [] and calls.processed == []
-        warned = [r for r in caplog.records if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
+        warned = [
+            r for r in caplog.records if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
         assert sorted(r.entry_type for r in warned) == ["fetch", "gone/type"]
         box.stop()
     caplog.set_level(logging.INFO, logger="pyjobq")
@@ -391,7 +416,8 @@ def test_transport_result_is_handed_to_process() -> None:
         box, calls, store, clock = started(transport=transport)
         job = await box.enqueue("send", 7)
         await settle()
-        assert calls.processed == [] and (await store.get(job.id)).attempts == 1  # send error: the retry path
+        # send error: the retry path
+        assert calls.processed == [] and (await store.get(job.id)).attempts == 1
         transport.fail = False
         clock.advance(900)
         await settle()
@@ -400,7 +426,8 @@ def test_transport_result_is_handed_to_process() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- yielding, pruning, activity, logging
+# ---------------------------------------------------------------- yielding, pruning, activity,
+# logging
 
 @pytest.mark.parametrize("every,expected", [(1, 3), (2, 1), (0, 0)])
 def test_yield_every(every: int, expected: int) -> None:
@@ -425,10 +452,12 @@ def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
         t = clock.now()
 
         def fill(store: MemoryStore) -> None:
-            store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed", next_retry_at=None,
+            store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed",
+                                 next_retry_at=None,
                                  updated_at=t - 91 * DAY))
             for n in range(201):
-                store.put_raw(stored(f"f{n:03d}", "send", t - 1000 + n, status="failed", next_retry_at=None,
+                store.put_raw(stored(f"f{n:03d}", "send", t - 1000 + n, status="failed",
+                                     next_retry_at=None,
                                      updated_at=t - 1000 + n))
 
         store = MemoryStore()
@@ -461,7 +490,8 @@ def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
 def test_on_activity_hears_every_change() -> None:
     async def main() -> None:
         seen: list[tuple[str, bool]] = []
-        box, _, *_ = started(on_activity=lambda u: seen.append((u["status"], bool(u.get("deleted")))))
+        box, _, *_ = started(on_activity=lambda u: seen.append((u["status"],
+                                                                bool(u.get("deleted")))))
         await box.enqueue("send", 1)
         await settle()
         assert seen == [("pending", False), ("running", False), ("done", False), ("done", True)]
@@ -521,13 +551,15 @@ def test_an_enqueue_right_after_start_on_a_slow_store_is_stored_and_processed() 
     run(main)
 
 
-# ---------------------------------------------------------------- issue 15: the outbox as its users know it
+# ---------------------------------------------------------------- issue 15: the outbox as its users
+# know it
 
 def test_an_entry_enqueued_before_start_is_stored_at_once_and_sent_on_start() -> None:
     async def main() -> None:
         store = MemoryStore()
         box, calls = make(store)
-        job = await asyncio.wait_for(box.enqueue("send", {"text": "early"}), 1)  # no start(): still stored
+        job = await asyncio.wait_for(box.enqueue("send", {"text": "early"}),
+                                     1)  # no start(): still stored
         assert [(r.id, r.status) for r in await store.all()] == [(job.id, Status.PENDING)]
         await settle()
         assert calls.processed == []  # not sent before start()
@@ -654,7 +686,8 @@ def test_http_statuses_follow_is_retryable_error_not_the_job_queues_rules(status
         job = await box.enqueue("send", 1, max_attempts=3)
         await settle()
         record = await store.get(job.id)
-        # An ordinary retryable failure: counted, on the outbox's ladder (not 60 s, not failed at once).
+        # An ordinary retryable failure: counted, on the outbox's ladder (not 60 s, not failed at
+        # once).
         assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 1, 0)
         assert record.next_retry_at - clock.now() < 60_000
         for _ in range(3):
@@ -671,7 +704,8 @@ def test_http_statuses_follow_is_retryable_error_not_the_job_queues_rules(status
 def test_a_non_retryable_http_status_exhausts_at_once_and_rolls_back(status: int) -> None:
     async def main() -> None:
         store = MemoryStore()
-        box, calls = make(store, is_retryable_error=lambda err: getattr(err, "status", None) != status)
+        box, calls = make(store,
+                          is_retryable_error=lambda err: getattr(err, "status", None) != status)
         calls.fail = pyjobq.JobError(f"HTTP {status}", status=status)
         box.start()
         job = await box.enqueue("react", 1, max_attempts=5)
@@ -729,7 +763,8 @@ def test_the_rollback_delete_and_the_unknown_type_delete_are_published() -> None
 
 def running(**changes: Any) -> Any:
     """Entry ``e`` on its 2nd attempt, running under ``me``'s lease until T0 + 100."""
-    fields: dict[str, Any] = dict(type="react", reconstructor="react", params={"n": 1}, status="running",
+    fields: dict[str, Any] = dict(type="react", reconstructor="react", params={"n": 1},
+                                  status="running",
                                   attempts=2, given_back=1, owner="me", next_retry_at=T0 + 100)
     fields.update(changes)
     return record("e", **fields)
@@ -747,12 +782,15 @@ def test_a_run_claim_is_its_owner_and_its_attempt() -> None:
     assert not MINE.holds(running(given_back=2))  # given back, then claimed again
     assert not MINE.holds(running(status="pending", owner=None))
     assert MINE.failed_on(running(status="failed", owner=None, next_retry_at=None))
-    assert not MINE.failed_on(running(status="failed", owner="me", next_retry_at=None))  # rollback begun
-    assert not MINE.failed_on(running(status="failed", owner=None, attempts=3, next_retry_at=None))  # a later run
+    assert not MINE.failed_on(running(status="failed", owner="me",
+                                      next_retry_at=None))  # rollback begun
+    assert not MINE.failed_on(running(status="failed", owner=None, attempts=3,
+                                      next_retry_at=None))  # a later run
 
 
 def test_a_renewal_pushes_the_lease_only_while_the_record_is_the_claim() -> None:
-    assert renewed(running(), MINE, T0 + 50, 90) == running(next_retry_at=T0 + 140, updated_at=T0 + 50)
+    assert renewed(running(), MINE, T0 + 50, 90) == running(next_retry_at=T0 + 140,
+                                                            updated_at=T0 + 50)
     assert renewed(running(owner="other"), MINE, T0 + 50, 90) is None
     assert renewed(running(attempts=3), MINE, T0 + 50, 90) is None
     assert renewed(running(status="pending", owner=None, next_retry_at=T0 + 500), MINE, T0 + 50, 90) is None
@@ -764,9 +802,12 @@ def test_a_delivery_takes_the_entry_back_from_anything_but_a_rollback_begun() ->
     back = running(next_retry_at=now + 90, updated_at=now)
     assert delivered(running(), MINE, now, 90) is None  # still mine: the settle applies as it is
     assert delivered(running(owner="other", attempts=3, given_back=1), MINE, now, 90) == back.evolve(attempts=3)
-    assert delivered(running(status="pending", owner=None, next_retry_at=T0 + 900, attempts=3, error="no",
-                             code="x"), MINE, now, 90) == back.evolve(attempts=3, error="no", code="x")
-    assert delivered(running(status="failed", owner=None, next_retry_at=None, error="gone", code="page_gone"),
+    assert delivered(running(status="pending", owner=None, next_retry_at=T0 + 900, attempts=3,
+                             error="no",
+                             code="x"), MINE, now, 90) == back.evolve(attempts=3, error="no",
+                                                                      code="x")
+    assert delivered(running(status="failed", owner=None, next_retry_at=None, error="gone",
+                             code="page_gone"),
                      MINE, now, 90) == back.evolve(error="gone", code="page_gone")
     assert delivered(running(status="failed", owner="other", next_retry_at=None), MINE, now, 90) is None
     assert delivered(running(status="done", owner=None, next_retry_at=None), MINE, now, 90) is None
@@ -781,7 +822,8 @@ def test_a_rollback_is_marked_on_the_failed_record_and_nowhere_else() -> None:
 
 
 def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
-    seen = running(status="failed", owner=None, next_retry_at=None, error="HTTPError: 500", code="http_500",
+    seen = running(status="failed", owner=None, next_retry_at=None, error="HTTPError: 500",
+                   code="http_500",
                    http_status=500)
     said = seen.evolve(code="page_gone", error=LEASE_RAN_OUT, http_status=None)
     assert lease_ran_out(seen, seen) == said
@@ -792,7 +834,8 @@ def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
     assert undecided(said) and not undecided(seen) and not undecided(said.evolve(owner="me"))
 
 
-# ---------------------------------------------------------------- two processors on one store: the lease
+# ---------------------------------------------------------------- two processors on one store: the
+# lease
 
 class Gated:
     """One outbox's handlers whose ``process`` waits for the test: ``release(ok)`` ends the
@@ -826,7 +869,8 @@ class Gated:
 LEASE = 9_000.0
 
 
-def two_outboxes(**kw: Any) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock, FreezableClock]:
+def two_outboxes(**kw: Any) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock,
+                                     FreezableClock]:
     """Outbox ``a`` and outbox ``b`` on one store and one clock, neither started; ``a`` sees the
     clock through a :class:`FreezableClock` (a frozen page: its timers wait for the thaw).
     Type ``react`` rolls back; ``send`` is kept for a manual retry; neither retries a refusal."""
@@ -941,7 +985,8 @@ def test_a_delivery_wins_over_a_reclaim_and_its_entry_is_never_rolled_back() -> 
 
 
 @pytest.mark.parametrize("kind", ["react", "send"])
-def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_run_may_deliver(kind: str) -> None:
+def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_run_may_deliver(
+    kind: str) -> None:
     async def main() -> None:
         a, ga, b, gb, store, clock, frozen = two_outboxes()
         a.start()
@@ -959,7 +1004,8 @@ def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_r
         ga.release(True)  # the frozen run delivered after all
         await settle()
         assert await store.all() == []
-        assert [step for _, step in ga.log] == ["process 1"] + (["on_exhausted"] if kind == "send" else [])
+        assert [step for _, step in ga.log] == ["process 1"] + (
+            ["on_exhausted"] if kind == "send" else [])
         a.stop(), b.stop()
     run(main)
 
@@ -1017,10 +1063,13 @@ def test_start_finishes_rollbacks_but_not_of_an_entry_whose_last_run_may_have_de
     async def main() -> None:
         t = T0
         box, calls, store, clock = started(seed=(
-            stored("unknown", "react", t, status="failed", next_retry_at=None, attempts=5, code="page_gone"),
-            stored("begun", "react", t, status="failed", next_retry_at=None, attempts=5, code="page_gone",
+            stored("unknown", "react", t, status="failed", next_retry_at=None, attempts=5,
+                   code="page_gone"),
+            stored("begun", "react", t, status="failed", next_retry_at=None, attempts=5,
+                   code="page_gone",
                    owner="a-page-that-died-mid-rollback"),
-            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5, code="not_retryable"),
+            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5,
+                   code="not_retryable"),
         ))
         await settle()
         assert sorted(calls.rolled_back) == ["begun", "left"]
@@ -1035,7 +1084,8 @@ def test_start_finishes_interrupted_rollbacks_before_it_prunes() -> None:
     async def main() -> None:
         t = T0
         old = dict(status="failed", next_retry_at=None, attempts=5, updated_at=t - 100 * DAY)
-        box, calls, store, clock = started(seed=(stored("old-react", "react", t - 100 * DAY, **old),))
+        box, calls, store, clock = started(seed=(stored("old-react", "react", t - 100 * DAY, **old),
+                                                 ))
         await settle()
         assert calls.rolled_back == ["old-react"]  # reverted, not silently pruned
         assert await store.all() == []
@@ -1049,7 +1099,8 @@ def test_prune_deletions_are_published() -> None:
         t = clock.now()
         store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed", next_retry_at=None,
                              updated_at=t - 91 * DAY))
-        store.put_raw(stored("recent", "send", t - DAY, status="failed", next_retry_at=None, updated_at=t - DAY))
+        store.put_raw(stored("recent", "send", t - DAY, status="failed", next_retry_at=None,
+                             updated_at=t - DAY))
         heard: list[Any] = []
         box, _ = make(store, clock, on_activity=heard.append)
         posted: list[Any] = []
@@ -1077,12 +1128,14 @@ def test_a_lease_that_ran_out_on_the_ceiling_is_failed_as_such_and_handled_once(
         heard: list[Any] = []
         # The last attempt's page died mid-run; the attempt before had failed with an HTTP 500.
         box, calls, store, clock = started(on_activity=heard.append, seed=(
-            stored("gone", kind, t - 100, status="running", owner="dead-tab", attempts=5, next_retry_at=t - 1,
+            stored("gone", kind, t - 100, status="running", owner="dead-tab", attempts=5,
+                   next_retry_at=t - 1,
                    code="http_500", error="HTTPError: 500", http_status=500),
         ))
         await settle()
         failed = await store.get("gone")
-        assert (failed.status, failed.code, failed.http_status, failed.owner) == (Status.FAILED, "page_gone", None, None)
+        assert (failed.status, failed.code, failed.http_status, failed.owner) == (
+            Status.FAILED, "page_gone", None, None)
         assert "lease ran out" in failed.error  # the cause that happened, not the attempt before's
         assert [(u.status, u.code) for u in heard][-1] == ("failed", "page_gone")
         assert calls.exhausted == (["gone"] if kind == "send" else []) and calls.rolled_back == []

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_python(code: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -177,4 +178,5 @@ def test_housekeeping_calls_take_effect_in_call_order_and_refuse_a_wrong_typed_a
 
         asyncio.run(main())
     """)
-    assert out.split() == ["delete_job(job_id)", "job(job_id)", "suspend_type(type)", "delete_group(group)", "ok"]
+    assert out.split() == ["delete_job(job_id)", "job(job_id)", "suspend_type(type)",
+                           "delete_group(group)", "ok"]

@@ -1,4 +1,5 @@
-"""Retention (spec job-queue.txt "Startup and cleanup"): the lease holder sweeps old done records."""
+"""Retention (spec job-queue.txt "Startup and cleanup"): the lease holder sweeps old done
+records."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from typing import Any
 
 from pyjobq.core.mode import JOB_QUEUE, OUTBOX, RETENTION_MS, VOLATILE
 from pyjobq.core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
-from pyjobq.core.status import Status
-from store_contract import make_record
 from pyjobq.testing import World, run, settle
+from store_contract import make_record
 
 DAY = 24 * 3600 * 1000.0
 
@@ -20,8 +20,10 @@ def aged(job_id: str, status: str, age_ms: float, now: float, **kw: Any) -> Any:
 
 def test_sweepable_takes_only_done_records_past_retention() -> None:
     now = 1_000 * DAY
-    records = [aged("done-old", "done", RETENTION_MS + 1, now), aged("done-7d", "done", RETENTION_MS, now),
-               aged("failed-old", "failed", 30 * DAY, now), aged("cancelled-old", "cancelled", 30 * DAY, now),
+    records = [aged("done-old", "done", RETENTION_MS + 1, now),
+               aged("done-7d", "done", RETENTION_MS, now),
+               aged("failed-old", "failed", 30 * DAY, now),
+               aged("cancelled-old", "cancelled", 30 * DAY, now),
                make_record("pending-old", updated_at=now - 30 * DAY, created_at=now - 30 * DAY),
                aged("running-old", "running", 30 * DAY, now, owner="x"),
                aged("paused-old", "paused", 30 * DAY, now)]
@@ -43,7 +45,8 @@ def test_the_lease_holder_sweeps_on_taking_the_lease_in_one_transaction_and_publ
     async def main() -> None:
         world = World()
         now = world.clock.now()
-        keep = [aged("done-new", "done", DAY, now), aged("failed-old", "failed", 30 * DAY, now, error="no"),
+        keep = [aged("done-new", "done", DAY, now),
+                aged("failed-old", "failed", 30 * DAY, now, error="no"),
                 aged("cancelled-old", "cancelled", 30 * DAY, now)]
         old = [aged(f"done-old-{i}", "done", RETENTION_MS + 1 + i, now) for i in range(3)]
         await world.store.add(keep + old)
@@ -74,7 +77,7 @@ def test_the_lease_holder_sweeps_on_taking_the_lease_in_one_transaction_and_publ
 def test_the_holder_sweeps_again_within_the_interval_while_it_holds_the_lease() -> None:
     async def main() -> None:
         world = World()
-        tab = world.open_tab()
+        world.open_tab()
         await settle()
         now = world.clock.now()
         # Done just under seven days ago: expires during the next hour.

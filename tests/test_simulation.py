@@ -53,11 +53,10 @@ from typing import Any
 import pytest
 
 from pyjobq.core.messages import RECHECK_MS
-from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.core.status import TERMINAL
+from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.errors import Interrupted, Terminal
-from pyjobq.testing import Response
-from pyjobq.testing import CHANNEL, LOCK, BootFault, sequential_ids, Tab, World, settle
+from pyjobq.testing import CHANNEL, LOCK, BootFault, Response, Tab, World, sequential_ids, settle
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
 CHUNK = 100
@@ -76,8 +75,10 @@ AT_RUN_BLOCK = 0.03
 #: Chance that a tab whose worker boots in steps (a waiting page, a worker host) gets boot faults,
 #: and the faults drawn (1 to 3 of them, one per worker started).
 BOOT_FAULTS = 0.3
-BOOT_FAULT_KINDS = (BootFault("fetch"), BootFault("fetch", stall=True), BootFault("load", stall=True),
-                    BootFault("fetch", stall=True, for_ms=65_000.0), BootFault("load", stall=True, for_ms=20_000.0))
+BOOT_FAULT_KINDS = (BootFault("fetch"), BootFault("fetch", stall=True),
+                    BootFault("load", stall=True),
+                    BootFault("fetch", stall=True, for_ms=65_000.0),
+                    BootFault("load", stall=True, for_ms=20_000.0))
 #: Codes that say an attempt cost nothing (a 401, no network, a run given back): never a failure's.
 UNCOUNTED_CODES = {"s401", "offline", "lease_revoked", "already_running"}
 
@@ -99,7 +100,8 @@ class Sim:
     world: World
     jobs: dict[str, Expected] = field(default_factory=dict)
     by_path: dict[str, str] = field(default_factory=dict)
-    executing: dict[str, str] = field(default_factory=dict)  # job id -> tab now inside the transport
+    executing: dict[str, str] = field(
+        default_factory=dict)  # job id -> tab now inside the transport
     counted: dict[str, int] = field(default_factory=dict)
     slow: list[tuple[str, asyncio.Future[Any]]] = field(default_factory=list)
     storm_401: bool = False
@@ -162,7 +164,8 @@ class Sim:
         job_id = self.by_path[path]
         other = self.executing.get(job_id)
         if other is not None:
-            self.world.violations.append(f"{job_id} runs on {tab.name} while still running on {other}")
+            self.world.violations.append(
+                f"{job_id} runs on {tab.name} while still running on {other}")
         if not tab.alive:
             self.world.violations.append(f"dead tab {tab.name} called the transport for {job_id}")
         job_type = self.jobs[job_id].type
@@ -172,7 +175,8 @@ class Sim:
                 continue  # deleted while its page was frozen: the page drops it on resume
             if self.jobs[running_id].type == job_type and running_id != job_id:
                 self.world.violations.append(
-                    f"{job_id} and {running_id} of type {job_type} run at once ({tab.name}, {where})")
+                    f"{job_id} and {running_id} of type {job_type} run at once ({tab.name}, "
+                    f"{where})")
         self.executing[job_id] = tab.name
         counted = True
         try:
@@ -186,7 +190,8 @@ class Sim:
                 self.slow.append((job_id, future))
                 if signal is not None:
                     # Like fetch given the signal: an abort ends the request a moment later.
-                    signal.add_callback(lambda _reason: future.done() or future.set_result("aborted"))
+                    signal.add_callback(lambda _reason: future.done() or future.set_result(
+                        "aborted"))
                 answer = await future
                 if answer == "aborted":
                     self.answered[job_id] = "aborted"
@@ -233,7 +238,8 @@ class Sim:
         if draw < 0.2:
             tab = self.world.open_tab(transport=transport, worker_host=True, boot_faults=faults)
         else:
-            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6, boot_faults=faults)
+            tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6,
+                                      boot_faults=faults)
         if faults:
             self.trace.append(f"boot-faults {tab.name} {', '.join(map(str, faults))}")
         transport.bind(tab)
@@ -249,7 +255,8 @@ class Sim:
         rng, world = self.rng, self.world
         live = world.awake  # a frozen tab runs nothing: it is only resumed or discarded
         kind = rng.choices(
-            ["enqueue", "release", "advance", "offline", "online", "storm", "calm", "crash", "reload",
+            ["enqueue", "release", "advance", "offline", "online", "storm", "calm", "crash",
+             "reload",
              "open", "delete", "wake", "freeze", "resume", "block", "unblock"],
             weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3, 3, 4, 2, 3],
         )[0]
@@ -270,8 +277,10 @@ class Sim:
                 handle = tab.side.enqueue_fetch("POST", path, {"n": self.paths}, type=job_type,
                                                 max_attempts=max_attempts, delay_ms=delay)
                 self.by_path[path] = handle.id
-                self.jobs[handle.id] = Expected(handle.id, job_type, {"method": "POST", "path": path,
-                                                                      "body": {"n": self.paths}}, tab, handle)
+                self.jobs[handle.id] = Expected(handle.id, job_type,
+                                                {"method": "POST", "path": path,
+                                                                      "body": {"n": self.paths}},
+                                                tab, handle)
             detail = f"{len(self.jobs)} jobs filed so far"
         elif kind == "release":
             pending = [(j, f) for j, f in self.slow if not f.done()]
@@ -293,7 +302,8 @@ class Sim:
             world.online = world.online or kind == "online"
             for tab in live:
                 if went_online:
-                    tab.online()  # the online event: every page forwards it, a failed boot starts again
+                    # the online event: every page forwards it, a failed boot starts again
+                    tab.online()
                 else:
                     tab.wake()
             detail = ""
@@ -342,7 +352,8 @@ class Sim:
     async def check(self) -> None:
         world = self.world
         assert world.violations == [], world.violations
-        stored = world.store.raw()  # the stored values as they are; decoding each step costs too much
+        # the stored values as they are; decoding each step costs too much
+        stored = world.store.raw()
         for job in self.jobs.values():
             record = stored.get(job.job_id)
             if record is None:
@@ -354,7 +365,8 @@ class Sim:
                 continue
             check_record(record, job)
             assert self.counted.get(job.job_id, 0) <= record["max_attempts"], (
-                f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts {record['max_attempts']}")
+                f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts "
+                f"{record['max_attempts']}")
         running = {i for i, r in stored.items() if r["status"] == "running"}
         # A frozen (or busy) page cannot hear that its job was deleted meanwhile: it drops the run
         # once it runs again.
@@ -456,8 +468,9 @@ class Sim:
         records = await world.store.all()
         stuck = [(r.id, r.type, str(r.status), r.owner) for r in records
                  if r.status not in TERMINAL and r.type not in pinned]
-        assert stuck == [], (f"not terminal while {[t.name for t in frozen]} stayed frozen, types pinned "
-                             f"{sorted(pinned)} (liveness while frozen): {stuck}")
+        assert stuck == [], (
+            f"not terminal while {[t.name for t in frozen]} stayed frozen, types pinned "
+            f"{sorted(pinned)} (liveness while frozen): {stuck}")
 
     async def check_no_spin(self) -> None:
         """Nothing left to do: time moves a second at a time for three minutes, and no tab may
@@ -522,11 +535,13 @@ async def quiet(sim: Sim) -> None:
         await settle()
         if not loop._ready:  # type: ignore[attr-defined]
             return
-    raise AssertionError(f"the world did not go quiet within {QUIET_WITHIN_TURNS} loop turns with no "
-                         "time moving: something spins (no spin)")
+    raise AssertionError(
+        f"the world did not go quiet within {QUIET_WITHIN_TURNS} loop turns with no "
+        "time moving: something spins (no spin)")
 
 
-#: Timers one :func:`advance_timer_by_timer` may fire; more is a spin (timers armed again and again).
+#: Timers one :func:`advance_timer_by_timer` may fire; more is a spin (timers armed again and
+#: again).
 MOST_TIMERS_AN_ADVANCE = 10_000
 
 
@@ -545,7 +560,8 @@ async def advance_timer_by_timer(sim: Sim, ms: float) -> None:
         clock.advance(max(0.0, due - clock.now()))
         await quiet(sim)
     else:
-        raise AssertionError(f"more than {MOST_TIMERS_AN_ADVANCE} timers in {ms:g} ms: something spins (no spin)")
+        raise AssertionError(
+            f"more than {MOST_TIMERS_AN_ADVANCE} timers in {ms:g} ms: something spins (no spin)")
     clock.advance(target - clock.now())
     await quiet(sim)
 
@@ -568,7 +584,8 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
 
     def heard(msg: dict[str, Any]) -> None:
         if msg.get("source") in sim.dead_sources:
-            world.violations.append(f"a message from dead {msg['source']} arrived: {msg.get('type')}")
+            world.violations.append(
+                f"a message from dead {msg['source']} arrived: {msg.get('type')}")
 
     spy.subscribe(heard)
     world.store_hook = sim.mid_pass
@@ -616,7 +633,8 @@ def run_seed(seed: int) -> Sim:
 
     async def main() -> None:
         errors: list[str] = []
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx["message"]))
+        asyncio.get_running_loop().set_exception_handler(lambda loop,
+                                                         ctx: errors.append(ctx["message"]))
         await simulate(seed, sim_box)
         assert errors == [], errors
 
@@ -627,7 +645,8 @@ def run_seed(seed: int) -> Sim:
             steps = "\n  ".join(sim_box[0].trace[-25:]) if sim_box else ""
             raise AssertionError(
                 f"simulation seed {seed} failed: {exc}\n"
-                f"replay: PYJOBQ_SEED={seed} .venv/bin/python -m pytest tests/test_simulation.py -q\n"
+                f"replay: PYJOBQ_SEED={seed} .venv/bin/python -m pytest tests/test_simulation.py "
+                f"-q\n"
                 f"last steps:\n  {steps}"
             ) from exc
     return sim_box[0]

@@ -11,7 +11,16 @@ import pytest
 
 from pyjobq import AbortSignal
 from pyjobq.core.status import Status
-from pyjobq.testing import T0, Response, UnretrievedError, World, record, run, sequential_ids, settle
+from pyjobq.testing import (
+    T0,
+    Response,
+    UnretrievedError,
+    World,
+    record,
+    run,
+    sequential_ids,
+    settle,
+)
 
 
 def test_run_returns_what_main_returns_and_takes_a_coroutine_too() -> None:
@@ -70,7 +79,8 @@ def test_record_is_a_stored_record_with_the_fields_named() -> None:
         "given_back": 0, "yield_lock": None, "owner": None,
     }
     failed = record("b", status="failed", attempts=5, error="HTTP 500", http_status=500)
-    assert (failed.status, failed.next_retry_at, failed.attempts, failed.http_status) == (Status.FAILED, None, 5, 500)
+    assert (failed.status, failed.next_retry_at, failed.attempts, failed.http_status) == (
+        Status.FAILED, None, 5, 500)
     with pytest.raises(ValueError):
         record("c", status="nope")
 

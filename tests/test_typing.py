@@ -70,7 +70,8 @@ PROGRAMS = {
             reveal_type(asyncio.create_task(pyjobq.delete_group("doc")))
             reveal_type(await pyjobq.delete_job("x"))
     """,
-    "every_name": "import pyjobq\n" + "".join(f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
+    "every_name": "import pyjobq\n" + "".join(
+        f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
 }
 
 
@@ -79,7 +80,8 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     pytest.importorskip("mypy", reason="mypy is in requirements-dev.txt: make setup")
     where = tmp_path_factory.mktemp("typing")
     config = where / "mypy.ini"
-    # Only the programs are judged here (`make typecheck` judges pyjobq itself, with Pyodide's stubs).
+    # Only the programs are judged here (`make typecheck` judges pyjobq itself, with Pyodide's
+    # stubs).
     config.write_text("[mypy]\nstrict = True\n[mypy-pyjobq.*]\nfollow_imports = silent\n"
                       "[mypy-pyodide.*,js,pyodide_js]\nignore_missing_imports = True\n")
     files = []
@@ -88,9 +90,11 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
         path.write_text(textwrap.dedent(code))
         files.append(str(path))
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(where / "cache"),
+        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir",
+         str(where / "cache"),
          "--no-error-summary", "--hide-error-context", *files],
-        cwd=ROOT, env={"MYPYPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        cwd=ROOT, env={"MYPYPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
+        text=True,
         timeout=300,
     )
     assert done.returncode in (0, 1), done.stderr
@@ -174,5 +178,6 @@ def test_what_type_checkers_see_is_what_the_package_hands_out() -> None:
             assert "enqueu_fetch" in str(exc)
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
     assert done.stdout.strip() == "ok", done.stderr

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import listed as record  # tests/ is on sys.path
 from pyjobq import notebook, ui
 from pyjobq.core import jobs_table
 from pyjobq.core.status import Status
 from pyjobq.ui import jobs_html
-
-from helpers import listed as record  # tests/ is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +58,8 @@ def test_structure_caption_and_scoped_headers():
 
 
 def test_counts_per_status_in_caption_and_newest_first():
-    recs = [record(id="old", status="done", created_at=1), record(id="new", status="failed", created_at=3),
+    recs = [record(id="old", status="done", created_at=1),
+            record(id="new", status="failed", created_at=3),
             record(id="mid", status="failed", created_at=2), record(id="gone", deleted=True)]
     html = jobs_html(recs)
     assert "(1 done, 2 failed)" in html
@@ -78,17 +78,20 @@ def test_next_retry_relative_when_now_given():
     assert "due now" in jobs_html([rec], now=11_000.0)
     assert "1970-01-01 00:00:10 UTC" in jobs_html([rec])
     # Only a pending job waits for a retry.
-    assert "in 1 s" not in jobs_html([record(status="failed", next_retry_at=10_500.0)], now=10_000.0)
+    assert "in 1 s" not in jobs_html([record(status="failed", next_retry_at=10_500.0)],
+                                     now=10_000.0)
 
 
 def test_error_shows_code_and_http_status_but_not_for_done():
-    failed = jobs_html([record(status="failed", error="HTTP 403", code="read_only", http_status=403)])
+    failed = jobs_html([record(status="failed", error="HTTP 403", code="read_only",
+                               http_status=403)])
     assert "[read_only] HTTP 403 HTTP 403" in failed
     done = jobs_html([record(status="done", http_status=200, code=None)])
     assert "HTTP 200" not in done
 
 
-@pytest.mark.parametrize("progress,shown", [(0.25, 'value="0.250"'), (2, 'value="1.000"'), (True, None)])
+@pytest.mark.parametrize("progress,shown",
+                         [(0.25, 'value="0.250"'), (2, 'value="1.000"'), (True, None)])
 def test_progress_bar_for_running_jobs(progress, shown):
     html = jobs_html([record(status="running", progress=progress)])
     if shown:

@@ -14,14 +14,12 @@ import pytest
 
 import pyjobq
 import pyjobq.engine.scheduler as scheduler_module
-from pyjobq import AbortSignal, Interrupted, PyjobqError, Terminal
+from helpers import one_tab, reconstructor
+from pyjobq import AbortSignal, Interrupted, Outcome, PyjobqError, Terminal
 from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff
-from pyjobq import Outcome
 from pyjobq.executor import report_progress
 from pyjobq.testing import Tab, World, run, settle
-from helpers import one_tab, reconstructor
-
 
 
 async def volatile_record(tab: Tab, job_id: str) -> dict[str, Any] | None:
@@ -89,7 +87,8 @@ def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
         assert world.store.raw() == {}
         assert await tab.side.volatile.engine.store.get(job.id) is None  # forgotten once published
         record = await volatile_record(tab, job.id)
-        assert (record["status"], record["attempts"], record["_reconstructor"]) == ("done", 1, "volatile")
+        assert (record["status"], record["attempts"], record["_reconstructor"]) == ("done", 1,
+                                                                                    "volatile")
     run(main)
 
 
@@ -100,7 +99,7 @@ def test_query_all_lists_a_volatile_job_with_its_label_after_the_persistent_ones
 
         world, tab = one_tab(reconstructors={"note": reconstructor(note)})
         stored = tab.side.enqueue_persistent("note", {"x": 1}, label="persisted")
-        volatile = tab.side.enqueue(Work(hold=True), id="vol-1", label="Rendering preview", type="render")
+        tab.side.enqueue(Work(hold=True), id="vol-1", label="Rendering preview", type="render")
         await settle()
         records = await tab.side.query_all()
         assert [(r["id"], r["label"], r.get("volatile", False)) for r in records] == [
@@ -122,7 +121,8 @@ def test_a_volatile_job_is_never_seen_by_another_tab() -> None:
         job = mine.side.enqueue(Work(), label="local only")
         await settle()
         assert (await job.done).status == "done"
-        assert heard_here == [(job.id, "pending", True), (job.id, "running", True), (job.id, "done", True)]
+        assert heard_here == [(job.id, "pending", True), (job.id, "running", True),
+                              (job.id, "done", True)]
         assert heard_there == []
         assert await other.side.query_all() == []
         assert other.side.volatile is None
@@ -136,7 +136,8 @@ def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
         jobs = [tab.side.enqueue(decode, type="decode"), tab.side.enqueue(upload, type="upload")]
         await settle()  # the clock does not move: both are due the moment they are filed
         assert (decode.calls, upload.calls) == (1, 1)
-        assert [(await volatile_record(tab, j.id))["status"] for j in jobs] == ["running", "running"]
+        assert [(await volatile_record(tab, j.id))["status"] for j in jobs] == ["running",
+                                                                                "running"]
     run(main)
 
 
@@ -167,7 +168,8 @@ def test_enqueue_rejects_a_non_callable_executor() -> None:
 # ---------------------------------------------------------------- backoff: one function for both
 
 
-def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(
+    monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Backoff] = []
 
     def spy(*args: Any, **kw: Any) -> Backoff:
@@ -217,7 +219,8 @@ def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempt
         outcome = await job.done
         assert (outcome.status, outcome.error) == ("failed", "RuntimeError: decoder crashed")
         record = await volatile_record(tab, job.id)
-        assert (record["status"], record["attempts"], record["next_retry_at"]) == ("failed", 4, None)
+        assert (record["status"], record["attempts"], record["next_retry_at"]) == ("failed", 4,
+                                                                                   None)
         await world.advance(3_600_000)
         assert len(calls) == 4
         assert await world.store.all() == []
@@ -254,7 +257,8 @@ def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
         world, tab = one_tab()
         job = tab.side.enqueue(_raiser(Terminal("unsupported codec", code="codec")), max_attempts=5)
         await settle()
-        assert await job.done == Outcome(id=job.id, status="failed", error="unsupported codec", code="codec")
+        assert await job.done == Outcome(id=job.id, status="failed", error="unsupported codec",
+                                         code="codec")
         record = await volatile_record(tab, job.id)
         assert (record["attempts"], record["given_back"], record["next_retry_at"]) == (1, 0, None)
     run(main)
@@ -394,7 +398,8 @@ def test_report_progress_travels_in_a_job_update_and_is_not_stored() -> None:
 
         job = tab.side.enqueue(decode)
         await settle()
-        assert seen == [{"id": job.id, "status": "running", "progress": 0.25, "progress_note": "frame 250 of 1000",
+        assert seen == [{"id": job.id, "status": "running", "progress": 0.25,
+                         "progress_note": "frame 250 of 1000",
                          "progress_only": True, "volatile": True}]
         record = await volatile_record(tab, job.id)
         assert "progress" not in record and "progress_note" not in record
@@ -418,7 +423,8 @@ def test_persistent_progress_reaches_another_tab_and_is_not_stored() -> None:
         runner = world.open_tab(reconstructors={"decode": reconstructor(decode)})
         viewer = world.open_tab(reconstructors={"decode": reconstructor(decode)})
         seen: list[tuple[str, Any]] = []
-        viewer.side.on_update(lambda u: seen.append((u.id, u.get("progress"))) if "progress" in u else None)
+        viewer.side.on_update(
+            lambda u: seen.append((u.id, u.get("progress"))) if "progress" in u else None)
         job = runner.side.enqueue_persistent("decode", None)
         await settle()
         assert seen == [(job.id, 0.5)]
@@ -485,12 +491,14 @@ async def _await(signal: AbortSignal) -> Any:
     return await signal
 
 
-# ---------------------------------------------------------------- issue 15: volatile jobs by the same rules
+# ---------------------------------------------------------------- issue 15: volatile jobs by the
+# same rules
 
 
 def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_executor_settles() -> None:
     """Spec: suspend_type "resolves when that executor settles" — also when the job is deleted or
-    cancelled meanwhile: not before its executor (which heeds its signal) has settled, never never."""
+    cancelled meanwhile: not before its executor (which heeds its signal) has settled, never
+    never."""
     for verb in ("delete_job", "cancel_job"):
         async def main() -> None:
             world, tab = one_tab()
@@ -617,7 +625,8 @@ def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothin
         tab.side.enqueue(lambda _s: asyncio.sleep(0), type="t")
         await settle()
         assert tab.side.volatile is not None and tab.side.volatile.engine is not None
-        assert tab.side.volatile.engine.is_online() is False  # its fallback is the page's reading, not "online"
+        # its fallback is the page's reading, not "online"
+        assert tab.side.volatile.engine.is_online() is False
     run(main)
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from pyjobq import WorkerUnavailable
-from pyjobq.executor.boot import Boot
 from pyjobq.core.backoff import make_backoff
 from pyjobq.core.messages import make
 from pyjobq.errors import WORKER_ADVICE
+from pyjobq.executor.boot import Boot
 from pyjobq.executor.side import ExecutorSide
 from pyjobq.memory import ChannelHub
 from pyjobq.testing import run
@@ -110,7 +110,8 @@ def side_with(clock: ManualClock | None = None, *, requests: SilentLink | None =
     told: list[WorkerUnavailable] = []
     side.on_unavailable = told.append
     start = FakeStart()
-    boot = Boot(side.persistent, start, clock or ManualClock(), stall_ms=STALL_MS, backoff=make_backoff(lambda: 0.0))
+    boot = Boot(side.persistent, start, clock or ManualClock(), stall_ms=STALL_MS,
+                backoff=make_backoff(lambda: 0.0))
     return side, link, told, start, boot
 
 
@@ -129,7 +130,8 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
         # filed after it travels after it.
         assert [m["type"] for m in link.sent] == ["query_all", "get_job", "enqueue"]
 
-        link.say(make("worker_error", stage="import", message="TypeError: Failed to fetch pyodide.mjs"))
+        link.say(make("worker_error", stage="import",
+                      message="TypeError: Failed to fetch pyodide.mjs"))
 
         with pytest.raises(WorkerUnavailable) as raised:
             await pending_query
@@ -139,7 +141,8 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
         assert WORKER_ADVICE["import"] in str(error)
         with pytest.raises(WorkerUnavailable):
             await job.stored
-        outcome = await job.done                          # never stored: a failed outcome, saying why
+        # never stored: a failed outcome, saying why
+        outcome = await job.done
         assert (outcome.status, outcome.code) == ("failed", "worker_not_started")
         assert "Failed to fetch pyodide.mjs" in (outcome.error or "")
         with pytest.raises(WorkerUnavailable):
@@ -147,7 +150,8 @@ def test_worker_error_fails_pending_and_later_calls_and_volatile_jobs_run() -> N
 
         sent = len(link.sent)
         for call in (side.query_all(), side.delete_job("a"), side.delete_group("g"),
-                     side.cancel_job("a"), side.retry_job("a"), side.retry_all(), side.cleanup_old()):
+                     side.cancel_job("a"), side.retry_job("a"), side.retry_all(),
+                     side.cleanup_old()):
             with pytest.raises(WorkerUnavailable):
                 await call
         with pytest.raises(WorkerUnavailable):
@@ -172,7 +176,8 @@ def test_ready_disarms_the_deadline() -> None:
         assert [delay for delay, _ in clock.timers] == [STALL_MS]  # its script must say something
         link.say(make("worker_alive"))
         link.say(make("worker_fetched"))
-        assert clock.timers == [] and start.calls == ["get_in_line"]  # waiting in line is not bounded
+        assert clock.timers == [] and start.calls == [
+            "get_in_line"]  # waiting in line is not bounded
         link.say(make("worker_booting"))
         assert [delay for delay, _ in clock.timers] == [STALL_MS]
         link.say(make("ready", source="tab-1"))
@@ -225,7 +230,8 @@ def _reply_to_all(link: SilentLink, values: dict[str, Any]) -> None:
     """Answer every request on ``link`` with ``values[its type]``."""
     for message in list(link.sent):
         if "request_id" in message:
-            link.say(make("reply", request_id=message["request_id"], ok=True, value=values.get(message["type"])))
+            link.say(make("reply", request_id=message["request_id"], ok=True,
+                          value=values.get(message["type"])))
 
 
 def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_retries(
@@ -243,9 +249,11 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
         assert requests.sent == []  # held until the worker's script runs (or is to be retried)
 
         start.online = False
-        link.say(make("worker_error", stage="fetch", message="Failed to fetch .../pyodide.asm.wasm"))
+        link.say(make("worker_error", stage="fetch",
+                      message="Failed to fetch .../pyodide.asm.wasm"))
         assert start.calls == ["end"]                      # ended, and the lease with it
-        assert [m["type"] for m in requests.sent] == ["enqueue", "query_all"]  # the page's own scheduler
+        assert [m["type"] for m in requests.sent] == ["enqueue",
+                                                      "query_all"]  # the page's own scheduler
         _reply_to_all(requests, {"query_all": []})
         await job.stored
         assert await listed == []
@@ -271,7 +279,8 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
         link.say(make("ready", source="tab-1"))
         assert start.calls == ["end", "start", "end", "start", "get_in_line"]
         assert boot.failures == 0 and clock.timers == [] and side.unavailable is None
-        link.say(make("job-update", source="tab-1", job={"id": job.id, "status": "done", "result": 1}))
+        link.say(make("job-update", source="tab-1",
+                      job={"id": job.id, "status": "done", "result": 1}))
         assert (await job.done).status == "done"
         assert "booted after 2 failed tries" in caplog.text
 
@@ -279,7 +288,8 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
 
 
 def test_a_stalled_download_ends_the_worker_and_retries_on_the_ladder() -> None:
-    # Issue 22, finding 2: a worker whose download neither answers nor fails held the lease for ever.
+    # Issue 22, finding 2: a worker whose download neither answers nor fails held the lease for
+    # ever.
     async def main() -> None:
         clock = ManualClock()
         side, link, told, start, boot = side_with(clock, requests=SilentLink())
@@ -290,10 +300,13 @@ def test_a_stalled_download_ends_the_worker_and_retries_on_the_ladder() -> None:
         assert start.calls == ["end"] and side.unavailable is None and told == []
         assert "could not boot (timeout): no progress within 60 s" in start.warnings[0]
         assert [delay for delay, _ in clock.timers] == [1000.0]
-        link.say(make("worker_fetched"))                   # a late word from the ended worker counts for nothing
+        link.say(make(
+            # a late word from the ended worker counts for nothing
+            "worker_fetched"))
         assert start.calls == ["end"]
         clock.fire()
-        assert start.calls == ["end", "start"] and [delay for delay, _ in clock.timers] == [STALL_MS]
+        assert start.calls == ["end", "start"] and [delay for delay, _ in clock.timers] == [
+            STALL_MS]
 
     run(main)
 

@@ -12,12 +12,11 @@ import asyncio
 from collections import Counter
 from typing import Any, Awaitable, Callable
 
-from pyjobq import AbortSignal, Interrupted, Terminal
-from pyjobq import Outcome
+from helpers import one_tab, reconstructor
+from pyjobq import AbortSignal, Interrupted, Outcome, Terminal
 from pyjobq.core.records import NewJob
 from pyjobq.core.status import Status
 from pyjobq.testing import Tab, World, run, settle
-from helpers import one_tab, reconstructor
 
 FOREGROUND = "app-foreground-priority"
 YIELDS = {"heavy_decode": FOREGROUND}
@@ -78,10 +77,12 @@ async def _note(signal: AbortSignal) -> Any:
 
 def _tab(world: World, decoder: Decoder) -> Tab:
     """A tab configured with the yield and the ``decode`` and ``note`` reconstructors."""
-    return world.open_tab(reconstructors={"decode": decoder.factory, "note": lambda params: _note}, yields=YIELDS)
+    return world.open_tab(reconstructors={"decode": decoder.factory, "note": lambda params: _note},
+                          yields=YIELDS)
 
 
-def _tabs(*, finished: bool = False, terminal_on_abort: bool = False) -> tuple[World, Decoder, Tab, Tab]:
+def _tabs(*, finished: bool = False, terminal_on_abort: bool = False) -> tuple[World, Decoder, Tab,
+                                                                               Tab]:
     """A world, its decoder (its runs finishing at once if ``finished``) and two tabs (``_tab``)."""
     world, decoder = World(), Decoder()
     if finished:
@@ -103,7 +104,8 @@ def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes
         foreground = Foreground(world)
         await foreground.take()
 
-        first = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode", label="take 1")
+        first = a.side.enqueue_persistent("decode", {"take": 1}, type="heavy_decode",
+                                          label="take 1")
         second = a.side.enqueue_persistent("decode", {"take": 2}, type="heavy_decode")
         note = a.side.enqueue_persistent("note", None, type="save")
         await settle()
@@ -254,7 +256,8 @@ def test_terminal_fails_at_once_even_when_raised_on_a_steal() -> None:
         await settle()
         foreground = Foreground(world)
         await foreground.take(steal=True)
-        assert await job.done == Outcome(id=job.id, status="failed", error="this take cannot be resumed",
+        assert await job.done == Outcome(id=job.id, status="failed",
+                                         error="this take cannot be resumed",
                                          code="not_resumable")
         record = await world.record(job.id)
         assert (record["attempts"], record["given_back"], record["yield_lock"]) == (1, 0, None)

@@ -64,7 +64,8 @@ async def load_module() -> Any:
 
 
 class Bridge:
-    """One page's link from ``<bg-jobs>`` to ``queue``. :meth:`close` releases everything it made."""
+    """One page's link from ``<bg-jobs>`` to ``queue``. :meth:`close` releases everything it
+    made."""
 
     def __init__(self, module: Any, queue: Any) -> None:
         self._module = module

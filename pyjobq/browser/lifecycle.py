@@ -17,9 +17,9 @@ from typing import Callable
 
 import js  # type: ignore[import-not-found]
 
-from ..executor.side import ExecutorSide
 from ..core.ports import Link
 from ..engine.lease import LeaseHolder, lease_channel_name
+from ..executor.side import ExecutorSide
 from ..memory import LoopClock
 from . import proxies
 from .ports import BroadcastChannelPort, web_grab
@@ -28,7 +28,8 @@ log = logging.getLogger("pyjobq")
 
 
 def has_document() -> bool:
-    """A page's main thread (it can be frozen); False in a worker host such as JupyterLite's kernel."""
+    """A page's main thread (it can be frozen); False in a worker host such as JupyterLite's
+    kernel."""
     return hasattr(js.globalThis, "document") and hasattr(js.globalThis, "addEventListener")
 
 

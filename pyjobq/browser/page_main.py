@@ -54,17 +54,17 @@ from urllib.parse import urlencode
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
-from ..executor.boot import Boot
 from ..config import Settings
-from ..core.codes import Code
 from ..core.boot import BootFailure
+from ..core.codes import Code
 from ..core.errors import WorkerUnavailable
 from ..core.ports import Link, Message, Unsubscribe
-from ..executor.side import ExecutorSide, HostResources
 from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
 from ..engine.scheduler import Scheduler
-from ..memory import LoopClock
+from ..executor.boot import Boot
+from ..executor.side import ExecutorSide, HostResources
 from ..executor.wiring import in_process
+from ..memory import LoopClock
 from . import lifecycle, proxies
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
@@ -176,7 +176,8 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         "index": index,
         # Another distribution than the page's: the worker fetches its lock with its files.
         "own_lock": "1" if settings.pyodide_url else "",
-        # A page can be frozen: it holds the processor lease for its worker (pyjobq/engine/lease.py).
+        # A page can be frozen: it holds the processor lease for its worker
+        # (pyjobq/engine/lease.py).
         "lease": "page" if lifecycle.has_document() else "worker",
     }
     if settings.worker_packages is not None:
@@ -226,7 +227,8 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
     def upgraded(reason: str) -> None:
         requests.scheduler.stop()
         side.scheduler_unavailable(WorkerUnavailable(
-            f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED, worker_message=reason))
+            f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED,
+            worker_message=reason))
 
     requests = in_process(
         store=IndexedDBStore(settings.db_name, on_upgraded=upgraded), source=requests_source,
@@ -244,7 +246,8 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
         transport=settings.transport,
         locks=WebLocks(),
         yields=settings.yields,
-        is_online=lambda: bool(js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
+        is_online=lambda: bool(
+            js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
     )
     side.resources = HostResources(requests=requests.scheduler)
     requests.scheduler.start()
@@ -262,7 +265,8 @@ class _StartWatch:
         self._on_failure = on_failure
         self._attached = False
         self._early: tuple[str, bool] | None = None
-        self._unlisten = [proxies.listen(js.globalThis, "securitypolicyviolation", self._on_violation)]
+        self._unlisten = [proxies.listen(js.globalThis, "securitypolicyviolation",
+                                         self._on_violation)]
 
     def attach(self, worker: Any, link: PortLink) -> None:
         self._attached = True
@@ -281,7 +285,8 @@ class _StartWatch:
             return
         self._fail(
             f"the page's Content Security Policy refused the worker script {blocked} "
-            f"({getattr(event, 'effectiveDirective', '')}: \"{getattr(event, 'originalPolicy', '')}\")", True)
+            f"({getattr(event, 'effectiveDirective', '')}: "
+            f"\"{getattr(event, 'originalPolicy', '')}\")", True)
 
     def _on_error(self, event: Any) -> None:
         # The browser gives no details for a script it refused to load; a CSP violation, if
@@ -336,7 +341,8 @@ class _BrowserWorker:
 
     def _watch_failed(self, message: str, refused: bool) -> None:
         if self.boot is not None:
-            self.boot.failed(BootFailure(stage="script", message=message, online=self.is_online(), refused=refused))
+            self.boot.failed(BootFailure(stage="script", message=message, online=self.is_online(),
+                                         refused=refused))
 
     def watch(self) -> _StartWatch:
         return _StartWatch(self._url, self._watch_failed)
@@ -356,7 +362,8 @@ class _BrowserWorker:
         except JsException as exc:
             watch.close()
             if self.boot is not None:
-                self.boot.failed(BootFailure(stage="script", message=str(exc), online=self.is_online()))
+                self.boot.failed(BootFailure(stage="script", message=str(exc),
+                                             online=self.is_online()))
             return
         self.adopt(worker, watch)
 
@@ -425,7 +432,8 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         return _unavailable(settings, source, exc)
 
     def boot_message() -> tuple[Any, Any]:
-        message: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json, "lockfile_base": lock_base}
+        message: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json,
+                                   "lockfile_base": lock_base}
         transfer = []
         if settings.worker_packages is None:
             data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker

@@ -16,9 +16,9 @@ from typing import Any, Awaitable, Callable
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
+from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
 from ..core.ports import Message, Unsubscribe
-from ..core.errors import LockStolen
 from . import proxies
 
 log = logging.getLogger("pyjobq")
@@ -132,13 +132,15 @@ class PortLink:
         self._listeners.retarget(target)
 
     def deliver(self, data: Any) -> None:
-        """Hand on a message that arrived before Python was listening (the bootstrap buffered it)."""
+        """Hand on a message that arrived before Python was listening (the bootstrap buffered
+        it)."""
         self._listeners.deliver(data)
 
 
 def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, steal: bool = False,
              on_stolen: Callable[[], None] | None = None) -> Callable[[], None]:
-    """:class:`pyjobq.engine.lease.Grab` on ``navigator.locks``. The lock is held by a JS promise whose
+    """:class:`pyjobq.engine.lease.Grab` on ``navigator.locks``. The lock is held by a JS promise
+    whose
     ``resolve`` we keep, so ``release()`` is synchronous: called in a ``freeze`` handler it lets
     go before the page stops (a release through an asyncio callback would run in a later
     macrotask, after the freeze). A queued request is dropped with an ``AbortSignal``. A held

@@ -102,5 +102,6 @@ async def worker_counts(side: Any, *, trace: bool = False) -> dict[str, int | No
     """
     from ..core.messages import make
 
-    counts: dict[str, int | None] = await side.persistent.request(make("debug_counts", trace=trace), to_worker=True)
+    counts: dict[str, int | None] = await side.persistent.request(make("debug_counts", trace=trace),
+                                                                  to_worker=True)
     return counts

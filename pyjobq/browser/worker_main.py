@@ -11,11 +11,11 @@ import js  # type: ignore[import-not-found]
 
 from ..core import messages
 from ..core.router import Router
-from ..memory import LoopClock
 from ..engine.lease import HostLease, LinkLease, lease_channel_name
 from ..engine.scheduler import Scheduler
-from .idb import IndexedDBStore
+from ..memory import LoopClock
 from . import drain, proxies
+from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, web_grab
 
 log = logging.getLogger("pyjobq")
@@ -53,7 +53,8 @@ def start(params_json: str, early: Any) -> None:
     drain.install(asyncio.get_event_loop())
     link = PortLink(js.self)
     # Beside the scheduler on the same link: it logs what is not one of ours.
-    link.subscribe(Router("pyjobq worker", {"debug_counts": lambda msg: _debug_counts(link, msg)}, quiet=True))
+    link.subscribe(Router("pyjobq worker", {"debug_counts": lambda msg: _debug_counts(link, msg)},
+                          quiet=True))
     scheduler = Scheduler(
         store=IndexedDBStore(params["db"], on_upgraded=lambda reason: _upgraded(link, reason)),
         locks=WebLocks(),
@@ -85,9 +86,12 @@ def _host_lease(params: dict[str, str]) -> HostLease:
     of the bootstrap's lock happened later."""
     global _host
     release = getattr(js.self, "pyjobqReleaseLease", None)
-    _host = HostLease(web_grab, params["lock"], BroadcastChannelPort(lease_channel_name(params["channel"])),
-                      LoopClock(), params["source"], held=not getattr(js.self, "pyjobqLeaseStolen", False),
-                      release_bootstrap=(lambda: release()) if release is not None else (lambda: None))
+    _host = HostLease(web_grab, params["lock"],
+                      BroadcastChannelPort(lease_channel_name(params["channel"])),
+                      LoopClock(), params["source"],
+                      held=not getattr(js.self, "pyjobqLeaseStolen", False),
+                      release_bootstrap=(lambda: release()) if release is not None else (
+                          lambda: None))
     proxies.listen(js.self, "pyjobq-lease-stolen", lambda _event: _host.stolen() if _host else None)
     return _host
 

@@ -1,15 +1,16 @@
-"""The pure core of pyjobq: records, statuses, the retry policy, the scheduler's decisions and the jobs table.
+"""The pure core of pyjobq: records, statuses, the retry policy, the scheduler's decisions and the
+jobs table.
 
 Nothing in this package touches IndexedDB, a lock, a channel, a timer or the clock.
 Time and randomness are arguments; storage and the browser come in through the
 ports in :mod:`pyjobq.core.ports`. It imports on plain CPython.
 """
 
-from .codes import Code
+from . import status as _status
 from .backoff import Backoff, make_backoff
+from .codes import Code
 from .outcome import Outcome
 from .records import JobRecord, NewJob, RecordError
-from . import status as _status
 from .status import Event, Status, apply
 
 TERMINAL = _status.TERMINAL

@@ -34,7 +34,8 @@ A retry comes on the browser's ``online`` event, and at the latest after the job
 ladder (:func:`~pyjobq.core.backoff.make_backoff`: about 1 s, 2 s, 4 s, … then 30 s), so a
 tab whose ``online`` never fires (Chromium's DevTools emulation in a worker) still gets there.
 
-Every function here is pure: the driver (:class:`pyjobq.executor.boot.Boot`) carries the decisions out.
+Every function here is pure: the driver (:class:`pyjobq.executor.boot.Boot`) carries the decisions
+out.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def is_transient(failure: BootFailure) -> bool:
     return failure.stage in (TIMEOUT, FETCH) or not failure.online
 
 
-def after_failure(failure: BootFailure, failures: int, backoff: Callable[[int], float]) -> Retry | None:
+def after_failure(failure: BootFailure, failures: int,
+                  backoff: Callable[[int], float]) -> Retry | None:
     """What to do after the ``failures``-th failure in a row (1-based): a :class:`Retry`, or
     None when the failure is permanent (the page raises ``WorkerUnavailable`` from then on)."""
     if not is_transient(failure):

@@ -185,7 +185,8 @@ class WorkerUnavailable(PyjobqError):
     worker (or the browser) said. Volatile jobs are not affected.
     """
 
-    def __init__(self, message: str, *, code: str = Code.WORKER_NOT_STARTED, worker_message: str = "",
+    def __init__(self, message: str, *, code: str = Code.WORKER_NOT_STARTED,
+                 worker_message: str = "",
                  stage: str | None = None) -> None:
         super().__init__(message)
         self.code = code

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Collection, Container, Iterable, Mapping, Sequence, TypeVar
 
 from .records import JobRecord
-from .view import Entry
 from .status import Status
+from .view import Entry
 
 #: What recovery and unparking read: a whole record, or the view's entry of it.
 E = TypeVar("E", JobRecord, Entry)

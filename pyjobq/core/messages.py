@@ -44,7 +44,8 @@ ABANDON_GRACE_MS = 30_000.0
 #: is lost for good when the tab that stored it crashed (or froze) before broadcasting it.
 RECHECK_MS = 30_000.0
 
-# Field types: each field a message type lists is checked; fields not listed are ignored, never used.
+# Field types: each field a message type lists is checked; fields not listed are ignored, never
+# used.
 _STR = (str,)
 _OPT_STR = (str, type(None))
 _ANY = (object,)
@@ -58,7 +59,8 @@ HOLDER = "the lease holder → the tabs in line (the lease channel)"
 
 
 class MessageType(NamedTuple):
-    """One message type: who sends it, what it says, and ``fields`` (name → allowed Python types)."""
+    """One message type: who sends it, what it says, and ``fields`` (name → allowed Python
+    types)."""
 
     sender: str
     doc: str
@@ -74,8 +76,10 @@ SCHEMA: dict[str, MessageType] = {
     # ------------------------------------------------------------ requests (a page's calls)
     "enqueue": _type(PAGE, "New jobs (``NewJob.to_message``) to store in one transaction.",
                      jobs=(list,), request_id=_OPT_STR),
-    "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``.", request_id=_STR),
-    "get_job": _type(PAGE, "One record (or None), for a handle's ``done``; answered in a ``reply``.",
+    "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``.",
+                       request_id=_STR),
+    "get_job": _type(PAGE,
+                     "One record (or None), for a handle's ``done``; answered in a ``reply``.",
                      job_id=_STR, request_id=_STR),
     "delete_job": _type(PAGE, "Delete a record in any status, ending its run anywhere.",
                         job_id=_STR, request_id=_OPT_STR),
@@ -88,7 +92,8 @@ SCHEMA: dict[str, MessageType] = {
     "cleanup_old": _type(PAGE, "Delete ``done`` records older than 7 days.", request_id=_OPT_STR),
     "suspend_type": _type(PAGE, "Park a (volatile) type's pending jobs and abort its running one; "
                           "answered once that run settled.", job_type=_STR, request_id=_OPT_STR),
-    "resume_type": _type(PAGE, "Unpark a suspended type's jobs.", job_type=_STR, request_id=_OPT_STR),
+    "resume_type": _type(PAGE, "Unpark a suspended type's jobs.", job_type=_STR,
+                         request_id=_OPT_STR),
     "debug_counts": _type(PAGE, "A debugging aid: the worker's live proxy and listener counts "
                           "(pyjobq/browser/proxies.py); answered in a ``reply``.",
                           request_id=_STR, trace=(bool, type(None))),
@@ -96,7 +101,8 @@ SCHEMA: dict[str, MessageType] = {
                    "``value``, or its ``error``.", request_id=_STR, ok=(bool,)),
     # ------------------------------------------------------------ nudges
     "wake": _type(PAGE, "Look for due work now (a page's own timer, a visibility change)."),
-    "online": _type(PAGE, "The browser is back online: jobs waiting out an offline failure are due now."),
+    "online": _type(PAGE,
+                    "The browser is back online: jobs waiting out an offline failure are due now."),
     # ------------------------------------------------------------ running a job
     "run": _type(SCHEDULER, "Run this claimed job (``claim`` names the claim; the page rebuilds "
                  "the closure from ``reconstructor`` and ``params`` when it has none).",
@@ -106,15 +112,18 @@ SCHEMA: dict[str, MessageType] = {
                          "``handshake_timeout_ms`` the scheduler asks with ``run_check``).",
                          job_id=_STR, claim=_OPT_STR),
     "run_check": _type(SCHEDULER, "The handshake deadline passed with no ``run_started``: has this "
-                       "claim's run begun? The link is FIFO, so the page handles the ``run`` first; "
-                       "a busy or frozen page answers late, never wrongly.", job_id=_STR, claim=_OPT_STR),
+                       "claim's run begun? The link is FIFO, so the page handles the ``run`` "
+                       "first; "
+                       "a busy or frozen page answers late, never wrongly.", job_id=_STR,
+                       claim=_OPT_STR),
     "run_checked": _type(PAGE, "The answer to ``run_check``: ``started`` says whether the page has "
                          "this claim's run in hand; false fails the job ``handshake_timeout``.",
                          job_id=_STR, claim=_OPT_STR, started=(bool,)),
     "run_result": _type(PAGE, "How the run ended: ``ok`` and its ``result``, or its ``error``, "
                         "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``.",
                         job_id=_STR, ok=(bool,), claim=_OPT_STR, offline=(bool, type(None))),
-    "progress": _type(PAGE, "An executor's ``report_progress``: published, never stored.", job_id=_STR),
+    "progress": _type(PAGE, "An executor's ``report_progress``: published, never stored.",
+                      job_id=_STR),
     "abandon_run": _type(SCHEDULER, "Stop this run: its job was deleted or cancelled, or the "
                          "scheduler stops; the page confirms its end with a ``run_result``.",
                          job_id=_STR, claim=_OPT_STR),
@@ -131,25 +140,35 @@ SCHEMA: dict[str, MessageType] = {
                              "once a second): the boot is not stalled.", bytes=(int, float)),
     "worker_fetched": _type(SCHEDULER, "The worker holds every file it needs to boot, as bytes: "
                             "its page gets in line for the lease now."),
-    "worker_booting": _type(SCHEDULER, "The worker holds the lease and starts Pyodide from those bytes."),
+    "worker_booting": _type(SCHEDULER,
+                            "The worker holds the lease and starts Pyodide from those bytes."),
     "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, fetch, "
-                          "load, install or start), with the worker's own ``message``; ``refused``: "
+                          "load, install or start), with the worker's own ``message``; "
+                          "``refused``: "
                           "a Content-Security-Policy refused something it needed.",
                           message=_STR, stage=_OPT_STR, refused=(bool, type(None))),
-    "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.", source=_STR),
+    "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.",
+                   source=_STR),
     "stopped": _type(SCHEDULER, "The worker stopped for good (another tab upgraded the database), "
-                     "with the ``reason`` to show; the page fails its requests with it.", reason=_STR),
-    # ------------------------------------------------------------ the lease, held by the page (pyjobq/engine/lease.py)
+                     "with the ``reason`` to show; the page fails its requests with it.",
+                     reason=_STR),
+    # ------------------------------------------------------------ the lease, held by the page
+    # (pyjobq/engine/lease.py)
     "lease_request": _type(SCHEDULER, "Take the processor lease's Web Lock for me."),
     "lease_granted": _type(PAGE, "The page holds the lock: grant number ``epoch``.", epoch=(int,)),
     "lease_revoked": _type(PAGE, "The page let grant ``epoch`` go (``freeze`` or ``pagehide``).",
                            epoch=(int,)),
-    "lease_released": _type(SCHEDULER, "Done with grant ``epoch``, or acknowledging its revocation.",
+    "lease_released": _type(SCHEDULER,
+                            "Done with grant ``epoch``, or acknowledging its revocation.",
                             epoch=(int,)),
     "lease_steal": _type(PAGE, "A worker host's page found the holder silent while this worker "
-                         "waits in line: take the lock from it (``steal``; pyjobq/engine/lease.py, LeaseWatch)."),
-    # ------------------------------------------------------------ the holder's health (the lease channel)
-    "lease_ping": _type(WAITING, "A tab in line for the lease asks whether the holder is alive (every ``PING_MS``).", source=_STR),
+                         "waits in line: take the lock from it (``steal``; pyjobq/engine/lease.py, "
+                         "LeaseWatch)."),
+    # ------------------------------------------------------------ the holder's health (the lease
+    # channel)
+    "lease_ping": _type(WAITING,
+                        "A tab in line for the lease asks whether the holder is alive (every "
+                        "``PING_MS``).", source=_STR),
     "lease_pong": _type(HOLDER, "The holder answers a ping, from the thread that holds the lock "
                         "(a frozen one cannot).", source=_STR),
     "lease_stolen": _type(WAITING, "This tab takes the lease from a holder silent for "
@@ -205,5 +224,6 @@ def parse(data: Any) -> dict[str, Any]:
         if isinstance(value, bool) and bool not in kinds:
             raise BadMessage(f"{type_}.{name} must be {kinds[0].__name__}, got {value!r}")
         if not isinstance(value, kinds):
-            raise BadMessage(f"{type_}.{name} must be {kinds[0].__name__}, got {type(value).__name__}")
+            raise BadMessage(
+                f"{type_}.{name} must be {kinds[0].__name__}, got {type(value).__name__}")
     return data

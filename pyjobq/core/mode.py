@@ -38,14 +38,16 @@ __all__ = ["Mode", "JOB_QUEUE", "VOLATILE", "OUTBOX", "RETENTION_MS"]
 
 @dataclass(frozen=True)
 class Mode:
-    """Which queue an engine runs; use a preset, or ``preset.with_lease(ms)`` for the outbox's length."""
+    """Which queue an engine runs; use a preset, or ``preset.with_lease(ms)`` for the outbox's
+    length."""
 
     #: The queue's name in logs and errors.
     name: str
     #: The claim's lease length in ms, or None: a running record is freed by recovery inside the
     #: processor lease instead (the job queue, volatile jobs).
     lease_ms: float | None = None
-    #: Each run holds ``<lock>:run:["<type>","<id>"]`` until its outcome is stored, so recovery skips it.
+    #: Each run holds ``<lock>:run:["<type>","<id>"]`` until its outcome is stored, so recovery
+    #: skips it.
     run_locks: bool = False
     #: ``"keep"`` stores a ``done`` record; ``"delete"`` removes it once done is published.
     on_success: Literal["keep", "delete"] = "keep"
@@ -73,17 +75,20 @@ class Mode:
         if self.on_success not in ("keep", "delete"):
             raise ValueError(f"Mode.on_success must be 'keep' or 'delete', got {self.on_success!r}")
         if self.lease_ms is not None and not self.lease_ms > 0:
-            raise ValueError(f"Mode.lease_ms must be a positive number of milliseconds, got {self.lease_ms!r}")
+            raise ValueError(
+                f"Mode.lease_ms must be a positive number of milliseconds, got {self.lease_ms!r}")
         if self.run_locks and self.lease_ms is not None:
-            raise ValueError("Mode: run locks guard lock-based recovery, which leases replace; choose one")
+            raise ValueError(
+                "Mode: run locks guard lock-based recovery, which leases replace; choose one")
         if self.lanes not in ("type", "fifo"):
             raise ValueError(f"Mode.lanes must be 'type' or 'fifo', got {self.lanes!r}")
         if self.recheck_ms is not None and not self.recheck_ms > 0:
             raise ValueError(f"Mode.recheck_ms must be a positive number of milliseconds or None, "
                              f"got {self.recheck_ms!r}")
         if self.retention_ms is not None and not self.retention_ms > 0:
-            raise ValueError(f"Mode.retention_ms must be a positive number of milliseconds or None, "
-                             f"got {self.retention_ms!r}")
+            raise ValueError(
+                f"Mode.retention_ms must be a positive number of milliseconds or None, "
+                f"got {self.retention_ms!r}")
 
     @property
     def leases(self) -> bool:
@@ -108,4 +113,5 @@ JOB_QUEUE = Mode("job queue", run_locks=True, retention_ms=RETENTION_MS, recheck
 #: Volatile jobs: this tab's closures; no run locks (nothing else recovers), suspendable types.
 VOLATILE = Mode("volatile", volatile=True)
 #: The outbox: claims are 60 s leases, FIFO across types, a done entry is deleted, no HTTP rules.
-OUTBOX = Mode("outbox", lease_ms=60_000.0, on_success="delete", lanes="fifo", http_status_rules=False)
+OUTBOX = Mode("outbox", lease_ms=60_000.0, on_success="delete", lanes="fifo",
+              http_status_rules=False)

@@ -18,7 +18,8 @@ Order of the branches (spec: "Retry timing and special HTTP statuses"):
    suspended, else pending now.
 3. terminal, or HTTP 403/409/422 → failed at once, whatever ``max_attempts`` says.
 4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``.
-5. offline (no HTTP status: nothing was reached) → pending on the ordinary ladder, attempt given back.
+5. offline (no HTTP status: nothing was reached) → pending on the ordinary ladder, attempt given
+   back.
 6. otherwise (404 included) → failed at the ceiling, else pending on the ladder.
 
 A record that ends (done, failed, cancelled) says why in ``error``, ``http_status`` and
@@ -56,8 +57,10 @@ _WHY = frozenset({"error", "http_status", "code"})
 def _move(record: JobRecord, event: Event, now: float, **changes: object) -> JobRecord:
     status = apply(record.status, event)
     if status in TERMINAL and not _WHY <= changes.keys():
-        raise TypeError(f"a move to {status.value} must set error, http_status and code from its own "
-                        f"cause (an earlier attempt's would explain it); missing {sorted(_WHY - changes.keys())}")
+        raise TypeError(
+            f"a move to {status.value} must set error, http_status and code from its own "
+            f"cause (an earlier attempt's would explain it); missing "
+            f"{sorted(_WHY - changes.keys())}")
     if status is not Status.PENDING:
         changes.setdefault("next_retry_at", None)
     if status is not Status.RUNNING:
@@ -81,7 +84,8 @@ def claim(record: JobRecord, now: float, owner: str, lease_ms: float | None = No
             http_status=None, code=Code.ATTEMPTS_EXHAUSTED,
         )
     lease = None if lease_ms is None else now + lease_ms
-    return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner, next_retry_at=lease)
+    return _move(record, Event.CLAIM, now, attempts=record.attempts + 1, owner=owner,
+                 next_retry_at=lease)
 
 
 def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRecord:
@@ -94,8 +98,10 @@ def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRe
     if record.status is Status.RUNNING and record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
-            error=f"its lease ran out on the last allowed attempt ({record.attempts} of {record.max_attempts}): "
-                  "the page running it closed, crashed or froze mid-run, so whether its work was done is unknown",
+            error=f"its lease ran out on the last allowed attempt ({record.attempts} of "
+                  f"{record.max_attempts}): "
+                  "the page running it closed, crashed or froze mid-run, so whether its work was "
+                  "done is unknown",
             http_status=None, code=Code.PAGE_GONE,
         )
     return claim(recover(record, now), now, owner, lease_ms)
@@ -129,12 +135,14 @@ def settle(
     given_back = dict(attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if outcome.interrupted:
         if held_yield_lock is not None or suspended:
-            return _move(record, Event.PARK, now, yield_lock=held_yield_lock, **given_back, **failure)
+            return _move(record, Event.PARK, now, yield_lock=held_yield_lock, **given_back,
+                         **failure)
         return _move(record, Event.RETRY, now, next_retry_at=now, **given_back, **failure)
     if outcome.terminal or (http_status_rules and outcome.status in TERMINAL_STATUSES):
         return _move(record, Event.FAIL, now, **failure)
     if http_status_rules and outcome.status == UNAUTHORIZED:
-        return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back, **failure)
+        return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back,
+                     **failure)
     if not online and (outcome.status is None or not http_status_rules):
         # Only a failure that never reached a server says nothing about the job: one with an
         # HTTP status was answered, so it counts whatever the network did afterwards.
@@ -157,7 +165,8 @@ def after_abort(outcome: RunResult) -> RunResult:
     return dataclasses.replace(outcome, interrupted=True, terminal=False)
 
 
-def claim_due(record: JobRecord, now: float, owner: str, lease_ms: float | None) -> JobRecord | None:
+def claim_due(record: JobRecord, now: float, owner: str,
+              lease_ms: float | None) -> JobRecord | None:
     """The claim's read-modify-write on what the store holds now: a pending record is claimed;
     on leases, a running record whose lease ran out is reclaimed; anything else is left alone
     (a stale view can never claim a record that changed or went)."""
@@ -180,11 +189,13 @@ def back_online(record: JobRecord, now: float) -> JobRecord | None:
 
 
 def recover(record: JobRecord, now: float) -> JobRecord:
-    """A running record whose page went away: its attempt is spent; pending again, or failed at the ceiling."""
+    """A running record whose page went away: its attempt is spent; pending again, or failed at the
+    ceiling."""
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
-            error=f"the page running the last allowed attempt ({record.attempts} of {record.max_attempts}) "
+            error=f"the page running the last allowed attempt ({record.attempts} of "
+                  f"{record.max_attempts}) "
                   "went away mid-run",
             http_status=None, code=Code.PAGE_GONE,
         )
@@ -205,18 +216,21 @@ def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> 
 
 
 def cancel(record: JobRecord, now: float) -> JobRecord:
-    return _move(record, Event.CANCEL, now, error="cancelled", http_status=None, code=Code.CANCELLED)
+    return _move(record, Event.CANCEL, now, error="cancelled", http_status=None,
+                 code=Code.CANCELLED)
 
 
 def prunable(
     failed: Sequence[JobRecord], now: float, *, max_age_ms: float | None, max_count: int | None
 ) -> list[str]:
-    """Ids of failed records to delete: older than ``max_age_ms``, and the oldest beyond ``max_count``.
+    """Ids of failed records to delete: older than ``max_age_ms``, and the oldest beyond
+    ``max_count``.
 
     The job queue never calls this — it keeps failed records until ``delete_job``
     (spec: "Startup and cleanup"). It is the outbox's ``prune`` option.
     """
-    ordered = sorted((r for r in failed if r.status is Status.FAILED), key=lambda r: (r.updated_at, r.id))
+    ordered = sorted((r for r in failed if r.status is Status.FAILED),
+                     key=lambda r: (r.updated_at, r.id))
     doomed: list[str] = []
     if max_age_ms is not None:
         doomed = [r.id for r in ordered if r.updated_at < now - max_age_ms]

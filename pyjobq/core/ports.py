@@ -207,7 +207,8 @@ class Lease(Protocol):
     (:class:`pyjobq.engine.lease.LockLease`) — and why: pyjobq/engine/lease.py.
     """
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         """Wait for the lease, then hold it while ``callback()`` runs.
 
         ``on_revoked()`` is called, at most once, if the lease is taken away while the

@@ -79,7 +79,8 @@ def check_str(value: Any, call: str, expected: str) -> str:
     itself, where the caller can hear it: a message the scheduler refuses is answered only
     with an error, and a value no message can carry is never sent."""
     if not isinstance(value, str):
-        raise InvalidJobError(f"{call}: expected {expected}; got {reprlib.repr(value)} ({type(value).__name__})")
+        raise InvalidJobError(
+            f"{call}: expected {expected}; got {reprlib.repr(value)} ({type(value).__name__})")
     return value
 
 
@@ -115,12 +116,17 @@ class NewJob:
     delay_ms: float = 0
 
     def __post_init__(self) -> None:
-        _need(isinstance(self.id, str) and self.id != "", f"id must be a non-empty str, got {_shown(self.id)}")
+        _need(isinstance(self.id, str) and self.id != "",
+              f"id must be a non-empty str, got {_shown(self.id)}")
         _need(isinstance(self.reconstructor, str) and self.reconstructor != "",
-              f"reconstructor must be a non-empty str naming a registered factory, got {_shown(self.reconstructor)}")
-        _need(isinstance(self.type, str) and self.type != "", f"type must be a non-empty str, got {_shown(self.type)}")
-        _need(self.group is None or isinstance(self.group, str), f"group must be a str or None, got {_shown(self.group)}")
-        _need(self.label is None or isinstance(self.label, str), f"label must be a str or None, got {_shown(self.label)}")
+              f"reconstructor must be a non-empty str naming a registered factory, got "
+              f"{_shown(self.reconstructor)}")
+        _need(isinstance(self.type, str) and self.type != "",
+              f"type must be a non-empty str, got {_shown(self.type)}")
+        _need(self.group is None or isinstance(self.group, str),
+              f"group must be a str or None, got {_shown(self.group)}")
+        _need(self.label is None or isinstance(self.label, str),
+              f"label must be a str or None, got {_shown(self.label)}")
         _need(
             isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
             and self.max_attempts >= 1,
@@ -269,9 +275,11 @@ class JobRecord:
                     + " or ".join(k.__name__ for k in kinds)
                 )
             if isinstance(value, float) and not math.isfinite(value):
-                raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a finite number")
+                raise RecordError(
+                    f"job record {name_id!r} has {name}={value!r}, expected a finite number")
             if name in _COUNTS and isinstance(value, (int, float)) and value != int(value):
-                raise RecordError(f"job record {name_id!r} has {name}={value!r}, expected a whole number")
+                raise RecordError(
+                    f"job record {name_id!r} has {name}={value!r}, expected a whole number")
         known = _STORED_SET
         values = {k: v for k, v in data.items() if k in known}
         values["status"] = status
@@ -331,7 +339,8 @@ def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
 #: The code of a record failed because its stored value is not a job record (by this name in
 #: the outbox and the IndexedDB store).
 MALFORMED = Code.MALFORMED_RECORD
-#: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from the store.
+#: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from the
+#: store.
 NEWS_RESULT_LIMIT = 16 * 1024
 _COUNTS = ("attempts", "max_attempts", "given_back", "http_status")
 _SAFE_REPR = reprlib.Repr()
@@ -352,7 +361,8 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-_MISSING_DEFAULT = fields(NewJob)[0].default  # dataclasses.MISSING, without importing a private name
+# dataclasses.MISSING, without importing a private name
+_MISSING_DEFAULT = fields(NewJob)[0].default
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "type": (str,),
@@ -371,7 +381,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "yield_lock": (str,),
     "owner": (str,),
 }
-_OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code", "yield_lock", "owner"})
+_OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code",
+                       "yield_lock", "owner"})
 
 
 @dataclass(frozen=True)

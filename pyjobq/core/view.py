@@ -96,7 +96,8 @@ class QueueView:
         self._timed = []
         self._stale = set()
         self._by_status = {s: {} for s in UNFINISHED}
-        rows = sorted((e for e in entries if e.status in UNFINISHED), key=lambda e: (e.created_at, e.id))
+        rows = sorted((e for e in entries if e.status in UNFINISHED),
+                      key=lambda e: (e.created_at, e.id))
         for entry in rows:
             self._entries[entry.id] = entry
             self._by_status[entry.status][entry.id] = None
@@ -185,7 +186,8 @@ class QueueView:
     def oldest_due_any(self, now: float, exclude: Collection[str] = (), *,
                        leases: bool = False) -> Entry | None:
         """The oldest due record of any type, by (created_at, id); None when nothing is due."""
-        heads = [e for t in self._lanes if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
+        heads = [
+            e for t in self._lanes if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
         return min(heads, key=lambda e: (e.created_at, e.id), default=None)
 
     def follow_on(self, job_type: str, now: float, exclude: Collection[str] = (), *,

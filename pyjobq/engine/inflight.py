@@ -81,7 +81,8 @@ class Flight:
 class FlightTable:
     """The scheduler's runs in flight (by job id) and abandoned runs still ending (by claim)."""
 
-    def __init__(self, clock: Clock, source: str, *, on_ended: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, clock: Clock, source: str, *,
+                 on_ended: Callable[[], None] = lambda: None) -> None:
         """``on_ended`` is called each time an abandoned run's ending is over (its type is free)."""
         self._clock = clock
         self._source = source

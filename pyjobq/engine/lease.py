@@ -68,23 +68,23 @@ only releasing on freeze needed the page. The outbox (lease mode) and the in-tab
 engine take no run locks: nothing recovers their running records by lock.
 
 **A holder that cannot let go is taken over: the lease watch.** A worker host (a notebook
-kernel, a PyScript worker) has no ``freeze`` event: frozen with its page, it keeps the lock,
-and the origin's queue would stop until it thaws — hours, perhaps. So every tab in line for
-the lease asks, on the lease channel (``<channel>:lease``), whether the holder is alive
-(``lease_ping`` every ``PING_MS``); the holder answers (``lease_pong``) from the thread that
-holds the lock — the page for a page-held lease, the worker for a worker host's — and a frozen
-one cannot. After ``SILENT_PINGS`` pings in a row with none answered (about a minute) the tab
-says so (``lease_stolen``, so the others count the new holder's silence from zero) and takes
-the lock with ``steal: true`` (:class:`LeaseWatch`). Pings are counted, not time: a waiting tab
-that was frozen itself resumes one ping further on, not a minute. The holder learns that its
-lock was taken when it runs again — a thawed page or worker — revokes its pass like a freeze,
-and gets back in line (:meth:`LeaseHolder.stolen`, :class:`HostLease`). That is safe for the
-same reason a freeze is: the silent holder's runs keep their run locks, so none is recovered
-or doubled and their types stay busy everywhere; and until the thawed holder has heard, a claim
-it makes is checked against the run locks others hold after its own are taken, so two holders
-never start one type side by side (pyjobq/engine/passes.py, :meth:`Pass._claims_alone`). A holder that
-is only busy for a minute (a page computing) is taken over the same way, which costs it
-nothing it was using: a busy page grants its worker nothing and hands out no run.
+kernel, a PyScript worker) has no ``freeze`` event: frozen with its page, it keeps the lock, and the
+origin's queue would stop until it thaws — hours, perhaps. So every tab in line for the lease asks,
+on the lease channel (``<channel>:lease``), whether the holder is alive (``lease_ping`` every
+``PING_MS``); the holder answers (``lease_pong``) from the thread that holds the lock — the page for
+a page-held lease, the worker for a worker host's — and a frozen one cannot. After ``SILENT_PINGS``
+pings in a row with none answered (about a minute) the tab says so (``lease_stolen``, so the others
+count the new holder's silence from zero) and takes the lock with ``steal: true``
+(:class:`LeaseWatch`). Pings are counted, not time: a waiting tab that was frozen itself resumes one
+ping further on, not a minute. The holder learns that its lock was taken when it runs again — a
+thawed page or worker — revokes its pass like a freeze, and gets back in line
+(:meth:`LeaseHolder.stolen`, :class:`HostLease`). That is safe for the same reason a freeze is: the
+silent holder's runs keep their run locks, so none is recovered or doubled and their types stay busy
+everywhere; and until the thawed holder has heard, a claim it makes is checked against the run locks
+others hold after its own are taken, so two holders never start one type side by side
+(pyjobq/engine/passes.py, :meth:`Pass._claims_alone`). A holder that is only busy for a minute (a
+page computing) is taken over the same way, which costs it nothing it was using: a busy page grants
+its worker nothing and hands out no run.
 
 Simpler schemes fail: a worker-held lease is not released while frozen; a page-held
 lease without run locks lets the next holder recover — and so double — the frozen run;
@@ -98,15 +98,17 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..core.messages import make
 from ..core.errors import LockStolen
+from ..core.messages import make
 from ..core.ports import Channel, Clock, Link, LockManager, Timer, Unsubscribe
 from ..core.router import Router
 
 log = logging.getLogger("pyjobq")
 
-#: The link messages of the page-held lease; the scheduler and executor side leave them to this module.
-LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released", "lease_steal"})
+#: The link messages of the page-held lease; the scheduler and executor side leave them to this
+#: module.
+LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released",
+                            "lease_steal"})
 
 #: How often a tab in line for the lease asks its holder whether it is alive (:class:`LeaseWatch`).
 PING_MS = 10_000.0
@@ -127,7 +129,8 @@ class Grab(Protocol):
     while held. Returns ``cancel()``, which drops a request not yet granted."""
 
     def __call__(self, name: str, on_granted: Callable[[Callable[[], None]], None], *,
-                 steal: bool = False, on_stolen: Callable[[], None] | None = None) -> Callable[[], None]: ...
+                 steal: bool = False,
+                 on_stolen: Callable[[], None] | None = None) -> Callable[[], None]: ...
 
 
 class _Arming:
@@ -144,7 +147,8 @@ class LeaseWatch:
     """In line for the lease: ask the holder whether it is alive, and take the lease from a
     silent one (the theory above). ``waiting()`` starts the pings, ``holding()`` stops them."""
 
-    def __init__(self, channel: Channel, clock: Clock, source: str, steal: Callable[[], None]) -> None:
+    def __init__(self, channel: Channel, clock: Clock, source: str,
+                 steal: Callable[[], None]) -> None:
         self._channel = channel
         self._clock = clock
         self._source = source
@@ -220,7 +224,8 @@ class LockLease:
         self._locks = locks
         self._name = name
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         async def run(_lock: Any) -> None:
             await callback()
 
@@ -232,7 +237,8 @@ class HeldLease:
     """The lock is held for this scheduler's whole life by its host, so every drain runs at
     once (tests that need a lease nobody takes away)."""
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         await callback()
         return True
 
@@ -269,7 +275,8 @@ class HostLease:
     def holding(self) -> bool:
         return self._holding
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         while not self._holding:
             if self._granted is None or self._granted.done():
                 self._granted = asyncio.get_event_loop().create_future()
@@ -343,7 +350,8 @@ def watch_in_line(link: Link, channel: Channel, clock: Clock, source: str) -> Ca
     (``lease_steal``) from a silent one. Stops when the worker says it holds the lock
     (``worker_booting``); returns what stops it sooner."""
     watch = LeaseWatch(channel, clock, source, lambda: link.send(make("lease_steal")))
-    unsubscribe = link.subscribe(Router("pyjobq lease watch", {"worker_booting": lambda _msg: stop()},
+    unsubscribe = link.subscribe(Router("pyjobq lease watch",
+                                        {"worker_booting": lambda _msg: stop()},
                                         quiet=True))
 
     def stop() -> None:
@@ -362,7 +370,8 @@ class NeverLease:
     def __init__(self) -> None:
         self._closed: asyncio.Future[None] | None = None
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         if self._closed is None:
             self._closed = asyncio.get_event_loop().create_future()
         await self._closed
@@ -404,7 +413,8 @@ class GateLease:
         if revoke is not None:
             revoke()
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         while not self._open:
             if self._opened is None:
                 self._opened = asyncio.get_event_loop().create_future()
@@ -438,7 +448,8 @@ class LinkLease:
         self._unsubscribe = link.subscribe(Router("pyjobq lease", {
             "lease_granted": self._granted_now, "lease_revoked": self._revoked}, quiet=True))
 
-    async def hold(self, callback: Callable[[], Awaitable[None]], on_revoked: Callable[[], None]) -> bool:
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
         self._granted = asyncio.get_event_loop().create_future()
         if self._unsolicited is not None:
             self._epoch = self._unsolicited
@@ -497,7 +508,8 @@ class LeaseHolder:
     ``resume`` and ``pageshow``; both are idempotent.
     """
 
-    def __init__(self, link: Link, grab: Grab, name: str, *, on_first_grant: Callable[[], None] | None = None,
+    def __init__(self, link: Link, grab: Grab, name: str, *,
+                 on_first_grant: Callable[[], None] | None = None,
                  eager: bool = False, channel: Channel | None = None, clock: Clock | None = None,
                  source: str = "") -> None:
         """``eager``: take the lock now, before the worker asks (a tab that opens the queue is
@@ -533,7 +545,8 @@ class LeaseHolder:
 
     @property
     def lent(self) -> bool:
-        """True while the worker drains under a grant (between ``lease_granted`` and its release)."""
+        """True while the worker drains under a grant (between ``lease_granted`` and its
+        release)."""
         return self._lent is not None
 
     @property
@@ -611,7 +624,8 @@ class LeaseHolder:
             release()
 
     def freeze(self) -> None:
-        """``freeze`` / ``pagehide``: release the lock now, before the page (and its worker) stop."""
+        """``freeze`` / ``pagehide``: release the lock now, before the page (and its worker)
+        stop."""
         if self.frozen:
             return
         self.frozen = True

@@ -33,12 +33,12 @@ import logging
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable
 
-from ..core.codes import Code
 from ..core import policy
+from ..core.codes import Code
 from ..core.messages import make
+from ..core.mode import RETENTION_MS
 from ..core.ports import Change, Clock, Store, Updated
 from ..core.records import JobRecord, NewJob
-from ..core.mode import RETENTION_MS
 from ..core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
 from .calls import Publish, Send, Write
 from .inflight import FlightTable
@@ -102,7 +102,8 @@ class RequestTable:
         return self._last_created
 
     async def answer(self, msg: dict[str, Any]) -> None:
-        """Run the request's handler and reply (when it asked for a reply) with its value or error."""
+        """Run the request's handler and reply (when it asked for a reply) with its value or
+        error."""
         request_id = msg.get("request_id")
         try:
             value = await self.table[msg["type"]](msg)

@@ -8,10 +8,10 @@ is every engine's, the page's included.
 
 Theory of operation
 -------------------
-Under the job queue's mode each run holds ``<lock>:run:["<type>","<job id>"]`` from before its
-claim until its outcome is stored (why: :mod:`pyjobq.engine.lease`, on frozen tabs). :class:`RunLocks` asks for them ``ifAvailable``: a free
-one is taken and its release returned; a held one means another page still stores
-that run's outcome, so the job is left out and its lock *watched*.
+Under the job queue's mode each run holds ``<lock>:run:["<type>","<job id>"]`` from before its claim
+until its outcome is stored (why: :mod:`pyjobq.engine.lease`, on frozen tabs). :class:`RunLocks`
+asks for them ``ifAvailable``: a free one is taken and its release returned; a held one means
+another page still stores that run's outcome, so the job is left out and its lock *watched*.
 
 A lane's next run lock is asked for while its predecessor runs
 (:meth:`RunLocks.prefetch`), so the settle's transaction can claim the next job
@@ -47,7 +47,8 @@ def no_release() -> None:
 
 class RunLocks:
     def __init__(self, locks: LockManager, lock_name: str, *, enabled: bool,
-                 spawn: Callable[[Coroutine[Any, Any, Any]], None], wake: Callable[[], None]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, Any]], None],
+                 wake: Callable[[], None]) -> None:
         self._locks = locks
         self._lock_name = lock_name
         self._enabled = enabled
@@ -63,7 +64,8 @@ class RunLocks:
         return self._lock_name
 
     def legacy_name(self, job_id: str) -> str:
-        """The name an older pyjobq gives the same run lock (:func:`pyjobq.core.lanes.legacy_run_lock`)."""
+        """The name an older pyjobq gives the same run lock
+        (:func:`pyjobq.core.lanes.legacy_run_lock`)."""
         return lanes.legacy_run_lock(self._lock_name, job_id)
 
     def name(self, entry: Entry | JobRecord) -> str:
@@ -85,8 +87,10 @@ class RunLocks:
                     _let_go(ahead[1])
                 asks.append(self._take_one(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
-        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases = {entry.id: release for entry, release in zip(entries, got) if release is not None}
+        got = [
+            ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
+        releases = {entry.id: release for entry,
+                    release in zip(entries, got) if release is not None}
         if len(releases) < len(entries):
             held = await self._locks.held()
             for entry in entries:
@@ -126,7 +130,8 @@ class RunLocks:
             _let_go(ask)
 
     def watch(self, lock: str) -> None:
-        """Keep one shared-mode request on ``lock``: granted, and a wake, the moment its holder lets go."""
+        """Keep one shared-mode request on ``lock``: granted, and a wake, the moment its holder lets
+        go."""
         if lock in self._watching:
             return
         self._watching.add(lock)
@@ -148,7 +153,8 @@ class RunLocks:
         self._spawn(watch())
 
     async def _take_one(self, entry: Entry) -> Release | None:
-        """Take the job's run lock if it is free; returns what releases it, or None if it is held."""
+        """Take the job's run lock if it is free; returns what releases it, or None if it is
+        held."""
         loop = asyncio.get_event_loop()
         granted: asyncio.Future[bool] = loop.create_future()
         let_go: asyncio.Future[None] = loop.create_future()

@@ -72,26 +72,26 @@ import math
 import random as _random
 from typing import Any, Callable, Mapping, Sequence
 
-from .tasks import TaskSet
 from ..core import messages, policy
 from ..core.backoff import make_backoff
 from ..core.messages import make
-from ..core.router import Router
-from ..core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Updated
 from ..core.mode import JOB_QUEUE, Mode
+from ..core.mode import RETENTION_MS as RETENTION_MS  # re-exported (__all__)
+from ..core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Updated
 from ..core.records import JobRecord
+from ..core.router import Router
 from ..core.status import ONLY_PENDING, Status
-from ..core.mode import RETENTION_MS  # noqa: F401  (re-exported: tests and callers import it here)
 from .control import PassControl
 from .handoff import Handoff
-from .requests import RequestEngine, RequestTable
 from .inflight import FlightTable
 from .lease import LEASE_MESSAGES, LockLease
 from .passes import Pass, PassEngine
 from .publisher import Publisher
+from .requests import RequestEngine, RequestTable
+from .runlocks import RunLocks, WakeTimer
 from .settle import SettleEngine, Settler
 from .sweeper import Sweeper
-from .runlocks import RunLocks, WakeTimer
+from .tasks import TaskSet
 
 __all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
 

@@ -29,12 +29,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Protocol
 
-from .client import EngineClient
 from ..core import boot as policy
 from ..core.backoff import make_backoff
+from ..core.errors import WorkerUnavailable
 from ..core.ports import Clock, Timer
 from ..core.router import Router
-from ..core.errors import WorkerUnavailable
+from .client import EngineClient
 
 log = logging.getLogger("pyjobq")
 
@@ -178,11 +178,16 @@ class Boot:
         self._retry_timer = self._clock.call_later(retry.delay_ms, self.retry)
         if not self._warned:
             self._warned = True
-            text = (f"pyjobq: the scheduler worker could not boot ({failure.stage}): {failure.message.strip()}. "
-                    f"This tab let the processor lease go and starts a new worker when the browser is back "
-                    f"online, or in {retry.delay_ms / 1000:.0f} s (then less and less often); its persistent "
-                    f"jobs stay stored and pending meanwhile (another tab may run them), and their done "
-                    f"resolves once they have run.")
+            text = (
+                f"pyjobq: the scheduler worker could not boot ({failure.stage}): "
+                f"{failure.message.strip()}. "
+                f"This tab let the processor lease go and starts a new worker when the browser is "
+                f"back "
+                f"online, or in {retry.delay_ms / 1000:.0f} s (then less and less often); its "
+                f"persistent "
+                f"jobs stay stored and pending meanwhile (another tab may run them), and their "
+                f"done "
+                f"resolves once they have run.")
             log.warning("%s", text)
             self.platform.warn(text)
         else:

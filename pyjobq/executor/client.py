@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import errors
 from ..core.codes import Code
+from ..core.errors import PyjobqError, WorkerUnavailable
 from ..core.messages import make, updated_jobs
 from ..core.outcome import Outcome
 from ..core.ports import Link
 from ..core.records import NewJob, new_id
 from ..core.router import Router
 from ..core.status import Status
-from ..core.errors import PyjobqError, WorkerUnavailable
+from ..engine.lease import LEASE_MESSAGES
 from ..handle import Job
 from .registry import Handles
-from ..engine.lease import LEASE_MESSAGES
 from .runner import Runner
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ class EngineClient:
         batch, self._batch = self._batch, []
         if not batch:
             return
-        future = self._send(make("enqueue", jobs=[new.to_message() for new, _ in batch]), self.requests_link)
+        future = self._send(make("enqueue", jobs=[new.to_message() for new, _ in batch]),
+                            self.requests_link)
 
         def stored(f: asyncio.Future[Any]) -> None:
             error = f.exception() if not f.cancelled() else PyjobqError("enqueue was cancelled")
@@ -155,7 +156,8 @@ class EngineClient:
                 job._lose(error)
                 return
             self.handles.settle_from(job_id, f.result(), missing=Outcome(
-                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}", code=Code.NOT_FOUND))
+                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}",
+                code=Code.NOT_FOUND))
 
         self.read(job_id).add_done_callback(found)
         return job
@@ -197,7 +199,8 @@ class EngineClient:
             link.send(message)
         except Exception as exc:  # a message the link cannot carry: fail it, never leave it waiting
             self._pending.pop(request_id, None)
-            future.set_exception(PyjobqError(f"{msg.get('type')} could not be sent to the worker: {exc}"))
+            future.set_exception(PyjobqError(
+                f"{msg.get('type')} could not be sent to the worker: {exc}"))
         return future
 
     def _reply(self, msg: dict[str, Any]) -> None:
@@ -214,7 +217,8 @@ class EngineClient:
             job_id = job.get("id")
             # A retried job runs its closure again: keep the closures of failed and cancelled
             # jobs until they are deleted.
-            if isinstance(job_id, str) and (job.get("deleted") or job.get("status") == Status.DONE.value):
+            if isinstance(job_id, str) and (
+                job.get("deleted") or job.get("status") == Status.DONE.value):
                 self.runner.closures.pop(job_id, None)
             self.handles.update(job)
 

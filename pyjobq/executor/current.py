@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextvars
 
+from ..core.errors import InvalidJobError, PyjobqError
 from ..core.messages import make
 from ..core.ports import Link
-from ..core.errors import InvalidJobError, PyjobqError
 
 # Which job the current task runs, for report_progress(); asyncio copies it into the task.
 _current_run: contextvars.ContextVar[tuple[Link, str] | None] = \

@@ -5,14 +5,13 @@ returns the *unread* Response, including non-ok ones. It is called as
 ``transport(method, path, body)``; one that takes a fourth argument named ``signal``
 (or any fourth required one, or ``*args``) also gets the run's
 :class:`~pyjobq.AbortSignal`, fired when the job is deleted, cancelled or its worker
-stops — hand it on to ``fetch`` so the request ends with the run; the run is then waited
-for, up to a grace, before its job's type runs the next job. One that takes an
-``idempotency_key`` keyword gets the job's id, the same on every replay, so a server can
-recognise a request it already applied (send it as an ``Idempotency-Key`` header). That keeps the retry
-policy in one place: a non-ok response becomes an :class:`~pyjobq.HTTPError`
-carrying ``status`` and ``body``, and the policy reads the status to tell
-"later" from "never". The transport is looked up on every replay, never
-captured, so a job that waits hours runs with the credentials of the moment.
+stops — hand it on to ``fetch`` so the request ends with the run; the run is then waited for, up to
+a grace, before its job's type runs the next job. One that takes an ``idempotency_key`` keyword gets
+the job's id, the same on every replay, so a server can recognise a request it already applied (send
+it as an ``Idempotency-Key`` header). That keeps the retry policy in one place: a non-ok response
+becomes an :class:`~pyjobq.HTTPError` carrying ``status`` and ``body``, and the policy reads the
+status to tell "later" from "never". The transport is looked up on every replay, never captured, so
+a job that waits hours runs with the credentials of the moment.
 
 Runs on the page only, where the transport and its credentials are: the scheduler worker
 stores the job and hands its run to the page, it never calls the transport.
@@ -121,12 +120,14 @@ def _read_takes(transport: Any) -> _Takes:
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     fourth = positional[3] if len(positional) > 3 else None
     signal_positional = var_positional or (
-        fourth is not None and (fourth.name == "signal" or fourth.default is inspect.Parameter.empty))
+        fourth is not None and (
+            fourth.name == "signal" or fourth.default is inspect.Parameter.empty))
     signal_keyword = not signal_positional and "signal" in named
     return _Takes(signal_positional, signal_keyword, "idempotency_key" in named or var_keyword)
 
 
-def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any], Any]:
+def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any],
+                                                                                              Any]:
     """The factory registered under ``fetch``: params ``{method, path, body}`` → executor."""
 
     def factory(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:

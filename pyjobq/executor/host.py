@@ -9,13 +9,12 @@ that uses the queue can be tested without a browser.
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..core.records import new_id
-from .side import ExecutorSide
 from ..memory import ChannelHub, LockHub, LoopClock, MemoryStore
+from .side import ExecutorSide
 from .wiring import in_process
 
 IN_PYODIDE = sys.platform == "emscripten"
@@ -34,11 +33,14 @@ def start_memory(settings: Settings, source: str) -> ExecutorSide:
     """The queue on plain CPython: its scheduler in this process, on the process's store."""
     hub = _shared_hub()
     engine = in_process(
-        store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source, clock=LoopClock(),
-        lock_name=settings.lock_name, locks=hub.locks.client(), channel=hub.channels.channel(settings.channel_name),
+        store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source,
+        clock=LoopClock(),
+        lock_name=settings.lock_name, locks=hub.locks.client(),
+        channel=hub.channels.channel(settings.channel_name),
         yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms)
     return ExecutorSide(
-        link=engine.link, engine=engine.scheduler, channel=hub.channels.channel(settings.channel_name),
+        link=engine.link, engine=engine.scheduler,
+        channel=hub.channels.channel(settings.channel_name),
         source=source, reconstructors=settings.reconstructors, transport=settings.transport,
         locks=hub.locks.client(), yields=settings.yields)
 

@@ -41,7 +41,8 @@ class Listeners:
         self._callbacks: list[Callable[[JobUpdate], None]] = []
 
     def add(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-        """Call ``callback(update)`` for every ``job-update``; returns a function that unsubscribes."""
+        """Call ``callback(update)`` for every ``job-update``; returns a function that
+        unsubscribes."""
         self._callbacks.append(callback)
 
         def unsubscribe() -> None:
@@ -119,7 +120,8 @@ class Handles:
         if handle is not None:
             handle._settle(outcome)
 
-    def settle_from(self, job_id: str, record: dict[str, Any] | None, *, missing: Outcome | None = None) -> None:
+    def settle_from(self, job_id: str, record: dict[str, Any] | None, *,
+                    missing: Outcome | None = None) -> None:
         """Settle from a stored record: terminal → its outcome; none → ``missing`` (default:
         deleted); anything else → not yet."""
         if record is None:

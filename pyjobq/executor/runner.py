@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping
 
 from ..abort import AbortSignal
 from ..core.codes import Code
+from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
-from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
 from .current import _current_run
 from .fetch import Answer, code_from_body
 
@@ -30,7 +30,8 @@ from .fetch import Answer, code_from_body
 Executor = Callable[[AbortSignal], Any]
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs run")."""
+    """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs
+    run")."""
     status = getattr(exc, "status", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     code = getattr(exc, "code", None)
@@ -113,7 +114,8 @@ class Runner:
             # knew: give it back unspent for whoever holds the lease now (pyjobq/engine/lease.py).
             self._send_result(job_id, _claimed({
                 "ok": False, "interrupted": True, "code": Code.LEASE_REVOKED,
-                "error": "the page let the processor lease go (frozen or hidden) before this run began",
+                "error": "the page let the processor lease go (frozen or hidden) before this run "
+                         "began",
             }, msg.get("claim")))
             return
         if job_id in self.running:
@@ -173,7 +175,8 @@ class Runner:
             return executor
         factory = self.registry.get(name)
         if factory is None:
-            self._send_result(job_id, _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))
+            self._send_result(job_id,
+                              _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))
             return None
         try:
             return factory(msg.get("params"))
@@ -199,7 +202,8 @@ class Runner:
             _current_run.reset(token)
         claim: str | None = msg.get("claim")
         self.running[job_id] = _Run(task, signal, claim)
-        self.link.send(make("run_started", job_id=job_id, **({"claim": claim} if claim is not None else {})))
+        self.link.send(make("run_started", job_id=job_id,
+                            **({"claim": claim} if claim is not None else {})))
         yield_lock = self.yields.get(msg.get("job_type", ""))
         if yield_lock and self.locks is not None:
             self._hold_shared(yield_lock, task, signal)
@@ -226,7 +230,8 @@ class Runner:
             # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
             # that it ended before the job's type runs again (an older one waits for nothing).
             if run.claim is not None:
-                self._send_result(job_id, {"ok": False, "error": "abandoned", "code": Code.ABANDONED,
+                self._send_result(job_id,
+                                  {"ok": False, "error": "abandoned", "code": Code.ABANDONED,
                                            "claim": run.claim})
             return
         if fields["ok"] and isinstance(fields["result"], Answer):
@@ -256,4 +261,5 @@ class Runner:
             if not request.cancelled() and isinstance(request.exception(), LockStolen):
                 signal.abort(f"yield lock {lock!r} was taken")
 
-        asyncio.ensure_future(self.locks.request(lock, hold, mode="shared")).add_done_callback(released)
+        asyncio.ensure_future(self.locks.request(lock, hold, mode="shared")).add_done_callback(
+            released)

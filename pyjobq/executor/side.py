@@ -21,30 +21,49 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+    TypeVar,
+)
 
 from ..abort import AbortSignal
 from ..config import check_reconstructor
-from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
-from .wiring import in_process
-from .client import EngineClient
 from ..core import mode as _mode
+from ..core.errors import InvalidJobError, WorkerUnavailable
 from ..core.messages import make, updated_jobs
 from ..core.ports import Channel, Clock, Link, LockManager
-from ..core.records import (A_GROUP, A_JOB_ID, A_TYPE, DEFAULT_MAX_ATTEMPTS, FETCH, FETCH_METHODS,
-                            NewJob, check_json, check_str, new_id)
+from ..core.records import (
+    A_GROUP,
+    A_JOB_ID,
+    A_TYPE,
+    DEFAULT_MAX_ATTEMPTS,
+    FETCH,
+    FETCH_METHODS,
+    NewJob,
+    check_json,
+    check_str,
+    new_id,
+)
 from ..core.router import Router
-from ..core.errors import InvalidJobError, WorkerUnavailable
-from .fetch import make_fetch
 from ..handle import Job, JobUpdate, known_status
-from .registry import Handles, Listeners
+from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
+from .client import EngineClient
 from .current import current_job_id, report_progress
+from .fetch import make_fetch
+from .registry import Handles, Listeners
 from .runner import Runner, error_fields
+from .wiring import in_process
 
 if TYPE_CHECKING:
-    from .boot import Boot
     from ..engine.lease import LeaseHolder
     from ..engine.scheduler import Scheduler
+    from .boot import Boot
 
 __all__ = ["ExecutorSide", "VOLATILE", "current_job_id", "error_fields", "report_progress"]
 
@@ -245,7 +264,8 @@ class ExecutorSide:
         delay_ms: float = 0,
     ) -> Job:
         if not isinstance(method, str) or method.upper() not in FETCH_METHODS:
-            raise InvalidJobError(f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
+            raise InvalidJobError(
+                f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
         if not isinstance(path, str) or not path:
             raise InvalidJobError(f"path must be a non-empty str, got {path!r}")
         check_json(body, "body")
@@ -270,13 +290,16 @@ class ExecutorSide:
             source = self.source + ":volatile"
             engine = in_process(
                 store=VolatileStore(), source=source, clock=self.clock, lock_name="volatile",
-                locks=LockHub().client(), channel=ChannelHub().channel("volatile"),  # heard by no other tab
+                locks=LockHub().client(),
+                channel=ChannelHub().channel("volatile"),  # heard by no other tab
                 copy=False,  # one Python context: no structured copies
                 mode=_mode.VOLATILE,
                 # The same reading as persistent jobs' when a page says nothing of its own.
                 is_online=persistent.is_online if persistent.is_online is not None else _assume_online)
-            runner = Runner(engine.link, clock=self.clock, closures={}, is_online=persistent.is_online)
-            self.volatile = EngineClient(engine.link, runner=runner, handles=Handles(self.listeners, self.clock),
+            runner = Runner(engine.link, clock=self.clock, closures={},
+                            is_online=persistent.is_online)
+            self.volatile = EngineClient(engine.link, runner=runner,
+                                         handles=Handles(self.listeners, self.clock),
                                          source=source, engine=engine.scheduler)
         return self.volatile
 
@@ -290,12 +313,14 @@ class ExecutorSide:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> Job:
         if not callable(executor):
-            raise InvalidJobError(f"executor must be an async callable taking the abort signal, got {executor!r}")
+            raise InvalidJobError(
+                f"executor must be an async callable taking the abort signal, got {executor!r}")
         if id is not None:
             check_str(id, "enqueue(id)", "None (a new id) or a str")
         volatile = self._volatile()
         if id is not None and id in volatile.handles:
-            return volatile.handles.jobs[id]  # a duplicate outstanding id: the same job, the same done
+            return volatile.handles.jobs[
+                id]  # a duplicate outstanding id: the same job, the same done
         new = NewJob(id=id if id is not None else new_id(), reconstructor=VOLATILE, params=None,
                      type=type, label=label, max_attempts=max_attempts)
         volatile.runner.closures[new.id] = executor
@@ -329,7 +354,9 @@ class ExecutorSide:
 
     def query_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
-        return _reply(asyncio.gather(*[engine.request(make("query_all")) for engine in self._engines()]), _listed)
+        return _reply(
+            asyncio.gather(*[engine.request(make("query_all")) for engine in self._engines()]),
+            _listed)
 
     def delete_job(self, job_id: str) -> Coroutine[Any, Any, bool]:
         check_str(job_id, "delete_job(job_id)", A_JOB_ID)
@@ -348,7 +375,9 @@ class ExecutorSide:
         return _reply(self._owner(job_id).request(make("retry_job", job_id=job_id)), bool)
 
     def retry_all(self) -> Coroutine[Any, Any, int]:
-        return _reply(asyncio.gather(*[engine.request(make("retry_all")) for engine in self._engines()]), _total)
+        return _reply(
+            asyncio.gather(*[engine.request(make("retry_all")) for engine in self._engines()]),
+            _total)
 
     def cleanup_old(self) -> Coroutine[Any, Any, int]:
         return _reply(self.persistent.request(make("cleanup_old")), int)
@@ -365,7 +394,8 @@ class ExecutorSide:
     # ------------------------------------------------------------ events
 
     def on_update(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-        """Call ``callback(update)`` for every ``job-update``; returns a function that unsubscribes."""
+        """Call ``callback(update)`` for every ``job-update``; returns a function that
+        unsubscribes."""
         return self.listeners.add(callback)
 
     def updates(self) -> AsyncIterator[JobUpdate]:

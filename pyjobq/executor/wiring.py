@@ -21,8 +21,8 @@ from typing import Callable, Mapping, TypedDict, Unpack
 
 from ..core.mode import Mode
 from ..core.ports import Channel, Clock, Lease, Link, LockManager, Store
-from ..memory import ChannelHub, LockHub, MemoryLink, link_pair
 from ..engine.scheduler import Scheduler
+from ..memory import ChannelHub, LockHub, MemoryLink, link_pair
 
 
 class SchedulerOptions(TypedDict, total=False):
@@ -65,7 +65,8 @@ def in_process(
 
     Args:
         store, source, clock, lock_name: the scheduler's (``options`` take the rest of
-            :class:`~pyjobq.engine.scheduler.Scheduler`'s keywords: ``mode``, ``lease``, ``yields`` …).
+            :class:`~pyjobq.engine.scheduler.Scheduler`'s keywords: ``mode``, ``lease``, ``yields``
+            …).
         locks, channel: the scheduler's; default private ones (no other engine hears them).
         copy: structured-copy every message, as ``postMessage`` does; False hands messages
             over as they are (both ends in one Python context, e.g. the volatile engine).

@@ -48,10 +48,10 @@ from pathlib import Path
 
 from ..memory import FakeClock
 from . import _records, _world
+from ._boot import BootFault
 from ._records import record, sequential_ids
 from ._response import Response
 from ._run import UnretrievedError, run, settle
-from ._boot import BootFault
 from ._world import FreezableChannel, FreezableClock, GuardedStore, Tab, World
 
 T0 = _records.T0
@@ -73,7 +73,8 @@ __all__ = [
     "World", "Tab", "FakeClock",
     "record", "sequential_ids", "T0",
     "Response",
-    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook", "LOCK", "CHANNEL",
+    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook", "LOCK",
+    "CHANNEL",
     "BootFault",
     "PLAYWRIGHT_HELPER",
 ]

@@ -32,15 +32,15 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Literal, Protocol
 
-from ..executor.boot import Boot
-from ..executor.side import ExecutorSide
-from ..core.codes import Code
 from ..config import DEFAULT_LOCK_NAME
+from ..core.codes import Code
+from ..core.errors import WorkerUnavailable
 from ..core.messages import make
 from ..core.ports import Channel, Clock, Lease, Message
-from ..core.errors import WorkerUnavailable
 from ..engine.lease import HostLease, LeaseHolder, LinkLease, fake_grab, watch_in_line
 from ..engine.scheduler import Scheduler
+from ..executor.boot import Boot
+from ..executor.side import ExecutorSide
 from ..memory import FakeLocks, LockHub, MemoryLink
 
 __all__ = ["BootFault", "SimulatedWorker", "SimulatedStart", "SimulatedTab", "INDEX_URL"]
@@ -76,7 +76,8 @@ class BootFault:
         if self.stage not in ("fetch", "load"):
             raise ValueError(f"a boot fault's stage is 'fetch' or 'load', not {self.stage!r}")
         if self.for_ms is not None and (not self.stall or not self.for_ms >= 0):
-            raise ValueError(f"for_ms is how long a stall lasts (stall=True, a number >= 0), got {self.for_ms!r}")
+            raise ValueError(
+                f"for_ms is how long a stall lasts (stall=True, a number >= 0), got {self.for_ms!r}")
 
     def __str__(self) -> str:
         what = "stall" if self.stall else "fail"
@@ -213,11 +214,15 @@ class SimulatedWorker:
         self._say(make("worker_alive"))
         await self._turn()
         if not self._tab.world.online:
-            self._fail("fetch", f"TypeError: Failed to fetch dynamically imported module: {INDEX_URL}pyodide.asm.mjs")
+            self._fail("fetch",
+                       f"TypeError: Failed to fetch dynamically imported module: "
+                       f"{INDEX_URL}pyodide.asm.mjs")
             return
         if fault is not None and fault.stage == "fetch":
             if not fault.stall:
-                self._fail("fetch", f"Error: {INDEX_URL}pyodide.asm.wasm: network error (the connection was reset)")
+                self._fail("fetch",
+                           f"Error: {INDEX_URL}pyodide.asm.wasm: network error (the connection was "
+                           f"reset)")
                 return
             await self._stall(fault)
         self._say(make("worker_progress", bytes=1))
@@ -244,7 +249,8 @@ class SimulatedWorker:
             # pyjobq's lease takes over the lock the bootstrap holds (worker_main._host_lease).
             tab = self._tab
             tab.host_lease = HostLease(fake_grab(self.locks, thawed=tab.thawed), DEFAULT_LOCK_NAME,
-                                       tab.worker_lease_channel, tab.clock, tab.name, held=not self._stolen,
+                                       tab.worker_lease_channel, tab.clock, tab.name,
+                                       held=not self._stolen,
                                        release_bootstrap=self._let_lease_go or (lambda: None))
             tab._boot(tab.host_lease)
         else:
@@ -361,7 +367,8 @@ class SimulatedStart:
             # Its bootstrap waits in line with no Pyodide: the page watches the holder for it
             # (pyjobq.browser.page_main._BrowserWorker.get_in_line).
             tab = self._tab
-            self._unwatch = watch_in_line(tab.page_link, tab.page_lease_channel, tab.page_clock, tab.name)
+            self._unwatch = watch_in_line(tab.page_link, tab.page_lease_channel, tab.page_clock,
+                                          tab.name)
 
     def let_lease_go(self) -> None:
         unwatch, self._unwatch = self._unwatch, None

@@ -47,7 +47,8 @@ def record(job_id: str = "j1", *, type: str = "t", status: Status | str = Status
     status = Status(status)
     if next_retry_at is _UNSET:
         next_retry_at = created_at if status is Status.PENDING else None
-    new = NewJob(id=job_id, reconstructor=reconstructor, type=type, group=group, label=label, params=params)
+    new = NewJob(id=job_id, reconstructor=reconstructor, type=type, group=group, label=label,
+                 params=params)
     return new.to_record(created_at).evolve(status=status, next_retry_at=next_retry_at, **changes)
 
 
@@ -64,9 +65,11 @@ class sequential_ids:
     """
 
     #: The modules whose ``new_id`` is replaced (each imported it by name).
-    MODULES = ("pyjobq.core.records", "pyjobq.executor.side", "pyjobq.executor.client", "pyjobq.outbox", "pyjobq.executor.host")
+    MODULES = ("pyjobq.core.records", "pyjobq.executor.side", "pyjobq.executor.client",
+               "pyjobq.outbox", "pyjobq.executor.host")
 
-    def __init__(self, *, start: int = 50_000, descending: bool = False, prefix: str = "id") -> None:
+    def __init__(self, *, start: int = 50_000, descending: bool = False,
+                 prefix: str = "id") -> None:
         self._start, self._step, self._prefix = start, -1 if descending else 1, prefix
         self._saved: dict[Any, Callable[[], str]] = {}
 

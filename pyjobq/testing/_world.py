@@ -21,14 +21,15 @@ it; the runs it leads to (``run`` messages from the worker) are the tab's.
 
 Browser arrangements (pyjobq/browser/page_main.py): by default the worker's scheduler holds the
 processor lease itself; ``page_lease=True`` has the page hold it (a page with a document);
-``waiting=True`` is a page in line for the lease whose worker has no scheduler until the
-first grant, while the page's own request-only scheduler answers its store requests;
-``worker_host=True`` is an executor side with no document (a notebook kernel, a PyScript
-worker): its worker's bootstrap takes the lock itself, before its scheduler boots, and keeps it
-for the worker's life (``worker.mjs``, :class:`~pyjobq.engine.lease.HostLease`) — frozen, it keeps it,
-until a tab in line finds it silent and takes it (:class:`~pyjobq.engine.lease.LeaseWatch`).
-In both the worker boots as ``worker.mjs`` does, followed by the browser's own
-:class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while the
+``waiting=True`` is a page in line for the lease whose worker has no scheduler until the first
+grant, while the page's own request-only scheduler answers its store requests; ``worker_host=True``
+is an executor side with no document (a notebook kernel, a PyScript worker): its worker's bootstrap
+takes the lock itself, before its scheduler boots, and keeps it for the worker's life
+(``worker.mjs``, :class:`~pyjobq.engine.lease.HostLease`) — frozen, it keeps it, until a tab in line
+finds it silent and takes it (:class:`~pyjobq.engine.lease.LeaseWatch`). In both the worker boots as
+``worker.mjs`` does, followed by the browser's own
+:class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while
+the
 world is offline), gets in line, boots once it holds the lease, and fails or stalls as
 :attr:`Tab.boot_faults` says; a failed or stalled boot lets the lease go and is retried.
 """
@@ -41,16 +42,31 @@ import itertools
 import weakref
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from ..executor.boot import Boot
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
 from ..core.backoff import make_backoff
 from ..core.ports import Lease, Message, Unsubscribe
-from ..executor.side import ExecutorSide
-from ..engine.lease import HostLease, LeaseHolder, LinkLease, NeverLease, fake_grab, lease_channel_name
-from ..memory import (ChannelHub, FakeClock, FakeLocks, LockHub, MemoryChannel, MemoryLink,
-                      MemoryStore, link_pair)
+from ..engine.lease import (
+    HostLease,
+    LeaseHolder,
+    LinkLease,
+    NeverLease,
+    fake_grab,
+    lease_channel_name,
+)
 from ..engine.scheduler import Scheduler
+from ..executor.boot import Boot
+from ..executor.side import ExecutorSide
 from ..executor.wiring import SchedulerOptions, in_process
+from ..memory import (
+    ChannelHub,
+    FakeClock,
+    FakeLocks,
+    LockHub,
+    MemoryChannel,
+    MemoryLink,
+    MemoryStore,
+    link_pair,
+)
 from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
@@ -71,7 +87,8 @@ StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
 LinkHook = Callable[["Tab", Message], None]
 
 #: The tab whose code is running (unset: the test's own code).
-_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar("pyjobq_testing_tab", default=None)
+_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar("pyjobq_testing_tab",
+                                                                    default=None)
 _FACTORY_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 _ORDER = itertools.count()
 
@@ -110,9 +127,10 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
 class GuardedStore:
     """One tab's view of the shared store: a write after the tab died is a violation.
 
-    Reads pass through. Around each write (:attr:`WRITES`) the world's :attr:`World.store_hook` is awaited, before and after: where
-    a test freezes or crashes the tab in the middle of a pass. A write from a dead tab is
-    appended to :attr:`World.violations` (it still happens: the test then fails on it).
+    Reads pass through. Around each write (:attr:`WRITES`) the world's :attr:`World.store_hook` is
+    awaited, before and after: where a test freezes or crashes the tab in the middle of a pass. A
+    write from a dead tab is appended to :attr:`World.violations` (it still happens: the test then
+    fails on it).
     """
 
     #: The store operations that write.
@@ -131,7 +149,8 @@ class GuardedStore:
             if hook is not None:  # a fault just before this tab's own store operation
                 await hook(self._tab, name, "before", args)
             if not self._tab.alive:
-                self._tab.world.violations.append(f"dead tab {self._tab.name} wrote to the store ({name})")
+                self._tab.world.violations.append(
+                    f"dead tab {self._tab.name} wrote to the store ({name})")
             result = await attr(*args, **kw)
             if hook is not None:  # ... or just after it, before the tab acts on what it did
                 await hook(self._tab, name, "after", args)
@@ -167,7 +186,8 @@ class FreezableClock:
         return self._clock.now()
 
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _DeferrableTimer:
-        """Call ``callback`` once the world's clock passes ``delay_ms`` from now (later if frozen)."""
+        """Call ``callback`` once the world's clock passes ``delay_ms`` from now (later if
+        frozen)."""
         timer = _DeferrableTimer()
 
         def call() -> None:
@@ -312,7 +332,8 @@ class Tab:
         self._thaw_waiters: list[asyncio.Future[None]] = []
         self._unblock_waiters: list[asyncio.Future[None]] = []
         self._open_ports(world)
-        #: A worker host's lease, once its scheduler booted (:class:`~pyjobq.engine.lease.HostLease`).
+        #: A worker host's lease, once its scheduler booted
+        #: (:class:`~pyjobq.engine.lease.HostLease`).
         self.host_lease: HostLease | None = None
         self._worker_args: SchedulerOptions = {"yields": yields,
                                                "handshake_timeout_ms": handshake_timeout_ms}
@@ -329,14 +350,18 @@ class Tab:
         self.boot_faults: list[BootFault] = list(boot_faults)
         #: What this tab's workers did on the way (failures, stalls, the console's warnings).
         self.boot_log: list[str] = []
-        #: The worker's boot, followed and retried (the browser's :class:`~pyjobq.executor.boot.Boot`), in
+        #: The worker's boot, followed and retried (the browser's
+        #: :class:`~pyjobq.executor.boot.Boot`), in
         #: a ``waiting`` tab or a worker host; None where the worker boots at once.
         self.boot: Boot | None = None
         self._start: SimulatedStart | None = None
         self._worker_start_timeout_ms = worker_start_timeout_ms
         if worker_host and (page_lease or waiting):
-            raise ValueError("a worker host has no document: it holds the lease itself (no page_lease, no waiting)")
-        _in_tab(self, self._open, transport, reconstructors, yields, page_lease, waiting or worker_host, worker_host)
+            raise ValueError(
+                "a worker host has no document: it holds the lease itself (no page_lease, no "
+                "waiting)")
+        _in_tab(self, self._open, transport, reconstructors, yields, page_lease,
+                waiting or worker_host, worker_host)
 
     def _open_ports(self, world: "World") -> None:
         """The page's and the worker's links, lock contexts, clocks and channels."""
@@ -359,24 +384,29 @@ class Tab:
         self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
 
     def _open(self, transport: Any, reconstructors: Mapping[str, Callable[[Any], Any]] | None,
-              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool, worker_host: bool) -> None:
+              yields: Mapping[str, str] | None, page_lease: bool, waiting: bool,
+              worker_host: bool) -> None:
         world = self.world
         if waiting:
             self._requests_end, self._requests_link = link_pair()
             self.request_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
         self.queue = ExecutorSide(
-            link=_TabLink(self.page_link, self, page=True), channel=self.page_channel, source=self.name,
+            link=_TabLink(self.page_link, self, page=True), channel=self.page_channel,
+            source=self.name,
             reconstructors=dict(reconstructors or {}), transport=transport,
             requests=_TabLink(self._requests_end, self, page=True) if self._requests_end is not None else None,
             requests_source=f"{self.name}:page" if waiting else None,
-            is_online=lambda: world.online, clock=self.page_clock, locks=self.page_locks, yields=yields)
+            is_online=lambda: world.online, clock=self.page_clock, locks=self.page_locks,
+            yields=yields)
         self.queue.on_update(self._heard)
         if waiting:
             assert self._requests_end is not None and self._requests_link is not None
             assert self.request_channel is not None
-            self.requests = self._scheduler((self._requests_end, self._requests_link), self.page_locks, self.request_channel,
-                                            f"{self.name}:page", NeverLease(), clock=self.page_clock, page=True)
+            self.requests = self._scheduler((self._requests_end, self._requests_link),
+                                            self.page_locks, self.request_channel,
+                                            f"{self.name}:page", NeverLease(),
+                                            clock=self.page_clock, page=True)
             self._start_booting(worker_host)
         elif page_lease:
             self.queue.lease_holder = self._lease_holder()
@@ -396,8 +426,10 @@ class Tab:
         options: SchedulerOptions = {**self._worker_args, "random": world.random,
                                      "is_online": lambda: world.online, "lease": lease}
         scheduler = in_process(
-            store=GuardedStore(world.store, self), source=source, clock=clock or self.clock, lock_name=LOCK,
-            locks=locks, channel=channel, ends=ends, wrap=lambda end: _TabLink(end, self, page=page),
+            store=GuardedStore(world.store, self), source=source, clock=clock or self.clock,
+            lock_name=LOCK,
+            locks=locks, channel=channel, ends=ends,
+            wrap=lambda end: _TabLink(end, self, page=page),
             **options).scheduler
         self._schedulers.append(scheduler)
         return scheduler
@@ -406,7 +438,8 @@ class Tab:
         """The worker's scheduler starts: at once, or (waiting) on the page's first grant."""
         if lease is None and self.queue.lease_holder is not None:
             lease = LinkLease(self.worker_link)
-        self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link), self.locks, self.worker_channel,
+        self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link),
+                                 self.locks, self.worker_channel,
                                  self.name, lease)
 
     def _lease_holder(self, **options: Any) -> LeaseHolder:
@@ -414,7 +447,8 @@ class Tab:
         holder while in line; a busy or frozen page hears that its lock was taken only once it
         runs again."""
         return LeaseHolder(self.page_link, fake_grab(self.page_locks, thawed=self._page_runs), LOCK,
-                           channel=self.page_lease_channel, clock=self.page_clock, source=self.name, **options)
+                           channel=self.page_lease_channel, clock=self.page_clock, source=self.name,
+                           **options)
 
     async def _page_runs(self) -> None:
         """Wait while the page cannot run: frozen, or busy (:meth:`block`)."""
@@ -484,20 +518,25 @@ class Tab:
         self.frozen = True
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.freeze()
-        for part in (self.page_link, self.worker_link, self.clock, self.page_clock, self.page_channel,
-                     self.worker_channel, self.request_channel, self._requests_link, self._requests_end,
+        for part in (self.page_link, self.worker_link, self.clock, self.page_clock,
+                     self.page_channel,
+                     self.worker_channel, self.request_channel, self._requests_link,
+                     self._requests_end,
                      self.page_lease_channel, self.worker_lease_channel):
             if part is not None:
                 part.freeze()
 
     def resume(self) -> None:
-        """``resume`` / ``pageshow``: the page's handler runs first, then what waited is delivered."""
+        """``resume`` / ``pageshow``: the page's handler runs first, then what waited is
+        delivered."""
         self.frozen = False
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.resume()
-        page = (self.page_link, self._requests_link, self._requests_end, self.page_clock, self.page_channel,
+        page = (self.page_link, self._requests_link, self._requests_end, self.page_clock,
+                self.page_channel,
                 self.request_channel, self.page_lease_channel)
-        for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end, self.clock,
+        for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end,
+                     self.clock,
                      self.page_clock, self.worker_channel, self.page_channel, self.request_channel,
                      self.worker_lease_channel, self.page_lease_channel):
             if part is not None and not (self.blocked and part in page):
@@ -613,7 +652,8 @@ class World:
         self.link_hook: LinkHook | None = None
         self._names = itertools.count(1)
 
-    def open_tab(self, *, transport: Any = None, reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+    def open_tab(self, *, transport: Any = None,
+                 reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
                  page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
                  boot_faults: Sequence[BootFault] = (),
@@ -635,8 +675,10 @@ class World:
             worker_start_timeout_ms: the longest a boot may go without a step (``configure``'s).
         """
         if boot_faults and not (waiting or worker_host):
-            raise ValueError("boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
-        tab = Tab(self, f"tab{next(self._names)}", transport=transport, reconstructors=reconstructors,
+            raise ValueError(
+                "boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
+        tab = Tab(self, f"tab{next(self._names)}", transport=transport,
+                  reconstructors=reconstructors,
                   handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
                   waiting=waiting, worker_host=worker_host, boot_faults=boot_faults,
                   worker_start_timeout_ms=worker_start_timeout_ms)

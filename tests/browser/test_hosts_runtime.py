@@ -30,7 +30,6 @@ def test_the_private_index_url_read_is_where_pyodide_keeps_it(selenium):
 def test_distribution_hands_the_worker_the_pages_lock(selenium):
     import json
 
-    import pyjobq
     from pyjobq.browser.page_main import distribution
     from pyjobq.config import Settings
 
@@ -39,7 +38,8 @@ def test_distribution_hands_the_worker_the_pages_lock(selenium):
     assert "pyjobq" in lock["packages"]          # this distribution's lock lists it...
     assert base == index
     # ...and a configured distribution is taken as given, with its own lock.
-    index, lock_json, base = distribution(Settings(pyodide_url="https://cdn.example/pyodide/v1/full/"))
+    index, lock_json, base = distribution(Settings(
+        pyodide_url="https://cdn.example/pyodide/v1/full/"))
     assert (index, lock_json, base) == ("https://cdn.example/pyodide/v1/full/", None, None)
 
 
@@ -49,7 +49,6 @@ def test_the_bundle_is_the_pyjobq_this_page_imported(selenium):
     import zipfile
     from importlib import metadata, resources
 
-    import pyjobq
     from pyjobq.browser.page_main import pyjobq_bundle
 
     archive = zipfile.ZipFile(io.BytesIO(pyjobq_bundle()))

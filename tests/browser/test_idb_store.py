@@ -115,15 +115,19 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     db = await store._open()
     tx = db.transaction("jobs", "readwrite")
     raw = [
-        {"id": "no-type", "status": "pending", "next_retry_at": 0.5, "created_at": 1.0, "_params": {"keep": "me"}},
-        {"id": "bad-attempts", "type": "t", "status": "pending", "attempts": "two", "max_attempts": 5,
-         "created_at": 2.0, "updated_at": 2.0, "_reconstructor": "fetch", "_params": None, "next_retry_at": 0.7},
+        {"id": "no-type", "status": "pending", "next_retry_at": 0.5, "created_at": 1.0,
+         "_params": {"keep": "me"}},
+        {"id": "bad-attempts", "type": "t", "status": "pending", "attempts": "two",
+         "max_attempts": 5,
+         "created_at": 2.0, "updated_at": 2.0, "_reconstructor": "fetch", "_params": None,
+         "next_retry_at": 0.7},
         {"id": 42, "type": "t", "status": "weird", "next_retry_at": 0.6},
         {"id": "no-status", "type": "t", "created_at": 3.0},
     ]
     for value in raw:
         tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
-    done = js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    done = js.Promise.new(lambda resolve,
+                          reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     await done
 
     entries = await store.entries()  # the scheduler's look at unfinished work: it runs on
@@ -149,8 +153,10 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     assert after["good"].status.value == "pending"
     # An update that meets a malformed value fails it in its own transaction, change not applied.
     tx = db.transaction("jobs", "readwrite")
-    tx.objectStore("jobs").put(to_js({"id": "late", "status": "running"}, dict_converter=js.Object.fromEntries))
-    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    tx.objectStore("jobs").put(to_js({"id": "late", "status": "running"},
+                                     dict_converter=js.Object.fromEntries))
+    await js.Promise.new(lambda resolve,
+                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     updated = (await store.update(Change("late", lambda cur: cur.evolve(attempts=9)))).record
     assert updated.status.value == "failed" and updated.attempts == 0
     assert (await store.get("late")).code == MALFORMED
@@ -176,7 +182,8 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     good = NewJob(id="good", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
     await store.add([good])
     db = await store._open()
-    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0, updated_at=2.0,
+    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0,
+                updated_at=2.0,
                 _reconstructor="fetch", _params=None, next_retry_at=0.5)
     bad = {"nan": {"attempts": float("nan")}, "inf": {"max_attempts": float("inf")},
            "neg": {"attempts": -3, "max_attempts": 1}, "never": {"next_retry_at": float("inf")},
@@ -186,11 +193,13 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     for job_id, changes in bad.items():
         jobs.put(obj({**base, "id": job_id, **changes}))
     deep = obj({**base, "id": "deep"})
-    deep._params = js.Function.new("n", "let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; return v;")(1200)
+    deep._params = js.Function.new("n", "let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; "
+                                        "return v;")(1200)
     jobs.put(deep)
     jobs.put(obj({**base, "id": "newer", "status": "snoozed", "v3": {"by": "pyjobq 3"}}))
     jobs.put(obj({**base, "id": "extra", "v3_meta": {"a": 1}}))
-    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await js.Promise.new(lambda resolve,
+                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     assert await store.next_due_at() == 0.5  # +Infinity is never a moment to wake at
     ids = [e.id for e in await store.entries()]  # the scheduler's look: it runs on
@@ -206,8 +215,10 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     raw = {}
     for job_id in ("newer", "extra"):
         request = tx.objectStore("jobs").get(job_id)
-        request.onsuccess = (lambda k, r: lambda _e: raw.__setitem__(k, r.result.to_py()))(job_id, request)
-    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+        request.onsuccess = (lambda k, r: lambda _e: raw.__setitem__(k, r.result.to_py()))(job_id,
+                                                                                           request)
+    await js.Promise.new(lambda resolve,
+                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     assert raw["newer"]["status"] == "snoozed" and raw["newer"]["v3"] == {"by": "pyjobq 3"}
     assert raw["extra"]["v3_meta"] == {"a": 1} and raw["extra"]["attempts"] == 1
     store.close()
@@ -237,7 +248,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
         # Another writer's put, in a transaction of its own made now (before the read's second).
         tx = db.transaction("jobs", "readwrite")
         tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
-        await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+        await js.Promise.new(lambda resolve,
+                             reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     async def put_malformed():
         await put({"id": "m", "status": "pending", "created_at": 1.0})
@@ -257,7 +269,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
 async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium):
     """The by_next_retry index holds every record with a next_retry_at key, whatever its status:
     a done or foreign record's, or -Infinity, sorts first. next_due_at steps over them to the
-    soonest pending record, as the memory stores do (issue 22: a wake in the past, again and again)."""
+    soonest pending record, as the memory stores do (issue 22: a wake in the past, again and
+    again)."""
     import js
     from pyodide.ffi import to_js
 
@@ -271,7 +284,8 @@ async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium)
     good = NewJob(id="good", reconstructor="fetch", params=None).to_record(5.0)
     await store.add([good])
     db = await store._open()
-    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0, updated_at=2.0,
+    base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0,
+                updated_at=2.0,
                 _reconstructor="fetch", _params=None)
     tx = db.transaction("jobs", "readwrite")
     jobs = tx.objectStore("jobs")
@@ -280,7 +294,8 @@ async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium)
     jobs.put(obj({**base, "id": "minus", "next_retry_at": float("-inf")}))
     jobs.put(obj({**base, "id": "plus", "next_retry_at": float("inf")}))
     jobs.put(obj({**base, "id": "text", "next_retry_at": "soon"}))
-    await js.Promise.new(lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await js.Promise.new(lambda resolve,
+                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     assert await store.next_due_at() == 5.0
     assert await store.next_due_at(after=0.15) == 5.0

@@ -8,6 +8,7 @@ def test_pyjobq_imports_in_pyodide(selenium):
     import sys
 
     import js
+
     import pyjobq
 
     assert sys.platform == "emscripten"

@@ -6,7 +6,8 @@ import pytest
 
 from pyjobq.core.backoff import Backoff, make_backoff
 
-LADDER = {1: 1000.0, 2: 2000.0, 3: 4000.0, 4: 8000.0, 5: 16000.0, 6: 30000.0, 7: 30000.0, 100: 30000.0}
+LADDER = {1: 1000.0, 2: 2000.0, 3: 4000.0, 4: 8000.0, 5: 16000.0, 6: 30000.0, 7: 30000.0,
+          100: 30000.0}
 
 
 @pytest.mark.parametrize("attempt,step", sorted(LADDER.items()))
@@ -20,7 +21,8 @@ def test_attempt_below_one_is_treated_as_the_first() -> None:
 
 def test_zero_random_gives_the_exact_step() -> None:
     backoff = make_backoff(lambda: 0.0)
-    assert [backoff(a) for a in range(1, 8)] == [1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 30000.0, 30000.0]
+    assert [backoff(a) for a in range(1, 8)] == [1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 30000.0,
+                                                 30000.0]
 
 
 def test_jitter_stays_below_thirty_percent() -> None:

@@ -11,7 +11,8 @@ BACKOFF = make_backoff(lambda: 0.0)  # exact steps: 1 s, 2 s, 4 s, ... 30 s
 
 
 def failure(stage: str, *, online: bool = True, refused: bool = False) -> boot.BootFailure:
-    return boot.BootFailure(stage=stage, message="the worker's words", online=online, refused=refused)
+    return boot.BootFailure(stage=stage, message="the worker's words", online=online,
+                            refused=refused)
 
 
 def test_a_stalled_boot_is_retried_on_the_ladder() -> None:
@@ -22,13 +23,16 @@ def test_a_stalled_boot_is_retried_on_the_ladder() -> None:
 
 
 def test_a_dropped_download_is_retried_online_too() -> None:
-    assert boot.after_failure(failure("fetch", online=True), 1, BACKOFF) == boot.Retry(delay_ms=1000.0)
+    assert boot.after_failure(failure("fetch", online=True), 1, BACKOFF) == boot.Retry(
+        delay_ms=1000.0)
 
 
-@pytest.mark.parametrize("stage", ["script", "import", "fetch", "load", "install", "start", "timeout"])
+@pytest.mark.parametrize("stage",
+                         ["script", "import", "fetch", "load", "install", "start", "timeout"])
 def test_any_failure_while_offline_is_retried(stage: str) -> None:
     # Nothing could be fetched: it says nothing about the distribution or the page.
-    assert boot.after_failure(failure(stage, online=False), 3, BACKOFF) == boot.Retry(delay_ms=4000.0)
+    assert boot.after_failure(failure(stage, online=False), 3, BACKOFF) == boot.Retry(
+        delay_ms=4000.0)
 
 
 @pytest.mark.parametrize("stage", ["script", "import", "load", "install", "start"])
@@ -39,7 +43,8 @@ def test_a_failure_online_that_the_network_did_not_cause_is_permanent(stage: str
 
 @pytest.mark.parametrize("online", [True, False])
 @pytest.mark.parametrize("stage", ["script", "fetch", "load", "timeout"])
-def test_a_content_security_policy_refusal_is_permanent_even_offline(stage: str, online: bool) -> None:
+def test_a_content_security_policy_refusal_is_permanent_even_offline(stage: str,
+                                                                     online: bool) -> None:
     assert boot.after_failure(failure(stage, online=online, refused=True), 1, BACKOFF) is None
 
 

@@ -1,4 +1,5 @@
-"""The one table of error codes (pyjobq/core/codes.py): every code pyjobq sets is in it, explained, and
+"""The one table of error codes (pyjobq/core/codes.py): every code pyjobq sets is in it, explained,
+and
 written nowhere else as a literal; docs/troubleshooting.md's table is generated from it."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pyjobq.core import policy, records
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import vocab_docs  # noqa: E402
+
 from source_scan import lines_matching  # noqa: E402  (tests/ is on sys.path)
 
 #: A code written as a string where it is set or compared: ``code="x"``, ``"code": "x"``,
@@ -28,10 +30,12 @@ def code_literals() -> dict[str, list[str]]:
 
 
 def test_the_literal_pattern_finds_every_way_a_code_is_written() -> None:
-    for line in ['code="deleted"', "code = 'x'", '{"ok": False, "code": "abandoned"}', 'error.code == "y"',
+    for line in ['code="deleted"', "code = 'x'", '{"ok": False, "code": "abandoned"}',
+                 'error.code == "y"',
                  'record.code or "page_gone"', 'code = error.code if ok else "not_stored"']:
         assert LITERAL.search(line), line
-    for line in ["code=Code.DELETED", "code=code", 'code=record.get("code")', "code = Code.ORPHANED"]:
+    for line in ["code=Code.DELETED", "code=code", 'code=record.get("code")',
+                 "code = Code.ORPHANED"]:
         assert not LITERAL.search(line), line
 
 

@@ -8,11 +8,10 @@ import sys
 
 import pytest
 
+from helpers import listed  # tests/ is on sys.path
 from pyjobq.core import jobs_table
 from pyjobq.core.jobs_table import cells, countdown, job_name, retry_text
 from pyjobq.core.status import TERMINAL, Status
-
-from helpers import listed  # tests/ is on sys.path
 
 NOW = 1_000_000.0
 
@@ -84,7 +83,8 @@ def test_retry_text_for_each_status() -> None:
 def test_a_retry_time_no_clock_can_read_is_no_retry_time(at: object) -> None:
     assert retry_text(record(status="pending", next_retry_at=at), NOW) == ""
     assert retry_text(record(status="pending", next_retry_at=at), None) == ""
-    assert retry_text(record(status="pending", next_retry_at=1e300), None) == ""  # no calendar's year
+    # no calendar's year
+    assert retry_text(record(status="pending", next_retry_at=1e300), None) == ""
 
 
 def test_job_name_is_the_label_else_type_and_short_id() -> None:
@@ -97,7 +97,8 @@ def test_job_name_is_the_label_else_type_and_short_id() -> None:
 def test_cells_of_a_pending_persistent_job_waiting_for_its_retry() -> None:
     assert cells(record(status="pending", attempts=2, max_attempts=5, next_retry_at=NOW + 3_000,
                         error="HTTP 503", code="status_503", http_status=503), NOW) == {
-        "job": {"name": "save note", "id": "a1b2c3d4e5f6a7b8", "short_id": "a1b2c3d4e5f6", "scope": ""},
+        "job": {"name": "save note", "id": "a1b2c3d4e5f6a7b8", "short_id": "a1b2c3d4e5f6",
+                "scope": ""},
         "type": "notes",
         "status": {"look": "pending", "label": "pending", "progress": None, "progress_text": ""},
         "attempts": "2 / 5",
@@ -138,14 +139,16 @@ def test_a_done_job_has_no_error_cell_whatever_it_carries() -> None:
 
 @pytest.mark.parametrize("progress,shown", [
     (0.25, 0.25), (2, 1.0), (-1, 0.0), (True, None), (float("nan"), None), ("half", None)])
-def test_progress_is_clamped_and_shown_for_running_jobs_only(progress: object, shown: float | None) -> None:
+def test_progress_is_clamped_and_shown_for_running_jobs_only(progress: object,
+                                                             shown: float | None) -> None:
     assert cells(record(status="running", progress=progress))["status"]["progress"] == shown
     assert cells(record(status="pending", progress=0.5))["status"]["progress"] is None
 
 
 def test_an_unknown_or_malformed_record_reads_as_empty_cells_in_the_fallback_look() -> None:
     odd = cells({"id": 7, "status": ["x"], "attempts": None, "max_attempts": None, "label": None})
-    assert odd["status"] == {"look": "cancelled", "label": "['x']", "progress": None, "progress_text": ""}
+    assert odd["status"] == {"look": "cancelled", "label": "['x']", "progress": None,
+                             "progress_text": ""}
     assert odd["attempts"] == "0 / ?"
     assert odd["job"] == {"name": "job 7", "id": "7", "short_id": "7", "scope": ""}
     assert odd["actions"] == {"retry": False} and odd["retry"] == "" and odd["error"] is None

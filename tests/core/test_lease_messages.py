@@ -23,7 +23,8 @@ def test_a_lease_message_parses_as_it_is(message: dict) -> None:
     ({"v": 1, "type": "lease_granted"}, "lease_granted.epoch must be int, got NoneType"),
     ({"v": 1, "type": "lease_granted", "epoch": "1"}, "lease_granted.epoch must be int, got str"),
     ({"v": 1, "type": "lease_revoked", "epoch": True}, "lease_revoked.epoch must be int, got True"),
-    ({"v": 1, "type": "lease_released", "epoch": 1.0}, "lease_released.epoch must be int, got float"),
+    ({"v": 1, "type": "lease_released", "epoch": 1.0},
+     "lease_released.epoch must be int, got float"),
     ({"v": 2, "type": "lease_request"}, "protocol version 2, this page speaks 1"),
 ])
 def test_a_malformed_lease_message_is_refused(data: object, error: str) -> None:

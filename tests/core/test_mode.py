@@ -1,4 +1,5 @@
-"""The engine's mode value: the three presets decide what the flags used to, and nonsense is refused."""
+"""The engine's mode value: the three presets decide what the flags used to, and nonsense is
+refused."""
 
 import dataclasses
 
@@ -8,12 +9,14 @@ from pyjobq.core.mode import JOB_QUEUE, OUTBOX, VOLATILE, Mode
 
 
 def test_the_job_queue_recovers_under_its_lease_with_run_locks_and_keeps_done_records():
-    assert (JOB_QUEUE.run_locks, JOB_QUEUE.leases, JOB_QUEUE.recovers, JOB_QUEUE.on_success, JOB_QUEUE.volatile) \
+    assert (JOB_QUEUE.run_locks, JOB_QUEUE.leases, JOB_QUEUE.recovers, JOB_QUEUE.on_success,
+            JOB_QUEUE.volatile) \
         == (True, False, True, "keep", False)
 
 
 def test_volatile_jobs_need_no_run_locks_since_nothing_else_recovers_them():
-    assert (VOLATILE.run_locks, VOLATILE.leases, VOLATILE.recovers, VOLATILE.volatile) == (False, False, True, True)
+    assert (VOLATILE.run_locks, VOLATILE.leases, VOLATILE.recovers, VOLATILE.volatile) == (
+        False, False, True, True)
 
 
 def test_the_outbox_claims_leases_and_deletes_done_entries():
@@ -47,5 +50,6 @@ def test_the_scheduler_refuses_something_that_is_not_a_mode():
     from pyjobq.engine.scheduler import Scheduler
 
     with pytest.raises(TypeError, match="JOB_QUEUE, VOLATILE or OUTBOX"):
-        Scheduler(store=None, locks=None, channel=None, link=None, clock=None,  # type: ignore[arg-type]
+        Scheduler(store=None, locks=None, channel=None, link=None,
+                  clock=None,  # type: ignore[arg-type]
                   lock_name="q", source="s", mode="outbox")  # type: ignore[arg-type]

@@ -16,18 +16,22 @@ BACKOFF = make_backoff(lambda: 0.0)  # exact steps: 1 s, 2 s, 4 s, ...
 
 
 def fresh(max_attempts: int = 5, **changes: object) -> JobRecord:
-    return record("j1", params={"method": "POST", "path": "/a", "body": {"x": 1}}, type="save", group="doc",
-                  label="Save", created_at=T0, **{"max_attempts": max_attempts, "next_retry_at": T0, **changes})
+    return record("j1", params={"method": "POST", "path": "/a", "body": {"x": 1}}, type="save",
+                  group="doc",
+                  label="Save", created_at=T0,
+                  **{"max_attempts": max_attempts, "next_retry_at": T0, **changes})
 
 
-def settle(record: JobRecord, now: float, online: bool = True, lock: str | None = None, **outcome: object):
+def settle(record: JobRecord, now: float, online: bool = True, lock: str | None = None,
+           **outcome: object):
     return policy.settle(record, RunResult(**outcome), now=now, online=online, backoff=BACKOFF,
                          held_yield_lock=lock)
 
 
 def test_new_record() -> None:
     assert fresh() == JobRecord(
-        id="j1", type="save", group="doc", label="Save", status=Status.PENDING, attempts=0, max_attempts=5,
+        id="j1", type="save", group="doc", label="Save", status=Status.PENDING, attempts=0,
+        max_attempts=5,
         created_at=T0, updated_at=T0, next_retry_at=T0, _reconstructor="fetch",
         _params={"method": "POST", "path": "/a", "body": {"x": 1}},
     )
@@ -48,7 +52,8 @@ def test_claim_at_the_ceiling_fails_unrun() -> None:
 def test_claim_at_the_ceiling_explains_itself_not_the_attempt_before() -> None:
     # Stored at its ceiling (by other code, an older pyjobq) after a 401: the claim fails it for
     # having no attempts left, and nothing of that 401 remains to blame (issue 22).
-    record = fresh(max_attempts=1, attempts=1, error="HTTPError: 401", http_status=401, code="token_expired")
+    record = fresh(max_attempts=1, attempts=1, error="HTTPError: 401", http_status=401,
+                   code="token_expired")
     assert policy.claim(record, T0 + 1, "tab-a") == record.evolve(
         status=Status.FAILED, next_retry_at=None, updated_at=T0 + 1,
         error="no attempts left (1 of 1 spent)", http_status=None, code="attempts_exhausted")
@@ -73,7 +78,8 @@ def test_ordinary_failure_with_attempts_left_goes_back_on_the_ladder() -> None:
         running = policy.claim(record, now, "tab-a")
         record = settle(running, now, ok=False, error="HTTPError: 500", status=500)
         assert record == running.evolve(status=Status.PENDING, owner=None, updated_at=now,
-                                        next_retry_at=now + BACKOFF(attempt), error="HTTPError: 500",
+                                        next_retry_at=now + BACKOFF(attempt),
+                                        error="HTTPError: 500",
                                         http_status=500)
         now = record.next_retry_at
     running = policy.claim(record, now, "tab-a")
@@ -98,7 +104,8 @@ def test_max_attempts_one_fails_on_the_first_ordinary_failure() -> None:
 def test_401_goes_back_in_60_s_and_gives_the_attempt_back() -> None:
     running = policy.claim(fresh(), T0, "tab-a")
     assert settle(running, T0 + 3, ok=False, error="expired", status=401, code="token_expired") == running.evolve(
-        status=Status.PENDING, owner=None, updated_at=T0 + 3, next_retry_at=T0 + 3 + 60_000, attempts=0,
+        status=Status.PENDING, owner=None, updated_at=T0 + 3, next_retry_at=T0 + 3 + 60_000,
+        attempts=0,
         given_back=1, error="expired", http_status=401, code="token_expired")
 
 
@@ -107,7 +114,8 @@ def test_401_never_fails_even_after_100_repeats() -> None:
     now = T0
     for i in range(100):
         record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired", status=401)
-        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0, now + 60_000)
+        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0,
+                                                                          now + 60_000)
         now += 60_000
     assert record.given_back == 100
 
@@ -122,8 +130,10 @@ def test_401_at_the_last_attempt_still_does_not_fail() -> None:
 def test_offline_failure_gives_the_attempt_back_and_climbs_the_ladder() -> None:
     running = policy.claim(fresh(), T0, "a")
     first = settle(running, T0, online=False, ok=False, error="TypeError: Failed to fetch")
-    assert first == running.evolve(status=Status.PENDING, owner=None, updated_at=T0, next_retry_at=T0 + 1000,
-                                   attempts=0, given_back=1, error="TypeError: Failed to fetch", code="offline")
+    assert first == running.evolve(status=Status.PENDING, owner=None, updated_at=T0,
+                                   next_retry_at=T0 + 1000,
+                                   attempts=0, given_back=1, error="TypeError: Failed to fetch",
+                                   code="offline")
     second = settle(policy.claim(first, T0, "a"), T0, online=False, ok=False, error="x")
     # The ladder counts every try, counted or not: 2 s next, not 1 s again.
     assert (second.attempts, second.given_back, second.next_retry_at) == (0, 2, T0 + 2000)
@@ -133,7 +143,8 @@ def test_offline_for_a_long_time_never_fails_and_caps_the_delay() -> None:
     record = fresh(max_attempts=2)
     for _ in range(50):
         record = settle(policy.claim(record, T0, "a"), T0, online=False, ok=False, error="x")
-    assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0, T0 + 30_000)
+    assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0,
+                                                                      T0 + 30_000)
 
 
 @pytest.mark.parametrize("status", [403, 409, 422])
@@ -173,14 +184,16 @@ def test_terminal_wins_over_401_and_offline() -> None:
 def test_interrupted_gives_the_attempt_back_and_is_pending_now() -> None:
     running = policy.claim(fresh(attempts=2), T0, "a")
     assert settle(running, T0 + 9, ok=False, error="aborted", interrupted=True) == running.evolve(
-        status=Status.PENDING, owner=None, updated_at=T0 + 9, next_retry_at=T0 + 9, attempts=2, given_back=1,
+        status=Status.PENDING, owner=None, updated_at=T0 + 9, next_retry_at=T0 + 9, attempts=2,
+        given_back=1,
         error="aborted")
 
 
 def test_interrupted_with_the_lock_held_parks() -> None:
     running = policy.claim(fresh(), T0, "a")
     assert settle(running, T0, lock="fg", ok=False, error="aborted", interrupted=True) == running.evolve(
-        status=Status.PAUSED, owner=None, updated_at=T0, next_retry_at=None, attempts=0, given_back=1,
+        status=Status.PAUSED, owner=None, updated_at=T0, next_retry_at=None, attempts=0,
+        given_back=1,
         error="aborted", yield_lock="fg")
 
 
@@ -200,22 +213,28 @@ def test_recover_at_the_ceiling_fails() -> None:
     running = policy.claim(fresh(max_attempts=1), T0, "dead-tab")
     assert policy.recover(running, T0 + 50) == running.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 50,
-        error="the page running the last allowed attempt (1 of 1) went away mid-run", code="page_gone")
+        error="the page running the last allowed attempt (1 of 1) went away mid-run",
+        code="page_gone")
 
 
-# ---------------------------------------------------------------- a terminal record's cause (issue 22)
+# ---------------------------------------------------------------- a terminal record's cause (issue
+# 22)
 # Each way a record ends, after an attempt that left its own error, status and code: the
 # record explains the cause that ended it, never the attempt before.
 
 def _after_a_401(max_attempts: int = 1) -> JobRecord:
     """A job whose first try got a 401 (given back), claimed again for its last allowed try."""
     first = policy.claim(fresh(max_attempts=max_attempts), T0, "tab-a")
-    waiting = settle(first, T0 + 1, ok=False, error="HTTPError: 401", status=401, code="token_expired")
-    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0, given_back=1,
-                                   next_retry_at=T0 + 1 + 60_000, error="HTTPError: 401", http_status=401,
+    waiting = settle(first, T0 + 1, ok=False, error="HTTPError: 401", status=401,
+                     code="token_expired")
+    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0,
+                                   given_back=1,
+                                   next_retry_at=T0 + 1 + 60_000, error="HTTPError: 401",
+                                   http_status=401,
                                    code="token_expired")
     last = policy.claim(waiting, T0 + 60_001, "tab-a")
-    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 60_001, attempts=1,
+    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 60_001,
+                                  attempts=1,
                                   next_retry_at=None)
     return last
 
@@ -224,34 +243,43 @@ def test_a_page_gone_on_the_last_try_after_a_401_is_page_gone() -> None:
     last = _after_a_401()
     assert policy.recover(last, T0 + 60_100) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 60_100,
-        error="the page running the last allowed attempt (1 of 1) went away mid-run", http_status=None,
+        error="the page running the last allowed attempt (1 of 1) went away mid-run",
+        http_status=None,
         code="page_gone")
 
 
 def test_a_page_gone_on_the_last_try_after_an_offline_failure_is_page_gone() -> None:
     first = policy.claim(fresh(max_attempts=1), T0, "tab-a")
     waiting = settle(first, T0 + 1, online=False, ok=False, error="TypeError: Failed to fetch")
-    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0, given_back=1,
-                                   next_retry_at=T0 + 1 + 1000, error="TypeError: Failed to fetch", code="offline")
+    assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0,
+                                   given_back=1,
+                                   next_retry_at=T0 + 1 + 1000, error="TypeError: Failed to fetch",
+                                   code="offline")
     last = policy.claim(waiting, T0 + 1001, "tab-a")
-    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 1001, attempts=1,
+    assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 1001,
+                                  attempts=1,
                                   next_retry_at=None)
     assert policy.recover(last, T0 + 2000) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 2000,
-        error="the page running the last allowed attempt (1 of 1) went away mid-run", http_status=None,
+        error="the page running the last allowed attempt (1 of 1) went away mid-run",
+        http_status=None,
         code="page_gone")
 
 
 def test_a_lease_reclaimed_on_the_last_try_after_a_401_is_page_gone() -> None:
     leased = policy.claim(policy.settle(policy.claim(fresh(max_attempts=1), T0, "a", 1_000.0),
-                                        RunResult(ok=False, error="HTTPError: 401", status=401, code="token_expired"),
-                                        now=T0 + 1, online=True, backoff=BACKOFF), T0 + 60_001, "a", 1_000.0)
+                                        RunResult(ok=False, error="HTTPError: 401", status=401,
+                                                  code="token_expired"),
+                                        now=T0 + 1, online=True, backoff=BACKOFF), T0 + 60_001, "a",
+                          1_000.0)
     assert (leased.status, leased.attempts, leased.http_status, leased.next_retry_at) == (
         Status.RUNNING, 1, 401, T0 + 61_001)
     assert policy.reclaim(leased, T0 + 61_001, "b", 1_000.0) == leased.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 61_001, next_retry_at=None,
-        error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, crashed "
-              "or froze mid-run, so whether its work was done is unknown", http_status=None, code="page_gone")
+        error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, "
+              "crashed "
+              "or froze mid-run, so whether its work was done is unknown", http_status=None,
+              code="page_gone")
 
 
 def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() -> None:
@@ -262,17 +290,20 @@ def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() ->
 
 
 def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
-    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside the rest.
+    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside the
+    # rest.
     last = _after_a_401(max_attempts=3)
     assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
-        status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode", http_status=None,
+        status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode",
+        http_status=None,
         code=None)
 
 
 def test_a_cancel_after_a_401_has_no_http_status() -> None:
     last = _after_a_401()
     assert policy.cancel(last, T0 + 60_002) == last.evolve(
-        status=Status.CANCELLED, owner=None, updated_at=T0 + 60_002, error="cancelled", http_status=None,
+        status=Status.CANCELLED, owner=None, updated_at=T0 + 60_002, error="cancelled",
+        http_status=None,
         code="cancelled")
 
 
@@ -295,7 +326,8 @@ def test_recover_of_a_pending_record_is_illegal() -> None:
 
 def test_park_and_unpark() -> None:
     parked = policy.park(fresh(), T0 + 1, "fg")
-    assert parked == fresh().evolve(status=Status.PAUSED, next_retry_at=None, updated_at=T0 + 1, yield_lock="fg")
+    assert parked == fresh().evolve(status=Status.PAUSED, next_retry_at=None, updated_at=T0 + 1,
+                                    yield_lock="fg")
     assert policy.unpark(parked, T0 + 2) == fresh().evolve(updated_at=T0 + 2, next_retry_at=T0 + 2)
 
 
@@ -315,7 +347,8 @@ def test_cancel_of_a_done_job_is_illegal() -> None:
 
 
 def test_revive_a_failed_job_with_a_fresh_budget_keeps_params() -> None:
-    failed = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, error="no", status=409, code="conflict")
+    failed = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, error="no", status=409,
+                    code="conflict")
     assert policy.revive(failed, T0 + 7) == fresh().evolve(updated_at=T0 + 7, next_retry_at=T0 + 7)
 
 
@@ -368,15 +401,18 @@ def test_offline_failure_is_coded_offline_and_back_online_makes_it_due_now() -> 
     record = policy.claim(fresh(), T0 + 1, "tab-a")
     waiting = policy.settle(record, RunResult(ok=False, error="TypeError: Failed to fetch"),
                             now=NOW, online=False, backoff=lambda a: 4000.0)
-    assert (waiting.status, waiting.code, waiting.next_retry_at, waiting.attempts) == ("pending", "offline", NOW + 4000, 0)
+    assert (waiting.status, waiting.code, waiting.next_retry_at, waiting.attempts) == (
+        "pending", "offline", NOW + 4000, 0)
     due = back_online(waiting, NOW + 10)
     assert due == waiting.evolve(next_retry_at=NOW + 10, updated_at=NOW + 10)
     # Only offline waits are pulled forward: a 401 keeps its 60 s, a due job is left alone.
-    unauthorized = policy.settle(record, RunResult(ok=False, status=401), now=NOW, online=True, backoff=lambda a: 1.0)
+    unauthorized = policy.settle(record, RunResult(ok=False, status=401), now=NOW, online=True,
+                                 backoff=lambda a: 1.0)
     assert back_online(unauthorized, NOW + 10) is None
     assert back_online(due, NOW + 20) is None
     # A server-named code survives an offline failure; only an unnamed one is coded offline.
-    named = policy.settle(record, RunResult(ok=False, code="busy"), now=NOW, online=False, backoff=lambda a: 1.0)
+    named = policy.settle(record, RunResult(ok=False, code="busy"), now=NOW, online=False,
+                          backoff=lambda a: 1.0)
     assert named.code == "busy"
 
 
@@ -392,12 +428,15 @@ def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
 @pytest.mark.parametrize("status", [401, 403, 409, 422])
 def test_without_the_job_queues_http_rules_a_status_is_an_ordinary_failure(status: int) -> None:
     running = policy.claim(fresh(max_attempts=3), T0, "tab")
-    after = policy.settle(running, RunResult(ok=False, error="x", status=status), now=T0 + 1, online=True,
+    after = policy.settle(running, RunResult(ok=False, error="x", status=status), now=T0 + 1,
+                          online=True,
                           backoff=BACKOFF, http_status_rules=False)
     assert (after.status, after.attempts, after.given_back, after.next_retry_at, after.http_status) == (
         Status.PENDING, 1, 0, T0 + 1 + 1000, status)
-    last = policy.claim(running.evolve(attempts=2, status=Status.PENDING, owner=None, next_retry_at=T0), T0, "tab")
-    failed = policy.settle(last, RunResult(ok=False, error="x", status=status), now=T0 + 1, online=True,
+    last = policy.claim(
+        running.evolve(attempts=2, status=Status.PENDING, owner=None, next_retry_at=T0), T0, "tab")
+    failed = policy.settle(last, RunResult(ok=False, error="x", status=status), now=T0 + 1,
+                           online=True,
                            backoff=BACKOFF, http_status_rules=False)
     assert (failed.status, failed.attempts) == (Status.FAILED, 3)
 
@@ -406,8 +445,10 @@ def test_without_the_job_queues_http_rules_offline_is_uncounted_whatever_the_err
     running = policy.claim(fresh(), T0, "tab")
     with_status = RunResult(ok=False, error="503", status=503)
     assert policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF).attempts == 1
-    after = policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF, http_status_rules=False)
-    assert (after.status, after.attempts, after.given_back, after.code) == (Status.PENDING, 0, 1, policy.OFFLINE)
+    after = policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF,
+                          http_status_rules=False)
+    assert (after.status, after.attempts, after.given_back, after.code) == (Status.PENDING, 0, 1,
+                                                                            policy.OFFLINE)
 
 
 def test_after_abort_any_failure_is_an_interruption_and_a_success_stays_one() -> None:
@@ -435,5 +476,7 @@ def test_claim_due_leaves_anything_that_changed_since_the_view_saw_it_pending() 
 def test_claim_due_on_leases_reclaims_only_a_running_lease_that_ran_out() -> None:
     running = policy.claim(_stored(Status.PENDING, next_retry_at=0.0), 0.0, "gone", 1_000.0)
     assert policy.claim_due(running, 999.0, "me", 1_000.0) is None  # still leased
-    assert policy.claim_due(running, 1_000.0, "me", 1_000.0) == policy.reclaim(running, 1_000.0, "me", 1_000.0)
-    assert policy.claim_due(running, 5_000.0, "me", None) is None  # no leases: recovery's, not the claim's
+    assert policy.claim_due(running, 1_000.0, "me", 1_000.0) == policy.reclaim(running, 1_000.0,
+                                                                               "me", 1_000.0)
+    # no leases: recovery's, not the claim's
+    assert policy.claim_due(running, 5_000.0, "me", None) is None

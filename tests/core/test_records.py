@@ -33,7 +33,8 @@ def new(**kw: object) -> NewJob:
     (dict(type=None), "type must be a non-empty str, got None"),
     (dict(type=5), "type must be a non-empty str, got 5"),
     (dict(id=""), "id must be a non-empty str, got ''"),
-    (dict(reconstructor=""), "reconstructor must be a non-empty str naming a registered factory, got ''"),
+    (dict(reconstructor=""),
+     "reconstructor must be a non-empty str naming a registered factory, got ''"),
     (dict(group=3), "group must be a str or None, got 3"),
     (dict(group=["doc"]), "group must be a str or None, got ['doc']"),
     (dict(label=3), "label must be a str or None, got 3"),
@@ -46,7 +47,8 @@ def test_new_job_rejects_bad_arguments(kw: dict, message: str) -> None:
 
 @pytest.mark.parametrize("params", [{"f": object()}, {1, 2}, {"x": math.nan}, b"bytes"])
 def test_new_job_rejects_params_that_are_not_json(params: object) -> None:
-    with pytest.raises(InvalidJobError, match=r"^the job's params must be JSON-like .* so it can be stored"):
+    with pytest.raises(InvalidJobError,
+                       match=r"^the job's params must be JSON-like .* so it can be stored"):
         new(params=params)
 
 
@@ -57,7 +59,8 @@ def test_invalid_job_error_is_a_value_error_and_a_pyjobq_error() -> None:
 def test_new_job_to_record() -> None:
     assert new(type="t", group="g", label="L", max_attempts=3, delay_ms=250).to_record(T0) == JobRecord(
         id="j1", type="t", group="g", label="L", status=Status.PENDING, attempts=0, max_attempts=3,
-        created_at=T0, updated_at=T0, next_retry_at=T0 + 250, _reconstructor="fetch", _params={"path": "/a"})
+        created_at=T0, updated_at=T0, next_retry_at=T0 + 250, _reconstructor="fetch",
+        _params={"path": "/a"})
 
 
 def test_new_job_message_round_trip() -> None:
@@ -84,7 +87,8 @@ def test_to_dict_is_flat_json_with_status_as_a_string() -> None:
 
 
 def test_round_trip() -> None:
-    record = new(group="g").to_record(T0).evolve(status=Status.FAILED, attempts=2, error="x", http_status=409,
+    record = new(group="g").to_record(T0).evolve(status=Status.FAILED, attempts=2, error="x",
+                                                 http_status=409,
                                                  code="conflict", result=[1, 2], owner=None)
     assert JobRecord.from_dict(record.to_dict()) == record
 
@@ -98,7 +102,8 @@ def test_from_dict_accepts_floats_for_counts_as_javascript_stores_them() -> None
 
 def test_from_dict_fills_optional_fields() -> None:
     minimal = {k: v for k, v in record_dict().items()
-               if k in ("id", "type", "status", "attempts", "max_attempts", "created_at", "updated_at",
+               if k in ("id", "type", "status", "attempts", "max_attempts", "created_at",
+                        "updated_at",
                         "_reconstructor", "_params")}
     assert JobRecord.from_dict(minimal) == new().to_record(T0).evolve(next_retry_at=None)
 
@@ -116,7 +121,8 @@ def test_from_dict_rejects_a_missing_field(field: str) -> None:
 @pytest.mark.parametrize("field,value", [
     ("id", 5), ("type", None), ("attempts", "1"), ("attempts", True), ("max_attempts", None),
     ("created_at", "yesterday"), ("updated_at", None), ("_reconstructor", 1), ("group", 7),
-    ("next_retry_at", "soon"), ("error", 1), ("http_status", "500"), ("owner", 1), ("yield_lock", []),
+    ("next_retry_at", "soon"), ("error", 1), ("http_status", "500"), ("owner", 1),
+    ("yield_lock", []),
 ])
 def test_from_dict_rejects_a_mistyped_field(field: str, value: object) -> None:
     with pytest.raises(RecordError) as info:
@@ -136,7 +142,8 @@ def test_from_dict_rejects_a_non_object(value: object) -> None:
 
 
 def test_from_dict_ignores_unknown_keys() -> None:
-    assert JobRecord.from_dict({**record_dict(), "future_field": 1}) == JobRecord.from_dict(record_dict())
+    assert JobRecord.from_dict({**record_dict(), "future_field": 1}) == JobRecord.from_dict(
+        record_dict())
 
 
 def test_summary_excludes_params_only() -> None:
@@ -149,10 +156,13 @@ def test_summary_excludes_params_only() -> None:
 
 def test_terminal_property() -> None:
     record = new().to_record(T0)
-    assert [record.evolve(status=s).terminal for s in Status] == [False, False, False, True, True, True]
+    assert [record.evolve(status=s).terminal for s in Status] == [False, False, False, True, True,
+                                                                  True]
 
 
 def test_outcome_of_a_record() -> None:
-    data = {**record_dict(), "status": "failed", "error": "no", "http_status": 403, "code": "forbidden"}
-    assert Outcome.of(data) == Outcome(id="j1", status="failed", result=None, error="no", http_status=403,
+    data = {**record_dict(), "status": "failed", "error": "no", "http_status": 403,
+            "code": "forbidden"}
+    assert Outcome.of(data) == Outcome(id="j1", status="failed", result=None, error="no",
+                                       http_status=403,
                                        code="forbidden")

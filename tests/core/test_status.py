@@ -6,10 +6,10 @@ import itertools
 import re
 
 import pytest
-from source_scan import lines_matching  # tests/ is on sys.path
 
 from pyjobq.core.status import TERMINAL, TRANSITIONS, Event, Status, apply
 from pyjobq.errors import IllegalTransition, PyjobqError
+from source_scan import lines_matching  # tests/ is on sys.path
 
 S, E = Status, Event
 EXPECTED = {
@@ -70,7 +70,15 @@ def test_terminal_statuses() -> None:
 
 def test_the_named_sets() -> None:
     from pyjobq.core.status import (
-        CLAIMABLE, KNOWN, ONLY_FAILED, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, REVIVABLE, UNFINISHED)
+        CLAIMABLE,
+        KNOWN,
+        ONLY_FAILED,
+        ONLY_PAUSED,
+        ONLY_PENDING,
+        ONLY_RUNNING,
+        REVIVABLE,
+        UNFINISHED,
+    )
 
     assert KNOWN == set(Status)
     assert UNFINISHED == {S.PENDING, S.RUNNING, S.PAUSED}
@@ -79,15 +87,17 @@ def test_the_named_sets() -> None:
     assert REVIVABLE == {S.FAILED, S.CANCELLED} == {s for s, e in TRANSITIONS if e is E.REVIVE}
     assert UNFINISHED == {s for s, e in TRANSITIONS if e is E.CANCEL}
     assert CLAIMABLE == {S.PENDING, S.RUNNING}
-    assert (ONLY_PENDING, ONLY_RUNNING, ONLY_PAUSED, ONLY_FAILED) == ({S.PENDING}, {S.RUNNING}, {S.PAUSED}, {S.FAILED})
+    assert (ONLY_PENDING, ONLY_RUNNING, ONLY_PAUSED, ONLY_FAILED) == ({S.PENDING}, {S.RUNNING},
+                                                                      {S.PAUSED}, {S.FAILED})
     # A raw stored string is found in them too: the stores need no sets of values of their own.
     assert "done" in TERMINAL and "pending" in UNFINISHED and "running" in CLAIMABLE and "later" not in KNOWN
 
 
 #: A status set spelt out (``frozenset({Status.X ...})``, ``frozenset({"done", ...})``) rather than
 #: imported from pyjobq/core/status.py.
-STATUS_SET = re.compile(r"""frozenset\(\{\s*(Status\.|["'](pending|running|paused|done|failed|cancelled)["'])"""
-                        r"""|frozenset\((s\.value for s in )?Status\)""")
+STATUS_SET = re.compile(
+    r"""frozenset\(\{\s*(Status\.|["'](pending|running|paused|done|failed|cancelled)["'])"""
+    r"""|frozenset\((s\.value for s in )?Status\)""")
 
 
 def status_sets() -> dict[str, list[str]]:

@@ -10,23 +10,28 @@ T0 = 1_700_000_000_000.0
 
 def entry(job_id: str, type: str = "t", status: Status = Status.PENDING, created: float = T0,
           due: float | None = T0, **kw: object) -> Entry:
-    return Entry(job_id, type, status, created, due if status is Status.PENDING or kw.pop("lease", False) else None,
+    return Entry(job_id, type, status, created,
+                 due if status is Status.PENDING or kw.pop("lease", False) else None,
                  **kw)  # type: ignore[arg-type]
 
 
 def test_picks_the_oldest_due_job_of_every_idle_type() -> None:
-    rows = [entry("a2", "a", created=T0 + 2), entry("a1", "a", created=T0 + 1), entry("b1", "b", created=T0 + 3),
-            entry("c-late", "c", due=T0 + 500), entry("r", "d", Status.RUNNING), entry("z", "e", Status.PAUSED)]
+    rows = [entry("a2", "a", created=T0 + 2), entry("a1", "a", created=T0 + 1),
+            entry("b1", "b", created=T0 + 3),
+            entry("c-late", "c", due=T0 + 500), entry("r", "d", Status.RUNNING),
+            entry("z", "e", Status.PAUSED)]
     view = QueueView()
     view.replace(rows)
     assert [e.id for e in view.picks(T0, busy_types=set())] == ["a1", "b1"]
     assert [e.id for e in view.picks(T0, busy_types={"a"})] == ["b1"]
-    assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1", "b1"]  # oldest first
+    assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1",
+                                                                      "b1"]  # oldest first
 
 
 def test_a_job_not_yet_due_does_not_hold_up_a_younger_due_one_of_its_type() -> None:
     view = QueueView()
-    view.replace([entry("old-retrying", created=T0, due=T0 + 30_000), entry("young", created=T0 + 1)])
+    view.replace([entry("old-retrying", created=T0, due=T0 + 30_000),
+                  entry("young", created=T0 + 1)])
     assert view.oldest_due("t", T0) == entry("young", created=T0 + 1)
     assert view.oldest_due("t", T0, exclude={"young"}) is None
 
@@ -86,11 +91,13 @@ def test_snapshot_tells_whether_a_read_changed_anything() -> None:
 
 def test_fifo_picks_the_one_oldest_due_record_of_any_type_and_nothing_while_one_is_busy() -> None:
     rows = [entry("react", "msg/react", created=T0 + 2), entry("send", "msg/send", created=T0 + 1),
-            entry("send2", "msg/send", created=T0 + 3), entry("early-not-due", "msg/send", created=T0, due=T0 + 9)]
+            entry("send2", "msg/send", created=T0 + 3),
+            entry("early-not-due", "msg/send", created=T0, due=T0 + 9)]
     view = QueueView()
     view.replace(rows)
     assert [e.id for e in view.picks(T0, busy_types=set(), lanes="fifo")] == ["send"]
-    assert view.picks(T0, busy_types={"msg/send"}, lanes="fifo") == []  # one at a time, whatever its type
+    # one at a time, whatever its type
+    assert view.picks(T0, busy_types={"msg/send"}, lanes="fifo") == []
     assert [e.id for e in view.picks(T0, set(), exclude={"send"}, lanes="fifo")] == ["react"]
     assert [e.id for e in view.picks(T0 + 9, set(), lanes="fifo")] == ["early-not-due"]
     # The settle's follow-on: the next oldest of any type (fifo), or of its own lane (type).

@@ -1,4 +1,5 @@
-"""The notes demo: every save goes through pyjobq, debounced in the queue (spec: "Debouncing a save").
+"""The notes demo: every save goes through pyjobq, debounced in the queue (spec: "Debouncing a
+save").
 
 Each change deletes the save it replaces (delete_group) and files a new one with
 delay_ms, so the latest text is stored the moment it is typed and sent once the
@@ -127,7 +128,8 @@ async def load_note():
 # ---------------------------------------------------------------- other work
 
 def publish():
-    queue.enqueue_fetch("POST", f"/api/notes/{NOTE_ID}/publish", {}, type="publish", label="publish note")
+    queue.enqueue_fetch("POST", f"/api/notes/{NOTE_ID}/publish", {}, type="publish",
+                        label="publish note")
 
 
 async def render_thumbnail(*_signal):
@@ -202,9 +204,14 @@ async def main():
     listen(el("publish"), "click", lambda _e: publish())
     listen(el("refresh"), "click", spawn(refresh_and_resave))
     listen(el("expire"), "click", spawn(expire_token))
-    listen(el("flaky"), "click", spawn(lambda: set_mode(fail_rate=0 if el("flaky").getAttribute("aria-pressed") == "true" else 0.5)))
-    listen(el("slow"), "click", spawn(lambda: set_mode(delay_ms=0 if el("slow").getAttribute("aria-pressed") == "true" else 3000)))
-    listen(el("forbid"), "click", spawn(lambda: set_mode(forbid=el("forbid").getAttribute("aria-pressed") != "true")))
+    listen(el("flaky"), "click",
+           spawn(lambda: set_mode(
+               fail_rate=0 if el("flaky").getAttribute("aria-pressed") == "true" else 0.5)))
+    listen(el("slow"), "click",
+           spawn(lambda: set_mode(
+               delay_ms=0 if el("slow").getAttribute("aria-pressed") == "true" else 3000)))
+    listen(el("forbid"), "click",
+           spawn(lambda: set_mode(forbid=el("forbid").getAttribute("aria-pressed") != "true")))
     listen(js.window, "pagehide", close)
     if hasattr(queue, "enqueue"):
         listen(el("thumb"), "click", lambda _e: thumbnail())
