@@ -156,7 +156,7 @@ json.dumps([out.status, queue._queue().worker_ready])`);
     // (a worker nested in the kernel's worker) answers: B neither misses a ping nor steals.
     const b = await openHarness(context, {
       url: `${baseURL}/tests/harness.html`,
-      setup: `import pyjobq.engine.lease\npyjobq.lease.PING_MS = 300.0\n${configurePython()}`,
+      setup: `import pyjobq.engine.lease\npyjobq.engine.lease.PING_MS = 300.0\n${configurePython()}`,
     });
     const bErrors = collectErrors(b, "B");
     const watchOfB = `
@@ -232,7 +232,7 @@ json.dumps([out.status, queue._queue().worker_ready])`);
     // B in line, pinging every 300 ms; A's page answers while it is free.
     const b = await openHarness(context, {
       url: `${baseURL}/tests/harness.html`,
-      setup: `import pyjobq.engine.lease\npyjobq.lease.PING_MS = 300.0\n${configurePython()}`,
+      setup: `import pyjobq.engine.lease\npyjobq.engine.lease.PING_MS = 300.0\n${configurePython()}`,
     });
     const bErrors = collectErrors(b, "B");
     await expect.poll(async () => (await py(b, watchOf))?.[0], { timeout: 60_000 }).toBe(true);
