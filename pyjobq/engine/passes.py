@@ -39,16 +39,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Collection, Mapping
+from typing import Callable
 
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
-from ..core.mode import Mode
-from ..core.ports import Change, Clock, LockManager, Store, Updated
+from ..core.ports import Change, Updated
 from ..core.records import JobRecord
 from ..core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
 from ..core.view import Entry, QueueView
-from .calls import Write
+from .calls import EngineBasics, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
 from .runlocks import Release, RunLocks, WakeTimer, no_release
@@ -56,19 +55,9 @@ from .sweeper import Sweeper
 
 
 @dataclass(frozen=True)
-class PassEngine:
+class PassEngine(EngineBasics):
     """What a pass uses of its engine (pyjobq/engine/scheduler.py makes it)."""
 
-    mode: Mode
-    #: The engine's ``source``: the owner its claims write.
-    source: str
-    clock: Clock
-    store: Store
-    locks: LockManager
-    #: Job type -> the yield lock it parks under.
-    yields: Mapping[str, str]
-    #: The suspended types (``suspend_type``); the request table owns them, a pass only reads.
-    suspended: Collection[str]
     flights: FlightTable
     run_locks: RunLocks
     #: The engine's one retry timer: armed while lanes run (:meth:`Pass.wake_after` says when).

@@ -29,16 +29,15 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable
 
 from ..core import policy
 from ..core.codes import Code
-from ..core.mode import Mode
-from ..core.ports import Change, Clock, LockManager, Store, Updated
+from ..core.ports import Change, Updated
 from ..core.records import JobRecord, RunResult
 from ..core.status import ONLY_RUNNING, Status
 from ..core.view import Entry
-from .calls import Publish, Write
+from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import FlightTable
 from .passes import Pass
@@ -52,19 +51,9 @@ LOOK_EVERY_MS = 1_000.0
 
 
 @dataclass(frozen=True)
-class SettleEngine:
+class SettleEngine(EngineBasics):
     """What the settle uses of its engine (pyjobq/engine/scheduler.py makes it)."""
 
-    mode: Mode
-    #: The engine's ``source``: only a record it still owns is settled.
-    source: str
-    clock: Clock
-    store: Store
-    locks: LockManager
-    #: Job type -> the yield lock an interrupted run of it parks under while that lock is held.
-    yields: Mapping[str, str]
-    #: The suspended types (the request table's); read only here.
-    suspended: Collection[str]
     #: ``navigator.onLine`` here, read when the page did not say (an older page).
     is_online: Callable[[], bool]
     #: The engine's retry ladder, read at each settle (a test may swap the engine's).
