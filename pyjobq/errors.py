@@ -1,44 +1,8 @@
-"""Every error pyjobq raises derives from :class:`PyjobqError` (defined in
-:mod:`pyjobq.core.errors`).
+"""Every error pyjobq raises derives from :class:`PyjobqError` (see :mod:`pyjobq.core.errors`).
 
-This is their public home: ``from pyjobq.errors import WorkerUnavailable`` as before the
-errors moved into the core, which raises most of them.
+This is their public home: ``from pyjobq.errors import WorkerUnavailable`` works as it did
+before the errors moved into the core, which raises most of them.
 """
 
-from .core.errors import (
-    WORKER_ADVICE,
-    ConfigurationError,
-    DatabaseUpgradedError,
-    HTTPError,
-    IllegalTransition,
-    Interrupted,
-    InvalidJobError,
-    JobError,
-    LockStolen,
-    NoTransportError,
-    OrphanedJobError,
-    PyjobqError,
-    StorageError,
-    StoreInUseError,
-    Terminal,
-    WorkerUnavailable,
-)
-
-__all__ = [
-    "PyjobqError",
-    "ConfigurationError",
-    "InvalidJobError",
-    "IllegalTransition",
-    "NoTransportError",
-    "JobError",
-    "HTTPError",
-    "Interrupted",
-    "Terminal",
-    "StoreInUseError",
-    "LockStolen",
-    "StorageError",
-    "DatabaseUpgradedError",
-    "OrphanedJobError",
-    "WorkerUnavailable",
-    "WORKER_ADVICE",
-]
+from .core.errors import *  # noqa: F403  (the public path of every name in its __all__)
+from .core.errors import __all__ as __all__

@@ -11,6 +11,13 @@ from typing import Any
 
 from .codes import Code
 
+__all__ = [
+    "PyjobqError", "ConfigurationError", "InvalidJobError", "IllegalTransition",
+    "NoTransportError", "JobError", "HTTPError", "Interrupted", "Terminal", "StoreInUseError",
+    "LockStolen", "StorageError", "DatabaseUpgradedError", "OrphanedJobError",
+    "WorkerUnavailable", "WORKER_ADVICE",
+]
+
 
 class PyjobqError(Exception):
     """Base class of every error raised by pyjobq."""
