@@ -66,7 +66,7 @@ import inspect
 import logging
 import math
 import random as _random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Mapping
 
 from .core import policy
@@ -393,6 +393,7 @@ class _Setup:
         log_event(self.log, phase, job_id, job_type, attempts, level=level, **more)
 
 
+@dataclass(eq=False)
 class _Runs:
     """Running an entry on this page: its handler, its lease's renewal, what its end stores.
 
@@ -400,21 +401,19 @@ class _Runs:
     engine's news of it can tell a retry from an offline release); :class:`_Outcomes` reads it.
     """
 
-    def __init__(self, setup: _Setup, *, transport: Callable[[], Any],
-                 is_retryable: Callable[[BaseException], bool] | None, yield_every: int,
-                 idle: Callable[[], Awaitable[Any]],
-                 exhaust_failed: Callable[[str], None]) -> None:
-        self._setup = setup
-        self._transport = transport
-        self._is_retryable = is_retryable
-        self._yield_every = yield_every
-        self._idle = idle
-        self._exhaust_failed = exhaust_failed
-        self._handled = 0
-        self.started_with: dict[str, int] = {}
+    setup: _Setup
+    #: The outbox's transport, read at each run: ``Outbox.transport`` may be set later.
+    transport: Callable[[], Any]
+    is_retryable: Callable[[BaseException], bool] | None
+    yield_every: int
+    idle: Callable[[], Awaitable[Any]]
+    #: Ends a failed entry whose rollback waited for this run's word.
+    exhaust_failed: Callable[[str], None]
+    started_with: dict[str, int] = field(default_factory=dict)
+    _handled: int = 0
 
     async def process(self, handler: OutboxHandler, job_id: str | None) -> None:
-        setup = self._setup
+        setup = self.setup
         record = None if job_id is None else await setup.store.get(job_id)
         if record is None:
             return  # deleted while being handed over: nothing to do
@@ -436,14 +435,14 @@ class _Runs:
             await self._run(handler, entry, claim, renewal)
         finally:
             self._handled += 1
-            if self._yield_every and self._handled % self._yield_every == 0:
-                await self._idle()
+            if self.yield_every and self._handled % self.yield_every == 0:
+                await self.idle()
 
     async def _run(self, handler: OutboxHandler, entry: OutboxEntry, claim: RunClaim,
                    renewal: _Renewal) -> None:
         sent = False
         try:
-            transport = self._transport()
+            transport = self.transport()
             if transport is not None:
                 result = await _call(transport.send, entry)
                 await _call(handler.process, entry, result=result)
@@ -451,7 +450,7 @@ class _Runs:
                 await _call(handler.process, entry)
             sent = True
         except Exception as err:
-            classify = handler.is_retryable_error or self._is_retryable
+            classify = handler.is_retryable_error or self.is_retryable
             if classify is not None and not classify(err):
                 raise JobError(f"{type(err).__name__}: {err}", terminal=True,
                                status=getattr(err, "status", None),
@@ -469,7 +468,7 @@ class _Runs:
         # the entry's now; this one is not cancelled — process() must be idempotent, and a request
         # already on the wire may deliver — but only a delivery of it is still stored.
         self.started_with.pop(entry.id, None)
-        self._setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
+        self.setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
 
     async def _deliver(self, claim: RunClaim, entry: OutboxEntry, renewal: _Renewal) -> None:
         """process() succeeded: if the entry was taken over meanwhile, take it back, so that the
@@ -477,7 +476,7 @@ class _Runs:
         rolled back) — unless its rollback has already begun."""
         if renewal.safe():
             return  # still this run's claim: the engine's settle applies as it is
-        setup = self._setup
+        setup = self.setup
         now, lease_ms = setup.clock.now(), setup.lease_ms
         try:
             [done] = await setup.scheduler.write(
@@ -506,41 +505,40 @@ class _Runs:
         lease ran out on the ceiling): then this failure is the fate its rollback waited for."""
         if renewal.safe():
             return
-        current = await self._setup.store.get(claim.entry_id)
+        current = await self.setup.store.get(claim.entry_id)
         if claim.holds(current):
             return
         renewal.mark_lost()
         if claim.failed_on(current):
-            self._exhaust_failed(claim.entry_id)
+            self.exhaust_failed(claim.entry_id)
 
 
+@dataclass(eq=False)
 class _Outcomes:
     """A settled entry's consequences on this page: ``on_activity``, the process-flow log, and a
     failed entry's end (``on_exhausted``, or ``rollback`` then delete)."""
 
-    def __init__(self, setup: _Setup, *, handlers: Mapping[str, OutboxHandler], runs: _Runs,
-                 delete: Callable[[str], Awaitable[bool]],
-                 on_activity: Callable[[JobUpdate], None] | None,
-                 spawn: Callable[[Any], None]) -> None:
-        self._setup = setup
-        self._handlers = handlers
-        self._runs = runs
-        self._delete = delete
-        self._on_activity = on_activity
-        self._spawn = spawn
-        self._saying: set[str] = set()  # entries whose failure this outbox is re-stating
+    setup: _Setup
+    handlers: Mapping[str, OutboxHandler]
+    runs: _Runs
+    #: Deletes an entry through the engine (published like every change).
+    delete: Callable[[str], Awaitable[bool]]
+    on_activity: Callable[[JobUpdate], None] | None
+    spawn: Callable[[Any], None]
+    #: Entries whose failure this outbox is re-stating (:meth:`_say_lease_ran_out`).
+    _saying: set[str] = field(default_factory=set)
 
     def on_update(self, update: JobUpdate) -> None:
-        if self._on_activity is not None:
+        if self.on_activity is not None:
             try:
-                self._on_activity(update)
+                self.on_activity(update)
             except Exception:
-                self._setup.log.exception("pyjobq outbox: on_activity raised")
+                self.setup.log.exception("pyjobq outbox: on_activity raised")
         if update.get("progress_only") or update.get("deleted"):
             return
         job_id, status = update.id, update.get("status")
         job_type, attempts = update.get("type"), update.get("attempts")
-        started_with, event = self._runs.started_with, self._setup.event
+        started_with, event = self.runs.started_with, self.setup.event
         if status == Status.DONE.value:
             started_with.pop(job_id, None)
             event("done", job_id, job_type, attempts)
@@ -560,7 +558,7 @@ class _Outcomes:
             # Failed with no run of this page ending: this page's claim found the entry's lease
             # run out on its last attempt (the outbox makes no pending entry at its ceiling).
             lease_ran_out = not ran_here and update.get("code") != Code.HANDSHAKE_TIMEOUT
-            self._spawn(self.exhaust(job_id, why="lease_ran_out" if lease_ran_out else "failed"))
+            self.spawn(self.exhaust(job_id, why="lease_ran_out" if lease_ran_out else "failed"))
 
     async def exhaust(self, job_id: str, *, notify: bool = True,
                       why: Literal["failed", "lease_ran_out", "found"]) -> None:
@@ -571,23 +569,23 @@ class _Outcomes:
         it may still deliver and is not rolled back (:func:`undecided`); ``"found"`` — failed in
         the store at ``start()``: rolled back unless it is :func:`undecided`.
         """
-        record = await self._setup.store.get(job_id)
+        record = await self.setup.store.get(job_id)
         if record is None or record.status is not Status.FAILED:
             return
-        handler = self._handlers.get(record._reconstructor)
+        handler = self.handlers.get(record._reconstructor)
         if handler is None:
-            self._setup.log.warning(
+            self.setup.log.warning(
                 "never-happen: outbox entry %s has unknown type %r; deleted", record.id,
                 record._reconstructor, extra={"outbox_event": EVENT, "phase": "unknown_type",
                                               "entry_id": record.id,
                                               "entry_type": record._reconstructor})
-            await self._delete(record.id)  # through the engine: published
+            await self.delete(record.id)  # through the engine: published
             return
         if why == "lease_ran_out":
             record = await self._say_lease_ran_out(record)
         entry = OutboxEntry.of(record)
         if notify:
-            self._setup.event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
+            self.setup.event("error", entry.id, entry.type, entry.attempts, level=logging.WARNING,
                               error=entry.error, code=entry.code)
         if handler.on_exhausted is None and handler.rollback is not None \
                 and not await self._begin_rollback(record, entry, why):
@@ -601,11 +599,11 @@ class _Outcomes:
                 await _call(handler.rollback, entry)
         except Exception:
             # The record stays failed: the work is kept rather than half undone.
-            self._setup.log.exception(
+            self.setup.log.exception(
                 "pyjobq outbox: exhaustion handler of %s raised; entry %s kept as failed",
                 entry.type, entry.id)
             return
-        await self._delete(entry.id)  # through the engine: published
+        await self.delete(entry.id)  # through the engine: published
 
     async def _begin_rollback(self, record: JobRecord, entry: OutboxEntry,
                               why: Literal["failed", "lease_ran_out", "found"]) -> bool:
@@ -613,15 +611,15 @@ class _Outcomes:
         if why == "lease_ran_out" or (why == "found" and undecided(record)):
             # A revert cannot be taken back, and the run may yet deliver: the rollback waits
             # for that run's word (RunClaim.failed_on); until then it is in list_failed().
-            self._setup.event("undecided", entry.id, entry.type, entry.attempts,
+            self.setup.event("undecided", entry.id, entry.type, entry.attempts,
                               error="not rolled back while the run whose lease ran out may "
                                     "still deliver")
             return False
         # Marked first, in one conditional write: a delivery that lands before this takes the
         # entry back and the rollback does not run; one after cannot undo it. Straight to the
         # store, unpublished: the mark changes nothing a user sees.
-        source = self._setup.source
-        begun = await self._setup.store.update(
+        source = self.setup.source
+        begun = await self.setup.store.update(
             Change(entry.id, lambda cur: rollback_begun(cur, source), ONLY_FAILED))
         return begun.applied  # False: delivered, retried or deleted meanwhile
 
@@ -632,7 +630,7 @@ class _Outcomes:
             return seen
         self._saying.add(seen.id)
         try:
-            [said] = await self._setup.scheduler.write(
+            [said] = await self.setup.scheduler.write(
                 [Change(seen.id, lambda cur: lease_ran_out(cur, seen), ONLY_FAILED)])
         except BaseException:
             self._saying.discard(seen.id)
@@ -702,8 +700,8 @@ class Outbox:
         self._scheduler = engine.scheduler
         self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
         setup = _Setup(store, self._clock, engine.scheduler, self.source, float(lease_ms), self.log)
-        self._runs = _Runs(setup, transport=lambda: self.transport, is_retryable=is_retryable_error,
-                           yield_every=yield_every, idle=idle,
+        self._runs = _Runs(setup, transport=lambda: self.transport,
+                           is_retryable=is_retryable_error, yield_every=yield_every, idle=idle,
                            exhaust_failed=lambda entry_id: self._spawn(
                                self._outcomes.exhaust(entry_id, notify=False, why="failed")))
         # An entry type with no handler must not fall through to the built-in 'fetch'.

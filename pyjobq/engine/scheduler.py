@@ -82,7 +82,7 @@ from ..core.records import JobRecord
 from ..core.router import Router
 from ..core.status import ONLY_PENDING, Status
 from .control import PassControl
-from .handoff import Handoff
+from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
 from .lease import LEASE_MESSAGES, LockLease
 from .passes import Pass, PassEngine
@@ -171,10 +171,10 @@ class Scheduler:
         """The parts that meet here, each given only what it uses of the others."""
         mode, store, link, clock, source = self.mode, self.store, self.link, self._clock, self._source
         locks = self._locks
-        self._handoff = Handoff(self.flights, send=link.send, clock=clock, source=source,
-                                handshake_ms=handshake_ms, recheck=mode.run_locks,
-                                control=self._control, get=store.get, write=self.write,
-                                spawn=self._spawn)
+        self._handoff = Handoff(HandoffEngine(
+            self.flights, send=link.send, clock=clock, source=source, handshake_ms=handshake_ms,
+            recheck=mode.run_locks, control=self._control, get=store.get, write=self.write,
+            spawn=self._spawn))
         self._requests = RequestTable(RequestEngine(
             volatile=mode.volatile, clock=clock, store=store, flights=self.flights, send=link.send,
             write=self.write, publish=self.publish_many, wake=self.wake,
