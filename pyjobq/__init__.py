@@ -87,9 +87,8 @@ __all__ = [
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
     "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
     "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable",
-    "cancel_job",
-    "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job", "enqueue",
-    "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
+    "cancel_job", "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job",
+    "enqueue", "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
     "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",
     "set_transport", "stop", "suspend_type", "updates", "wake",
 ]

@@ -37,8 +37,8 @@ class Settings:
     handshake_timeout_ms: float = 10_000.0
     #: Where the scheduler worker loads Pyodide from; None: the page's own distribution.
     pyodide_url: str | None = None
-    #: A served copy of pyjobq's worker script (a CSP that forbids ``blob:`` workers); None: a Blob
-    #: URL.
+    #: A served copy of pyjobq's worker script (a CSP that forbids ``blob:`` workers);
+    #: None: a Blob URL.
     worker_url: str | None = None
     #: What the worker installs with ``loadPackage``; None: the pyjobq files this page imported.
     worker_packages: tuple[str, ...] | None = None
@@ -194,8 +194,8 @@ def _packages(worker_packages: Any) -> tuple[str, ...] | None:
 def check_transport(transport: Any) -> None:
     if transport is not None and not callable(transport):
         raise ConfigurationError(
-            f"transport must be an async function (method, path, body) -> Response, got "
-            f"{transport!r}"
+            "transport must be an async function (method, path, body) -> Response,"
+            f" got {transport!r}"
         )
 
 

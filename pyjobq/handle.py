@@ -44,7 +44,8 @@ class Completion(Generic[T]):
     def __init__(self, future: asyncio.Future[T], what: str) -> None:
         self._future = future
         self._what = what
-        self._callbacks: list[tuple[Callable[[Completion[T]], object], Callable[[asyncio.Future[T]], None]]] = []
+        self._callbacks: list[tuple[Callable[[Completion[T]], object],
+                                    Callable[[asyncio.Future[T]], None]]] = []
 
     def __await__(self) -> Generator[Any, None, T]:
         # A fresh shield per await: cancelling it leaves the shared future alone.

@@ -133,8 +133,8 @@ class MemoryStore:
         return self._load(key)[0]
 
     def _load(self, key: Any) -> tuple[JobRecord | None, bool]:
-        """(the record, whether it was just failed as malformed); (None, False) for a foreign
-        one."""
+        """(the record, whether it was just failed as malformed);
+        (None, False) for a foreign one."""
         row = self._rows[key]
         try:
             if depth(row, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # before a copy that would recurse
@@ -511,8 +511,8 @@ class MemoryChannel(_Listeners):
         self._ignored: set[str] = set()
 
     def ignore_source(self, source: str) -> None:
-        """Drop ``job-update``s that ``source`` sent, unread (like the browser port's prefix
-        test)."""
+        """Drop ``job-update``s that ``source`` sent, unread
+        (like the browser port's prefix test)."""
         self._ignored.add(source)
 
     def crash(self) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable, Mapping
 from .core import jobs_table
 from .core.jobs_table import Cells
 
-_CELL = 'style="padding:4px 10px;text-align:left;vertical-align:top;border-bottom:1px solid #d8dee4"'
+_CELL = ('style="padding:4px 10px;text-align:left;vertical-align:top;'
+         'border-bottom:1px solid #d8dee4"')
 _MUTED = "#656d76"
 
 
@@ -31,7 +32,8 @@ def pill_style(status: str) -> str:
     """The inline style of a status pill drawn as ``status`` (a status of ``STATUS_LOOKS``)."""
     colours = jobs_table.LOOKS[status].light
     return (f"color:{colours.text};background:{colours.background};"
-            f"border:1px solid {colours.border};border-radius:999px;padding:1px 8px;font-weight:600")
+            f"border:1px solid {colours.border};border-radius:999px;"
+            "padding:1px 8px;font-weight:600")
 
 
 def _job(c: Cells) -> str:
@@ -92,7 +94,8 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None)
         status = str(r.get("status"))
         if status in counts:
             counts[status] += 1
-    summary = ", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items() if n) or "no jobs"
+    summary = (", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items() if n)
+               or "no jobs")
     out = [
         '<table class="pyjobq-jobs" style="border-collapse:collapse;font:13px '
         'system-ui,sans-serif">',

@@ -111,8 +111,8 @@ def outbox_backoff(random: Callable[[], float] = _random.random) -> Backoff:
 
 @dataclass(frozen=True)
 class Prune:
-    """Failed entries to delete on ``start()``: older than ``max_age_ms``, and the oldest beyond
-    ``max_failed``."""
+    """Failed entries to delete on ``start()``: older than ``max_age_ms``,
+    and the oldest beyond ``max_failed``."""
 
     max_age_ms: float | None = 90 * DAY_MS
     max_failed: int | None = 200
@@ -163,8 +163,8 @@ class OutboxHandler:
 
     @classmethod
     def of(cls, value: Any) -> "OutboxHandler":
-        """Accept an :class:`OutboxHandler` or a mapping with the same keys (the outbox's object
-        literal)."""
+        """Accept an :class:`OutboxHandler` or a mapping with the same keys
+        (the outbox's object literal)."""
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
@@ -275,8 +275,7 @@ def delivered(record: JobRecord, claim: RunClaim, now: float, lease_ms: float) -
     else:
         return None
     return record.evolve(status=status, owner=claim.owner, next_retry_at=now + lease_ms,
-                         updated_at=now,
-                         yield_lock=None)
+                         updated_at=now, yield_lock=None)
 
 
 def rollback_begun(record: JobRecord, owner: str) -> JobRecord | None:
@@ -292,7 +291,8 @@ def lease_ran_out(record: JobRecord, seen: JobRecord) -> JobRecord | None:
     """The failure ``seen`` — this processor's claim found the entry's lease run out on its last
     attempt — said as what it is (code ``page_gone``), not as an earlier attempt's error: the
     mark by which every later start knows that its last run's fate is unknown."""
-    if (record.status is not Status.FAILED or record.owner is not None or record.code == Code.PAGE_GONE
+    if (record.status is not Status.FAILED or record.owner is not None
+            or record.code == Code.PAGE_GONE
             or (record.attempts, record.given_back) != (seen.attempts, seen.given_back)):
         return None
     return record.evolve(code=Code.PAGE_GONE.value, error=LEASE_RAN_OUT, http_status=None)
@@ -315,8 +315,7 @@ class _Renewal:
     """
 
     def __init__(self, store: Store, clock: Clock, claim: RunClaim, lease_ms: float,
-                 lease_end: float,
-                 on_lost: Callable[[], None], log: logging.Logger) -> None:
+                 lease_end: float, on_lost: Callable[[], None], log: logging.Logger) -> None:
         self._store, self._clock, self._claim, self._lease_ms = store, clock, claim, lease_ms
         self._on_lost, self._log = on_lost, log
         #: The end of the lease as this run last wrote it: nobody can take the entry before.
@@ -646,22 +645,26 @@ class Outbox:
 
     Args:
         store: a :class:`~pyjobq.core.ports.Store` (``MemoryStore()``, ``IndexedDBStore(name)``).
-        handlers: entry type → :class:`OutboxHandler` (or a dict of its fields). clock: milliseconds
-        and timers; default wall clock and asyncio timers. is_online: read when an attempt fails;
-        offline failures cost no attempt. subscribe_online: ``subscribe_online(callback) ->
-        unsubscribe``; the outbox drains on each call. is_retryable_error: for types whose handler
-        has none; default: every error is retryable. on_activity: called with each job-update (a
-        dict) — push the outbox's status from here. transport: an object whose ``send(entry)``
-        result is handed to ``process(entry, result=...)``. poll_interval_ms: the watchdog fuse
-        (default 30 s); 0 or None disables it. yield_every: after this many handled entries, ``await
-        idle()`` (default 1); 0 disables. idle: what yielding awaits; default ``asyncio.sleep(0)``.
-        In a page, a
+        handlers: entry type → :class:`OutboxHandler` (or a dict of its fields).
+        clock: milliseconds and timers; default wall clock and asyncio timers.
+        is_online: read when an attempt fails; offline failures cost no attempt.
+        subscribe_online: ``subscribe_online(callback) -> unsubscribe``; the outbox drains on each
+            call.
+        is_retryable_error: for types whose handler has none; default: every error is retryable.
+        on_activity: called with each job-update (a dict) — push the outbox's status from here.
+        transport: an object whose ``send(entry)`` result is handed to
+            ``process(entry, result=...)``.
+        poll_interval_ms: the watchdog fuse (default 30 s); 0 or None disables it.
+        yield_every: after this many handled entries, ``await idle()`` (default 1); 0 disables.
+        idle: what yielding awaits; default ``asyncio.sleep(0)``. In a page, a
             ``requestIdleCallback`` with ``timeout: 1``.
         prune: :class:`Prune` (default: 90 days, 200 failed) run on ``start()``; False to disable.
         log: a logger; default ``logging.getLogger("pyjobq")``, silent until the host configures
-        logging. lease_ms: how long a claim holds an entry before another processor may take it.
-        backoff: the retry ladder; default :func:`outbox_backoff`. ``make_backoff()`` gives the job
-        queue's. max_attempts: default ceiling for :meth:`enqueue`.
+            logging.
+        lease_ms: how long a claim holds an entry before another processor may take it.
+        backoff: the retry ladder; default :func:`outbox_backoff`. ``make_backoff()`` gives the
+            job queue's.
+        max_attempts: default ceiling for :meth:`enqueue`.
     """
 
     def __init__(
@@ -887,8 +890,7 @@ class Outbox:
         job = self._side.enqueue_persistent(
             type, payload, type=type, group=group, label=label,
             max_attempts=self._max_attempts if max_attempts is None else max_attempts,
-            delay_ms=delay_ms,
-        )
+            delay_ms=delay_ms)
         await job.stored
         return job
 

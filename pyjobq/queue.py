@@ -197,8 +197,8 @@ def enqueue_persistent(
 
 def register_reconstructor(name: str, factory: Callable[[Any], Any]) -> None:
     """Teach this page to rebuild persistent jobs of kind ``name``: ``factory(params)`` returns
-    an ``async def run(signal)``. Prefer ``configure(reconstructors=...)`` for kinds every page
-    needs."""
+    an ``async def run(signal)``.
+    Prefer ``configure(reconstructors=...)`` for kinds every page needs."""
     _queue().register_reconstructor(name, factory)
 
 
@@ -286,14 +286,14 @@ def retry_all() -> Coroutine[Any, Any, int]:
 
 
 def cleanup_old() -> Coroutine[Any, Any, int]:
-    """Delete ``done`` records older than 7 days — and only those. Returns how many. Sent at the
-    call."""
+    """Delete ``done`` records older than 7 days — and only those. Returns how many.
+    Sent at the call."""
     return _queue().cleanup_old()
 
 
 def on_update(callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-    """Call ``callback(update)`` on every ``job-update`` from any tab; returns an unsubscribe
-    function."""
+    """Call ``callback(update)`` on every ``job-update`` from any tab;
+    returns an unsubscribe function."""
     return _queue().on_update(callback)
 
 

@@ -17,8 +17,8 @@ def get(name: str) -> Any:
     try:
         return _services[name]
     except KeyError:
-        raise KeyError(f"no service {name!r} is registered; import pyjobq.queue to start the job "
-                       f"queue") from None
+        raise KeyError(f"no service {name!r} is registered;"
+                       " import pyjobq.queue to start the job queue") from None
 
 
 def unregister(name: str) -> None:

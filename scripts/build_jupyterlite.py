@@ -74,7 +74,8 @@ def check_pins() -> dict[str, str]:
         try:
             version = metadata.version(req.name)
         except metadata.PackageNotFoundError:
-            raise SystemExit(f"{req.name} is not installed in {sys.prefix}: run `make setup`") from None
+            raise SystemExit(
+                f"{req.name} is not installed in {sys.prefix}: run `make setup`") from None
         if not req.specifier.contains(version, prereleases=True):
             raise SystemExit(
                 f"{req.name} {version} is installed, {PINS.name} pins {req}: run `make setup`")
@@ -84,8 +85,8 @@ def check_pins() -> dict[str, str]:
     if constants.PYODIDE_VERSION != PYODIDE_VERSION:
         raise SystemExit(
             f"jupyterlite-pyodide-kernel wants Pyodide {constants.PYODIDE_VERSION}, "
-            f"this script builds with {PYODIDE_VERSION}: update PYODIDE_VERSION and the "
-            f"distribution"
+            f"this script builds with {PYODIDE_VERSION}: "
+            "update PYODIDE_VERSION and the distribution"
         )
     return installed
 
@@ -112,7 +113,7 @@ def check_distribution(pyodide_dir: Path) -> None:
     if missing:
         raise SystemExit(
             f"{lock_path} lacks {missing}, which the kernel installs at start: see "
-            f"scripts/cdn-wheels.txt")
+            "scripts/cdn-wheels.txt")
 
 
 def inputs_key(installed: dict[str, str], wheel: Path, pyodide_dir: Path) -> dict:
@@ -197,7 +198,8 @@ def main() -> int:
     output = cache / "output"
     key_file = cache / "inputs.json"
 
-    if not args.force and output.is_dir() and key_file.is_file() and json.loads(key_file.read_text()) == key:
+    if (not args.force and output.is_dir() and key_file.is_file()
+            and json.loads(key_file.read_text()) == key):
         log(f"up to date ({wheel.name}, Pyodide {PYODIDE_VERSION}, jupyterlite-core "
             f"{installed['jupyterlite-core']})")
     else:

@@ -208,8 +208,8 @@ def write_lock(base_lock: Path, pyodide_dir: Path, wheels: list[Path]) -> None:
 def copy_tree(src: Path, dst: Path, skip_suffixes: tuple[str, ...] = ()) -> int:
     n = 0
     for path in sorted(src.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(
-            skip_suffixes):
+        if (path.is_file() and "__pycache__" not in path.parts
+                and not path.name.endswith(skip_suffixes)):
             target = dst / path.relative_to(src)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)

@@ -6,8 +6,8 @@ API (JSON):
 
 - ``PUT /api/notes/<id> {"text"}``      save a note; needs ``Authorization: Bearer <token>``
 - ``GET /api/notes/<id>``               the saved note
-- ``POST /api/notes/<id>/publish``      publish it; 403 ``{"code": "read_only"}`` while ``forbid``
-  is on
+- ``POST /api/notes/<id>/publish``      publish it; 403 ``{"code": "read_only"}`` while
+                                        ``forbid`` is on
 - ``POST /api/auth/refresh``            a new token ``{"token"}``; the old one stops working
 
 Every ``/api/notes`` request first passes the current mode: 401 ``{"code": "token_expired"}``
@@ -70,8 +70,7 @@ class Handler(StaticHandler):
                 status = self._api(url.path, urllib.parse.parse_qs(url.query), raw)
                 with self.demo.lock:
                     self.demo.log.append({"time": time.time(), "method": self.command,
-                                          "path": url.path,
-                                          "status": status})
+                                          "path": url.path, "status": status})
             elif self.command in ("GET", "HEAD"):
                 self._static(url.path)
             else:
@@ -143,8 +142,8 @@ class Handler(StaticHandler):
                 d.reset()
                 return self._json(200, d.state())
             if path == "/__demo/expire" and self.command == "POST":
-                d.token = "demo-" + secrets.token_hex(
-                    4)  # nobody holds this one: 401 until a refresh
+                # nobody holds this one: 401 until a refresh
+                d.token = "demo-" + secrets.token_hex(4)
                 return self._json(200, {"ok": True})
             if path == "/__demo/mode" and self.command == "POST":
                 if "fail_rate" in data:

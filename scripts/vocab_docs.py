@@ -29,8 +29,8 @@ def codes_table() -> str:
 
 
 def _kinds(kinds: tuple[type, ...]) -> str:
-    names = [
-        "None" if kind is type(None) else "any" if kind is object else kind.__name__ for kind in kinds]
+    names = ["None" if kind is type(None) else "any" if kind is object else kind.__name__
+             for kind in kinds]
     return " or ".join(names)  # not "|": a table cell would end there
 
 
@@ -39,7 +39,8 @@ def messages_table() -> str:
 
     rows = ["| type | sent | says | fields checked |", "| --- | --- | --- | --- |"]
     for name, kind in SCHEMA.items():
-        fields = ", ".join(f"`{field}: {_kinds(kinds)}`" for field, kinds in kind.fields.items()) or "—"
+        fields = (", ".join(f"`{field}: {_kinds(kinds)}`" for field, kinds in kind.fields.items())
+                  or "—")
         rows.append(f"| `{name}` | {kind.sender} | {kind.doc.replace('``', '`')} | {fields} |")
     return "\n".join(rows)
 

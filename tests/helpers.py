@@ -42,8 +42,8 @@ class Server:
         return answer
 
     def release(self, path: str, answer: Any = None) -> None:
-        self.held.pop(path).set_result(answer if answer is not None else Response(200,
-                                                                                  {"ok": True}))
+        self.held.pop(path).set_result(
+            answer if answer is not None else Response(200, {"ok": True}))
 
     @property
     def holding(self) -> list[str]:
@@ -91,5 +91,6 @@ async def holding(path: str, **enqueue: Any) -> tuple[World, Server, Tab, Job]:
 def listed(job_id: str = "a1b2c3d4e5f6", **over: Any) -> dict[str, Any]:
     """A row as ``query_all`` lists it (a job table's input): a stored ``notes`` record's fields
     (label "save note", created at 1 s), then ``over`` (any key)."""
-    base = record(job_id, type="notes", label="save note", created_at=1_000.0, next_retry_at=None).to_dict()
+    base = record(job_id, type="notes", label="save note", created_at=1_000.0,
+                  next_retry_at=None).to_dict()
     return {**base, **over}

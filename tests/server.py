@@ -7,7 +7,7 @@ every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, pa
 status, ``X-Job-Id``):
 
 - ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the
-  README's examples)
+                        README's examples)
 - ``/api/status/NNN``   status NNN, ``{"code": "status_NNN", "error": {"code": "status_NNN"}}``
 - ``/api/script/<key>`` next scripted response for key (the last one repeats); unknown key → echo
 - ``/api/auth...``      401 ``{"code": "token_expired"}`` unless ``Authorization: Bearer <token>``
@@ -20,18 +20,18 @@ status, ``X-Job-Id``):
                         token. Logged with ``job_id`` = key and ``aborted`` when the client went
                         away before the answer (a crashed or closed tab).
 - ``/api/token``        ``{"token": <current token>}``: the chaos transport's token refresh.
-- ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most 60
-  s);
-                        a released key stays released until reset. ``GET /__control/holding``
-                        lists the keys of requests blocked right now, one entry per request.
+- ``/api/hold/<key>``   echo once ``POST /__control/release {"key"}`` has released key (at most
+                        60 s); a released key stays released until reset.
+                        ``GET /__control/holding`` lists the keys of requests blocked right now,
+                        one entry per request.
 
-Each log entry also carries ``started`` (when the request arrived; ``time`` is when it was
-answered).
+Each log entry also carries ``started`` (when the request arrived; ``time`` is when it
+was answered).
 
-Control: ``POST /__control/chaos {"seed", "weights", "slow_s": [low, high]}``, ``POST
-/__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``, ``POST /__control/token
-{"token"}``, ``POST /__control/release {"key"}`` (no key: every key held now), ``GET
-/__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
+Control: ``POST /__control/chaos {"seed", "weights", "slow_s": [low, high]}``,
+``POST /__control/script {"key", "responses": [{"status", "body", "delay_ms"}]}``,
+``POST /__control/token {"token"}``, ``POST /__control/release {"key"}`` (no key: every key held
+now), ``GET /__control/holding``, ``GET|DELETE /__control/log``, ``POST /__control/reset``.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ class StaticHandler(BaseHTTPRequestHandler):
             target = target / "index.html"
         if not target.is_file():
             return self._send(404, b"not found\n", "text/plain")
-        ctype = MIME.get(target.suffix) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        ctype = (MIME.get(target.suffix) or mimetypes.guess_type(target.name)[0]
+                 or "application/octet-stream")
         self._send(200, target.read_bytes(), ctype)
 
 
@@ -189,7 +190,8 @@ class Handler(StaticHandler):
         st = self.state
         with st.lock:
             token = st.token
-            outcome = st.chaos.choices(list(st.chaos_weights), weights=list(st.chaos_weights.values()))[0]
+            outcome = st.chaos.choices(list(st.chaos_weights),
+                                       weights=list(st.chaos_weights.values()))[0]
             delay = st.chaos.uniform(*st.chaos_slow_s)  # one draw whatever the bounds: same answers
             if outcome == "expire" and self.headers.get("Authorization") == f"Bearer {token}":
                 st.token_serial += 1
@@ -250,8 +252,8 @@ class Handler(StaticHandler):
             "text/plain",
             {
                 "Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": self.headers.get("Access-Control-Request-Headers",
-                                                                 "*"),
+                "Access-Control-Allow-Headers":
+                    self.headers.get("Access-Control-Request-Headers", "*"),
             },
         )
 

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def sources() -> list[tuple[str, Path]]:
     """Every pyjobq source file, by its name from the repository's root."""
-    return [(path.relative_to(ROOT).as_posix(), path) for path in sorted((ROOT / "pyjobq").rglob(
-        "*.py"))]
+    return [(path.relative_to(ROOT).as_posix(), path)
+            for path in sorted((ROOT / "pyjobq").rglob("*.py"))]
 
 
 def lines_matching(pattern: re.Pattern[str], *, skip: Iterable[str] = ()) -> dict[str, list[str]]:
@@ -21,8 +21,8 @@ def lines_matching(pattern: re.Pattern[str], *, skip: Iterable[str] = ()) -> dic
     finds."""
     found: dict[str, list[str]] = {}
     for name, path in sources():
-        lines = [f"{number}: {line.strip()}" for number,
-                 line in enumerate(path.read_text().splitlines(), 1)
+        lines = [f"{number}: {line.strip()}"
+                 for number, line in enumerate(path.read_text().splitlines(), 1)
                  if pattern.search(line)]
         if lines and name not in skip:
             found[name] = lines

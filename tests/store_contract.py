@@ -98,8 +98,8 @@ async def check_update_read_modify_write(store: Any) -> None:
 
 async def check_update_missing_returns_none_without_calling(store: Any) -> None:
     calls: list[JobRecord] = []
-    assert await store.update(Change("nope", lambda cur: calls.append(cur) or cur)) == Updated(
-        None, False)
+    assert await store.update(Change("nope", lambda cur: calls.append(cur) or cur)) == (
+        Updated(None, False))
     assert calls == []
     assert await store.all() == []
 
@@ -184,9 +184,7 @@ async def check_next_due_at_counts_only_what_a_pass_could_claim(store: Any) -> N
     assert await store.next_due_at() is None
     assert await store.next_due_at(after=T0 - 1000) is None
     await store.add([make_record("later", next_retry_at=T0 + 20),
-                     make_record("lease", status="running",
-                                                                               owner="tab",
-                                 next_retry_at=T0 + 30)])
+                     make_record("lease", status="running", owner="tab", next_retry_at=T0 + 30)])
     assert await store.next_due_at() == T0 + 20
     assert await store.next_due_at(after=T0 - 450) == T0 + 20
     assert await store.next_due_at(after=T0 + 20) == T0 + 30
@@ -212,9 +210,8 @@ async def check_returned_records_are_copies(store: Any) -> None:
 
 async def check_record_round_trips_every_field(store: Any) -> None:
     full = make_record("a", status="failed", group="g", label="L", result={"r": [1, None, "x"]},
-                       error="boom",
-                       http_status=409, code="conflict", attempts=3, max_attempts=4, given_back=2,
-                       updated_at=T0 + 5)
+                       error="boom", http_status=409, code="conflict", attempts=3, max_attempts=4,
+                       given_back=2, updated_at=T0 + 5)
     paused = make_record("b", status="paused", yield_lock="fg")
     running = make_record("c", status="running", owner="tab-1", attempts=1)
     await store.add([full, paused, running])
@@ -229,12 +226,13 @@ async def check_a_code_member_is_stored_as_its_string(store: Any) -> None:
     await store.add([make_record("a"), make_record("b", created_at=T0 + 1)])
     done = await store.update_many([Change("a", lambda cur: policy.cancel(cur, T0 + 1), UNFINISHED),
                                     Change("b", lambda cur: cur.evolve(code=Code.OFFLINE))])
-    assert [(u.applied, u.record and u.record.code) for u in done] == [(True, "cancelled"),
-                                                                       (True, "offline")]
+    assert [(u.applied, u.record and u.record.code) for u in done] == [
+        (True, "cancelled"), (True, "offline")]
     got = await store.get("a")
-    assert got.status is Status.CANCELLED and got.code == Code.CANCELLED and str(got.code) == "cancelled"
-    assert [(r.id, str(r.code)) for r in await store.all()] == [("a", "cancelled"),
-                                                                ("b", "offline")]
+    assert got.status is Status.CANCELLED
+    assert got.code == Code.CANCELLED and str(got.code) == "cancelled"
+    assert [(r.id, str(r.code)) for r in await store.all()] == [
+        ("a", "cancelled"), ("b", "offline")]
 
 
 async def check_update_many_in_order_with_preconditions(store: Any) -> None:
@@ -254,15 +252,16 @@ async def check_update_many_in_order_with_preconditions(store: Any) -> None:
         Change("c", to_running, pending),  # outside its precondition: not called
         Change("nope", to_running),  # missing: not called
         Change("b", lambda cur: None),  # declines
-        Change("a",
-               lambda cur: cur.evolve(label=f"after {cur.status.value}")),  # sees the first change
+        # sees the first change
+        Change("a", lambda cur: cur.evolve(label=f"after {cur.status.value}")),
     ])
     assert calls == ["a"]
     assert [(u.record.id if u.record else None, u.applied) for u in done] == \
         [("a", True), ("c", False), (None, False), ("b", False), ("a", True)]
     assert done[1].record == c and done[3].record == b
     stored = await store.get("a")
-    assert stored is not None and stored.status is Status.RUNNING and stored.label == "after running"
+    assert stored is not None
+    assert stored.status is Status.RUNNING and stored.label == "after running"
     assert done[4].record == stored
     assert await store.update_many([]) == []
 
@@ -295,8 +294,8 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
     f = make_record("f", status="failed")
     await store.add([p, r, z, d, f])
     assert await store.entries() == [Entry.of(z), Entry.of(r), Entry.of(p)]
-    assert (await store.entries())[2] == Entry("p", "x", Status.PENDING, T0 + 2, T0 + 2, None, None,
-                                               T0 + 2, 0)
+    assert (await store.entries())[2] == Entry(
+        "p", "x", Status.PENDING, T0 + 2, T0 + 2, None, None, T0 + 2, 0)
     assert await store.entries(["d", "nope", "p"]) == [Entry.of(d), Entry.of(p)]
     assert await store.entries([]) == []
 
@@ -304,8 +303,8 @@ async def check_entries_unfinished_and_by_id(store: Any) -> None:
 async def check_delete_many_returns_what_it_deleted(store: Any) -> None:
     a, b = make_record("a"), make_record("b", created_at=T0 + 1, status="failed")
     await store.add([a, b, make_record("c", created_at=T0 + 2)])
-    assert await store.delete_many(["b", "missing", "a", "b"]) == [
-        b, a]  # in the order asked, once each
+    # in the order asked, once each
+    assert await store.delete_many(["b", "missing", "a", "b"]) == [b, a]
     assert _ids(await store.all()) == ["c"]
     assert await store.delete_many(["a"]) == [] and await store.delete_many([]) == []
 
@@ -334,8 +333,8 @@ async def check_a_delete_and_a_change_made_after_it_apply_in_call_order(store: A
 
     from pyjobq.core.status import REVIVABLE
 
-    x, y = make_record("x", status="failed", error="boom"), make_record("y", status="failed",
-                                                                        group="g")
+    x = make_record("x", status="failed", error="boom")
+    y = make_record("y", status="failed", group="g")
     await store.add([x, y])
     deleted, changed = await asyncio.gather(store.delete_many(["x"]),
                                             store.update(Change("x", _revive, REVIVABLE)))
@@ -364,7 +363,7 @@ async def check_a_change_made_before_a_delete_is_deleted_with_it(store: Any) -> 
 
 
 async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call(
-    store: Any) -> None:
+        store: Any) -> None:
     from pyjobq.core.status import REVIVABLE
 
     a = make_record("a", created_at=T0 + 2, status="failed", error="boom")
@@ -380,8 +379,8 @@ async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call
 
     done = await store.update_by_status(REVIVABLE, revive_unless_kept)
     assert sorted(calls) == ["a", "b", "keep"]  # each once, only those of the statuses
-    assert done == [Updated(keep, False), Updated(_revive(b), True),
-                    Updated(_revive(a), True)]  # oldest first
+    # oldest first
+    assert done == [Updated(keep, False), Updated(_revive(b), True), Updated(_revive(a), True)]
     assert await store.all() == [keep, _revive(b), _revive(a), p, d]
     assert await store.update_by_status(frozenset({Status.PAUSED}), revive_unless_kept) == []
 
@@ -421,9 +420,10 @@ async def check_update_by_status_and_calls_around_it_apply_in_call_order(store: 
     retried, cancelled = await asyncio.gather(
         store.update_by_status(REVIVABLE, _revive),
         store.update(Change("x", lambda cur: policy.cancel(cur, T0 + 6), UNFINISHED)))
-    assert [(u.record.id, u.applied) for u in retried] == [("x", True), ("y", True)] and cancelled.applied
-    assert [(r.id, r.status) for r in await store.all()] == [("x", Status.CANCELLED),
-                                                             ("y", Status.PENDING)]
+    assert [(u.record.id, u.applied) for u in retried] == [("x", True), ("y", True)]
+    assert cancelled.applied
+    assert [(r.id, r.status) for r in await store.all()] == [
+        ("x", Status.CANCELLED), ("y", Status.PENDING)]
     deleted, retried = await asyncio.gather(store.delete_many(["x"]),
                                             store.update_by_status(REVIVABLE, _revive))
     assert [r.id for r in deleted] == ["x"] and retried == []

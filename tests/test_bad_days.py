@@ -47,8 +47,8 @@ def test_a_tab_frozen_right_after_run_runs_the_job_on_resume_rather_than_failing
         tab.resume()
         await settle()
         record = await world.store.get(job.id)
-        assert (record.status.value, record.code, server.paths) == ("done", None,
-                                                                    ["/frozen-at-run"])
+        assert (record.status.value, record.code, server.paths) == (
+            "done", None, ["/frozen-at-run"])
         assert (await job.done).status == "done"
     run(main)
 
@@ -135,15 +135,15 @@ def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle(
             await settle()
             suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
             await settle()
-            assert not suspend.done(), f"{verb}: resolved while the abandoned executor was still saving"
+            assert not suspend.done(), (
+                f"{verb}: resolved while the abandoned executor was still saving")
             cleanup.set()
             await settle()
             assert suspend.done() and suspend.exception() is None, verb
         run(main)
 
 
-# ---------------------------------------------------------------- 5. saved, then closed a moment
-# too soon
+# ---------------------------------------------------------- 5. saved, then closed a moment too soon
 
 def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -> None:
     # A waiting tab stores its own enqueue (its page's request scheduler), then is killed before
@@ -170,8 +170,7 @@ def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -
     run(main)
 
 
-# ---------------------------------------------------------------- 6. no spin: a watch in its own
-# way
+# --------------------------------------------------------------- 6. no spin: a watch in its own way
 
 def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its_own_way() -> None:
     # The engine watches a run lock held elsewhere with a shared request; it woke from inside
@@ -199,8 +198,7 @@ def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its
     run(main)
 
 
-# ---------------------------------------------------------------- a delete heard between a claim
-# and its hand-off
+# -------------------------------------------------- a delete heard between a claim and its hand-off
 
 def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_off() -> None:
     # The holder froze right after its claim committed; another tab deleted the job meanwhile.
@@ -235,8 +233,7 @@ def test_a_job_deleted_while_its_claim_was_being_stored_is_dropped_at_its_hand_o
     run(main)
 
 
-# ---------------------------------------------------------------- one type on the wire: a deleted
-# run on a frozen tab
+# ---------------------------------------------- one type on the wire: a deleted run on a frozen tab
 
 def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_elsewhere() -> None:
     # Tab A froze while sending job X; tab B took the lease and deleted X. X's record was gone,
@@ -258,8 +255,8 @@ def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_else
         assert calls.paths == ["/position/v1"]  # v2 waits while v1 may be on the wire
         a.resume()  # A hears of the delete, drops X; its run lock goes, and B's watch wakes
         await settle()
-        assert calls.cancelled == ["/position/v1"] and calls.paths == ["/position/v1",
-                                                                       "/position/v2"]
+        assert calls.cancelled == ["/position/v1"]
+        assert calls.paths == ["/position/v1", "/position/v2"]
         assert (await y.done).status == "done"
     run(main)
 
@@ -360,5 +357,6 @@ def test_a_grant_revoked_in_the_turn_it_arrived_is_handed_back_unused() -> None:
         page_end.send(make("lease_revoked", epoch=1))
         assert await holding is False
         assert drained == []
-        assert [m["type"] for m in sent] == ["lease_request", "lease_released"] and sent[1]["epoch"] == 1
+        assert [m["type"] for m in sent] == ["lease_request", "lease_released"]
+        assert sent[1]["epoch"] == 1
     run(main)

@@ -159,7 +159,8 @@ def test_a_wrong_typed_id_group_or_type_raises_invalid_job_error_at_the_call(
         with pytest.raises(InvalidJobError) as raised:
             call(tab.side)
         message = str(raised.value)
-        assert message.startswith(argument + ":") and f"got {got}" in message and instead in message, message
+        assert message.startswith(argument + ":"), message
+        assert f"got {got}" in message and instead in message, message
         await settle()
         assert (await asyncio.wait_for(kept.done, 5)).status == "done" and server.paths == ["/kept"]
         assert [r.id for r in await world.store.all()] == [kept.id]

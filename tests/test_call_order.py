@@ -91,7 +91,7 @@ def test_each_housekeeping_call_sends_its_request_at_the_call() -> None:
 
 @pytest.mark.parametrize("turns", [1, 3])
 def test_a_delete_then_a_retry_of_one_job_apply_in_call_order_on_a_store_that_yields(
-    turns: int) -> None:
+        turns: int) -> None:
     """``delete_job(x)`` then ``retry_job(x)``, not awaited in between. Before, the delete read
     the record in one transaction and deleted it in another: the retry landed between them,
     answered True, and was lost with the record (and a run could start on it)."""

@@ -23,8 +23,8 @@ def example(name: str) -> str:
 def _tests() -> list[tuple[str, Callable[[], Any]]]:
     namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
     exec(compile(example("cpython-test"), "docs/testing.md", "exec"), namespace)
-    return [(name, fn) for name,
-            fn in namespace.items() if name.startswith("test_") and callable(fn)]
+    return [(name, fn) for name, fn in namespace.items()
+            if name.startswith("test_") and callable(fn)]
 
 
 def test_the_cpython_example_has_tests() -> None:
@@ -40,7 +40,8 @@ def test_the_cpython_example_passes(name: str) -> None:
 
 
 def test_the_playwright_example_is_the_spec_playwright_runs() -> None:
-    assert example("playwright-test") == (ROOT / "tests" / "e2e" / "testing_docs.spec.js").read_text()
+    spec = ROOT / "tests" / "e2e" / "testing_docs.spec.js"
+    assert example("playwright-test") == spec.read_text()
 
 
 def test_the_playwright_helper_ships_in_the_package_and_is_documented() -> None:

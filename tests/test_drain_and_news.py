@@ -15,8 +15,8 @@ from pyjobq.testing import record, run
 
 
 class BrowserTasks:
-    """Stands in for the browser's task queue: each scheduled callback is one task, run on
-    demand."""
+    """Stands in for the browser's task queue: each scheduled callback is one task,
+    run on demand."""
 
     def __init__(self) -> None:
         self.queued: list[Callable[[], None]] = []
@@ -42,7 +42,7 @@ def tasks() -> Iterator[BrowserTasks]:
 
 
 def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_order(
-    tasks: BrowserTasks) -> None:
+        tasks: BrowserTasks) -> None:
     loop = tasks.loop
     seen: list[str] = []
 
@@ -115,8 +115,8 @@ class Recorder:
 
 @pytest.fixture
 def log() -> list[tuple[str, Any]]:
-    """What the publisher sent, in order: ("link", message) to the page, ("channel", message) to
-    other tabs."""
+    """What the publisher sent, in order: ("link", message) to the page,
+    ("channel", message) to other tabs."""
     return []
 
 

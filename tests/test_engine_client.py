@@ -39,7 +39,8 @@ def test_the_persistent_and_the_volatile_engines_are_two_clients_of_one_kind() -
         assert side.persistent.engine is None  # a tab's worker is across a link, as in a browser
         assert side.volatile.engine is not None and side.volatile.engine.mode.volatile
         assert persistent.id in side.persistent.handles and volatile.id in side.volatile.handles
-        assert volatile.id not in side.persistent.handles and persistent.id not in side.volatile.handles
+        assert volatile.id not in side.persistent.handles
+        assert persistent.id not in side.volatile.handles
         assert ((await persistent).status, (await volatile).result) == ("done", "v")
     run(main)
 

@@ -49,8 +49,8 @@ def test_handshake_timeout_abandons_and_fails_naming_run_started() -> None:
         assert (outcome.status, outcome.code) == ("failed", "handshake_timeout")
         assert "run_started never came" in outcome.error and "10000 ms" in outcome.error
         assert "'fetch'" in outcome.error
-        assert [m["type"] for m in heard if m["type"] in ("run", "abandon_run")] == ["run",
-                                                                                     "abandon_run"]
+        assert [m["type"] for m in heard if m["type"] in ("run", "abandon_run")] == [
+            "run", "abandon_run"]
         record = await world.store.get(job.id)
         assert (record.status, record.attempts, record._params) == (
             "failed", 1, {"method": "GET", "path": "/slow-module", "body": None})
@@ -81,8 +81,8 @@ def test_orphaned_reconstructor_fails_at_once_naming_it() -> None:
         assert (outcome.status, outcome.code) == ("failed", "orphaned")
         assert "no reconstructor 'decode_audio' is registered" in outcome.error
         record = await world.store.get(job.id)
-        assert (record.attempts, record._params, record._reconstructor) == (1, {"take": 3},
-                                                                            "decode_audio")
+        assert (record.attempts, record._params, record._reconstructor) == (
+            1, {"take": 3}, "decode_audio")
     run(main)
 
 
@@ -104,8 +104,8 @@ def test_no_transport_error_says_how_to_configure_one() -> None:
         job = tab.side.enqueue_fetch("POST", "/x", max_attempts=1)
         await settle()
         outcome = await job.done
-        assert (outcome.status, outcome.code, outcome.http_status) == ("failed", "no_transport",
-                                                                       None)
+        assert (outcome.status, outcome.code, outcome.http_status) == (
+            "failed", "no_transport", None)
         assert "configure(transport=" in outcome.error
     run(main)
 
@@ -229,8 +229,8 @@ def test_retry_all_runs_failed_and_cancelled_jobs_again_with_a_fresh_budget() ->
         await settle()
         for job in (forbidden, conflict, cancelled):
             record = await world.store.get(job.id)
-            assert (record.status, record.attempts, record.error, record.code) == ("done", 1, None,
-                                                                                   None)
+            assert (record.status, record.attempts, record.error, record.code) == (
+                "done", 1, None, None)
         assert await tab.side.retry_all() == 0
     run(main)
 
@@ -262,7 +262,7 @@ def test_lanes_two_types_side_by_side_one_type_serial() -> None:
 
 
 def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(
-    caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         world, server, tab, job = await holding("/x")
         tab.scheduler.stop()
@@ -276,7 +276,7 @@ def test_scheduler_stop_then_a_worker_answer_is_dropped_without_error(
 
 
 def test_side_stop_closes_the_channel_but_its_own_answers_still_arrive(
-    caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         world, server, tab, job = await holding("/x")
         tab.side.stop()

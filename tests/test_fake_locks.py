@@ -38,8 +38,8 @@ class Tabs:
                 **options: Any) -> tuple[Holder, asyncio.Future[str]]:
         """A holder called ``name`` asking for ``lock`` (from a new client unless given one)."""
         holder = Holder(self.log, name)
-        return holder, asyncio.ensure_future((client or self.hub.client()).request(lock, holder,
-                                                                                   **options))
+        return holder, asyncio.ensure_future(
+            (client or self.hub.client()).request(lock, holder, **options))
 
     @staticmethod
     async def finish(holder: Holder, request: asyncio.Future[str]) -> str:

@@ -52,7 +52,7 @@ def raw_record(job_id: str, now: float, **changes: Any) -> dict[str, Any]:
 ], ids=lambda b: ",".join(f"{k}={v if isinstance(v, (int, float)) else type(v).__name__}"
                            for k, v in b.items()))
 def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_on(
-    bad: dict) -> None:
+        bad: dict) -> None:
     async def main() -> None:
         world, server = World(), Server()
         now = world.clock.now()
@@ -70,8 +70,7 @@ def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_o
     run(main)
 
 
-# ---------------------------------------------------------------- 2. an HTTP failure refunded as
-# offline
+# ----------------------------------------------------------- 2. an HTTP failure refunded as offline
 
 def test_a_500_answered_just_before_the_network_dropped_costs_its_attempt() -> None:
     async def main() -> None:
@@ -112,8 +111,7 @@ def test_offline_is_what_the_page_saw_when_the_attempt_failed() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 3. a database upgrade runs live
-# jobs twice
+# ------------------------------------------------------- 3. a database upgrade runs live jobs twice
 
 def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() -> None:
     async def main() -> None:
@@ -155,8 +153,7 @@ def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() ->
     run(main)
 
 
-# ---------------------------------------------------------------- 4. delete/cancel frees the type
-# at once
+# ---------------------------------------------------------- 4. delete/cancel frees the type at once
 
 @pytest.mark.parametrize("how", ["delete", "cancel"])
 def test_the_debounce_recipe_never_has_two_saves_of_one_type_in_flight(how: str) -> None:
@@ -205,8 +202,7 @@ def test_a_transport_of_three_arguments_is_called_as_before() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 5. a late result lands on the
-# wrong run
+# ---------------------------------------------------------- 5. a late result lands on the wrong run
 
 def test_an_answer_for_another_claim_is_ignored() -> None:
     async def main() -> None:
@@ -338,8 +334,7 @@ def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_agai
     run(main)
 
 
-# ---------------------------------------------------------------- 9. a transient store error stalls
-# the queue
+# ------------------------------------------------------ 9. a transient store error stalls the queue
 
 def test_a_pass_that_raised_re_arms_its_wake() -> None:
     async def main() -> None:
@@ -395,8 +390,7 @@ def test_a_status_this_version_does_not_know_is_left_as_it_is() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 11. an Outbox on the queue's
-# database
+# ------------------------------------------------------------ 11. an Outbox on the queue's database
 
 def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     async def main() -> None:
@@ -420,8 +414,7 @@ def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 12. a 10 MB result crosses every
-# tab
+# ------------------------------------------------------------- 12. a 10 MB result crosses every tab
 
 def test_a_big_result_stays_out_of_job_updates_and_done_reads_it_from_the_store() -> None:
     async def main() -> None:
@@ -490,14 +483,14 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
         world = World()
         now = world.clock.now()
         world.store.put_raw(raw_record("orphan", now, status="running", owner="dead-tab",
-                                       attempts=1,
-                                       next_retry_at=None))
+                                       attempts=1, next_retry_at=None))
         a_froze: list[str] = []
 
         async def hook(tab: Any, operation: str, phase: str, args: tuple) -> None:
-            if tab.name == "tab1" and operation in ("update", "update_many") and phase == "before" and not a_froze:
-                a_froze.append(args[0].job_id if operation == "update" else ",".join(
-                    c.job_id for c in args[0]))
+            if (tab.name == "tab1" and operation in ("update", "update_many") and phase == "before"
+                    and not a_froze):
+                a_froze.append(args[0].job_id if operation == "update"
+                               else ",".join(c.job_id for c in args[0]))
                 tab.freeze()
                 await tab.thawed()
 

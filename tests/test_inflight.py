@@ -79,8 +79,7 @@ def test_an_abandoned_run_keeps_its_type_and_lock_until_the_page_says_it_ended()
         assert flights.abandon("a") is flight
         # Its waiters (suspend_type) wait for the run to end: its executor may still be saving.
         assert ("a" in flights, flights.ours(), flights.busy_types(), flights.ending, waiter.done(),
-                lock.released) \
-            == (False, {"a"}, {"t"}, True, False, 0)
+                lock.released) == (False, {"a"}, {"t"}, True, False, 0)
         assert flights.ended("tab:999") is False
         assert flights.ended(flight.claim) is True
         assert waiter.done()

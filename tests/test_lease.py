@@ -19,8 +19,8 @@ from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
 
 
-def holder_and_worker(hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any,
-                                                             list[dict[str, Any]]]:
+def holder_and_worker(
+        hub: LockHub, **options: Any) -> tuple[LeaseHolder, Any, list[dict[str, Any]]]:
     """A page's lease holder on ``hub``, the worker's end of its link, and what the worker hears."""
     page, worker = link_pair()
     heard: list[dict[str, Any]] = []

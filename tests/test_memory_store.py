@@ -87,8 +87,8 @@ def test_a_yielding_store_lets_a_retry_in_between_two_calls_of_a_delete_and_lose
         return deleted, retried.applied, [r.id for r in await store.all()]
 
     assert run(race(MemoryStore())) == (["x"], False, [])  # never yields: the delete runs whole
-    assert run(race(MemoryStore(yields=True))) == (["x"], True,
-                                                   [])  # the retry said yes, and is lost
+    # the retry said yes, and is lost
+    assert run(race(MemoryStore(yields=True))) == (["x"], True, [])
 
 
 def test_a_yielding_store_begins_its_calls_in_the_order_they_were_made() -> None:

@@ -148,8 +148,8 @@ def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() ->
         server = Server("hold", "hold")
         world = World()
         tab = world.open_tab(transport=server)
-        other_lane = tab.side.enqueue_fetch("POST", "/decode",
-                                            type="decode")  # keeps the pass waiting
+        # keeps the pass waiting
+        other_lane = tab.side.enqueue_fetch("POST", "/decode", type="decode")
         upload = tab.side.enqueue_fetch("POST", "/upload", type="upload")
         let_go = asyncio.get_running_loop().create_future()
 
@@ -190,15 +190,14 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bou
         async def frozen_watch(_lock: Any) -> None:
             await thawed
 
-        other = asyncio.ensure_future(world.locks.client().request(run_lock(LOCK, "upload", job.id),
-                                                                   frozen_watch,
-                                                                   mode="shared"))
+        other = asyncio.ensure_future(world.locks.client().request(
+            run_lock(LOCK, "upload", job.id), frozen_watch, mode="shared"))
         await settle()
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
         assert server.paths == [] and (await world.store.get(job.id)).status == "pending"
 
-        thawed.set_result(
-            None)  # the page thaws, its watch lets go; the next re-look starts the run
+        # the page thaws, its watch lets go; the next re-look starts the run
+        thawed.set_result(None)
         await other
         await world.advance(JOB_QUEUE.recheck_ms or 0.0)
         assert (await job.done).status == "done" and server.paths == ["/upload"]
@@ -228,7 +227,8 @@ def test_a_run_an_older_pyjobq_holds_under_its_legacy_run_lock_is_waited_for_not
         waiting = tab.side.enqueue_fetch("POST", "/upload-2", type="upload")
         await settle()
         # Still no time moved: a holder that waits has looked a few times, one that spins hundreds.
-        assert worker(tab).looks <= MOST_LOOKS_A_MINUTE, f"{worker(tab).looks} looks, no time moving"
+        assert worker(tab).looks <= MOST_LOOKS_A_MINUTE, (
+            f"{worker(tab).looks} looks, no time moving")
         assert (await world.store.get("old-run")).status == "running"  # not recovered: it is held
         assert (await world.store.get(waiting.id)).status == "pending"  # its lane is busy elsewhere
 

@@ -84,8 +84,8 @@ def make(store: MemoryStore | None = None, clock: FakeClock | None = None,
 
 
 def started(fail: Exception | None = None, *, seed: tuple[dict[str, Any], ...] = (),
-            store: MemoryStore | None = None, **kw: Any) -> tuple[Outbox, Calls, MemoryStore,
-                                                                  FakeClock]:
+            store: MemoryStore | None = None,
+            **kw: Any) -> tuple[Outbox, Calls, MemoryStore, FakeClock]:
     """``make()`` on ``store`` (a new one) holding the raw records ``seed`` and a new clock
     (at ``T0``), its process raising ``fail``, started."""
     store, clock = store if store is not None else MemoryStore(), FakeClock()
@@ -100,8 +100,7 @@ def started(fail: Exception | None = None, *, seed: tuple[dict[str, Any], ...] =
 def stored(job_id: str, type_: str, created_at: float, **changes: Any) -> dict[str, Any]:
     changes.setdefault("next_retry_at", created_at)
     return record(job_id, type=type_, reconstructor=type_, params={"n": job_id},
-                  created_at=created_at,
-                  **changes).to_dict()
+                  created_at=created_at, **changes).to_dict()
 
 
 # ---------------------------------------------------------------- the facade and the store port
@@ -115,8 +114,8 @@ def test_outbox_is_exported_and_drives_the_engine_on_the_injected_store() -> Non
         box.start()
         job = await box.enqueue("send", {"text": "hi"})
         await settle()
-        assert [(e.id, e.type, e.payload, e.attempts) for e in calls.processed] == [(
-            job.id, "send", {"text": "hi"}, 1)]
+        assert [(e.id, e.type, e.payload, e.attempts) for e in calls.processed] == [
+            (job.id, "send", {"text": "hi"}, 1)]
         assert (await job.done).status == "done"
         assert await store.all() == []  # success deletes
         box.stop()
@@ -204,8 +203,8 @@ def test_claims_are_leases_on_the_running_record() -> None:
         job = await box.enqueue("send", 1)
         await settle()
         record = await store.get(job.id)
-        assert (record.status, record.owner, record.next_retry_at) == (Status.RUNNING, box.source,
-                                                                       clock.now() + 10_000)
+        assert (record.status, record.owner, record.next_retry_at) == (
+            Status.RUNNING, box.source, clock.now() + 10_000)
         # A second entry of the type is due but waits for its lane: the next timer is the
         # lease's renewal, a third of the lease away, not a zero-delay timer that would wake
         # the loop again and again.
@@ -233,8 +232,8 @@ def test_failure_backs_off_minus_jitter_and_arms_one_timer() -> None:
         await settle()
         record = await store.get(job.id)
         # min(1000·2^0, 30000) minus 0.5·20 %.
-        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 1,
-                                                                          clock.now() + 900)
+        assert (record.status, record.attempts, record.next_retry_at) == (
+            Status.PENDING, 1, clock.now() + 900)
         assert clock.next_timer_at() == record.next_retry_at
         clock.advance(900)
         await settle()
@@ -268,8 +267,8 @@ def test_offline_failure_costs_no_attempt_and_logs_skip(caplog: pytest.LogCaptur
         await settle()
         record = await store.get(job.id)
         assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 0, 1)
-        assert [r.phase for r in caplog.records if getattr(r, "outbox_event", None)] == ["start",
-                                                                                         "skip"]
+        assert [r.phase for r in caplog.records if getattr(r, "outbox_event", None)] == [
+            "start", "skip"]
         box.stop()
     caplog.set_level(logging.INFO, logger="pyjobq")
     run(main)
@@ -345,7 +344,7 @@ def test_the_handlers_classifier_wins_over_the_options() -> None:
         calls.fail = ValueError("x")
         box, _ = make(handlers={"send": OutboxHandler(process=calls.process,
                                                       on_exhausted=calls.on_exhausted,
-                                                     is_retryable_error=lambda e: False)},
+                                                      is_retryable_error=lambda e: False)},
                       is_retryable_error=lambda e: True)
         box.start()
         job = await box.enqueue("send", 1)
@@ -391,8 +390,8 @@ def test_unknown_type_warns_and_deletes(caplog: pytest.LogCaptureFixture) -> Non
         ))
         await settle()
         assert await store.all() == [] and calls.processed == []
-        warned = [
-            r for r in caplog.records if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
+        warned = [r for r in caplog.records
+                  if r.levelno == logging.WARNING and "never-happen" in r.getMessage()]
         assert sorted(r.entry_type for r in warned) == ["fetch", "gone/type"]
         box.stop()
     caplog.set_level(logging.INFO, logger="pyjobq")
@@ -426,8 +425,7 @@ def test_transport_result_is_handed_to_process() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- yielding, pruning, activity,
-# logging
+# ------------------------------------------------------------- yielding, pruning, activity, logging
 
 @pytest.mark.parametrize("every,expected", [(1, 3), (2, 1), (0, 0)])
 def test_yield_every(every: int, expected: int) -> None:
@@ -453,12 +451,10 @@ def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
 
         def fill(store: MemoryStore) -> None:
             store.put_raw(stored("ancient", "send", t - 100 * DAY, status="failed",
-                                 next_retry_at=None,
-                                 updated_at=t - 91 * DAY))
+                                 next_retry_at=None, updated_at=t - 91 * DAY))
             for n in range(201):
                 store.put_raw(stored(f"f{n:03d}", "send", t - 1000 + n, status="failed",
-                                     next_retry_at=None,
-                                     updated_at=t - 1000 + n))
+                                     next_retry_at=None, updated_at=t - 1000 + n))
 
         store = MemoryStore()
         fill(store)
@@ -490,8 +486,8 @@ def test_prune_default_90_days_and_200_failed_and_false_disables() -> None:
 def test_on_activity_hears_every_change() -> None:
     async def main() -> None:
         seen: list[tuple[str, bool]] = []
-        box, _, *_ = started(on_activity=lambda u: seen.append((u["status"],
-                                                                bool(u.get("deleted")))))
+        box, _, *_ = started(
+            on_activity=lambda u: seen.append((u["status"], bool(u.get("deleted")))))
         await box.enqueue("send", 1)
         await settle()
         assert seen == [("pending", False), ("running", False), ("done", False), ("done", True)]
@@ -551,15 +547,14 @@ def test_an_enqueue_right_after_start_on_a_slow_store_is_stored_and_processed() 
     run(main)
 
 
-# ---------------------------------------------------------------- issue 15: the outbox as its users
-# know it
+# -------------------------------------------------------- issue 15: the outbox as its users know it
 
 def test_an_entry_enqueued_before_start_is_stored_at_once_and_sent_on_start() -> None:
     async def main() -> None:
         store = MemoryStore()
         box, calls = make(store)
-        job = await asyncio.wait_for(box.enqueue("send", {"text": "early"}),
-                                     1)  # no start(): still stored
+        # no start(): still stored
+        job = await asyncio.wait_for(box.enqueue("send", {"text": "early"}), 1)
         assert [(r.id, r.status) for r in await store.all()] == [(job.id, Status.PENDING)]
         await settle()
         assert calls.processed == []  # not sent before start()
@@ -686,8 +681,8 @@ def test_http_statuses_follow_is_retryable_error_not_the_job_queues_rules(status
         job = await box.enqueue("send", 1, max_attempts=3)
         await settle()
         record = await store.get(job.id)
-        # An ordinary retryable failure: counted, on the outbox's ladder (not 60 s, not failed at
-        # once).
+        # An ordinary retryable failure: counted, on the outbox's ladder (not 60 s, not failed
+        # at once).
         assert (record.status, record.attempts, record.given_back) == (Status.PENDING, 1, 0)
         assert record.next_retry_at - clock.now() < 60_000
         for _ in range(3):
@@ -764,8 +759,8 @@ def test_the_rollback_delete_and_the_unknown_type_delete_are_published() -> None
 def running(**changes: Any) -> Any:
     """Entry ``e`` on its 2nd attempt, running under ``me``'s lease until T0 + 100."""
     fields: dict[str, Any] = dict(type="react", reconstructor="react", params={"n": 1},
-                                  status="running",
-                                  attempts=2, given_back=1, owner="me", next_retry_at=T0 + 100)
+                                  status="running", attempts=2, given_back=1, owner="me",
+                                  next_retry_at=T0 + 100)
     fields.update(changes)
     return record("e", **fields)
 
@@ -782,34 +777,37 @@ def test_a_run_claim_is_its_owner_and_its_attempt() -> None:
     assert not MINE.holds(running(given_back=2))  # given back, then claimed again
     assert not MINE.holds(running(status="pending", owner=None))
     assert MINE.failed_on(running(status="failed", owner=None, next_retry_at=None))
-    assert not MINE.failed_on(running(status="failed", owner="me",
-                                      next_retry_at=None))  # rollback begun
-    assert not MINE.failed_on(running(status="failed", owner=None, attempts=3,
-                                      next_retry_at=None))  # a later run
+    # rollback begun
+    assert not MINE.failed_on(running(status="failed", owner="me", next_retry_at=None))
+    # a later run
+    assert not MINE.failed_on(running(status="failed", owner=None, attempts=3, next_retry_at=None))
 
 
 def test_a_renewal_pushes_the_lease_only_while_the_record_is_the_claim() -> None:
-    assert renewed(running(), MINE, T0 + 50, 90) == running(next_retry_at=T0 + 140,
-                                                            updated_at=T0 + 50)
+    assert renewed(running(), MINE, T0 + 50, 90) == running(
+        next_retry_at=T0 + 140, updated_at=T0 + 50)
     assert renewed(running(owner="other"), MINE, T0 + 50, 90) is None
     assert renewed(running(attempts=3), MINE, T0 + 50, 90) is None
-    assert renewed(running(status="pending", owner=None, next_retry_at=T0 + 500), MINE, T0 + 50, 90) is None
-    assert renewed(running(status="failed", owner=None, next_retry_at=None), MINE, T0 + 50, 90) is None
+    assert renewed(running(status="pending", owner=None, next_retry_at=T0 + 500),
+                   MINE, T0 + 50, 90) is None
+    assert renewed(running(status="failed", owner=None, next_retry_at=None),
+                   MINE, T0 + 50, 90) is None
 
 
 def test_a_delivery_takes_the_entry_back_from_anything_but_a_rollback_begun() -> None:
     now = T0 + 200
     back = running(next_retry_at=now + 90, updated_at=now)
     assert delivered(running(), MINE, now, 90) is None  # still mine: the settle applies as it is
-    assert delivered(running(owner="other", attempts=3, given_back=1), MINE, now, 90) == back.evolve(attempts=3)
+    assert delivered(running(owner="other", attempts=3, given_back=1),
+                     MINE, now, 90) == back.evolve(attempts=3)
     assert delivered(running(status="pending", owner=None, next_retry_at=T0 + 900, attempts=3,
-                             error="no",
-                             code="x"), MINE, now, 90) == back.evolve(attempts=3, error="no",
-                                                                      code="x")
+                             error="no", code="x"),
+                     MINE, now, 90) == back.evolve(attempts=3, error="no", code="x")
     assert delivered(running(status="failed", owner=None, next_retry_at=None, error="gone",
                              code="page_gone"),
                      MINE, now, 90) == back.evolve(error="gone", code="page_gone")
-    assert delivered(running(status="failed", owner="other", next_retry_at=None), MINE, now, 90) is None
+    assert delivered(running(status="failed", owner="other", next_retry_at=None),
+                     MINE, now, 90) is None
     assert delivered(running(status="done", owner=None, next_retry_at=None), MINE, now, 90) is None
 
 
@@ -823,8 +821,7 @@ def test_a_rollback_is_marked_on_the_failed_record_and_nowhere_else() -> None:
 
 def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
     seen = running(status="failed", owner=None, next_retry_at=None, error="HTTPError: 500",
-                   code="http_500",
-                   http_status=500)
+                   code="http_500", http_status=500)
     said = seen.evolve(code="page_gone", error=LEASE_RAN_OUT, http_status=None)
     assert lease_ran_out(seen, seen) == said
     assert lease_ran_out(said, seen) is None  # said already
@@ -834,8 +831,7 @@ def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
     assert undecided(said) and not undecided(seen) and not undecided(said.evolve(owner="me"))
 
 
-# ---------------------------------------------------------------- two processors on one store: the
-# lease
+# ----------------------------------------------------------- two processors on one store: the lease
 
 class Gated:
     """One outbox's handlers whose ``process`` waits for the test: ``release(ok)`` ends the
@@ -869,8 +865,8 @@ class Gated:
 LEASE = 9_000.0
 
 
-def two_outboxes(**kw: Any) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock,
-                                     FreezableClock]:
+def two_outboxes(
+        **kw: Any) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock, FreezableClock]:
     """Outbox ``a`` and outbox ``b`` on one store and one clock, neither started; ``a`` sees the
     clock through a :class:`FreezableClock` (a frozen page: its timers wait for the thaw).
     Type ``react`` rolls back; ``send`` is kept for a manual retry; neither retries a refusal."""
@@ -986,7 +982,7 @@ def test_a_delivery_wins_over_a_reclaim_and_its_entry_is_never_rolled_back() -> 
 
 @pytest.mark.parametrize("kind", ["react", "send"])
 def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_run_may_deliver(
-    kind: str) -> None:
+        kind: str) -> None:
     async def main() -> None:
         a, ga, b, gb, store, clock, frozen = two_outboxes()
         a.start()
@@ -1004,8 +1000,8 @@ def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_r
         ga.release(True)  # the frozen run delivered after all
         await settle()
         assert await store.all() == []
-        assert [step for _, step in ga.log] == ["process 1"] + (
-            ["on_exhausted"] if kind == "send" else [])
+        assert [step for _, step in ga.log] == (
+            ["process 1"] + (["on_exhausted"] if kind == "send" else []))
         a.stop(), b.stop()
     run(main)
 
@@ -1066,8 +1062,7 @@ def test_start_finishes_rollbacks_but_not_of_an_entry_whose_last_run_may_have_de
             stored("unknown", "react", t, status="failed", next_retry_at=None, attempts=5,
                    code="page_gone"),
             stored("begun", "react", t, status="failed", next_retry_at=None, attempts=5,
-                   code="page_gone",
-                   owner="a-page-that-died-mid-rollback"),
+                   code="page_gone", owner="a-page-that-died-mid-rollback"),
             stored("left", "react", t, status="failed", next_retry_at=None, attempts=5,
                    code="not_retryable"),
         ))
@@ -1084,8 +1079,8 @@ def test_start_finishes_interrupted_rollbacks_before_it_prunes() -> None:
     async def main() -> None:
         t = T0
         old = dict(status="failed", next_retry_at=None, attempts=5, updated_at=t - 100 * DAY)
-        box, calls, store, clock = started(seed=(stored("old-react", "react", t - 100 * DAY, **old),
-                                                 ))
+        box, calls, store, clock = started(
+            seed=(stored("old-react", "react", t - 100 * DAY, **old),))
         await settle()
         assert calls.rolled_back == ["old-react"]  # reverted, not silently pruned
         assert await store.all() == []
@@ -1129,8 +1124,7 @@ def test_a_lease_that_ran_out_on_the_ceiling_is_failed_as_such_and_handled_once(
         # The last attempt's page died mid-run; the attempt before had failed with an HTTP 500.
         box, calls, store, clock = started(on_activity=heard.append, seed=(
             stored("gone", kind, t - 100, status="running", owner="dead-tab", attempts=5,
-                   next_retry_at=t - 1,
-                   code="http_500", error="HTTPError: 500", http_status=500),
+                   next_retry_at=t - 1, code="http_500", error="HTTPError: 500", http_status=500),
         ))
         await settle()
         failed = await store.get("gone")

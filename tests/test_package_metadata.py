@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_readme_links_are_absolute() -> None:
     readme = (ROOT / "README.md").read_text()
-    links = re.findall(r"\]\(([^)]+)\)", readme) + re.findall(r'(?:href|src)="([^"]+)"',
-                                                              readme.split("<!-- example:")[0])
+    links = (re.findall(r"\]\(([^)]+)\)", readme)
+             + re.findall(r'(?:href|src)="([^"]+)"', readme.split("<!-- example:")[0]))
     assert links, "the README links to its docs"
     relative = [link for link in links if not re.match(r"https?://", link)]
     assert relative == [], f"links that break on PyPI: {relative}"

@@ -16,8 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_python(code: str) -> str:
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
-        timeout=60,
-    )
+        timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -28,7 +27,8 @@ def test_repr_html_shows_known_jobs_escaped() -> None:
         from pyjobq.testing import Response
 
         async def send(method, path, body):
-            return Response(500 if path == "/bad" else 200, {"code": "boom"} if path == "/bad" else {})
+            return Response(500 if path == "/bad" else 200,
+                            {"code": "boom"} if path == "/bad" else {})
 
         pyjobq.configure(transport=send)
         from pyjobq import queue
@@ -168,8 +168,8 @@ def test_housekeeping_calls_take_effect_in_call_order_and_refuse_a_wrong_typed_a
             assert await deleting == 1
             assert (await asyncio.wait_for(new.done, 5)).status == "done"
             assert sent == [{"v": 2}], sent
-            for call in (lambda: pyjobq.delete_job(123), lambda: pyjobq.job(42), lambda: pyjobq.suspend_type(5),
-                         lambda: pyjobq.delete_group(None)):
+            for call in (lambda: pyjobq.delete_job(123), lambda: pyjobq.job(42),
+                         lambda: pyjobq.suspend_type(5), lambda: pyjobq.delete_group(None)):
                 try:
                     call()
                 except pyjobq.InvalidJobError as exc:

@@ -1,5 +1,5 @@
-"""Retention (spec job-queue.txt "Startup and cleanup"): the lease holder sweeps old done
-records."""
+"""Retention (spec job-queue.txt "Startup and cleanup"):
+the lease holder sweeps old done records."""
 
 from __future__ import annotations
 

@@ -38,8 +38,8 @@ def call(url: str, method: str = "GET", body=None, headers: dict | None = None):
 
 def test_static_mime_types_and_no_store(base):
     status, headers, body = call(base + "/a.mjs")
-    assert (status, headers["Content-Type"], headers["Cache-Control"]) == (200, "text/javascript",
-                                                                           "no-store")
+    assert (status, headers["Content-Type"], headers["Cache-Control"]) == (
+        200, "text/javascript", "no-store")
     assert call(base + "/b.wasm")[1]["Content-Type"] == "application/wasm"
     assert call(base + "/missing.js")[0] == 404
     assert call(base + "/../etc/passwd")[0] in (403, 404)
@@ -115,8 +115,8 @@ def test_hold_blocks_until_released(base):
         threading.Event().wait(0.01)
     assert sorted(json.loads(call(base + "/__control/holding")[2])) == ["k1", "k2"]
     assert results == {}
-    assert json.loads(call(base + "/__control/release", "POST", {"key": "k1"})[2])["released"] == [
-        "k1"]
+    released = json.loads(call(base + "/__control/release", "POST", {"key": "k1"})[2])
+    assert released["released"] == ["k1"]
     threads[0].join(5)
     assert results == {"a": 200}
     assert json.loads(call(base + "/__control/holding")[2]) == ["k2"]
@@ -142,8 +142,8 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
     assert call(base + "/api/chaos/k0", "POST", {"a": 1})[0] == 401  # no token: 401
     statuses = []
     for i in range(60):
-        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i}, {"Authorization": f"Bearer "
-                                                                                     f"{token}"})[0]
+        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i},
+                      {"Authorization": f"Bearer {token}"})[0]
         if status == 401:  # an expiry: refresh, as the chaos transport does
             token = json.loads(call(base + "/api/token")[2])["token"]
         statuses.append(status)
@@ -152,8 +152,8 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
     # answer can reach us a moment before its entry is in the log: wait for all 61, boundedly.
     deadline = time.monotonic() + 5
     while True:
-        log = [e for e in json.loads(call(base + "/__control/log")[2]) if e["path"].startswith(
-            "/api/chaos/")]
+        log = [e for e in json.loads(call(base + "/__control/log")[2])
+               if e["path"].startswith("/api/chaos/")]
         if len(log) >= 61 or time.monotonic() > deadline:
             break
         time.sleep(0.01)
@@ -163,8 +163,8 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
     assert [e["job_id"] for e in log[1:]] == [f"k{i}" for i in range(60)]
     assert all(e["started"] <= e["time"] and e["aborted"] is False for e in log)
     slow = [e for e in log if e["time"] - e["started"] >= SLOW_S[0]]
-    assert slow and all(
-        e["time"] - e["started"] < SLOW_S[1] + 1 for e in slow)  # they slept, within bounds
+    # they slept, within bounds
+    assert slow and all(e["time"] - e["started"] < SLOW_S[1] + 1 for e in slow)
     # The same seed gives the same answers.
     call(base + "/__control/reset", "POST", {})
     call(base + "/__control/chaos", "POST", {"seed": 7, "slow_s": SLOW_S})
@@ -172,8 +172,8 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
     call(base + "/api/chaos/k0", "POST", {"a": 1})
     again = []
     for i in range(60):
-        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i}, {"Authorization": f"Bearer "
-                                                                                     f"{token}"})[0]
+        status = call(base + f"/api/chaos/k{i}", "POST", {"i": i},
+                      {"Authorization": f"Bearer {token}"})[0]
         if status == 401:
             token = json.loads(call(base + "/api/token")[2])["token"]
         again.append(status)

@@ -1,7 +1,6 @@
 """A simulated tab's worker boots as ``worker.mjs`` does, followed by the browser's own
 :class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py), and fails or stalls as the browser's
-can
-(issue 22: "a boot that fails or stalls"). Whatever its boot does, a tab that cannot process
+can (issue 22: "a boot that fails or stalls"). Whatever its boot does, a tab that cannot process
 never holds the lease, the others take over, and its jobs reach their end once it can.
 """
 
@@ -41,8 +40,8 @@ def test_a_waiting_tab_boots_only_once_it_holds_the_lease() -> None:
         second = world.open_tab(transport=server, page_lease=True, waiting=True)
         await settle()
         assert (first.booted, first.holds_lease) == (True, True)
-        assert (second.booted, second.holds_lease) == (False,
-                                                       False)  # in line, files fetched, no Pyodide
+        # in line, files fetched, no Pyodide
+        assert (second.booted, second.holds_lease) == (False, False)
         job = second.side.enqueue_fetch("POST", "/from-the-second")
         assert (await job.done).status == "done" and server.paths == ["/from-the-second"]
         first.crash()
@@ -52,7 +51,7 @@ def test_a_waiting_tab_boots_only_once_it_holds_the_lease() -> None:
     run(main)
 
 
-def test_a_tab_that_takes_over_offline_boots_from_the_files_it_fetched_and_sends_when_back_online() -> None:
+def test_a_tab_that_takes_over_offline_boots_from_the_files_it_fetched_and_sends_when_back_online() -> None:  # noqa: E501
     # Issue 22, finding 1, simulated: B fetched its files while waiting; the network drops, B
     # files a job and A closes. B boots offline, and sends the moment the network is back.
     async def main() -> None:
@@ -76,12 +75,12 @@ def test_a_tab_that_takes_over_offline_boots_from_the_files_it_fetched_and_sends
 
 @pytest.mark.parametrize("worker_host", [False, True], ids=["page", "worker_host"])
 def test_a_tab_opened_offline_holds_no_lease_and_boots_on_the_online_event(
-    worker_host: bool) -> None:
+        worker_host: bool) -> None:
     async def main() -> None:
         world, server = World(), Server()
         world.online = False
-        options: dict[str, Any] = {"worker_host": True} if worker_host else {"page_lease": True,
-                                                                             "waiting": True}
+        options: dict[str, Any] = (
+            {"worker_host": True} if worker_host else {"page_lease": True, "waiting": True})
         tab = world.open_tab(transport=online_only(world, server), **options)
         job = tab.side.enqueue_fetch("POST", "/opened-offline")
         await settle()
@@ -102,7 +101,7 @@ def test_a_tab_opened_offline_holds_no_lease_and_boots_on_the_online_event(
 
 @pytest.mark.parametrize("fault", [BootFault("fetch"), BootFault("fetch", stall=True)], ids=str)
 def test_a_download_that_fails_or_stalls_a_given_number_of_times_is_retried_until_it_boots(
-    fault: BootFault) -> None:
+        fault: BootFault) -> None:
     async def main() -> None:
         world, server = World(), Server()
         tab = world.open_tab(transport=server, page_lease=True, waiting=True,
@@ -111,8 +110,8 @@ def test_a_download_that_fails_or_stalls_a_given_number_of_times_is_retried_unti
         await settle()
         assert not tab.booted and not tab.holds_lease
         for _ in range(8):
-            await world.advance(
-                STALL_MS)                  # a stall is ended at the deadline; then the ladder
+            # a stall is ended at the deadline; then the ladder
+            await world.advance(STALL_MS)
         assert (await job.done).status == "done" and server.paths == ["/after-three-faults"]
         assert tab.workers_started == 4 and tab.boot_faults == []
         assert len([line for line in tab.boot_log if "console.warn" in line]) == 1  # warned once
@@ -125,8 +124,8 @@ def test_a_boot_that_stalls_holding_the_lease_lets_it_go_at_the_deadline_and_ano
     # Issue 22, finding 2, simulated: a refused pyodide.asm.wasm leaves loadPyodide hanging.
     async def main() -> None:
         world, server = World(), Server()
-        options: dict[str, Any] = {"worker_host": True} if worker_host else {"page_lease": True,
-                                                                             "waiting": True}
+        options: dict[str, Any] = (
+            {"worker_host": True} if worker_host else {"page_lease": True, "waiting": True})
         stalled = world.open_tab(transport=server, boot_faults=[BootFault("load", stall=True)],
                                  **options)
         await settle()
@@ -141,7 +140,8 @@ def test_a_boot_that_stalls_holding_the_lease_lets_it_go_at_the_deadline_and_ano
         assert other.holds_lease and other.booted
         assert (await job.done).status == "done" and server.paths == ["/while-the-first-stalls"]
         await world.advance(STALL_MS)                      # its retry fetches and gets in line
-        assert stalled.workers_started == 2 and stalled.boot is not None and stalled.boot.retrying is None
+        assert stalled.workers_started == 2
+        assert stalled.boot is not None and stalled.boot.retrying is None
         assert not stalled.holds_lease and not stalled.booted
     run(main)
 
@@ -154,8 +154,8 @@ def test_a_stalled_download_that_finishes_after_its_worker_was_ended_puts_nothin
         await settle()
         await world.advance(STALL_MS)
         assert failure_stage(tab) == "timeout"
-        await world.advance(
-            600)                           # the old download ends; its worker is gone
+        # the old download ends; its worker is gone
+        await world.advance(600)
         assert not tab.holds_lease and tab.workers_started == 1
         await world.advance(1_000)                         # the ladder's first step: a new worker
         assert tab.workers_started == 2 and tab.booted and tab.holds_lease

@@ -76,8 +76,7 @@ AT_RUN_BLOCK = 0.03
 #: and the faults drawn (1 to 3 of them, one per worker started).
 BOOT_FAULTS = 0.3
 BOOT_FAULT_KINDS = (BootFault("fetch"), BootFault("fetch", stall=True),
-                    BootFault("load", stall=True),
-                    BootFault("fetch", stall=True, for_ms=65_000.0),
+                    BootFault("load", stall=True), BootFault("fetch", stall=True, for_ms=65_000.0),
                     BootFault("load", stall=True, for_ms=20_000.0))
 #: Codes that say an attempt cost nothing (a 401, no network, a run given back): never a failure's.
 UNCOUNTED_CODES = {"s401", "offline", "lease_revoked", "already_running"}
@@ -100,8 +99,8 @@ class Sim:
     world: World
     jobs: dict[str, Expected] = field(default_factory=dict)
     by_path: dict[str, str] = field(default_factory=dict)
-    executing: dict[str, str] = field(
-        default_factory=dict)  # job id -> tab now inside the transport
+    # job id -> tab now inside the transport
+    executing: dict[str, str] = field(default_factory=dict)
     counted: dict[str, int] = field(default_factory=dict)
     slow: list[tuple[str, asyncio.Future[Any]]] = field(default_factory=list)
     storm_401: bool = False
@@ -190,8 +189,8 @@ class Sim:
                 self.slow.append((job_id, future))
                 if signal is not None:
                     # Like fetch given the signal: an abort ends the request a moment later.
-                    signal.add_callback(lambda _reason: future.done() or future.set_result(
-                        "aborted"))
+                    signal.add_callback(
+                        lambda _reason: future.done() or future.set_result("aborted"))
                 answer = await future
                 if answer == "aborted":
                     self.answered[job_id] = "aborted"
@@ -256,8 +255,7 @@ class Sim:
         live = world.awake  # a frozen tab runs nothing: it is only resumed or discarded
         kind = rng.choices(
             ["enqueue", "release", "advance", "offline", "online", "storm", "calm", "crash",
-             "reload",
-             "open", "delete", "wake", "freeze", "resume", "block", "unblock"],
+             "reload", "open", "delete", "wake", "freeze", "resume", "block", "unblock"],
             weights=[20, 14, 18, 3, 4, 2, 3, 3, 4, 2, 3, 3, 3, 4, 2, 3],
         )[0]
         frozen = [t for t in world.live if t.frozen]
@@ -279,7 +277,7 @@ class Sim:
                 self.by_path[path] = handle.id
                 self.jobs[handle.id] = Expected(handle.id, job_type,
                                                 {"method": "POST", "path": path,
-                                                                      "body": {"n": self.paths}},
+                                                 "body": {"n": self.paths}},
                                                 tab, handle)
             detail = f"{len(self.jobs)} jobs filed so far"
         elif kind == "release":
@@ -287,7 +285,8 @@ class Sim:
             if not pending:
                 return
             job_id, future = pending.pop(rng.randrange(len(pending)))
-            answer = rng.choice([200, 200, 500, 404, 401, 409, "terminal", "interrupted"]) if self.faults else 200
+            answer = (rng.choice([200, 200, 500, 404, 401, 409, "terminal", "interrupted"])
+                      if self.faults else 200)
             future.set_result(answer)
             detail = f"{job_id} answered {answer}"
         elif kind == "advance":
@@ -381,7 +380,8 @@ class Sim:
             # A tab that cannot process never holds the lease; a transient failure is not for good.
             assert not (tab.boot.retrying is not None and tab.holds_lease), (
                 f"{tab.name}'s boot failed ({tab.boot.retrying}) and it holds the lease")
-            assert tab.side.unavailable is None, f"{tab.name}: a transient boot fault became {tab.side.unavailable}"
+            assert tab.side.unavailable is None, (
+                f"{tab.name}: a transient boot fault became {tab.side.unavailable}")
 
     async def finish(self) -> None:
         """Faults stop: online, every answer 200, frozen tabs resume, busy pages run again, and
@@ -419,8 +419,10 @@ class Sim:
             await self.check()
         for tab in self.world.live:
             # Every boot got there once faults healed: a tab holding the lease processes with it.
-            assert tab.boot is None or tab.boot.retrying is None, f"{tab.name}'s boot still fails: {tab.boot_log}"
-            assert tab.booted or not tab.holds_lease, f"{tab.name} holds the lease and never booted: {tab.boot_log}"
+            assert tab.boot is None or tab.boot.retrying is None, (
+                f"{tab.name}'s boot still fails: {tab.boot_log}")
+            assert tab.booted or not tab.holds_lease, (
+                f"{tab.name} holds the lease and never booted: {tab.boot_log}")
         records = await self.world.store.all()
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
         assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
@@ -428,9 +430,11 @@ class Sim:
             self.check_truth(record)
             job = self.jobs[record.id]
             if job.tab.alive and not job.deleted:
-                assert job.handle.done.done(), f"{record.id} is {record.status} but its done never resolved"
+                assert job.handle.done.done(), (
+                    f"{record.id} is {record.status} but its done never resolved")
                 outcome = job.handle.done.result()
-                assert (outcome.status, outcome.code) == (str(record.status), record.code), record.id
+                assert outcome.status == str(record.status), record.id
+                assert outcome.code == record.code, record.id
         await self.check_no_spin()
 
     async def while_frozen(self, went_online: bool) -> None:
@@ -540,8 +544,8 @@ async def quiet(sim: Sim) -> None:
         "time moving: something spins (no spin)")
 
 
-#: Timers one :func:`advance_timer_by_timer` may fire; more is a spin (timers armed again and
-#: again).
+#: Timers one :func:`advance_timer_by_timer` may fire; more is a spin
+#: (timers armed again and again).
 MOST_TIMERS_AN_ADVANCE = 10_000
 
 
@@ -633,8 +637,8 @@ def run_seed(seed: int) -> Sim:
 
     async def main() -> None:
         errors: list[str] = []
-        asyncio.get_running_loop().set_exception_handler(lambda loop,
-                                                         ctx: errors.append(ctx["message"]))
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, ctx: errors.append(ctx["message"]))
         await simulate(seed, sim_box)
         assert errors == [], errors
 
@@ -686,7 +690,8 @@ def test_the_simulation_exercises_what_it_claims() -> None:
         for tab in sim.world.tabs:
             retried += tab.workers_started > 1
             booted |= {what for line in tab.boot_log
-                       for what in ("failed at fetch", "stalled at fetch", "stalled at load") if what in line}
+                       for what in ("failed at fetch", "stalled at fetch", "stalled at load")
+                       if what in line}
         raw = sim.world.store.raw().values()
         statuses |= {r["status"] for r in raw}
         codes |= {r["code"] for r in raw}

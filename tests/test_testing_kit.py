@@ -141,6 +141,7 @@ async def _ok() -> Response:
 
 
 def test_the_kit_imports_on_plain_cpython_without_pyodide() -> None:
-    code = "import sys, pyjobq.testing; assert 'js' not in sys.modules and 'pyodide' not in sys.modules"
+    code = ("import sys, pyjobq.testing; "
+            "assert 'js' not in sys.modules and 'pyodide' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -80,8 +80,8 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
     pytest.importorskip("mypy", reason="mypy is in requirements-dev.txt: make setup")
     where = tmp_path_factory.mktemp("typing")
     config = where / "mypy.ini"
-    # Only the programs are judged here (`make typecheck` judges pyjobq itself, with Pyodide's
-    # stubs).
+    # Only the programs are judged here (`make typecheck` judges pyjobq itself, with
+    # Pyodide's stubs).
     config.write_text("[mypy]\nstrict = True\n[mypy-pyjobq.*]\nfollow_imports = silent\n"
                       "[mypy-pyodide.*,js,pyodide_js]\nignore_missing_imports = True\n")
     files = []
@@ -91,11 +91,9 @@ def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]
         files.append(str(path))
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir",
-         str(where / "cache"),
-         "--no-error-summary", "--hide-error-context", *files],
+         str(where / "cache"), "--no-error-summary", "--hide-error-context", *files],
         cwd=ROOT, env={"MYPYPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True,
-        text=True,
-        timeout=300,
+        text=True, timeout=300,
     )
     assert done.returncode in (0, 1), done.stderr
     out: dict[str, list[str]] = {name: [] for name in PROGRAMS}

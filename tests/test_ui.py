@@ -170,7 +170,8 @@ def test_the_element_holds_no_copy_of_the_definition():
     words = [c.heading for c in jobs_table.COLUMNS] + [
         jobs_table.TITLE, jobs_table.EMPTY_TABLE, jobs_table.NO_VALUE, jobs_table.VOLATILE_SCOPE,
         jobs_table.VOLATILE_NOTE]
-    assert [w for w in words if f'"{w}"' in source or f"`{w}`" in source or f">{w}<" in source] == []
+    assert [w for w in words
+            if f'"{w}"' in source or f"`{w}`" in source or f">{w}<" in source] == []
     wordings = ["due now", "type suspended", "is free", " min ", "HTTP ", " / "]
     assert [w for w in wordings if w in source] == []
     # The pills' backgrounds and borders (their text colours are shared with the element's chrome).

@@ -87,8 +87,8 @@ def test_a_volatile_job_runs_in_this_tab_and_is_never_stored() -> None:
         assert world.store.raw() == {}
         assert await tab.side.volatile.engine.store.get(job.id) is None  # forgotten once published
         record = await volatile_record(tab, job.id)
-        assert (record["status"], record["attempts"], record["_reconstructor"]) == ("done", 1,
-                                                                                    "volatile")
+        assert (record["status"], record["attempts"], record["_reconstructor"]) == (
+            "done", 1, "volatile")
     run(main)
 
 
@@ -136,8 +136,8 @@ def test_volatile_jobs_of_two_types_filed_together_both_start_at_once() -> None:
         jobs = [tab.side.enqueue(decode, type="decode"), tab.side.enqueue(upload, type="upload")]
         await settle()  # the clock does not move: both are due the moment they are filed
         assert (decode.calls, upload.calls) == (1, 1)
-        assert [(await volatile_record(tab, j.id))["status"] for j in jobs] == ["running",
-                                                                                "running"]
+        assert [(await volatile_record(tab, j.id))["status"] for j in jobs] == [
+            "running", "running"]
     run(main)
 
 
@@ -169,7 +169,7 @@ def test_enqueue_rejects_a_non_callable_executor() -> None:
 
 
 def test_both_schedulers_build_their_backoff_with_the_one_make_backoff(
-    monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Backoff] = []
 
     def spy(*args: Any, **kw: Any) -> Backoff:
@@ -219,8 +219,8 @@ def test_a_failing_volatile_job_climbs_the_same_ladder_then_fails_at_max_attempt
         outcome = await job.done
         assert (outcome.status, outcome.error) == ("failed", "RuntimeError: decoder crashed")
         record = await volatile_record(tab, job.id)
-        assert (record["status"], record["attempts"], record["next_retry_at"]) == ("failed", 4,
-                                                                                   None)
+        assert (record["status"], record["attempts"], record["next_retry_at"]) == (
+            "failed", 4, None)
         await world.advance(3_600_000)
         assert len(calls) == 4
         assert await world.store.all() == []
@@ -239,7 +239,8 @@ def test_a_volatile_and_a_persistent_failure_get_the_same_delay_for_the_same_dra
         await settle()
         v = await volatile_record(tab, volatile_failing.id)
         p = (await world.store.get(persistent_failing.id)).to_dict()
-        assert v["next_retry_at"] - v["updated_at"] == p["next_retry_at"] - p["updated_at"] == 1000.0
+        assert (v["next_retry_at"] - v["updated_at"] == p["next_retry_at"] - p["updated_at"]
+                == 1000.0)
     run(main)
 
 
@@ -313,8 +314,8 @@ def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes()
         assert suspend.done() and suspend.exception() is None
 
         record = await volatile_record(tab, first.id)
-        assert (record["status"], record["attempts"], record["given_back"], record["yield_lock"]) == (
-            "paused", 0, 1, None)
+        assert (record["status"], record["attempts"], record["given_back"],
+                record["yield_lock"]) == ("paused", 0, 1, None)
         assert not first.done.done() and not second.done.done()
 
         # Other types run on; a decode job filed while suspended is paused too.
@@ -326,7 +327,8 @@ def test_suspend_type_pauses_aborts_waits_for_the_executor_and_resume_finishes()
         await side.suspend_type("decode")  # twice is harmless
         await world.advance(3_600_000)
         assert running.calls == 1 and queued.calls == 0
-        assert {r["status"] for r in [await volatile_record(tab, j.id) for j in (first, second, later)]} == {"paused"}
+        parked = [await volatile_record(tab, j.id) for j in (first, second, later)]
+        assert {r["status"] for r in parked} == {"paused"}
 
         running.hold = False  # the second run finishes straight away
         await side.resume_type("decode")
@@ -491,11 +493,10 @@ async def _await(signal: AbortSignal) -> Any:
     return await signal
 
 
-# ---------------------------------------------------------------- issue 15: volatile jobs by the
-# same rules
+# -------------------------------------------------------- issue 15: volatile jobs by the same rules
 
 
-def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_executor_settles() -> None:
+def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_executor_settles() -> None:  # noqa: E501
     """Spec: suspend_type "resolves when that executor settles" — also when the job is deleted or
     cancelled meanwhile: not before its executor (which heeds its signal) has settled, never
     never."""
@@ -525,7 +526,7 @@ def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_
         run(main)
 
 
-def test_a_suspension_waiting_on_an_executor_that_ignores_its_signal_still_settles_after_a_delete() -> None:
+def test_a_suspension_waiting_on_an_executor_that_ignores_its_signal_still_settles_after_a_delete() -> None:  # noqa: E501
     async def main() -> None:
         world, tab = one_tab()
 
@@ -591,7 +592,7 @@ def test_a_duplicate_outstanding_volatile_id_is_still_the_same_job() -> None:
     run(main)
 
 
-def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs_it_at_once() -> None:
+def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs_it_at_once() -> None:  # noqa: E501
     async def main() -> None:
         world, tab = one_tab()
         world.online = False  # navigator.onLine, read when the attempt fails
@@ -671,5 +672,6 @@ def test_ten_thousand_finished_volatile_jobs_leave_nothing_behind_in_the_tab() -
         assert await side.volatile.engine.store.all() == []
         volatile = side.volatile
         assert volatile is not None
-        assert (len(volatile.runner.closures), len(volatile.handles.jobs), len(volatile.runner.running)) == (0, 0, 0)
+        assert (len(volatile.runner.closures), len(volatile.handles.jobs),
+                len(volatile.runner.running)) == (0, 0, 0)
     run(main, timeout_s=120)

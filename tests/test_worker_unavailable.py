@@ -176,8 +176,8 @@ def test_ready_disarms_the_deadline() -> None:
         assert [delay for delay, _ in clock.timers] == [STALL_MS]  # its script must say something
         link.say(make("worker_alive"))
         link.say(make("worker_fetched"))
-        assert clock.timers == [] and start.calls == [
-            "get_in_line"]  # waiting in line is not bounded
+        # waiting in line is not bounded
+        assert clock.timers == [] and start.calls == ["get_in_line"]
         link.say(make("worker_booting"))
         assert [delay for delay, _ in clock.timers] == [STALL_MS]
         link.say(make("ready", source="tab-1"))
@@ -252,8 +252,8 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
         link.say(make("worker_error", stage="fetch",
                       message="Failed to fetch .../pyodide.asm.wasm"))
         assert start.calls == ["end"]                      # ended, and the lease with it
-        assert [m["type"] for m in requests.sent] == ["enqueue",
-                                                      "query_all"]  # the page's own scheduler
+        # the page's own scheduler
+        assert [m["type"] for m in requests.sent] == ["enqueue", "query_all"]
         _reply_to_all(requests, {"query_all": []})
         await job.stored
         assert await listed == []
@@ -288,8 +288,8 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
 
 
 def test_a_stalled_download_ends_the_worker_and_retries_on_the_ladder() -> None:
-    # Issue 22, finding 2: a worker whose download neither answers nor fails held the lease for
-    # ever.
+    # Issue 22, finding 2: a worker whose download neither answers nor fails held the
+    # lease for ever.
     async def main() -> None:
         clock = ManualClock()
         side, link, told, start, boot = side_with(clock, requests=SilentLink())
@@ -300,13 +300,12 @@ def test_a_stalled_download_ends_the_worker_and_retries_on_the_ladder() -> None:
         assert start.calls == ["end"] and side.unavailable is None and told == []
         assert "could not boot (timeout): no progress within 60 s" in start.warnings[0]
         assert [delay for delay, _ in clock.timers] == [1000.0]
-        link.say(make(
-            # a late word from the ended worker counts for nothing
-            "worker_fetched"))
+        # a late word from the ended worker counts for nothing
+        link.say(make("worker_fetched"))
         assert start.calls == ["end"]
         clock.fire()
-        assert start.calls == ["end", "start"] and [delay for delay, _ in clock.timers] == [
-            STALL_MS]
+        assert start.calls == ["end", "start"]
+        assert [delay for delay, _ in clock.timers] == [STALL_MS]
 
     run(main)
 

@@ -81,8 +81,8 @@ def _tab(world: World, decoder: Decoder) -> Tab:
                           yields=YIELDS)
 
 
-def _tabs(*, finished: bool = False, terminal_on_abort: bool = False) -> tuple[World, Decoder, Tab,
-                                                                               Tab]:
+def _tabs(*, finished: bool = False,
+          terminal_on_abort: bool = False) -> tuple[World, Decoder, Tab, Tab]:
     """A world, its decoder (its runs finishing at once if ``finished``) and two tabs (``_tab``)."""
     world, decoder = World(), Decoder()
     if finished:
@@ -97,7 +97,7 @@ def _statuses_heard(tab: Tab) -> list[tuple[str, str, Any]]:
     return heard
 
 
-def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes_without_a_timer() -> None:
+def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes_without_a_timer() -> None:  # noqa: E501
     async def main() -> None:
         world, decoder, a, b = _tabs()
         heard_in_b = _statuses_heard(b)
@@ -112,10 +112,11 @@ def test_pending_jobs_park_while_the_lock_is_held_others_run_and_release_resumes
         assert decoder.runs == []
         for job in (first, second):
             record = await world.record(job.id)
-            assert (record["status"], record["yield_lock"], record["attempts"], record["next_retry_at"]) == (
-                "paused", FOREGROUND, 0, None)
+            assert (record["status"], record["yield_lock"], record["attempts"],
+                    record["next_retry_at"]) == ("paused", FOREGROUND, 0, None)
         assert (await note.done).status == "done"  # other types run on
-        assert (first.id, "paused", FOREGROUND) in heard_in_b and (second.id, "paused", FOREGROUND) in heard_in_b
+        assert (first.id, "paused", FOREGROUND) in heard_in_b
+        assert (second.id, "paused", FOREGROUND) in heard_in_b
         assert not first.done.done() and not second.done.done()
         # One shared-mode request per lock context waits on the lock, however many jobs are parked.
         waiting = Counter(id(r.client) for r in world.locks._queue.get(FOREGROUND, []))
@@ -159,7 +160,8 @@ def test_a_job_filed_while_parked_parks_too_and_a_lock_held_shared_parks_nothing
 
 
 def _paused_record(job_id: str, now: float) -> Any:
-    record = NewJob(id=job_id, reconstructor="decode", params={"take": 9}, type="heavy_decode").to_record(now)
+    record = NewJob(id=job_id, reconstructor="decode", params={"take": 9},
+                    type="heavy_decode").to_record(now)
     return record.evolve(status=Status.PAUSED, next_retry_at=None, yield_lock=FOREGROUND)
 
 
@@ -194,7 +196,7 @@ def test_a_tab_opened_while_the_lock_is_held_leaves_the_job_paused_until_release
     run(main)
 
 
-def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_with_one_attempt() -> None:
+def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_with_one_attempt() -> None:  # noqa: E501
     async def main() -> None:
         world, decoder, a, b = _tabs()
         heard_in_b = _statuses_heard(b)
@@ -212,8 +214,8 @@ def test_a_steal_aborts_the_running_job_which_parks_then_completes_on_release_wi
         await foreground.take(steal=True)
         assert signal.aborted and FOREGROUND in str(signal.reason)
         record = await world.record(job.id)
-        assert (record["status"], record["yield_lock"], record["attempts"], record["given_back"]) == (
-            "paused", FOREGROUND, 0, 1)
+        assert (record["status"], record["yield_lock"], record["attempts"],
+                record["given_back"]) == ("paused", FOREGROUND, 0, 1)
         assert record["error"].startswith("stopped: ")
         assert (job.id, "paused", FOREGROUND) in heard_in_b
         assert not job.done.done()
@@ -257,8 +259,7 @@ def test_terminal_fails_at_once_even_when_raised_on_a_steal() -> None:
         foreground = Foreground(world)
         await foreground.take(steal=True)
         assert await job.done == Outcome(id=job.id, status="failed",
-                                         error="this take cannot be resumed",
-                                         code="not_resumable")
+                                         error="this take cannot be resumed", code="not_resumable")
         record = await world.record(job.id)
         assert (record["attempts"], record["given_back"], record["yield_lock"]) == (1, 0, None)
         await foreground.release()

@@ -65,7 +65,8 @@ def _error(what: str, error: Any) -> StorageError:
     message = getattr(error, "message", None) or str(error)
     hint = ""
     if name == "QuotaExceededError":
-        hint = " The browser's storage quota for this origin is full; delete finished jobs or free space."
+        hint = (" The browser's storage quota for this origin is full;"
+                " delete finished jobs or free space.")
     return StorageError(f"IndexedDB {what} failed: {name}: {message}.{hint}")
 
 
@@ -80,10 +81,10 @@ class _Transaction:
         self._proxies: list[Any] = []
         self.tx.oncomplete = self._proxy(lambda _e: self._finish(None))
         # A request's error bubbles here before the transaction has its own .error set.
-        self.tx.onerror = self._proxy(lambda e: self._finish(_error(
-            what, e.target.error or self.tx.error)))
-        self.tx.onabort = self._proxy(lambda _e: self._finish(_error(what,
-                                                                     self.tx.error or "aborted")))
+        self.tx.onerror = self._proxy(
+            lambda e: self._finish(_error(what, e.target.error or self.tx.error)))
+        self.tx.onabort = self._proxy(
+            lambda _e: self._finish(_error(what, self.tx.error or "aborted")))
 
     def _proxy(self, fn: Callable[..., Any]) -> Any:
         proxy = proxies.create(fn)
@@ -142,8 +143,8 @@ def _nulls_to_none(value: Any) -> Any:
 
 def _decode(value: Any, bad: list[tuple[Any, JobRecord]], *,
             quiet: bool = False) -> JobRecord | None:
-    """A stored JS value as a record; a malformed one goes to ``bad`` as (its key, its failed
-    record).
+    """A stored JS value as a record;
+    a malformed one goes to ``bad`` as (its key, its failed record).
 
     A record with a status this version does not know (a newer pyjobq's) is None and left alone.
     ``quiet``: log nothing (the value was logged when a read first met it).
@@ -153,9 +154,8 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]], *,
     except Exception:  # RecursionError, or the JS stack overflowing inside to_py
         # Nested deeper than to_py recurses: read its names only, and fail it keeping those.
         shallow = value.to_py(depth=1) if hasattr(value, "to_py") else {}
-        data = {k: v for k,
-                v in shallow.items() if isinstance(v, (str, int, float)) and not isinstance(v,
-                                                                                            bool)}
+        data = {k: v for k, v in shallow.items()
+                if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
         exc = RecordError(f"job record {data.get('id')!r} nests deeper than {MAX_DEPTH} levels")
         if not quiet:
             log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
@@ -190,19 +190,18 @@ def _entry(value: Any, key: Any, bad: list[tuple[Any, JobRecord]]) -> Entry | No
     malformed one is failed (into ``bad``) and a foreign one left alone (None)."""
     # A missing property raises AttributeError through the proxy: read with defaults.
     status = getattr(value, "status", None)
-    type_, created = _text(getattr(value, "type", None)), _number(getattr(value, "created_at",
-                                                                          None))
+    type_ = _text(getattr(value, "type", None))
+    created = _number(getattr(value, "created_at", None))
     retry = getattr(value, "next_retry_at", None)
     attempts = _number(getattr(value, "attempts", None))
     if status in KNOWN and type_ is not None and created is not None and isinstance(key, str) \
-            and attempts is not None and (
-                retry is None or retry is jsnull or _number(retry) is not None):
+            and attempts is not None \
+            and (retry is None or retry is jsnull or _number(retry) is not None):
         lock, owner = getattr(value, "yield_lock", None), getattr(value, "owner", None)
         return Entry(key, type_, Status(status), created,
                      None if retry is None or retry is jsnull else float(retry),
                      _text(lock), _text(owner),
-                     _number(getattr(value, "updated_at", None)) or created,
-                     int(attempts))
+                     _number(getattr(value, "updated_at", None)) or created, int(attempts))
     record = _decode(value, bad)
     return None if record is None else Entry.of(record)
 
@@ -350,7 +349,7 @@ class IndexedDBStore:
             await t
         except StorageError as exc:
             if "ConstraintError" in str(exc):
-                raise KeyError(f"a job with one of these ids already exists: "
+                raise KeyError("a job with one of these ids already exists: "
                                f"{[r.id for r in records][:5]}") from None
             raise
 
@@ -440,8 +439,8 @@ class IndexedDBStore:
         for status in sorted(s.value for s in wanted):
             t.then(index.openCursor(status), step)
         await t
-        done.sort(key=lambda u: (u.record.created_at, u.record.id) if u.record is not None else (
-            0.0, ""))
+        done.sort(key=lambda u: (u.record.created_at, u.record.id) if u.record is not None
+                  else (0.0, ""))
         return done
 
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:

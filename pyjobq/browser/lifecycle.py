@@ -28,8 +28,8 @@ log = logging.getLogger("pyjobq")
 
 
 def has_document() -> bool:
-    """A page's main thread (it can be frozen); False in a worker host such as JupyterLite's
-    kernel."""
+    """A page's main thread (it can be frozen);
+    False in a worker host such as JupyterLite's kernel."""
     return hasattr(js.globalThis, "document") and hasattr(js.globalThis, "addEventListener")
 
 

@@ -246,8 +246,8 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
         transport=settings.transport,
         locks=WebLocks(),
         yields=settings.yields,
-        is_online=lambda: bool(
-            js.navigator.onLine),  # read when an attempt fails (issue 13, finding 2)
+        # read when an attempt fails (issue 13, finding 2)
+        is_online=lambda: bool(js.navigator.onLine),
     )
     side.resources = HostResources(requests=requests.scheduler)
     requests.scheduler.start()

@@ -132,20 +132,19 @@ class PortLink:
         self._listeners.retarget(target)
 
     def deliver(self, data: Any) -> None:
-        """Hand on a message that arrived before Python was listening (the bootstrap buffered
-        it)."""
+        """Hand on a message that arrived before Python was listening
+        (the bootstrap buffered it)."""
         self._listeners.deliver(data)
 
 
 def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, steal: bool = False,
              on_stolen: Callable[[], None] | None = None) -> Callable[[], None]:
     """:class:`pyjobq.engine.lease.Grab` on ``navigator.locks``. The lock is held by a JS promise
-    whose
-    ``resolve`` we keep, so ``release()`` is synchronous: called in a ``freeze`` handler it lets
-    go before the page stops (a release through an asyncio callback would run in a later
-    macrotask, after the freeze). A queued request is dropped with an ``AbortSignal``. A held
-    lock taken by a ``steal`` rejects its request with an ``AbortError``, as a dropped queued
-    request does: which it was is told by whether it had been granted."""
+    whose ``resolve`` we keep, so ``release()`` is synchronous: called in a ``freeze`` handler it
+    lets go before the page stops (a release through an asyncio callback would run in a later
+    macrotask, after the freeze). A queued request is dropped with an ``AbortSignal``. A held lock
+    taken by a ``steal`` rejects its request with an ``AbortError``, as a dropped queued request
+    does: which it was is told by whether it had been granted."""
     controller = js.AbortController.new()
     state: dict[str, Any] = {"resolve": None, "settled": False, "granted": False}
 

@@ -34,8 +34,8 @@ A retry comes on the browser's ``online`` event, and at the latest after the job
 ladder (:func:`~pyjobq.core.backoff.make_backoff`: about 1 s, 2 s, 4 s, … then 30 s), so a
 tab whose ``online`` never fires (Chromium's DevTools emulation in a worker) still gets there.
 
-Every function here is pure: the driver (:class:`pyjobq.executor.boot.Boot`) carries the decisions
-out.
+Every function here is pure: the driver (:class:`pyjobq.executor.boot.Boot`) carries the
+decisions out.
 """
 
 from __future__ import annotations

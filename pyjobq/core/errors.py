@@ -193,8 +193,7 @@ class WorkerUnavailable(PyjobqError):
     """
 
     def __init__(self, message: str, *, code: str = Code.WORKER_NOT_STARTED,
-                 worker_message: str = "",
-                 stage: str | None = None) -> None:
+                 worker_message: str = "", stage: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.worker_message = worker_message

@@ -277,8 +277,8 @@ def cells(record: Mapping[str, Any], now: float | None = None) -> Cells:
 
 
 def definition() -> dict[str, Any]:
-    """The table's definition as JSON-like data, for ``<bg-jobs>``: everything above but
-    :func:`cells`."""
+    """The table's definition as JSON-like data, for ``<bg-jobs>``:
+    everything above but :func:`cells`."""
     return {
         "title": TITLE,
         "empty": EMPTY_TABLE,

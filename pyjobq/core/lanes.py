@@ -106,7 +106,8 @@ def unparkable(paused: Iterable[E], held: Mapping[str, str]) -> list[E]:
     """
     return [
         r for r in paused
-        if r.status is Status.PAUSED and r.yield_lock is not None and held.get(r.yield_lock) != "exclusive"
+        if (r.status is Status.PAUSED and r.yield_lock is not None
+            and held.get(r.yield_lock) != "exclusive")
     ]
 
 

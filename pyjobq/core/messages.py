@@ -44,8 +44,8 @@ ABANDON_GRACE_MS = 30_000.0
 #: is lost for good when the tab that stored it crashed (or froze) before broadcasting it.
 RECHECK_MS = 30_000.0
 
-# Field types: each field a message type lists is checked; fields not listed are ignored, never
-# used.
+# Field types: each field a message type lists is checked; fields not listed are ignored,
+# never used.
 _STR = (str,)
 _OPT_STR = (str, type(None))
 _ANY = (object,)
@@ -59,8 +59,8 @@ HOLDER = "the lease holder → the tabs in line (the lease channel)"
 
 
 class MessageType(NamedTuple):
-    """One message type: who sends it, what it says, and ``fields`` (name → allowed Python
-    types)."""
+    """One message type: who sends it, what it says, and ``fields``
+    (name → allowed Python types)."""
 
     sender: str
     doc: str
@@ -113,9 +113,8 @@ SCHEMA: dict[str, MessageType] = {
                          job_id=_STR, claim=_OPT_STR),
     "run_check": _type(SCHEDULER, "The handshake deadline passed with no ``run_started``: has this "
                        "claim's run begun? The link is FIFO, so the page handles the ``run`` "
-                       "first; "
-                       "a busy or frozen page answers late, never wrongly.", job_id=_STR,
-                       claim=_OPT_STR),
+                       "first; a busy or frozen page answers late, never wrongly.",
+                       job_id=_STR, claim=_OPT_STR),
     "run_checked": _type(PAGE, "The answer to ``run_check``: ``started`` says whether the page has "
                          "this claim's run in hand; false fails the job ``handshake_timeout``.",
                          job_id=_STR, claim=_OPT_STR, started=(bool,)),
@@ -144,16 +143,14 @@ SCHEMA: dict[str, MessageType] = {
                             "The worker holds the lease and starts Pyodide from those bytes."),
     "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, fetch, "
                           "load, install or start), with the worker's own ``message``; "
-                          "``refused``: "
-                          "a Content-Security-Policy refused something it needed.",
+                          "``refused``: a Content-Security-Policy refused something it needed.",
                           message=_STR, stage=_OPT_STR, refused=(bool, type(None))),
     "ready": _type(SCHEDULER, "The scheduler runs and answers requests; ``source`` names it.",
                    source=_STR),
     "stopped": _type(SCHEDULER, "The worker stopped for good (another tab upgraded the database), "
                      "with the ``reason`` to show; the page fails its requests with it.",
                      reason=_STR),
-    # ------------------------------------------------------------ the lease, held by the page
-    # (pyjobq/engine/lease.py)
+    # ----------------------------------------- the lease, held by the page (pyjobq/engine/lease.py)
     "lease_request": _type(SCHEDULER, "Take the processor lease's Web Lock for me."),
     "lease_granted": _type(PAGE, "The page holds the lock: grant number ``epoch``.", epoch=(int,)),
     "lease_revoked": _type(PAGE, "The page let grant ``epoch`` go (``freeze`` or ``pagehide``).",
@@ -164,11 +161,9 @@ SCHEMA: dict[str, MessageType] = {
     "lease_steal": _type(PAGE, "A worker host's page found the holder silent while this worker "
                          "waits in line: take the lock from it (``steal``; pyjobq/engine/lease.py, "
                          "LeaseWatch)."),
-    # ------------------------------------------------------------ the holder's health (the lease
-    # channel)
-    "lease_ping": _type(WAITING,
-                        "A tab in line for the lease asks whether the holder is alive (every "
-                        "``PING_MS``).", source=_STR),
+    # ------------------------------------------------------ the holder's health (the lease channel)
+    "lease_ping": _type(WAITING, "A tab in line for the lease asks whether the holder is alive "
+                        "(every ``PING_MS``).", source=_STR),
     "lease_pong": _type(HOLDER, "The holder answers a ping, from the thread that holds the lock "
                         "(a frozen one cannot).", source=_STR),
     "lease_stolen": _type(WAITING, "This tab takes the lease from a holder silent for "

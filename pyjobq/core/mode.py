@@ -38,8 +38,8 @@ __all__ = ["Mode", "JOB_QUEUE", "VOLATILE", "OUTBOX", "RETENTION_MS"]
 
 @dataclass(frozen=True)
 class Mode:
-    """Which queue an engine runs; use a preset, or ``preset.with_lease(ms)`` for the outbox's
-    length."""
+    """Which queue an engine runs; use a preset,
+    or ``preset.with_lease(ms)`` for the outbox's length."""
 
     #: The queue's name in logs and errors.
     name: str
@@ -87,7 +87,7 @@ class Mode:
                              f"got {self.recheck_ms!r}")
         if self.retention_ms is not None and not self.retention_ms > 0:
             raise ValueError(
-                f"Mode.retention_ms must be a positive number of milliseconds or None, "
+                "Mode.retention_ms must be a positive number of milliseconds or None, "
                 f"got {self.retention_ms!r}")
 
     @property

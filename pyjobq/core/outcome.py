@@ -39,8 +39,8 @@ class Outcome:
             status = None
         if status not in TERMINAL:
             raise InvalidJobError(
-                f"an Outcome's status must be one of {', '.join(sorted(TERMINAL))}, got "
-                f"{self.status!r}")
+                f"an Outcome's status must be one of {', '.join(sorted(TERMINAL))},"
+                f" got {self.status!r}")
         object.__setattr__(self, "status", status)
 
     @classmethod

@@ -59,8 +59,8 @@ def _move(record: JobRecord, event: Event, now: float, **changes: object) -> Job
     if status in TERMINAL and not _WHY <= changes.keys():
         raise TypeError(
             f"a move to {status.value} must set error, http_status and code from its own "
-            f"cause (an earlier attempt's would explain it); missing "
-            f"{sorted(_WHY - changes.keys())}")
+            "cause (an earlier attempt's would explain it); "
+            f"missing {sorted(_WHY - changes.keys())}")
     if status is not Status.PENDING:
         changes.setdefault("next_retry_at", None)
     if status is not Status.RUNNING:
@@ -99,9 +99,8 @@ def reclaim(record: JobRecord, now: float, owner: str, lease_ms: float) -> JobRe
         return _move(
             record, Event.FAIL, now,
             error=f"its lease ran out on the last allowed attempt ({record.attempts} of "
-                  f"{record.max_attempts}): "
-                  "the page running it closed, crashed or froze mid-run, so whether its work was "
-                  "done is unknown",
+                  f"{record.max_attempts}): the page running it closed, crashed or froze "
+                  "mid-run, so whether its work was done is unknown",
             http_status=None, code=Code.PAGE_GONE,
         )
     return claim(recover(record, now), now, owner, lease_ms)
@@ -189,14 +188,13 @@ def back_online(record: JobRecord, now: float) -> JobRecord | None:
 
 
 def recover(record: JobRecord, now: float) -> JobRecord:
-    """A running record whose page went away: its attempt is spent; pending again, or failed at the
-    ceiling."""
+    """A running record whose page went away: its attempt is spent; pending again,
+    or failed at the ceiling."""
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
             error=f"the page running the last allowed attempt ({record.attempts} of "
-                  f"{record.max_attempts}) "
-                  "went away mid-run",
+                  f"{record.max_attempts}) went away mid-run",
             http_status=None, code=Code.PAGE_GONE,
         )
     return _move(record, Event.RECOVER, now, next_retry_at=now)

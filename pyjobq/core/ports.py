@@ -18,7 +18,8 @@ from .status import Status
 from .view import Entry
 
 Message = dict[str, Any]
-"""A message on a link or channel: a JSON-like dict with ``v`` and ``type`` (pyjobq/core/messages.py)."""
+"""A message on a link or channel: a JSON-like dict with ``v`` and ``type``
+(pyjobq/core/messages.py)."""
 Unsubscribe = Callable[[], None]
 """What ``subscribe`` returns: call it to stop listening (calling it again does nothing)."""
 

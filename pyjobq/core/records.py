@@ -119,8 +119,8 @@ class NewJob:
         _need(isinstance(self.id, str) and self.id != "",
               f"id must be a non-empty str, got {_shown(self.id)}")
         _need(isinstance(self.reconstructor, str) and self.reconstructor != "",
-              f"reconstructor must be a non-empty str naming a registered factory, got "
-              f"{_shown(self.reconstructor)}")
+              "reconstructor must be a non-empty str naming a registered factory,"
+              f" got {_shown(self.reconstructor)}")
         _need(isinstance(self.type, str) and self.type != "",
               f"type must be a non-empty str, got {_shown(self.type)}")
         _need(self.group is None or isinstance(self.group, str),
@@ -261,8 +261,8 @@ class JobRecord:
         try:
             status = Status(raw_status)
         except ValueError:
-            raise ForeignRecord(
-                f"job record {name_id!r} has unknown status {raw_status!r} (a newer pyjobq's?)") from None
+            raise ForeignRecord(f"job record {name_id!r} has unknown status {raw_status!r}"
+                                " (a newer pyjobq's?)") from None
         for name, kinds in _FIELD_TYPES.items():
             if name not in data:
                 continue  # a required field was reported missing above; the rest have defaults
@@ -317,7 +317,8 @@ def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
         return value if isinstance(value, str) and value else default
 
     created = data.get("created_at")
-    ok_created = isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created)
+    ok_created = (isinstance(created, (int, float)) and not isinstance(created, bool)
+                  and math.isfinite(created))
     return JobRecord(
         id=raw_id if isinstance(raw_id, str) and raw_id else _SAFE_REPR.repr(raw_id),
         type=text("type", "malformed") or "malformed",
@@ -339,8 +340,8 @@ def malformed(raw: Any, reason: Exception, now: float) -> "JobRecord":
 #: The code of a record failed because its stored value is not a job record (by this name in
 #: the outbox and the IndexedDB store).
 MALFORMED = Code.MALFORMED_RECORD
-#: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from the
-#: store.
+#: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from
+#: the store.
 NEWS_RESULT_LIMIT = 16 * 1024
 _COUNTS = ("attempts", "max_attempts", "given_back", "http_status")
 _SAFE_REPR = reprlib.Repr()

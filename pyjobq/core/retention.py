@@ -40,6 +40,6 @@ def sweepable(records: Iterable[JobRecord], now: float, retention_ms: float) -> 
 
 
 def sweep_due(last_swept_at: float | None, now: float, every_ms: float = SWEEP_EVERY_MS) -> bool:
-    """True when a sweep is due: never swept yet (the lease was just taken), or ``every_ms``
-    passed."""
+    """True when a sweep is due: never swept yet (the lease was just taken),
+    or ``every_ms`` passed."""
     return last_swept_at is None or now - last_swept_at >= every_ms

@@ -43,8 +43,8 @@ class Router:
         self.name = name
         self.handlers = dict(handlers)
         self.ignore = frozenset(ignore)
-        self._what = (f"{kind} " if kind else "") + "message" + (
-            f" from {origin}" if origin else "")
+        self._what = ((f"{kind} " if kind else "") + "message"
+                      + (f" from {origin}" if origin else ""))
         self.quiet = quiet
         self.refuse = refuse
 

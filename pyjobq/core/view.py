@@ -186,8 +186,8 @@ class QueueView:
     def oldest_due_any(self, now: float, exclude: Collection[str] = (), *,
                        leases: bool = False) -> Entry | None:
         """The oldest due record of any type, by (created_at, id); None when nothing is due."""
-        heads = [
-            e for t in self._lanes if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
+        heads = [e for t in self._lanes
+                 if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
         return min(heads, key=lambda e: (e.created_at, e.id), default=None)
 
     def follow_on(self, job_type: str, now: float, exclude: Collection[str] = (), *,

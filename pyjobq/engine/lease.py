@@ -105,8 +105,8 @@ from ..core.router import Router
 
 log = logging.getLogger("pyjobq")
 
-#: The link messages of the page-held lease; the scheduler and executor side leave them to this
-#: module.
+#: The link messages of the page-held lease; the scheduler and executor side leave them to
+#: this module.
 LEASE_MESSAGES = frozenset({"lease_request", "lease_granted", "lease_revoked", "lease_released",
                             "lease_steal"})
 
@@ -351,8 +351,7 @@ def watch_in_line(link: Link, channel: Channel, clock: Clock, source: str) -> Ca
     (``worker_booting``); returns what stops it sooner."""
     watch = LeaseWatch(channel, clock, source, lambda: link.send(make("lease_steal")))
     unsubscribe = link.subscribe(Router("pyjobq lease watch",
-                                        {"worker_booting": lambda _msg: stop()},
-                                        quiet=True))
+                                        {"worker_booting": lambda _msg: stop()}, quiet=True))
 
     def stop() -> None:
         watch.close()
@@ -545,8 +544,8 @@ class LeaseHolder:
 
     @property
     def lent(self) -> bool:
-        """True while the worker drains under a grant (between ``lease_granted`` and its
-        release)."""
+        """True while the worker drains under a grant
+        (between ``lease_granted`` and its release)."""
         return self._lent is not None
 
     @property
@@ -624,8 +623,8 @@ class LeaseHolder:
             release()
 
     def freeze(self) -> None:
-        """``freeze`` / ``pagehide``: release the lock now, before the page (and its worker)
-        stop."""
+        """``freeze`` / ``pagehide``: release the lock now, before the page
+        (and its worker) stop."""
         if self.frozen:
             return
         self.frozen = True

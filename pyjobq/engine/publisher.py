@@ -86,8 +86,8 @@ class Publisher:
             asyncio.get_event_loop().call_soon(self.flush)
 
     def flush(self) -> None:
-        """Post what is queued for other tabs now (in order, at most NEWS_BATCH records a
-        message)."""
+        """Post what is queued for other tabs now
+        (in order, at most NEWS_BATCH records a message)."""
         pending, self._pending, self._flush_soon = self._pending, [], False
         for _alone, jobs in pending:
             for start in range(0, len(jobs), NEWS_BATCH):

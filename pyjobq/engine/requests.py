@@ -102,8 +102,8 @@ class RequestTable:
         return self._last_created
 
     async def answer(self, msg: dict[str, Any]) -> None:
-        """Run the request's handler and reply (when it asked for a reply) with its value or
-        error."""
+        """Run the request's handler and reply
+        (when it asked for a reply) with its value or error."""
         request_id = msg.get("request_id")
         try:
             value = await self.table[msg["type"]](msg)
@@ -122,7 +122,8 @@ class RequestTable:
         """Answer a request this scheduler will not run — malformed (the router's refusal), or
         come after it stopped — with an error, so its caller hears at once rather than never.
         Anything that is not a request of this table, with a ``request_id``, gets no answer."""
-        if isinstance(data, dict) and isinstance(data.get("type"), str) and data["type"] in self.table:
+        if (isinstance(data, dict) and isinstance(data.get("type"), str)
+                and data["type"] in self.table):
             self._fail(data.get("request_id"), why, error_type)
 
     def _fail(self, request_id: Any, error: str, error_type: str) -> None:

@@ -87,10 +87,10 @@ class RunLocks:
                     _let_go(ahead[1])
                 asks.append(self._take_one(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
-        got = [
-            ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask for ask in asks]
-        releases = {entry.id: release for entry,
-                    release in zip(entries, got) if release is not None}
+        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask
+               for ask in asks]
+        releases = {entry.id: release for entry, release in zip(entries, got)
+                    if release is not None}
         if len(releases) < len(entries):
             held = await self._locks.held()
             for entry in entries:
@@ -130,8 +130,8 @@ class RunLocks:
             _let_go(ask)
 
     def watch(self, lock: str) -> None:
-        """Keep one shared-mode request on ``lock``: granted, and a wake, the moment its holder lets
-        go."""
+        """Keep one shared-mode request on ``lock``: granted, and a wake,
+        the moment its holder lets go."""
         if lock in self._watching:
             return
         self._watching.add(lock)
@@ -153,8 +153,8 @@ class RunLocks:
         self._spawn(watch())
 
     async def _take_one(self, entry: Entry) -> Release | None:
-        """Take the job's run lock if it is free; returns what releases it, or None if it is
-        held."""
+        """Take the job's run lock if it is free; returns what releases it,
+        or None if it is held."""
         loop = asyncio.get_event_loop()
         granted: asyncio.Future[bool] = loop.create_future()
         let_go: asyncio.Future[None] = loop.create_future()

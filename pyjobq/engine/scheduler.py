@@ -169,8 +169,8 @@ class Scheduler:
 
     def _wire(self, handshake_ms: float) -> None:
         """The parts that meet here, each given only what it uses of the others."""
-        mode, store, link, clock, source = self.mode, self.store, self.link, self._clock, self._source
-        locks = self._locks
+        mode, store, link = self.mode, self.store, self.link
+        clock, source, locks = self._clock, self._source, self._locks
         self._handoff = Handoff(HandoffEngine(
             self.flights, send=link.send, clock=clock, source=source, handshake_ms=handshake_ms,
             recheck=mode.run_locks, control=self._control, get=store.get, write=self.write,

@@ -37,8 +37,8 @@ async def sweep(store: Store, now: float, retention_ms: float,
 
 
 class Sweeper:
-    """When and how a scheduler sweeps; inert when ``retention_ms`` is None (volatile jobs, the
-    outbox)."""
+    """When and how a scheduler sweeps; inert when ``retention_ms`` is None
+    (volatile jobs, the outbox)."""
 
     def __init__(self, retention_ms: float | None, *, store: Store, clock: Clock,
                  publish: Callable[[Sequence[JobRecord]], None], wake: Callable[[], None],

@@ -178,16 +178,12 @@ class Boot:
         self._retry_timer = self._clock.call_later(retry.delay_ms, self.retry)
         if not self._warned:
             self._warned = True
-            text = (
-                f"pyjobq: the scheduler worker could not boot ({failure.stage}): "
-                f"{failure.message.strip()}. "
-                f"This tab let the processor lease go and starts a new worker when the browser is "
-                f"back "
-                f"online, or in {retry.delay_ms / 1000:.0f} s (then less and less often); its "
-                f"persistent "
-                f"jobs stay stored and pending meanwhile (another tab may run them), and their "
-                f"done "
-                f"resolves once they have run.")
+            text = (f"pyjobq: the scheduler worker could not boot ({failure.stage}): "
+                    f"{failure.message.strip()}. This tab let the processor lease go and starts "
+                    "a new worker when the browser is back online, or in "
+                    f"{retry.delay_ms / 1000:.0f} s (then less and less often); its persistent "
+                    "jobs stay stored and pending meanwhile (another tab may run them), and their "
+                    "done resolves once they have run.")
             log.warning("%s", text)
             self.platform.warn(text)
         else:

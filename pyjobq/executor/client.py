@@ -217,8 +217,8 @@ class EngineClient:
             job_id = job.get("id")
             # A retried job runs its closure again: keep the closures of failed and cancelled
             # jobs until they are deleted.
-            if isinstance(job_id, str) and (
-                job.get("deleted") or job.get("status") == Status.DONE.value):
+            if isinstance(job_id, str) and (job.get("deleted")
+                                            or job.get("status") == Status.DONE.value):
                 self.runner.closures.pop(job_id, None)
             self.handles.update(job)
 

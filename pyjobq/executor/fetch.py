@@ -120,14 +120,14 @@ def _read_takes(transport: Any) -> _Takes:
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     fourth = positional[3] if len(positional) > 3 else None
     signal_positional = var_positional or (
-        fourth is not None and (
-            fourth.name == "signal" or fourth.default is inspect.Parameter.empty))
+        fourth is not None
+        and (fourth.name == "signal" or fourth.default is inspect.Parameter.empty))
     signal_keyword = not signal_positional and "signal" in named
     return _Takes(signal_positional, signal_keyword, "idempotency_key" in named or var_keyword)
 
 
-def make_fetch(get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any],
-                                                                                              Any]:
+def make_fetch(
+        get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any], Any]:
     """The factory registered under ``fetch``: params ``{method, path, body}`` → executor."""
 
     def factory(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:

@@ -34,8 +34,7 @@ def start_memory(settings: Settings, source: str) -> ExecutorSide:
     hub = _shared_hub()
     engine = in_process(
         store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source,
-        clock=LoopClock(),
-        lock_name=settings.lock_name, locks=hub.locks.client(),
+        clock=LoopClock(), lock_name=settings.lock_name, locks=hub.locks.client(),
         channel=hub.channels.channel(settings.channel_name),
         yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms)
     return ExecutorSide(

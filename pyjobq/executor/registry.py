@@ -41,8 +41,8 @@ class Listeners:
         self._callbacks: list[Callable[[JobUpdate], None]] = []
 
     def add(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-        """Call ``callback(update)`` for every ``job-update``; returns a function that
-        unsubscribes."""
+        """Call ``callback(update)`` for every ``job-update``;
+        returns a function that unsubscribes."""
         self._callbacks.append(callback)
 
         def unsubscribe() -> None:

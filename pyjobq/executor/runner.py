@@ -30,8 +30,8 @@ from .fetch import Answer, code_from_body
 Executor = Callable[[AbortSignal], Any]
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """The fields of a failed ``run_result``: only these survive the closure (spec: "Where jobs
-    run")."""
+    """The fields of a failed ``run_result``: only these survive the closure
+    (spec: "Where jobs run")."""
     status = getattr(exc, "status", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     code = getattr(exc, "code", None)
@@ -114,8 +114,8 @@ class Runner:
             # knew: give it back unspent for whoever holds the lease now (pyjobq/engine/lease.py).
             self._send_result(job_id, _claimed({
                 "ok": False, "interrupted": True, "code": Code.LEASE_REVOKED,
-                "error": "the page let the processor lease go (frozen or hidden) before this run "
-                         "began",
+                "error": "the page let the processor lease go (frozen or hidden)"
+                         " before this run began",
             }, msg.get("claim")))
             return
         if job_id in self.running:
@@ -230,9 +230,8 @@ class Runner:
             # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
             # that it ended before the job's type runs again (an older one waits for nothing).
             if run.claim is not None:
-                self._send_result(job_id,
-                                  {"ok": False, "error": "abandoned", "code": Code.ABANDONED,
-                                           "claim": run.claim})
+                self._send_result(job_id, {"ok": False, "error": "abandoned",
+                                           "code": Code.ABANDONED, "claim": run.claim})
             return
         if fields["ok"] and isinstance(fields["result"], Answer):
             fields.update(result=fields["result"].result, status=fields["result"].status)
@@ -261,5 +260,5 @@ class Runner:
             if not request.cancelled() and isinstance(request.exception(), LockStolen):
                 signal.abort(f"yield lock {lock!r} was taken")
 
-        asyncio.ensure_future(self.locks.request(lock, hold, mode="shared")).add_done_callback(
-            released)
+        held = asyncio.ensure_future(self.locks.request(lock, hold, mode="shared"))
+        held.add_done_callback(released)

@@ -295,7 +295,8 @@ class ExecutorSide:
                 copy=False,  # one Python context: no structured copies
                 mode=_mode.VOLATILE,
                 # The same reading as persistent jobs' when a page says nothing of its own.
-                is_online=persistent.is_online if persistent.is_online is not None else _assume_online)
+                is_online=(persistent.is_online if persistent.is_online is not None
+                           else _assume_online))
             runner = Runner(engine.link, clock=self.clock, closures={},
                             is_online=persistent.is_online)
             self.volatile = EngineClient(engine.link, runner=runner,
@@ -319,8 +320,8 @@ class ExecutorSide:
             check_str(id, "enqueue(id)", "None (a new id) or a str")
         volatile = self._volatile()
         if id is not None and id in volatile.handles:
-            return volatile.handles.jobs[
-                id]  # a duplicate outstanding id: the same job, the same done
+            # a duplicate outstanding id: the same job, the same done
+            return volatile.handles.jobs[id]
         new = NewJob(id=id if id is not None else new_id(), reconstructor=VOLATILE, params=None,
                      type=type, label=label, max_attempts=max_attempts)
         volatile.runner.closures[new.id] = executor
@@ -354,9 +355,8 @@ class ExecutorSide:
 
     def query_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
-        return _reply(
-            asyncio.gather(*[engine.request(make("query_all")) for engine in self._engines()]),
-            _listed)
+        requests = [engine.request(make("query_all")) for engine in self._engines()]
+        return _reply(asyncio.gather(*requests), _listed)
 
     def delete_job(self, job_id: str) -> Coroutine[Any, Any, bool]:
         check_str(job_id, "delete_job(job_id)", A_JOB_ID)
@@ -375,9 +375,8 @@ class ExecutorSide:
         return _reply(self._owner(job_id).request(make("retry_job", job_id=job_id)), bool)
 
     def retry_all(self) -> Coroutine[Any, Any, int]:
-        return _reply(
-            asyncio.gather(*[engine.request(make("retry_all")) for engine in self._engines()]),
-            _total)
+        requests = [engine.request(make("retry_all")) for engine in self._engines()]
+        return _reply(asyncio.gather(*requests), _total)
 
     def cleanup_old(self) -> Coroutine[Any, Any, int]:
         return _reply(self.persistent.request(make("cleanup_old")), int)
@@ -394,8 +393,8 @@ class ExecutorSide:
     # ------------------------------------------------------------ events
 
     def on_update(self, callback: Callable[[JobUpdate], None]) -> Callable[[], None]:
-        """Call ``callback(update)`` for every ``job-update``; returns a function that
-        unsubscribes."""
+        """Call ``callback(update)`` for every ``job-update``;
+        returns a function that unsubscribes."""
         return self.listeners.add(callback)
 
     def updates(self) -> AsyncIterator[JobUpdate]:

@@ -65,8 +65,8 @@ def in_process(
 
     Args:
         store, source, clock, lock_name: the scheduler's (``options`` take the rest of
-            :class:`~pyjobq.engine.scheduler.Scheduler`'s keywords: ``mode``, ``lease``, ``yields``
-            …).
+            :class:`~pyjobq.engine.scheduler.Scheduler`'s keywords: ``mode``, ``lease``,
+            ``yields`` …).
         locks, channel: the scheduler's; default private ones (no other engine hears them).
         copy: structured-copy every message, as ``postMessage`` does; False hands messages
             over as they are (both ends in one Python context, e.g. the volatile engine).

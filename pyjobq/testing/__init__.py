@@ -55,15 +55,18 @@ from ._run import UnretrievedError, run, settle
 from ._world import FreezableChannel, FreezableClock, GuardedStore, Tab, World
 
 T0 = _records.T0
-"""The time :func:`record` stamps by default and :class:`FakeClock` starts at (ms since the epoch)."""
+"""The time :func:`record` stamps by default and :class:`FakeClock` starts at
+(ms since the epoch)."""
 LOCK = _world.LOCK
 """The lock that elects the processing tab in a :class:`World`: pyjobq's default ``lock_name``."""
 CHANNEL = _world.CHANNEL
 """The channel a :class:`World`'s tabs share: pyjobq's default ``channel_name``."""
 StoreHook = _world.StoreHook
-"""The type of :attr:`World.store_hook`: ``async (tab, operation, "before" | "after", args) -> None``."""
+"""The type of :attr:`World.store_hook`:
+``async (tab, operation, "before" | "after", args) -> None``."""
 LinkHook = _world.LinkHook
-"""The type of :attr:`World.link_hook`: ``(tab, message) -> None``, as a tab's worker posts to its page."""
+"""The type of :attr:`World.link_hook`: ``(tab, message) -> None``,
+as a tab's worker posts to its page."""
 PLAYWRIGHT_HELPER = str(Path(__file__).with_name("playwright.cjs"))
 """The path of the Playwright helper for cross-tab tests of your pages (docs/testing.md):
 ``require()`` or ``import`` it from your Playwright tests."""
@@ -73,8 +76,8 @@ __all__ = [
     "World", "Tab", "FakeClock",
     "record", "sequential_ids", "T0",
     "Response",
-    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook", "LOCK",
-    "CHANNEL",
+    "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook",
+    "LOCK", "CHANNEL",
     "BootFault",
     "PLAYWRIGHT_HELPER",
 ]

@@ -76,8 +76,8 @@ class BootFault:
         if self.stage not in ("fetch", "load"):
             raise ValueError(f"a boot fault's stage is 'fetch' or 'load', not {self.stage!r}")
         if self.for_ms is not None and (not self.stall or not self.for_ms >= 0):
-            raise ValueError(
-                f"for_ms is how long a stall lasts (stall=True, a number >= 0), got {self.for_ms!r}")
+            raise ValueError("for_ms is how long a stall lasts (stall=True, a number >= 0),"
+                             f" got {self.for_ms!r}")
 
     def __str__(self) -> str:
         what = "stall" if self.stall else "fail"
@@ -215,14 +215,14 @@ class SimulatedWorker:
         await self._turn()
         if not self._tab.world.online:
             self._fail("fetch",
-                       f"TypeError: Failed to fetch dynamically imported module: "
+                       "TypeError: Failed to fetch dynamically imported module: "
                        f"{INDEX_URL}pyodide.asm.mjs")
             return
         if fault is not None and fault.stage == "fetch":
             if not fault.stall:
                 self._fail("fetch",
-                           f"Error: {INDEX_URL}pyodide.asm.wasm: network error (the connection was "
-                           f"reset)")
+                           f"Error: {INDEX_URL}pyodide.asm.wasm: network error"
+                           " (the connection was reset)")
                 return
             await self._stall(fault)
         self._say(make("worker_progress", bytes=1))

@@ -43,7 +43,8 @@ def record(job_id: str = "j1", *, type: str = "t", status: Status | str = Status
         ValueError: ``status`` is not a status.
     """
     if params is _UNSET:
-        params = {"method": "POST", "path": f"/{job_id}", "body": None} if reconstructor == FETCH else None
+        params = ({"method": "POST", "path": f"/{job_id}", "body": None} if reconstructor == FETCH
+                  else None)
     status = Status(status)
     if next_retry_at is _UNSET:
         next_retry_at = created_at if status is Status.PENDING else None

@@ -14,8 +14,8 @@ class UnretrievedError(AssertionError):
     that raised). ``messages`` holds the loop's report of each, in order."""
 
     def __init__(self, messages: list[str]) -> None:
-        super().__init__("the event loop saw exceptions nobody retrieved:\n  " + "\n  ".join(
-            messages))
+        super().__init__("the event loop saw exceptions nobody retrieved:\n  "
+                         + "\n  ".join(messages))
         #: The loop's message for each one (with the exception's repr when it had one).
         self.messages = messages
 

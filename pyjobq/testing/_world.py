@@ -27,11 +27,10 @@ is an executor side with no document (a notebook kernel, a PyScript worker): its
 takes the lock itself, before its scheduler boots, and keeps it for the worker's life
 (``worker.mjs``, :class:`~pyjobq.engine.lease.HostLease`) — frozen, it keeps it, until a tab in line
 finds it silent and takes it (:class:`~pyjobq.engine.lease.LeaseWatch`). In both the worker boots as
-``worker.mjs`` does, followed by the browser's own
-:class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py): it fetches its files (failing while
-the
-world is offline), gets in line, boots once it holds the lease, and fails or stalls as
-:attr:`Tab.boot_faults` says; a failed or stalled boot lets the lease go and is retried.
+``worker.mjs`` does, followed by the browser's own :class:`~pyjobq.executor.boot.Boot`
+(pyjobq/testing/_boot.py): it fetches its files (failing while the world is offline), gets in line,
+boots once it holds the lease, and fails or stalls as :attr:`Tab.boot_faults` says; a failed or
+stalled boot lets the lease go and is retried.
 """
 
 from __future__ import annotations
@@ -87,8 +86,8 @@ StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
 LinkHook = Callable[["Tab", Message], None]
 
 #: The tab whose code is running (unset: the test's own code).
-_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar("pyjobq_testing_tab",
-                                                                    default=None)
+_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar(
+    "pyjobq_testing_tab", default=None)
 _FACTORY_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 _ORDER = itertools.count()
 
@@ -186,8 +185,8 @@ class FreezableClock:
         return self._clock.now()
 
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _DeferrableTimer:
-        """Call ``callback`` once the world's clock passes ``delay_ms`` from now (later if
-        frozen)."""
+        """Call ``callback`` once the world's clock passes ``delay_ms`` from now
+        (later if frozen)."""
         timer = _DeferrableTimer()
 
         def call() -> None:
@@ -328,7 +327,8 @@ class Tab:
         #: Every job's fields as last published to this page (a done volatile job is forgotten by
         #: its engine once published: this is where its last state is read).
         self.published: dict[str, dict[str, Any]] = {}
-        self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = weakref.WeakKeyDictionary()
+        self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = (
+            weakref.WeakKeyDictionary())
         self._thaw_waiters: list[asyncio.Future[None]] = []
         self._unblock_waiters: list[asyncio.Future[None]] = []
         self._open_ports(world)
@@ -351,15 +351,14 @@ class Tab:
         #: What this tab's workers did on the way (failures, stalls, the console's warnings).
         self.boot_log: list[str] = []
         #: The worker's boot, followed and retried (the browser's
-        #: :class:`~pyjobq.executor.boot.Boot`), in
-        #: a ``waiting`` tab or a worker host; None where the worker boots at once.
+        #: :class:`~pyjobq.executor.boot.Boot`), in a ``waiting`` tab or a worker host; None where
+        #: the worker boots at once.
         self.boot: Boot | None = None
         self._start: SimulatedStart | None = None
         self._worker_start_timeout_ms = worker_start_timeout_ms
         if worker_host and (page_lease or waiting):
-            raise ValueError(
-                "a worker host has no document: it holds the lease itself (no page_lease, no "
-                "waiting)")
+            raise ValueError("a worker host has no document: it holds the lease itself"
+                             " (no page_lease, no waiting)")
         _in_tab(self, self._open, transport, reconstructors, yields, page_lease,
                 waiting or worker_host, worker_host)
 
@@ -393,9 +392,9 @@ class Tab:
         #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
         self.queue = ExecutorSide(
             link=_TabLink(self.page_link, self, page=True), channel=self.page_channel,
-            source=self.name,
-            reconstructors=dict(reconstructors or {}), transport=transport,
-            requests=_TabLink(self._requests_end, self, page=True) if self._requests_end is not None else None,
+            source=self.name, reconstructors=dict(reconstructors or {}), transport=transport,
+            requests=(_TabLink(self._requests_end, self, page=True)
+                      if self._requests_end is not None else None),
             requests_source=f"{self.name}:page" if waiting else None,
             is_online=lambda: world.online, clock=self.page_clock, locks=self.page_locks,
             yields=yields)
@@ -427,8 +426,7 @@ class Tab:
                                      "is_online": lambda: world.online, "lease": lease}
         scheduler = in_process(
             store=GuardedStore(world.store, self), source=source, clock=clock or self.clock,
-            lock_name=LOCK,
-            locks=locks, channel=channel, ends=ends,
+            lock_name=LOCK, locks=locks, channel=channel, ends=ends,
             wrap=lambda end: _TabLink(end, self, page=page),
             **options).scheduler
         self._schedulers.append(scheduler)
@@ -439,8 +437,7 @@ class Tab:
         if lease is None and self.queue.lease_holder is not None:
             lease = LinkLease(self.worker_link)
         self.scheduler = _in_tab(self, self._scheduler, (self.page_link, self.worker_link),
-                                 self.locks, self.worker_channel,
-                                 self.name, lease)
+                                 self.locks, self.worker_channel, self.name, lease)
 
     def _lease_holder(self, **options: Any) -> LeaseHolder:
         """The page's lease holder: it answers pings while it holds the lock and watches the
@@ -519,26 +516,23 @@ class Tab:
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.freeze()
         for part in (self.page_link, self.worker_link, self.clock, self.page_clock,
-                     self.page_channel,
-                     self.worker_channel, self.request_channel, self._requests_link,
-                     self._requests_end,
-                     self.page_lease_channel, self.worker_lease_channel):
+                     self.page_channel, self.worker_channel, self.request_channel,
+                     self._requests_link, self._requests_end, self.page_lease_channel,
+                     self.worker_lease_channel):
             if part is not None:
                 part.freeze()
 
     def resume(self) -> None:
-        """``resume`` / ``pageshow``: the page's handler runs first, then what waited is
-        delivered."""
+        """``resume`` / ``pageshow``: the page's handler runs first,
+        then what waited is delivered."""
         self.frozen = False
         if self.queue.lease_holder is not None:
             self.queue.lease_holder.resume()
         page = (self.page_link, self._requests_link, self._requests_end, self.page_clock,
-                self.page_channel,
-                self.request_channel, self.page_lease_channel)
+                self.page_channel, self.request_channel, self.page_lease_channel)
         for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end,
-                     self.clock,
-                     self.page_clock, self.worker_channel, self.page_channel, self.request_channel,
-                     self.worker_lease_channel, self.page_lease_channel):
+                     self.clock, self.page_clock, self.worker_channel, self.page_channel,
+                     self.request_channel, self.worker_lease_channel, self.page_lease_channel):
             if part is not None and not (self.blocked and part in page):
                 part.thaw()  # a page still blocked stays so: unblock() delivers what waits for it
         waiters, self._thaw_waiters = self._thaw_waiters, []
@@ -678,10 +672,9 @@ class World:
             raise ValueError(
                 "boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
         tab = Tab(self, f"tab{next(self._names)}", transport=transport,
-                  reconstructors=reconstructors,
-                  handshake_timeout_ms=handshake_timeout_ms, yields=yields, page_lease=page_lease,
-                  waiting=waiting, worker_host=worker_host, boot_faults=boot_faults,
-                  worker_start_timeout_ms=worker_start_timeout_ms)
+                  reconstructors=reconstructors, handshake_timeout_ms=handshake_timeout_ms,
+                  yields=yields, page_lease=page_lease, waiting=waiting, worker_host=worker_host,
+                  boot_faults=boot_faults, worker_start_timeout_ms=worker_start_timeout_ms)
         self.tabs.append(tab)
         return tab
 

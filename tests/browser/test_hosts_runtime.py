@@ -38,8 +38,8 @@ def test_distribution_hands_the_worker_the_pages_lock(selenium):
     assert "pyjobq" in lock["packages"]          # this distribution's lock lists it...
     assert base == index
     # ...and a configured distribution is taken as given, with its own lock.
-    index, lock_json, base = distribution(Settings(
-        pyodide_url="https://cdn.example/pyodide/v1/full/"))
+    index, lock_json, base = distribution(
+        Settings(pyodide_url="https://cdn.example/pyodide/v1/full/"))
     assert (index, lock_json, base) == ("https://cdn.example/pyodide/v1/full/", None, None)
 
 
@@ -58,7 +58,8 @@ def test_the_bundle_is_the_pyjobq_this_page_imported(selenium):
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # Byte for byte the files this page runs.
     for name in ("pyjobq/__init__.py", "pyjobq/engine/scheduler.py", "pyjobq/browser/idb.py"):
-        assert archive.read(name) == resources.files("pyjobq").joinpath(name.split("/", 1)[1]).read_bytes()
+        assert archive.read(name) == (
+            resources.files("pyjobq").joinpath(name.split("/", 1)[1]).read_bytes())
     version = metadata.version("pyjobq")
     assert f"pyjobq-{version}.dist-info/METADATA" in names
     assert pyjobq_bundle() is pyjobq_bundle()    # built once per page

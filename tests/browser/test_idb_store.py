@@ -54,7 +54,8 @@ async def test_read_modify_write_is_one_transaction(selenium):
     from pyjobq.core.records import NewJob
 
     store = IndexedDBStore("rmw")
-    record = NewJob(id="j", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": None}).to_record(1.0)
+    record = NewJob(id="j", reconstructor="fetch",
+                    params={"method": "POST", "path": "/x", "body": None}).to_record(1.0)
     await store.add([record])
     bump = lambda cur: cur.evolve(attempts=cur.attempts + 1)  # noqa: E731
     await asyncio.gather(*[store.update(Change("j", bump)) for _ in range(20)])
@@ -110,7 +111,8 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     from pyjobq.core.records import NewJob
 
     store = IndexedDBStore("malformed")
-    good = NewJob(id="good", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
+    good = NewJob(id="good", reconstructor="fetch",
+                  params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
     await store.add([good])
     db = await store._open()
     tx = db.transaction("jobs", "readwrite")
@@ -118,16 +120,15 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
         {"id": "no-type", "status": "pending", "next_retry_at": 0.5, "created_at": 1.0,
          "_params": {"keep": "me"}},
         {"id": "bad-attempts", "type": "t", "status": "pending", "attempts": "two",
-         "max_attempts": 5,
-         "created_at": 2.0, "updated_at": 2.0, "_reconstructor": "fetch", "_params": None,
-         "next_retry_at": 0.7},
+         "max_attempts": 5, "created_at": 2.0, "updated_at": 2.0, "_reconstructor": "fetch",
+         "_params": None, "next_retry_at": 0.7},
         {"id": 42, "type": "t", "status": "weird", "next_retry_at": 0.6},
         {"id": "no-status", "type": "t", "created_at": 3.0},
     ]
     for value in raw:
         tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
-    done = js.Promise.new(lambda resolve,
-                          reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    done = js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     await done
 
     entries = await store.entries()  # the scheduler's look at unfinished work: it runs on
@@ -149,14 +150,15 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
         assert failed is not None and failed.status.value == "failed", job_id
         assert failed.code == MALFORMED and "malformed job record" in failed.error
     assert (await store.get("42"))._params["id"] == 42
-    assert after["no-status"].status.value == "failed" and after["no-status"]._params["created_at"] == 3.0
+    assert after["no-status"].status.value == "failed"
+    assert after["no-status"]._params["created_at"] == 3.0
     assert after["good"].status.value == "pending"
     # An update that meets a malformed value fails it in its own transaction, change not applied.
     tx = db.transaction("jobs", "readwrite")
     tx.objectStore("jobs").put(to_js({"id": "late", "status": "running"},
                                      dict_converter=js.Object.fromEntries))
-    await js.Promise.new(lambda resolve,
-                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     updated = (await store.update(Change("late", lambda cur: cur.evolve(attempts=9)))).record
     assert updated.status.value == "failed" and updated.attempts == 0
     assert (await store.get("late")).code == MALFORMED
@@ -179,12 +181,12 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
         return to_js(value, dict_converter=js.Object.fromEntries)
 
     store = IndexedDBStore("non-finite")
-    good = NewJob(id="good", reconstructor="fetch", params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
+    good = NewJob(id="good", reconstructor="fetch",
+                  params={"method": "POST", "path": "/x", "body": 1}).to_record(1.0)
     await store.add([good])
     db = await store._open()
     base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0,
-                updated_at=2.0,
-                _reconstructor="fetch", _params=None, next_retry_at=0.5)
+                updated_at=2.0, _reconstructor="fetch", _params=None, next_retry_at=0.5)
     bad = {"nan": {"attempts": float("nan")}, "inf": {"max_attempts": float("inf")},
            "neg": {"attempts": -3, "max_attempts": 1}, "never": {"next_retry_at": float("inf")},
            "early": {"created_at": float("-inf")}}
@@ -193,20 +195,21 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     for job_id, changes in bad.items():
         jobs.put(obj({**base, "id": job_id, **changes}))
     deep = obj({**base, "id": "deep"})
-    deep._params = js.Function.new("n", "let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; "
-                                        "return v;")(1200)
+    deep._params = js.Function.new(
+        "n", "let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; return v;")(1200)
     jobs.put(deep)
     jobs.put(obj({**base, "id": "newer", "status": "snoozed", "v3": {"by": "pyjobq 3"}}))
     jobs.put(obj({**base, "id": "extra", "v3_meta": {"a": 1}}))
-    await js.Promise.new(lambda resolve,
-                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     assert await store.next_due_at() == 0.5  # +Infinity is never a moment to wake at
     ids = [e.id for e in await store.entries()]  # the scheduler's look: it runs on
     assert "good" in ids and "newer" not in ids
     records = {r.id: r for r in await store.all()}
     for job_id in (*bad, "deep"):
-        assert records[job_id].status.value == "failed" and records[job_id].code == MALFORMED, job_id
+        assert records[job_id].status.value == "failed", job_id
+        assert records[job_id].code == MALFORMED, job_id
     assert records["good"].status.value == "pending" and "newer" not in records
     updated = (await store.update(Change("extra", lambda cur: cur.evolve(attempts=1)))).record
     assert updated.attempts == 1
@@ -215,10 +218,10 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     raw = {}
     for job_id in ("newer", "extra"):
         request = tx.objectStore("jobs").get(job_id)
-        request.onsuccess = (lambda k, r: lambda _e: raw.__setitem__(k, r.result.to_py()))(job_id,
-                                                                                           request)
-    await js.Promise.new(lambda resolve,
-                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+        request.onsuccess = (
+            lambda k, r: lambda _e: raw.__setitem__(k, r.result.to_py()))(job_id, request)
+    await js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
     assert raw["newer"]["status"] == "snoozed" and raw["newer"]["v3"] == {"by": "pyjobq 3"}
     assert raw["extra"]["v3_meta"] == {"a": 1} and raw["extra"]["attempts"] == 1
     store.close()
@@ -240,7 +243,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
     from pyjobq.core.records import NewJob
 
     store = IndexedDBStore("malformed-race")
-    good = NewJob(id="m", reconstructor="fetch", params={"method": "POST", "path": "/m", "body": 1}).to_record(1.0)
+    good = NewJob(id="m", reconstructor="fetch",
+                  params={"method": "POST", "path": "/m", "body": 1}).to_record(1.0)
     await store.add([NewJob(id="other", reconstructor="fetch", params=None).to_record(0.5)])
     db = await store._open()
 
@@ -248,8 +252,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
         # Another writer's put, in a transaction of its own made now (before the read's second).
         tx = db.transaction("jobs", "readwrite")
         tx.objectStore("jobs").put(to_js(value, dict_converter=js.Object.fromEntries))
-        await js.Promise.new(lambda resolve,
-                             reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+        await js.Promise.new(
+            lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     async def put_malformed():
         await put({"id": "m", "status": "pending", "created_at": 1.0})
@@ -285,8 +289,7 @@ async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium)
     await store.add([good])
     db = await store._open()
     base = dict(type="t", status="pending", attempts=0, max_attempts=5, created_at=2.0,
-                updated_at=2.0,
-                _reconstructor="fetch", _params=None)
+                updated_at=2.0, _reconstructor="fetch", _params=None)
     tx = db.transaction("jobs", "readwrite")
     jobs = tx.objectStore("jobs")
     jobs.put(obj({**base, "id": "newer", "status": "snoozed", "next_retry_at": 0.1}))
@@ -294,8 +297,8 @@ async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium)
     jobs.put(obj({**base, "id": "minus", "next_retry_at": float("-inf")}))
     jobs.put(obj({**base, "id": "plus", "next_retry_at": float("inf")}))
     jobs.put(obj({**base, "id": "text", "next_retry_at": "soon"}))
-    await js.Promise.new(lambda resolve,
-                         reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+    await js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
 
     assert await store.next_due_at() == 5.0
     assert await store.next_due_at(after=0.15) == 5.0

@@ -1,5 +1,5 @@
-"""An Outbox on the IndexedDB store in real Chromium: the same facade the memory-store tests
-drive."""
+"""An Outbox on the IndexedDB store in real Chromium:
+the same facade the memory-store tests drive."""
 
 from pytest_pyodide import run_in_pyodide
 
@@ -19,9 +19,8 @@ async def test_outbox_on_indexeddb_processes_fifo_deletes_and_keeps_the_exhauste
         if entry.payload == "bad":
             raise ValueError("refused")
 
-    box = Outbox(store,
-                 {"send": OutboxHandler(process=process,
-                                        on_exhausted=lambda e: exhausted.append(e.id))},
+    box = Outbox(store, {"send": OutboxHandler(process=process,
+                                               on_exhausted=lambda e: exhausted.append(e.id))},
                  is_retryable_error=lambda err: not isinstance(err, ValueError), poll_interval_ms=0)
     box.start()
     jobs = [await box.enqueue("send", p) for p in ("a", "b", "bad")]

@@ -21,8 +21,8 @@ def test_attempt_below_one_is_treated_as_the_first() -> None:
 
 def test_zero_random_gives_the_exact_step() -> None:
     backoff = make_backoff(lambda: 0.0)
-    assert [backoff(a) for a in range(1, 8)] == [1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 30000.0,
-                                                 30000.0]
+    assert [backoff(a) for a in range(1, 8)] == [
+        1000.0, 2000.0, 4000.0, 8000.0, 16000.0, 30000.0, 30000.0]
 
 
 def test_jitter_stays_below_thirty_percent() -> None:

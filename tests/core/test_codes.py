@@ -1,6 +1,6 @@
-"""The one table of error codes (pyjobq/core/codes.py): every code pyjobq sets is in it, explained,
-and
-written nowhere else as a literal; docs/troubleshooting.md's table is generated from it."""
+"""The one table of error codes (pyjobq/core/codes.py): every code pyjobq sets is in it,
+explained, and written nowhere else as a literal; docs/troubleshooting.md's table is generated
+from it."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ def test_every_code_says_what_it_means_and_what_to_do() -> None:
 
 
 def test_a_code_is_its_string_wherever_it_goes() -> None:
-    assert Code.DELETED == "deleted" and str(Code.DELETED) == "deleted" and f"{Code.DELETED}" == "deleted"
+    assert Code.DELETED == "deleted" and str(Code.DELETED) == "deleted"
+    assert f"{Code.DELETED}" == "deleted"
     assert Code("offline") is Code.OFFLINE
     assert json.dumps({"code": Code.PAGE_GONE}) == '{"code": "page_gone"}'
     outcome = Outcome(id="j", status=Status.CANCELLED, code=Code.DELETED)

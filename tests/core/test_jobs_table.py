@@ -50,7 +50,8 @@ def test_definition_is_json_and_says_what_the_constants_say() -> None:
     assert definition["no_value"] == jobs_table.NO_VALUE
     assert definition["volatile_note"] == jobs_table.VOLATILE_NOTE
     assert definition["columns"] == [
-        {"key": c.key, "heading": c.heading, "interactive": c.interactive} for c in jobs_table.COLUMNS]
+        {"key": c.key, "heading": c.heading, "interactive": c.interactive}
+        for c in jobs_table.COLUMNS]
     assert [s["status"] for s in definition["statuses"]] == [str(s) for s in Status]
     pending = definition["statuses"][0]
     assert pending == {"status": "pending", "label": "pending", "pulse": False,
@@ -71,7 +72,8 @@ def test_countdown_seconds_then_minutes_then_hours(ms: float, text: str) -> None
 def test_retry_text_for_each_status() -> None:
     due = NOW + 10_500
     assert retry_text(record(status="pending", next_retry_at=due), NOW) == "in 11 s"
-    assert retry_text(record(status="pending", next_retry_at=10_000.0), None) == "1970-01-01 00:00:10 UTC"
+    assert retry_text(record(status="pending", next_retry_at=10_000.0), None) == (
+        "1970-01-01 00:00:10 UTC")
     assert retry_text(record(status="pending", next_retry_at=None), NOW) == ""
     assert retry_text(record(status="paused", yield_lock="fg-lock"), NOW) == "when fg-lock is free"
     assert retry_text(record(status="paused"), NOW) == "type suspended"

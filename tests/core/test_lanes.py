@@ -11,8 +11,7 @@ from pyjobq.testing import record
 def rec(job_id: str, type_: str = "a", created: float = 0.0, status: Status = Status.PENDING,
         yield_lock: str | None = None) -> JobRecord:
     return record(job_id, type=type_, created_at=created, status=status, yield_lock=yield_lock,
-                  params=None,
-                  next_retry_at=created)
+                  params=None, next_retry_at=created)
 
 
 def test_orphans_skip_in_flight_and_non_running() -> None:
@@ -74,8 +73,7 @@ def test_a_yield_lock_held_only_in_shared_mode_does_not_park() -> None:
 def test_suspension_wins_over_a_held_yield_lock() -> None:
     picks = [ent("a1", "a")]
     assert plan_starts(picks, suspended={"a"}, yields={"a": "typing"},
-                       held={"typing": "exclusive"}) \
-        == Starts(parks=((picks[0], None),))
+                       held={"typing": "exclusive"}) == Starts(parks=((picks[0], None),))
 
 
 def test_a_lane_chains_its_next_claim_only_when_nothing_else_must_be_decided() -> None:
@@ -89,12 +87,12 @@ def test_a_lane_chains_its_next_claim_only_when_nothing_else_must_be_decided() -
 def test_a_run_lock_held_elsewhere_on_a_job_no_longer_unfinished_keeps_its_lane_busy() -> None:
     from pyjobq.core.lanes import lanes_held, run_lock
 
-    gone, taken_ahead, mine = run_lock("q", "save", "x"), run_lock("q", "save", "y"), run_lock(
-        "q", "sync", "m")
+    gone, taken_ahead = run_lock("q", "save", "x"), run_lock("q", "save", "y")
+    mine = run_lock("q", "sync", "m")
     held = {"q": "exclusive", gone: "exclusive", taken_ahead: "exclusive", mine: "exclusive",
             run_lock("q", "upload", "w"): "shared",        # a watch, not a run
-            "q:run:[not json": "exclusive",
-            'q:run:["t"]': "exclusive",  # any script may name a lock
+            # any script may name a lock
+            "q:run:[not json": "exclusive", 'q:run:["t"]': "exclusive",
             "q:run:legacy-id": "exclusive", "other:run:[\"save\",\"z\"]": "exclusive"}
     assert gone == 'q:run:["save","x"]'
     assert lanes_held(held, "q", ours={"m"}, unfinished={"y", "m"}) == {"save": gone}

@@ -77,7 +77,7 @@ def test_the_vocabulary_imports_only_the_core_and_itself(name: str) -> None:
 
 @pytest.mark.parametrize("name", [n for n in MODULES if within(n, "pyjobq.engine")])
 def test_the_engine_imports_nothing_of_the_executor_side_the_browser_or_the_front(
-    name: str) -> None:
+        name: str) -> None:
     allowed = ("pyjobq.core", "pyjobq.engine", *VOCABULARY)
     assert [(t, line) for t, line in imports(name)
             if not any(within(t, layer) for layer in allowed)] == []

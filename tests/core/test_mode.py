@@ -1,5 +1,5 @@
-"""The engine's mode value: the three presets decide what the flags used to, and nonsense is
-refused."""
+"""The engine's mode value: the three presets decide what the flags used to,
+and nonsense is refused."""
 
 import dataclasses
 
@@ -10,8 +10,7 @@ from pyjobq.core.mode import JOB_QUEUE, OUTBOX, VOLATILE, Mode
 
 def test_the_job_queue_recovers_under_its_lease_with_run_locks_and_keeps_done_records():
     assert (JOB_QUEUE.run_locks, JOB_QUEUE.leases, JOB_QUEUE.recovers, JOB_QUEUE.on_success,
-            JOB_QUEUE.volatile) \
-        == (True, False, True, "keep", False)
+            JOB_QUEUE.volatile) == (True, False, True, "keep", False)
 
 
 def test_volatile_jobs_need_no_run_locks_since_nothing_else_recovers_them():

@@ -17,8 +17,7 @@ BACKOFF = make_backoff(lambda: 0.0)  # exact steps: 1 s, 2 s, 4 s, ...
 
 def fresh(max_attempts: int = 5, **changes: object) -> JobRecord:
     return record("j1", params={"method": "POST", "path": "/a", "body": {"x": 1}}, type="save",
-                  group="doc",
-                  label="Save", created_at=T0,
+                  group="doc", label="Save", created_at=T0,
                   **{"max_attempts": max_attempts, "next_retry_at": T0, **changes})
 
 
@@ -31,8 +30,7 @@ def settle(record: JobRecord, now: float, online: bool = True, lock: str | None 
 def test_new_record() -> None:
     assert fresh() == JobRecord(
         id="j1", type="save", group="doc", label="Save", status=Status.PENDING, attempts=0,
-        max_attempts=5,
-        created_at=T0, updated_at=T0, next_retry_at=T0, _reconstructor="fetch",
+        max_attempts=5, created_at=T0, updated_at=T0, next_retry_at=T0, _reconstructor="fetch",
         _params={"method": "POST", "path": "/a", "body": {"x": 1}},
     )
 
@@ -79,8 +77,7 @@ def test_ordinary_failure_with_attempts_left_goes_back_on_the_ladder() -> None:
         record = settle(running, now, ok=False, error="HTTPError: 500", status=500)
         assert record == running.evolve(status=Status.PENDING, owner=None, updated_at=now,
                                         next_retry_at=now + BACKOFF(attempt),
-                                        error="HTTPError: 500",
-                                        http_status=500)
+                                        error="HTTPError: 500", http_status=500)
         now = record.next_retry_at
     running = policy.claim(record, now, "tab-a")
     assert running.attempts == 5
@@ -103,10 +100,10 @@ def test_max_attempts_one_fails_on_the_first_ordinary_failure() -> None:
 
 def test_401_goes_back_in_60_s_and_gives_the_attempt_back() -> None:
     running = policy.claim(fresh(), T0, "tab-a")
-    assert settle(running, T0 + 3, ok=False, error="expired", status=401, code="token_expired") == running.evolve(
+    record = settle(running, T0 + 3, ok=False, error="expired", status=401, code="token_expired")
+    assert record == running.evolve(
         status=Status.PENDING, owner=None, updated_at=T0 + 3, next_retry_at=T0 + 3 + 60_000,
-        attempts=0,
-        given_back=1, error="expired", http_status=401, code="token_expired")
+        attempts=0, given_back=1, error="expired", http_status=401, code="token_expired")
 
 
 def test_401_never_fails_even_after_100_repeats() -> None:
@@ -114,8 +111,8 @@ def test_401_never_fails_even_after_100_repeats() -> None:
     now = T0
     for i in range(100):
         record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired", status=401)
-        assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0,
-                                                                          now + 60_000)
+        assert (record.status, record.attempts, record.next_retry_at) == (
+            Status.PENDING, 0, now + 60_000)
         now += 60_000
     assert record.given_back == 100
 
@@ -131,9 +128,8 @@ def test_offline_failure_gives_the_attempt_back_and_climbs_the_ladder() -> None:
     running = policy.claim(fresh(), T0, "a")
     first = settle(running, T0, online=False, ok=False, error="TypeError: Failed to fetch")
     assert first == running.evolve(status=Status.PENDING, owner=None, updated_at=T0,
-                                   next_retry_at=T0 + 1000,
-                                   attempts=0, given_back=1, error="TypeError: Failed to fetch",
-                                   code="offline")
+                                   next_retry_at=T0 + 1000, attempts=0, given_back=1,
+                                   error="TypeError: Failed to fetch", code="offline")
     second = settle(policy.claim(first, T0, "a"), T0, online=False, ok=False, error="x")
     # The ladder counts every try, counted or not: 2 s next, not 1 s again.
     assert (second.attempts, second.given_back, second.next_retry_at) == (0, 2, T0 + 2000)
@@ -143,14 +139,15 @@ def test_offline_for_a_long_time_never_fails_and_caps_the_delay() -> None:
     record = fresh(max_attempts=2)
     for _ in range(50):
         record = settle(policy.claim(record, T0, "a"), T0, online=False, ok=False, error="x")
-    assert (record.status, record.attempts, record.next_retry_at) == (Status.PENDING, 0,
-                                                                      T0 + 30_000)
+    assert (record.status, record.attempts, record.next_retry_at) == (
+        Status.PENDING, 0, T0 + 30_000)
 
 
 @pytest.mark.parametrize("status", [403, 409, 422])
 def test_403_409_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
     running = policy.claim(fresh(), T0, "a")
-    assert settle(running, T0 + 1, ok=False, error="no", status=status, code="refused") == running.evolve(
+    record = settle(running, T0 + 1, ok=False, error="no", status=status, code="refused")
+    assert record == running.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 1, next_retry_at=None, attempts=1,
         error="no", http_status=status, code="refused")
 
@@ -158,7 +155,8 @@ def test_403_409_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
 @pytest.mark.parametrize("status", [403, 409, 422])
 def test_terminal_statuses_fail_even_offline(status: int) -> None:
     running = policy.claim(fresh(), T0, "a")
-    assert settle(running, T0, online=False, ok=False, error="no", status=status).status is Status.FAILED
+    record = settle(running, T0, online=False, ok=False, error="no", status=status)
+    assert record.status is Status.FAILED
 
 
 def test_404_retries_on_the_ladder_then_fails_at_max_attempts() -> None:
@@ -172,29 +170,30 @@ def test_404_retries_on_the_ladder_then_fails_at_max_attempts() -> None:
 
 def test_terminal_fails_at_once() -> None:
     running = policy.claim(fresh(), T0, "a")
-    assert settle(running, T0, ok=False, error="cannot decode", terminal=True, code="bad_audio") == running.evolve(
+    record = settle(running, T0, ok=False, error="cannot decode", terminal=True, code="bad_audio")
+    assert record == running.evolve(
         status=Status.FAILED, owner=None, updated_at=T0, error="cannot decode", code="bad_audio")
 
 
 def test_terminal_wins_over_401_and_offline() -> None:
     running = policy.claim(fresh(), T0, "a")
-    assert settle(running, T0, online=False, ok=False, error="x", status=401, terminal=True).status is Status.FAILED
+    record = settle(running, T0, online=False, ok=False, error="x", status=401, terminal=True)
+    assert record.status is Status.FAILED
 
 
 def test_interrupted_gives_the_attempt_back_and_is_pending_now() -> None:
     running = policy.claim(fresh(attempts=2), T0, "a")
     assert settle(running, T0 + 9, ok=False, error="aborted", interrupted=True) == running.evolve(
         status=Status.PENDING, owner=None, updated_at=T0 + 9, next_retry_at=T0 + 9, attempts=2,
-        given_back=1,
-        error="aborted")
+        given_back=1, error="aborted")
 
 
 def test_interrupted_with_the_lock_held_parks() -> None:
     running = policy.claim(fresh(), T0, "a")
-    assert settle(running, T0, lock="fg", ok=False, error="aborted", interrupted=True) == running.evolve(
+    record = settle(running, T0, lock="fg", ok=False, error="aborted", interrupted=True)
+    assert record == running.evolve(
         status=Status.PAUSED, owner=None, updated_at=T0, next_retry_at=None, attempts=0,
-        given_back=1,
-        error="aborted", yield_lock="fg")
+        given_back=1, error="aborted", yield_lock="fg")
 
 
 def test_interrupted_on_the_last_attempt_is_not_failed() -> None:
@@ -217,8 +216,7 @@ def test_recover_at_the_ceiling_fails() -> None:
         code="page_gone")
 
 
-# ---------------------------------------------------------------- a terminal record's cause (issue
-# 22)
+# ------------------------------------------------------------- a terminal record's cause (issue 22)
 # Each way a record ends, after an attempt that left its own error, status and code: the
 # record explains the cause that ended it, never the attempt before.
 
@@ -228,14 +226,11 @@ def _after_a_401(max_attempts: int = 1) -> JobRecord:
     waiting = settle(first, T0 + 1, ok=False, error="HTTPError: 401", status=401,
                      code="token_expired")
     assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0,
-                                   given_back=1,
-                                   next_retry_at=T0 + 1 + 60_000, error="HTTPError: 401",
-                                   http_status=401,
-                                   code="token_expired")
+                                   given_back=1, next_retry_at=T0 + 1 + 60_000,
+                                   error="HTTPError: 401", http_status=401, code="token_expired")
     last = policy.claim(waiting, T0 + 60_001, "tab-a")
     assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 60_001,
-                                  attempts=1,
-                                  next_retry_at=None)
+                                  attempts=1, next_retry_at=None)
     return last
 
 
@@ -244,67 +239,61 @@ def test_a_page_gone_on_the_last_try_after_a_401_is_page_gone() -> None:
     assert policy.recover(last, T0 + 60_100) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 60_100,
         error="the page running the last allowed attempt (1 of 1) went away mid-run",
-        http_status=None,
-        code="page_gone")
+        http_status=None, code="page_gone")
 
 
 def test_a_page_gone_on_the_last_try_after_an_offline_failure_is_page_gone() -> None:
     first = policy.claim(fresh(max_attempts=1), T0, "tab-a")
     waiting = settle(first, T0 + 1, online=False, ok=False, error="TypeError: Failed to fetch")
     assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0,
-                                   given_back=1,
-                                   next_retry_at=T0 + 1 + 1000, error="TypeError: Failed to fetch",
-                                   code="offline")
+                                   given_back=1, next_retry_at=T0 + 1 + 1000,
+                                   error="TypeError: Failed to fetch", code="offline")
     last = policy.claim(waiting, T0 + 1001, "tab-a")
     assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 1001,
-                                  attempts=1,
-                                  next_retry_at=None)
+                                  attempts=1, next_retry_at=None)
     assert policy.recover(last, T0 + 2000) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 2000,
         error="the page running the last allowed attempt (1 of 1) went away mid-run",
-        http_status=None,
-        code="page_gone")
+        http_status=None, code="page_gone")
 
 
 def test_a_lease_reclaimed_on_the_last_try_after_a_401_is_page_gone() -> None:
-    leased = policy.claim(policy.settle(policy.claim(fresh(max_attempts=1), T0, "a", 1_000.0),
-                                        RunResult(ok=False, error="HTTPError: 401", status=401,
-                                                  code="token_expired"),
-                                        now=T0 + 1, online=True, backoff=BACKOFF), T0 + 60_001, "a",
-                          1_000.0)
+    waiting = policy.settle(policy.claim(fresh(max_attempts=1), T0, "a", 1_000.0),
+                            RunResult(ok=False, error="HTTPError: 401", status=401,
+                                      code="token_expired"),
+                            now=T0 + 1, online=True, backoff=BACKOFF)
+    leased = policy.claim(waiting, T0 + 60_001, "a", 1_000.0)
     assert (leased.status, leased.attempts, leased.http_status, leased.next_retry_at) == (
         Status.RUNNING, 1, 401, T0 + 61_001)
     assert policy.reclaim(leased, T0 + 61_001, "b", 1_000.0) == leased.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 61_001, next_retry_at=None,
         error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, "
-              "crashed "
-              "or froze mid-run, so whether its work was done is unknown", http_status=None,
-              code="page_gone")
+              "crashed or froze mid-run, so whether its work was done is unknown",
+        http_status=None, code="page_gone")
 
 
 def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() -> None:
     last = _after_a_401()
-    assert policy.fail(last, T0 + 70_001, "run_started never came", code="handshake_timeout") == last.evolve(
+    failed = policy.fail(last, T0 + 70_001, "run_started never came", code="handshake_timeout")
+    assert failed == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 70_001,
         error="run_started never came", http_status=None, code="handshake_timeout")
 
 
 def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
-    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside the
-    # rest.
+    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside
+    # the rest.
     last = _after_a_401(max_attempts=3)
     assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode",
-        http_status=None,
-        code=None)
+        http_status=None, code=None)
 
 
 def test_a_cancel_after_a_401_has_no_http_status() -> None:
     last = _after_a_401()
     assert policy.cancel(last, T0 + 60_002) == last.evolve(
         status=Status.CANCELLED, owner=None, updated_at=T0 + 60_002, error="cancelled",
-        http_status=None,
-        code="cancelled")
+        http_status=None, code="cancelled")
 
 
 def test_a_move_to_an_end_that_does_not_say_why_is_refused() -> None:
@@ -429,26 +418,24 @@ def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
 def test_without_the_job_queues_http_rules_a_status_is_an_ordinary_failure(status: int) -> None:
     running = policy.claim(fresh(max_attempts=3), T0, "tab")
     after = policy.settle(running, RunResult(ok=False, error="x", status=status), now=T0 + 1,
-                          online=True,
-                          backoff=BACKOFF, http_status_rules=False)
-    assert (after.status, after.attempts, after.given_back, after.next_retry_at, after.http_status) == (
-        Status.PENDING, 1, 0, T0 + 1 + 1000, status)
+                          online=True, backoff=BACKOFF, http_status_rules=False)
+    assert (after.status, after.attempts, after.given_back, after.next_retry_at,
+            after.http_status) == (Status.PENDING, 1, 0, T0 + 1 + 1000, status)
     last = policy.claim(
         running.evolve(attempts=2, status=Status.PENDING, owner=None, next_retry_at=T0), T0, "tab")
     failed = policy.settle(last, RunResult(ok=False, error="x", status=status), now=T0 + 1,
-                           online=True,
-                           backoff=BACKOFF, http_status_rules=False)
+                           online=True, backoff=BACKOFF, http_status_rules=False)
     assert (failed.status, failed.attempts) == (Status.FAILED, 3)
 
 
-def test_without_the_job_queues_http_rules_offline_is_uncounted_whatever_the_error_carried() -> None:
+def test_without_the_job_queues_http_rules_offline_is_uncounted_whatever_the_error_carried() -> None:  # noqa: E501
     running = policy.claim(fresh(), T0, "tab")
     with_status = RunResult(ok=False, error="503", status=503)
     assert policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF).attempts == 1
     after = policy.settle(running, with_status, now=T0, online=False, backoff=BACKOFF,
                           http_status_rules=False)
-    assert (after.status, after.attempts, after.given_back, after.code) == (Status.PENDING, 0, 1,
-                                                                            policy.OFFLINE)
+    assert (after.status, after.attempts, after.given_back, after.code) == (
+        Status.PENDING, 0, 1, policy.OFFLINE)
 
 
 def test_after_abort_any_failure_is_an_interruption_and_a_success_stays_one() -> None:
@@ -476,7 +463,7 @@ def test_claim_due_leaves_anything_that_changed_since_the_view_saw_it_pending() 
 def test_claim_due_on_leases_reclaims_only_a_running_lease_that_ran_out() -> None:
     running = policy.claim(_stored(Status.PENDING, next_retry_at=0.0), 0.0, "gone", 1_000.0)
     assert policy.claim_due(running, 999.0, "me", 1_000.0) is None  # still leased
-    assert policy.claim_due(running, 1_000.0, "me", 1_000.0) == policy.reclaim(running, 1_000.0,
-                                                                               "me", 1_000.0)
+    assert policy.claim_due(running, 1_000.0, "me", 1_000.0) == policy.reclaim(
+        running, 1_000.0, "me", 1_000.0)
     # no leases: recovery's, not the claim's
     assert policy.claim_due(running, 5_000.0, "me", None) is None

@@ -57,7 +57,8 @@ def test_invalid_job_error_is_a_value_error_and_a_pyjobq_error() -> None:
 
 
 def test_new_job_to_record() -> None:
-    assert new(type="t", group="g", label="L", max_attempts=3, delay_ms=250).to_record(T0) == JobRecord(
+    record = new(type="t", group="g", label="L", max_attempts=3, delay_ms=250).to_record(T0)
+    assert record == JobRecord(
         id="j1", type="t", group="g", label="L", status=Status.PENDING, attempts=0, max_attempts=3,
         created_at=T0, updated_at=T0, next_retry_at=T0 + 250, _reconstructor="fetch",
         _params={"path": "/a"})
@@ -88,8 +89,8 @@ def test_to_dict_is_flat_json_with_status_as_a_string() -> None:
 
 def test_round_trip() -> None:
     record = new(group="g").to_record(T0).evolve(status=Status.FAILED, attempts=2, error="x",
-                                                 http_status=409,
-                                                 code="conflict", result=[1, 2], owner=None)
+                                                 http_status=409, code="conflict", result=[1, 2],
+                                                 owner=None)
     assert JobRecord.from_dict(record.to_dict()) == record
 
 
@@ -103,8 +104,7 @@ def test_from_dict_accepts_floats_for_counts_as_javascript_stores_them() -> None
 def test_from_dict_fills_optional_fields() -> None:
     minimal = {k: v for k, v in record_dict().items()
                if k in ("id", "type", "status", "attempts", "max_attempts", "created_at",
-                        "updated_at",
-                        "_reconstructor", "_params")}
+                        "updated_at", "_reconstructor", "_params")}
     assert JobRecord.from_dict(minimal) == new().to_record(T0).evolve(next_retry_at=None)
 
 
@@ -142,8 +142,8 @@ def test_from_dict_rejects_a_non_object(value: object) -> None:
 
 
 def test_from_dict_ignores_unknown_keys() -> None:
-    assert JobRecord.from_dict({**record_dict(), "future_field": 1}) == JobRecord.from_dict(
-        record_dict())
+    assert JobRecord.from_dict({**record_dict(), "future_field": 1}) == (
+        JobRecord.from_dict(record_dict()))
 
 
 def test_summary_excludes_params_only() -> None:
@@ -156,13 +156,12 @@ def test_summary_excludes_params_only() -> None:
 
 def test_terminal_property() -> None:
     record = new().to_record(T0)
-    assert [record.evolve(status=s).terminal for s in Status] == [False, False, False, True, True,
-                                                                  True]
+    assert [record.evolve(status=s).terminal for s in Status] == [
+        False, False, False, True, True, True]
 
 
 def test_outcome_of_a_record() -> None:
     data = {**record_dict(), "status": "failed", "error": "no", "http_status": 403,
             "code": "forbidden"}
     assert Outcome.of(data) == Outcome(id="j1", status="failed", result=None, error="no",
-                                       http_status=403,
-                                       code="forbidden")
+                                       http_status=403, code="forbidden")

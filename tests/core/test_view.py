@@ -17,15 +17,14 @@ def entry(job_id: str, type: str = "t", status: Status = Status.PENDING, created
 
 def test_picks_the_oldest_due_job_of_every_idle_type() -> None:
     rows = [entry("a2", "a", created=T0 + 2), entry("a1", "a", created=T0 + 1),
-            entry("b1", "b", created=T0 + 3),
-            entry("c-late", "c", due=T0 + 500), entry("r", "d", Status.RUNNING),
-            entry("z", "e", Status.PAUSED)]
+            entry("b1", "b", created=T0 + 3), entry("c-late", "c", due=T0 + 500),
+            entry("r", "d", Status.RUNNING), entry("z", "e", Status.PAUSED)]
     view = QueueView()
     view.replace(rows)
     assert [e.id for e in view.picks(T0, busy_types=set())] == ["a1", "b1"]
     assert [e.id for e in view.picks(T0, busy_types={"a"})] == ["b1"]
-    assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1",
-                                                                      "b1"]  # oldest first
+    # oldest first
+    assert [e.id for e in view.picks(T0 + 500, busy_types=set())] == ["c-late", "a1", "b1"]
 
 
 def test_a_job_not_yet_due_does_not_hold_up_a_younger_due_one_of_its_type() -> None:
