@@ -28,7 +28,7 @@ find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/
 	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
 	done
 
-.PHONY: setup build test pytest e2e check-core typecheck docs demo bench soak clean distclean
+.PHONY: setup build test pytest e2e check-core lint typecheck docs demo bench soak clean distclean
 
 setup: $(CHROMIUM) $(NPM_STAMP) $(VENV_STAMP)
 
@@ -55,6 +55,8 @@ build: setup
 # mypy and both suites always run so every summary prints; the target fails if any failed.
 test: build check-core $(PYODIDE_TYPES)/.stamp
 	@rc=0; \
+	echo "== ruff (make lint) =="; \
+	$(VPY) -m ruff check --no-cache || rc=1; \
 	echo "== mypy --strict (make typecheck) =="; \
 	$(VPY) -m mypy || rc=1; \
 	echo "== pytest (CPython + pytest-pyodide in chromium) =="; \
@@ -82,6 +84,9 @@ $(PYODIDE_TYPES)/.stamp: requirements-dev.txt | $(VENV_STAMP)
 
 typecheck: $(VENV_STAMP) $(PYODIDE_TYPES)/.stamp
 	$(VPY) -m mypy
+
+lint: $(VENV_STAMP)
+	$(VPY) -m ruff check --no-cache
 
 docs: $(VENV_STAMP)
 	rm -rf build/docs
