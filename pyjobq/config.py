@@ -220,10 +220,3 @@ def read(by: str) -> Settings:
         _read_by = by
     return _settings
 
-
-def _reset_for_tests() -> None:
-    """Forget every configure() call. Only for test isolation, never in an application."""
-    global _settings, _read_by
-    _settings = Settings()
-    _explicit.clear()
-    _read_by = None

@@ -39,7 +39,7 @@ from typing import (
 )
 
 from .core.errors import LockStolen
-from .core.ports import Change, Message, Unsubscribe, Updated
+from .core.ports import Change, Clock, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import CLAIMABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
@@ -113,7 +113,7 @@ class MemoryStore:
     never yields: a call runs to its end at once, which hides races a browser would show.
     """
 
-    def __init__(self, clock: Any = None, *, yields: int = 0) -> None:
+    def __init__(self, clock: Clock | None = None, *, yields: int = 0) -> None:
         self._rows: dict[Any, dict[str, Any]] = {}
         self._clock = clock
         if not isinstance(yields, int) or yields < 0:

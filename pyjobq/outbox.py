@@ -67,7 +67,7 @@ import logging
 import math
 import random as _random
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Literal, Mapping, Protocol
 
 from .core import policy
 from .core.backoff import Backoff
@@ -77,6 +77,7 @@ from .core.mode import OUTBOX
 from .core.ports import Change, Clock, Store, Timer
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, MALFORMED, JobRecord, check_str, new_id
 from .core.status import CLAIMABLE, ONLY_FAILED, ONLY_RUNNING, Event, Status, apply
+from .engine.calls import Spawn
 from .engine.lease import GateLease
 from .engine.scheduler import Scheduler
 from .engine.tasks import TaskSet
@@ -188,6 +189,14 @@ async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
 def _outbox_idle() -> Awaitable[None]:
     return asyncio.sleep(0)
 
+
+class OutboxTransport(Protocol):
+    """What ``Outbox(transport=...)`` takes: ``send(entry)``, sync or async, whose result is
+    handed to the handler's ``process(entry, result=...)``."""
+
+    def send(self, entry: OutboxEntry) -> Any: ...
+
+
 def _check_options(transport: Any, yield_every: Any, lease_ms: Any) -> None:
     """Raise :class:`InvalidJobError` naming the first option an :class:`Outbox` cannot use."""
     if transport is not None and not callable(getattr(transport, "send", None)):
@@ -198,7 +207,8 @@ def _check_options(transport: Any, yield_every: Any, lease_ms: Any) -> None:
         raise InvalidJobError(
             f"lease_ms must be a positive number of milliseconds, got {lease_ms!r}")
 
-def _engine(store: Store, source: str, clock: Clock, is_online: Callable[[], bool],
+
+def _outbox_engine(store: Store, source: str, clock: Clock, is_online: Callable[[], bool],
             lease_ms: float, gate: GateLease, backoff: Callable[[int], float] | None) -> InProcess:
     """The outbox's engine, in this process: private channels and locks (its leases are what keep
     two tabs apart), its processor lease the gate ``start()`` opens and ``stop()`` closes, not
@@ -207,8 +217,6 @@ def _engine(store: Store, source: str, clock: Clock, is_online: Callable[[], boo
         store=store, source=source, clock=clock, lock_name="pyjobq-outbox", is_online=is_online,
         mode=OUTBOX.with_lease(lease_ms), lease=gate,
         backoff=backoff if backoff is not None else outbox_backoff(), start=False)
-
-
 
 
 # ------------------------------------------------------------ a run's claim (pure decisions)
@@ -385,7 +393,12 @@ class _Setup:
     scheduler: Scheduler
     source: str
     lease_ms: float
-    log: logging.Logger
+    #: The outbox's logger, read at each use: ``Outbox.log`` may be set after it is made.
+    get_log: Callable[[], logging.Logger]
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.get_log()
 
     def event(self, phase: str, job_id: Any, job_type: Any, attempts: Any, *,
               level: int = logging.INFO, **more: Any) -> None:
@@ -396,20 +409,28 @@ class _Setup:
 class _Runs:
     """Running an entry on this page: its handler, its lease's renewal, what its end stores.
 
-    ``started_with`` maps each entry whose run started here to its ``given_back`` then (so the
-    engine's news of it can tell a retry from an offline release); :class:`_Outcomes` reads it.
+    It remembers each entry whose run started here with its ``given_back`` then, so that the
+    engine's news of it can tell a retry from an offline release (:meth:`ended`).
     """
 
     setup: _Setup
     #: The outbox's transport, read at each run: ``Outbox.transport`` may be set later.
-    transport: Callable[[], Any]
+    transport: Callable[[], OutboxTransport | None]
     is_retryable: Callable[[BaseException], bool] | None
     yield_every: int
     idle: Callable[[], Awaitable[Any]]
     #: Ends a failed entry whose rollback waited for this run's word.
     exhaust_failed: Callable[[str], None]
-    started_with: dict[str, int] = field(default_factory=dict)
+    _started_with: dict[str, int] = field(default_factory=dict)
     _handled: int = 0
+
+    def ended(self, entry_id: str) -> int | None:
+        """The run of ``entry_id`` that started here has ended: its ``given_back`` when it
+        started; None if no run of it started here (or its end was already told)."""
+        return self._started_with.pop(entry_id, None)
+
+    def running_here(self, entry_id: str) -> bool:
+        return entry_id in self._started_with
 
     async def process(self, handler: OutboxHandler, job_id: str | None) -> None:
         setup = self.setup
@@ -423,7 +444,7 @@ class _Runs:
             setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
             return
         claim = RunClaim.of(record)
-        self.started_with[entry.id] = record.given_back
+        self._started_with[entry.id] = record.given_back
         setup.event("start", entry.id, entry.type, entry.attempts)
         # The lease is kept for as long as the run is in hand, transport.send included.
         lease_end = record.next_retry_at if record.next_retry_at is not None else -math.inf
@@ -466,7 +487,7 @@ class _Runs:
         # Another processor took the entry over (this page was frozen past its lease). Its run is
         # the entry's now; this one is not cancelled — process() must be idempotent, and a request
         # already on the wire may deliver — but only a delivery of it is still stored.
-        self.started_with.pop(entry.id, None)
+        self._started_with.pop(entry.id, None)
         self.setup.event("lost", entry.id, entry.type, entry.attempts, level=logging.WARNING)
 
     async def _deliver(self, claim: RunClaim, entry: OutboxEntry, renewal: _Renewal) -> None:
@@ -523,7 +544,7 @@ class _Outcomes:
     #: Deletes an entry through the engine (published like every change).
     delete: Callable[[str], Awaitable[bool]]
     on_activity: Callable[[JobUpdate], None] | None
-    spawn: Callable[[Any], None]
+    spawn: Spawn
     #: Entries whose failure this outbox is re-stating (:meth:`_say_lease_ran_out`).
     _saying: set[str] = field(default_factory=set)
 
@@ -537,12 +558,12 @@ class _Outcomes:
             return
         job_id, status = update.id, update.get("status")
         job_type, attempts = update.get("type"), update.get("attempts")
-        started_with, event = self.runs.started_with, self.setup.event
+        runs, event = self.runs, self.setup.event
         if status == Status.DONE.value:
-            started_with.pop(job_id, None)
+            runs.ended(job_id)
             event("done", job_id, job_type, attempts)
-        elif status == Status.PENDING.value and job_id in started_with:
-            given_back = started_with.pop(job_id)
+        elif status == Status.PENDING.value and runs.running_here(job_id):
+            given_back = runs.ended(job_id) or 0
             extra: dict[str, Any] = {"error": update.get("error"),
                                      "next_retry_at": update.get("next_retry_at")}
             if (update.get("given_back") or 0) > given_back:
@@ -552,8 +573,7 @@ class _Outcomes:
         elif status == Status.FAILED.value and job_id in self._saying:
             self._saying.discard(job_id)  # the news of our own re-statement: handled already
         elif status == Status.FAILED.value:
-            ran_here = job_id in started_with
-            started_with.pop(job_id, None)
+            ran_here = runs.ended(job_id) is not None
             # Failed with no run of this page ending: this page's claim found the entry's lease
             # run out on its last attempt (the outbox makes no pending entry at its ceiling).
             lease_ran_out = not ran_here and update.get("code") != Code.HANDSHAKE_TIMEOUT
@@ -677,7 +697,7 @@ class Outbox:
         subscribe_online: Callable[[Callable[..., None]], Callable[[], None]] | None = None,
         is_retryable_error: Callable[[BaseException], bool] | None = None,
         on_activity: Callable[[JobUpdate], None] | None = None,
-        transport: Any = None,
+        transport: OutboxTransport | None = None,
         poll_interval_ms: float | None = DEFAULT_POLL_INTERVAL_MS,
         yield_every: int = 1,
         idle: Callable[[], Awaitable[Any]] = _outbox_idle,
@@ -699,26 +719,25 @@ class Outbox:
         self._max_attempts = max_attempts
         self.source = f"outbox-{new_id()[:12]}"
         self._gate = GateLease()
-        engine = _engine(store, self.source, self._clock, is_online, lease_ms, self._gate, backoff)
+        engine = _outbox_engine(store, self.source, self._clock, is_online, lease_ms, self._gate,
+                                backoff)
         self._scheduler = engine.scheduler
         self._tasks = TaskSet(self.log, "pyjobq outbox task failed")
-        setup = _Setup(store, self._clock, engine.scheduler, self.source, float(lease_ms), self.log)
+        setup = _Setup(store, self._clock, engine.scheduler, self.source, float(lease_ms),
+                       lambda: self.log)
         self._runs = _Runs(setup, transport=lambda: self.transport,
                            is_retryable=is_retryable_error, yield_every=yield_every, idle=idle,
                            exhaust_failed=lambda entry_id: self._spawn(
                                self._outcomes.exhaust(entry_id, notify=False, why="failed")))
-        # An entry type with no handler must not fall through to the built-in 'fetch'.
-        factories: dict[str, Callable[[Any], Any]] = {FETCH: self._unknown(FETCH)}
-        factories.update({name: self._factory(name) for name in self._handlers})
         self._side = ExecutorSide(link=engine.link, engine=engine.scheduler, clock=self._clock,
                                   channel=ChannelHub().channel("outbox"), source=self.source,
-                                  reconstructors=factories)
+                                  reconstructors=self._factories())
         self._outcomes = _Outcomes(setup, handlers=self._handlers, runs=self._runs,
                                    delete=self._side.delete_job, on_activity=on_activity,
                                    spawn=self._spawn)
         # For the outbox's life: an entry that fails after stop() is still exhausted.
         self._side.on_update(self._outcomes.on_update)
-        self._watchdog: Any = None
+        self._watchdog: Timer | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._running, self._starts = False, 0  # _starts: which start() the running one is in
         #: Why this outbox refused its store (it holds the job queue's records); None if it did not.
@@ -791,7 +810,7 @@ class Outbox:
         self.wake()
         self._arm_watchdog()
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         self._tasks.spawn(coro)
 
     async def _startup(self, start: int) -> None:
@@ -924,6 +943,12 @@ class Outbox:
         return await self._side.delete_job(entry_id)
 
     # ------------------------------------------------------------ running an entry
+
+    def _factories(self) -> dict[str, Callable[[Any], Any]]:
+        # An entry type with no handler must not fall through to the built-in 'fetch'.
+        factories: dict[str, Callable[[Any], Any]] = {FETCH: self._unknown(FETCH)}
+        factories.update({name: self._factory(name) for name in self._handlers})
+        return factories
 
     def _unknown(self, name: str) -> Callable[[Any], Any]:
         def factory(_payload: Any) -> Any:

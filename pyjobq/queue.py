@@ -48,9 +48,7 @@ _finished: OrderedDict[str, None] = OrderedDict()
 def _queue() -> ExecutorSide:
     global _side
     if _side is None:
-        from .executor.host import start
-
-        _side = start(_config.settings())
+        _side = _host.start(_config.settings())
         _side.on_update(_remember)
         _services.register(SERVICE_NAME, _side)
     return _side

@@ -139,7 +139,6 @@ def test_a_run_lock_taken_ahead_by_another_page_is_waited_for_not_polled() -> No
     run(main)
 
 
-
 def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() -> None:
     """The watch on a run lock another page held is granted the moment that page lets go; the
     pass it wakes then takes that run lock. Woken from inside the grant, it found the watch

@@ -22,7 +22,6 @@ FOREGROUND = "app-foreground-priority"
 YIELDS = {"heavy_decode": FOREGROUND}
 
 
-
 class Foreground:
     """Foreground work on another page: holds the yield lock exclusively until released."""
 

@@ -23,9 +23,14 @@ it — which is the point: pyjobq must destroy what it makes.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pyodide.ffi import create_proxy
+
+from ..core.messages import make
+
+if TYPE_CHECKING:  # the worker imports this module: it must not load the page's side
+    from ..executor.side import ExecutorSide
 
 _live_proxies: dict[int, Any] = {}
 _live_listeners = 0
@@ -95,13 +100,11 @@ def _pyodide_module() -> Any:
     return pyodide_js._module
 
 
-async def worker_counts(side: Any, *, trace: bool = False) -> dict[str, int | None]:
+async def worker_counts(side: ExecutorSide, *, trace: bool = False) -> dict[str, int | None]:
     """:func:`counts` in ``side``'s scheduler worker (a ``debug_counts`` request).
 
     ``trace=True`` first starts Pyodide's proxy tracing there (see :func:`trace_pyodide_proxies`).
     """
-    from ..core.messages import make
-
     counts: dict[str, int | None] = await side.persistent.request(make("debug_counts", trace=trace),
                                                                   to_worker=True)
     return counts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import js  # type: ignore[import-not-found]
 
@@ -39,7 +39,9 @@ class ConsoleHandler(logging.Handler):
                 js.console.warn(text)
         except Exception:  # logging must never take the scheduler down
             self.handleError(record)
-_unlisten_online: Any = None
+
+
+_unlisten_online: Callable[[], None] | None = None
 
 
 def start(params_json: str, early: Any) -> None:

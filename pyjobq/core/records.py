@@ -399,7 +399,6 @@ class RunResult:
     interrupted: bool = False
     #: The page's word on whether it was offline when the attempt failed; None: it did not say.
     offline: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "RunResult":

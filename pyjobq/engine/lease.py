@@ -3,8 +3,8 @@
 Where each part runs: :class:`LinkLease` and :class:`HostLease` in the scheduler worker;
 :class:`LeaseHolder`, :class:`LeaseWatch` and :func:`watch_in_line` in the page, which holds
 the lock for its worker; :class:`NeverLease` on the page's waiting-tab request scheduler;
-:class:`GateLease` the outbox's; :class:`LockLease` and :class:`HeldLease` an engine that
-holds its own lock (a host with no document, tests). The volatile engine in the page takes
+:class:`GateLease` the outbox's; :class:`LockLease` an engine that holds its own lock (tests,
+the volatile engine). The volatile engine in the page takes
 the default :class:`LockLease` on a lock manager of its own.
 
 Theory of operation
@@ -36,7 +36,7 @@ a lease that went back to the queue after every drain would wake one of them —
 Pyodide — for nothing. The holder learns of the waiting tabs' enqueues from their
 ``job-update`` news on the channel (they store their own requests, pyjobq/browser/page_main.py).
 So :class:`LeaseHolder` keeps the lock between the worker's drains, and a worker host keeps it
-in its bootstrap for as long as it lives (:class:`HeldLease`).
+in its bootstrap for as long as it lives (:class:`HostLease`).
 
 The messages (all on the worker link, which is FIFO)::
 
@@ -233,16 +233,6 @@ class LockLease:
         return True
 
 
-class HeldLease:
-    """The lock is held for this scheduler's whole life by its host, so every drain runs at
-    once (tests that need a lease nobody takes away)."""
-
-    async def hold(self, callback: Callable[[], Awaitable[None]],
-                   on_revoked: Callable[[], None]) -> bool:
-        await callback()
-        return True
-
-
 class HostLease:
     """A worker host's lease (a notebook kernel, a PyScript worker): its bootstrap (worker.mjs)
     took the lock before loading Pyodide and holds it while the worker lives, so every drain
@@ -395,10 +385,6 @@ class GateLease:
         self._open = False
         self._opened: asyncio.Future[None] | None = None
         self._revoke: Callable[[], None] | None = None
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
 
     def open(self) -> None:
         self._open = True

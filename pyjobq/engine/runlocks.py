@@ -31,12 +31,13 @@ returns a no-op release for each job and nothing is asked of the lock manager.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Coroutine, Sequence
+from typing import Any, Callable, Sequence
 
 from ..core import lanes
 from ..core.ports import Clock, LockManager, Timer
 from ..core.records import JobRecord
 from ..core.view import Entry
+from .calls import Spawn
 
 Release = Callable[[], None]
 
@@ -47,7 +48,7 @@ def no_release() -> None:
 
 class RunLocks:
     def __init__(self, locks: LockManager, lock_name: str, *, enabled: bool,
-                 spawn: Callable[[Coroutine[Any, Any, Any]], None],
+                 spawn: Spawn,
                  wake: Callable[[], None]) -> None:
         self._locks = locks
         self._lock_name = lock_name

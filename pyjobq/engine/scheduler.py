@@ -70,7 +70,7 @@ import asyncio
 import logging
 import math
 import random as _random
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Coroutine, Mapping, Sequence
 
 from ..core import messages, policy
 from ..core.backoff import make_backoff
@@ -136,15 +136,13 @@ class Scheduler:
         if not isinstance(mode, Mode):
             raise TypeError("mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or "
                             f"OUTBOX), got {mode!r}")
-        self.mode = mode
-        self.store = store
-        self.link = link
+        # Read-only below: the parts were given them (_wire).
+        self._mode, self._store, self._link = mode, store, link
         #: The retry ladder: attempt n → delay in ms.
         self.backoff = backoff if backoff is not None else make_backoff(random)
         #: ``navigator.onLine`` here, read when an outcome says nothing of the network.
         self.is_online = is_online
-        #: The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py).
-        self.flights = FlightTable(clock, source, on_ended=self._on_ended)
+        self._flights = FlightTable(clock, source, on_ended=self._on_ended)
         self._channel = channel
         self._locks = locks
         self._clock = clock
@@ -166,6 +164,25 @@ class Scheduler:
         self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
         self._wire(handshake_timeout_ms)
+
+    @property
+    def mode(self) -> Mode:
+        """What kind of engine this is: the job queue's, the volatile one or the outbox's."""
+        return self._mode
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def link(self) -> Link:
+        """This engine's end of its link to the page."""
+        return self._link
+
+    @property
+    def flights(self) -> FlightTable:
+        """The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py)."""
+        return self._flights
 
     def _wire(self, handshake_ms: float) -> None:
         """The parts that meet here, each given only what it uses of the others."""
@@ -281,7 +298,7 @@ class Scheduler:
         if self._loop_task is None or self._loop_task.done():
             self._loop_task = asyncio.ensure_future(self._loop())
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         self._tasks.spawn(coro)
 
     # ------------------------------------------------------------ the loop

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..core import policy
 from ..core.codes import Code
@@ -39,8 +39,7 @@ from ..core.status import ONLY_RUNNING, Status
 from ..core.view import Entry
 from .calls import EngineBasics, Publish, Write
 from .control import PassControl
-from .inflight import FlightTable
-from .passes import Pass
+from .inflight import Flight, FlightTable
 from .runlocks import Release
 
 log = logging.getLogger("pyjobq")
@@ -48,6 +47,19 @@ log = logging.getLogger("pyjobq")
 #: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news)
 #: this often.
 LOOK_EVERY_MS = 1_000.0
+
+
+class Lanes(Protocol):
+    """What the settle uses of the pass (pyjobq/engine/passes.py): the lane's next job, and the
+    group commit that stores an outcome and claims it in one transaction."""
+
+    @property
+    def looked_at(self) -> float: ...
+
+    async def follow_on(self, flight: Flight, now: float) -> tuple[Entry, Release] | None: ...
+
+    async def group_commit(self, changes: list[Change], claims: list[Entry],
+                           releases: dict[str, Release], now: float) -> list[Updated]: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +72,7 @@ class SettleEngine(EngineBasics):
     backoff: Callable[[int], float]
     flights: FlightTable
     #: The pass: the lane's next job (:meth:`Pass.follow_on`) and the group commit.
-    lanes: Pass
+    lanes: Lanes
     write: Write
     publish: Publish
     control: PassControl

@@ -44,12 +44,18 @@ log = logging.getLogger("pyjobq")
 BOOT_MESSAGES = frozenset({"worker_progress", "worker_fetched", "worker_booting", "worker_error"})
 
 
+#: The classes a failed reply may name: pyjobq's own errors, never an arbitrary name.
+_ERRORS: dict[str, type[PyjobqError]] = {
+    name: kind for name in errors.__all__
+    if isinstance(kind := getattr(errors, name), type) and issubclass(kind, PyjobqError)}
+
+
 def reply_error(msg: dict[str, Any]) -> PyjobqError:
     """The error a failed ``reply`` stands for: of the class the engine raised (``error_type``),
     when it is one of pyjobq's errors, so a page can catch what it would have caught in-process."""
     message = str(msg.get("error"))
-    kind = getattr(errors, str(msg.get("error_type")), None)
-    if isinstance(kind, type) and issubclass(kind, PyjobqError):
+    kind = _ERRORS.get(str(msg.get("error_type")))
+    if kind is not None:
         try:
             return kind(message)
         except TypeError:  # a class with other constructor arguments

@@ -29,6 +29,7 @@ from .fetch import Answer, code_from_body
 #: An executor: an async callable taking the job's abort signal.
 Executor = Callable[[AbortSignal], Any]
 
+
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """The fields of a failed ``run_result``: only these survive the closure
     (spec: "Where jobs run")."""

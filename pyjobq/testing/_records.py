@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from types import TracebackType
 from typing import Any, Callable
@@ -75,8 +76,6 @@ class sequential_ids:
         self._saved: dict[Any, Callable[[], str]] = {}
 
     def __enter__(self) -> "sequential_ids":
-        import importlib
-
         counter = itertools.count(self._start, self._step)
 
         def new_id() -> str:

@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
 from ..core.backoff import make_backoff
-from ..core.ports import Lease, Message, Unsubscribe
+from ..core.ports import Lease, Message, Timer, Unsubscribe
 from ..engine.lease import (
     HostLease,
     LeaseHolder,
@@ -160,12 +160,13 @@ class GuardedStore:
 
 class _DeferrableTimer:
     def __init__(self) -> None:
-        self.inner: Any = None
+        self.inner: Timer | None = None
         self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
-        self.inner.cancel()
+        if self.inner is not None:
+            self.inner.cancel()
 
 
 class FreezableClock:

@@ -33,8 +33,6 @@ async def _contract_in_pyodide(selenium, contract_source):
     assert len(contract.CHECKS) >= 15
 
 
-
-
 def test_contract_source_is_the_shared_suite():
     assert "CHECKS" in CONTRACT and "async def check_update_read_modify_write" in CONTRACT
 

@@ -24,6 +24,7 @@ from source_scan import lines_matching  # noqa: E402  (tests/ is on sys.path)
 LITERAL = re.compile(r"""\bcode\s*=\s*["']|["']code["']\s*:\s*["']|\bcode\s*[!=]=\s*["']"""
                      r"""|\bcode\s+or\s+["']|\bcode\s*=[^\n]*\belse\s+["']""")
 
+
 def code_literals() -> dict[str, list[str]]:
     """Each pyjobq source file (but the table) with its lines that write a code as a literal."""
     return lines_matching(LITERAL, skip={"pyjobq/core/codes.py"})

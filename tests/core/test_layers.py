@@ -3,11 +3,14 @@
 An AST walk of every module of the package (imports inside functions and ``TYPE_CHECKING``
 blocks count: a deferred import hides a cycle, it does not remove it). The layers, bottom up:
 
-- ``pyjobq.core``: pure decisions and vocabularies; imports nothing of pyjobq outside itself.
-- the shared vocabulary ``pyjobq.codes``, ``pyjobq.errors``, ``pyjobq.abort``: leaves over the core.
+- ``pyjobq.core``: pure decisions and vocabularies (the error codes and errors among them);
+  imports nothing of pyjobq outside itself.
+- the leaves ``pyjobq.codes``, ``pyjobq.errors`` (the public paths of the core's) and
+  ``pyjobq.abort`` (the executors' signal): over the core only.
 - ``pyjobq.engine``: the scheduler and its parts, run in the worker and in the page; imports only
-  the layers above and itself — nothing of the executor side, ``pyjobq.browser`` or the front.
-- everything else (the executor side, the browser adapters, the front) may import the engine.
+  the core and itself — nothing of the executor side, ``pyjobq.browser`` or the front.
+- everything else (the executor side, the browser adapters, the front) may import the engine;
+  the scheduler worker loads nothing of the page's side.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyjobq"
-VOCABULARY = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort"}
+LEAVES = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort"}
 
 
 def module_name(path: Path) -> str:
@@ -53,6 +56,41 @@ def imports(name: str) -> Iterator[tuple[str, int]]:
                 yield (sub if sub in MODULES else target), node.lineno
 
 
+def not_run_on_import(name: str) -> set[int]:
+    """The lines of ``name`` that importing it does not run: function bodies, and the body of
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(MODULES[name].read_text())
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body: list[ast.stmt] = node.body
+        elif isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            body = node.body
+        else:
+            continue
+        for inner in body:
+            lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def loaded_by(root: str) -> set[str]:
+    """Every pyjobq module that importing ``root`` loads (each module's packages included)."""
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        packages = (".".join(parts[:i]) for i in range(1, len(parts)))
+        todo += [package for package in packages if package in MODULES]
+        skip = not_run_on_import(name)
+        todo += [t for t, line in imports(name) if t in MODULES and line not in skip]
+    return seen
+
+
 def within(name: str, layer: str) -> bool:
     return name == layer or name.startswith(layer + ".")
 
@@ -69,18 +107,31 @@ def test_the_core_imports_nothing_of_pyjobq_outside_it(name: str) -> None:
     assert [(t, line) for t, line in imports(name) if not within(t, "pyjobq.core")] == []
 
 
-@pytest.mark.parametrize("name", sorted(VOCABULARY))
-def test_the_vocabulary_imports_only_the_core_and_itself(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(LEAVES))
+def test_the_leaves_import_only_the_core(name: str) -> None:
     assert [(t, line) for t, line in imports(name)
-            if not within(t, "pyjobq.core") and t not in VOCABULARY] == []
+            if not within(t, "pyjobq.core")] == []
 
 
 @pytest.mark.parametrize("name", [n for n in MODULES if within(n, "pyjobq.engine")])
 def test_the_engine_imports_nothing_of_the_executor_side_the_browser_or_the_front(
         name: str) -> None:
-    allowed = ("pyjobq.core", "pyjobq.engine", *VOCABULARY)
+    allowed = ("pyjobq.core", "pyjobq.engine")
     assert [(t, line) for t, line in imports(name)
             if not any(within(t, layer) for layer in allowed)] == []
+
+
+def test_the_scheduler_worker_loads_nothing_of_the_page_side_or_the_front() -> None:
+    # The worker boots Pyodide and pyjobq for its scheduler alone: a page module loaded there is
+    # time and memory spent in every tab's worker (and a sign the layers have mixed).
+    # (``import pyjobq`` itself loads ``configure`` and the ``Job`` type: light, and every
+    # ``pyjobq.x`` import runs it.)
+    page_side = ("pyjobq.executor", "pyjobq.queue", "pyjobq.outbox", "pyjobq.ui", "pyjobq.notebook",
+                 "pyjobq.browser.page_main", "pyjobq.browser.lifecycle", "pyjobq.browser.bg_jobs",
+                 "pyjobq.testing")
+    loaded = loaded_by("pyjobq.browser.worker_main")
+    assert {"pyjobq.engine.scheduler", "pyjobq.browser.idb"} <= loaded
+    assert sorted(n for n in loaded if any(within(n, side) for side in page_side)) == []
 
 
 def test_no_import_cycle() -> None:
