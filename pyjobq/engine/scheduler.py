@@ -70,7 +70,7 @@ import asyncio
 import logging
 import math
 import random as _random
-from typing import Any, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Callable, Coroutine, Final, Mapping, Sequence
 
 from ..core import messages, policy
 from ..core.backoff import make_backoff
@@ -136,13 +136,17 @@ class Scheduler:
         if not isinstance(mode, Mode):
             raise TypeError("mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or "
                             f"OUTBOX), got {mode!r}")
-        # Read-only below: the parts were given them (_wire).
-        self._mode, self._store, self._link = mode, store, link
+        # Final: the parts were given them (_wire), so they are never reassigned.
+        self.mode: Final = mode
+        self.store: Final = store
+        #: This engine's end of its link to the page.
+        self.link: Final = link
         #: The retry ladder: attempt n → delay in ms.
         self.backoff = backoff if backoff is not None else make_backoff(random)
         #: ``navigator.onLine`` here, read when an outcome says nothing of the network.
         self.is_online = is_online
-        self._flights = FlightTable(clock, source, on_ended=self._on_ended)
+        #: The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py).
+        self.flights: Final = FlightTable(clock, source, on_ended=self._on_ended)
         self._channel = channel
         self._locks = locks
         self._clock = clock
@@ -164,25 +168,6 @@ class Scheduler:
         self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
         self._wire(handshake_timeout_ms)
-
-    @property
-    def mode(self) -> Mode:
-        """What kind of engine this is: the job queue's, the volatile one or the outbox's."""
-        return self._mode
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def link(self) -> Link:
-        """This engine's end of its link to the page."""
-        return self._link
-
-    @property
-    def flights(self) -> FlightTable:
-        """The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py)."""
-        return self._flights
 
     def _wire(self, handshake_ms: float) -> None:
         """The parts that meet here, each given only what it uses of the others."""
