@@ -308,6 +308,27 @@ class Tab:
     fail or pause with :meth:`crash`, :meth:`freeze` and :meth:`resume`.
     """
 
+    #: The page's end of its link to the worker (:class:`~pyjobq.memory.MemoryLink`).
+    page_link: MemoryLink
+    #: The worker's end of that link.
+    worker_link: MemoryLink
+    #: The worker's ``navigator.locks``.
+    locks: FakeLocks
+    #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
+    page_locks: FakeLocks
+    #: This tab's view of the world's clock (its worker's timers).
+    clock: FreezableClock
+    #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
+    page_clock: FreezableClock
+    #: The page's job-update channel.
+    page_channel: FreezableChannel
+    #: The worker's job-update channel.
+    worker_channel: FreezableChannel
+    #: The page's lease channel (pings: :class:`~pyjobq.engine.lease.LeaseWatch`).
+    page_lease_channel: FreezableChannel
+    #: The worker's lease channel.
+    worker_lease_channel: FreezableChannel
+
     def __init__(self, world: "World", name: str, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
@@ -365,21 +386,12 @@ class Tab:
 
     def _open_ports(self, world: "World") -> None:
         """The page's and the worker's links, lock contexts, clocks and channels."""
-        #: The page's and the worker's ends of their link (:class:`~pyjobq.memory.MemoryLink`).
         self.page_link, self.worker_link = link_pair()
-        #: The worker's ``navigator.locks``.
-        self.locks = world.locks.client()
-        #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
-        self.page_locks = world.locks.client()
-        #: This tab's view of the world's clock (its worker's timers).
+        self.locks, self.page_locks = world.locks.client(), world.locks.client()
         self.clock = FreezableClock(world.clock, self)
-        #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
         self.page_clock = FreezableClock(world.clock, self)
-        #: The page's and the worker's channels.
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
         self.worker_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
-        #: The lease channel (pings: :class:`~pyjobq.engine.lease.LeaseWatch`), the page's and
-        #: the worker's.
         self.page_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
         self.worker_lease_channel = FreezableChannel(world.channels.channel(LEASE_CHANNEL), self)
 
