@@ -26,6 +26,8 @@ from .abort import AbortSignal
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.status import TERMINAL
 from .executor import host as _host
+from .executor.current import current_job_id as current_job_id  # queue.current_job_id()
+from .executor.current import report_progress as report_progress  # queue.report_progress()
 from .executor.side import ExecutorSide
 from .handle import Job, JobUpdate
 

@@ -180,3 +180,16 @@ def test_housekeeping_calls_take_effect_in_call_order_and_refuse_a_wrong_typed_a
     """)
     assert out.split() == ["delete_job(job_id)", "job(job_id)", "suspend_type(type)",
                            "delete_group(group)", "ok"]
+
+
+def test_the_queue_module_offers_what_its_executors_call() -> None:
+    """``queue.report_progress`` and ``queue.current_job_id``, as the README's examples call
+    them, are the package's own."""
+    out = run_python("""
+        import pyjobq
+        from pyjobq import queue
+        assert queue.report_progress is pyjobq.report_progress
+        assert queue.current_job_id is pyjobq.current_job_id
+        print("ok")
+    """)
+    assert out.strip() == "ok"
