@@ -401,7 +401,8 @@ def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() 
 
 def test_run_started_leaves_in_the_run_messages_own_event() -> None:
     """The handshake costs no extra event-loop turn: the page posts run_started while
-    handling run, so it is delivered on the very next turn."""
+    handling run, so it is delivered on the very next turn — and the executor's first step
+    runs in that event too (issue 24), so one that finishes there is answered there."""
     from pyjobq.core.messages import make
     from pyjobq.executor.side import ExecutorSide
     from pyjobq.memory import ChannelHub, link_pair
@@ -420,8 +421,9 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
                             reconstructors={"k": lambda params: work})
         side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
                                         job_type="t", attempt=1))
-        await asyncio.sleep(0)  # one turn: the answer posted during the handler is delivered
-        assert heard == ["run_started"]
+        assert steps == ["executor ran"]  # its first step ran inside the handler
+        await asyncio.sleep(0)  # one turn: what was posted during the handler is delivered
+        assert heard == ["run_started", "run_result"]
         await settle()
         assert heard == ["run_started", "run_result"] and steps == ["executor ran"]
     run(main)

@@ -23,6 +23,7 @@ from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqE
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
+from ..engine.tasks import start_now
 from .current import _current_run
 from .fetch import Answer, code_from_body
 
@@ -129,7 +130,8 @@ class Runner:
             return
         started = self._start(msg)
         if started is not None:
-            asyncio.ensure_future(self._finish(job_id, started))
+            # Now: an executor that finished in its first step is answered in this event too.
+            start_now(self._finish(job_id, started))
 
     def check(self, msg: dict[str, Any]) -> None:
         """A ``run_check``: say whether this claim's run is in hand. The link is FIFO, so the
@@ -196,15 +198,17 @@ class Runner:
             return None
         job_id = msg["job_id"]
         signal = AbortSignal()
-        token = _current_run.set((self.link, job_id))
-        try:
-            task: asyncio.Future[Any] = asyncio.ensure_future(executor(signal))
-        finally:
-            _current_run.reset(token)
         claim: str | None = msg.get("claim")
-        self.running[job_id] = _Run(task, signal, claim)
+        # Said before the executor's first step, which runs now (start_now) and may report
+        # progress: the engine hears of the run before anything the run says.
         self.link.send(make("run_started", job_id=job_id,
                             **({"claim": claim} if claim is not None else {})))
+        token = _current_run.set((self.link, job_id))
+        try:
+            task: asyncio.Future[Any] = start_now(executor(signal))
+        finally:
+            _current_run.reset(token)
+        self.running[job_id] = _Run(task, signal, claim)
         yield_lock = self.yields.get(msg.get("job_type", ""))
         if yield_lock and self.locks is not None:
             self._hold_shared(yield_lock, task, signal)
