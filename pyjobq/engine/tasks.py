@@ -13,7 +13,7 @@ from typing import Any, Coroutine, Iterator, TypeVar
 _T = TypeVar("_T")
 
 
-def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
     """A task whose first step runs now, in the caller's event, up to its first ``await``.
 
     In a browser every ``call_soon`` is a browser task of its own (a ``MessageChannel`` post),
@@ -22,9 +22,16 @@ def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
     caller's next line. (Python 3.12 and later; on 3.11 the task starts on the next turn.)
     """
     loop = asyncio.get_running_loop()
-    if sys.version_info >= (3, 12):
+    if sys.version_info < (3, 12):
+        return loop.create_task(coro)
+    factory = loop.get_task_factory()
+    if factory is None:
         return asyncio.Task(coro, loop=loop, eager_start=True)
-    return loop.create_task(coro)
+    # A host's task factory still sees the task (the simulation files each under its tab).
+    try:
+        return factory(loop, coro, eager_start=True)
+    except TypeError:  # a factory that takes no eager_start: the task starts on the next turn
+        return factory(loop, coro)
 
 
 class TaskSet:
