@@ -399,6 +399,32 @@ def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() 
     run(main)
 
 
+def test_progress_reported_in_the_executors_first_step_follows_run_started() -> None:
+    """The executor's first step runs inside the ``run`` handler (issue 24): a progress report
+    there must still reach the engine after ``run_started``, never before it."""
+    from pyjobq import report_progress
+    from pyjobq.core.messages import make
+    from pyjobq.executor.side import ExecutorSide
+    from pyjobq.memory import ChannelHub, link_pair
+
+    async def main() -> None:
+        page_end, worker_end = link_pair()
+        heard: list[str] = []
+        worker_end.subscribe(lambda msg: heard.append(msg["type"]))
+
+        async def work(signal: Any) -> str:
+            report_progress(0.5)
+            return "ok"
+
+        side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
+                            reconstructors={"k": lambda params: work})
+        side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
+                                        job_type="t", attempt=1))
+        await settle()
+        assert heard == ["run_started", "progress", "run_result"]
+    run(main)
+
+
 def test_run_started_leaves_in_the_run_messages_own_event() -> None:
     """The handshake costs no extra event-loop turn: the page posts run_started while
     handling run, so it is delivered on the very next turn — and the executor's first step
