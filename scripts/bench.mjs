@@ -13,6 +13,9 @@
 //                                     BENCH_SITE=DIR measures another built site (e.g. an older commit's)
 //   --profile [N]                     no figures: N (default 300) persistent jobs of one type under
 //                                     cProfile on the page and in the scheduler worker; prints both top lists
+//                                     (BENCH_PROFILE_CALLERS=regex: who calls the matching functions)
+//   --trace [N]                       no figures: N persistent jobs of one type; per job, how long each
+//                                     side holds it and each message travels (medians)
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -517,6 +520,9 @@ def _pyjobq_profile(start):
     _profiler.disable()
     out = io.StringIO()
     pstats.Stats(_profiler, stream=out).sort_stats("${process.env.BENCH_PROFILE_SORT || "tottime"}").print_stats(${Number(process.env.BENCH_PROFILE_ROWS) || 35})
+    callers = ${JSON.stringify(process.env.BENCH_PROFILE_CALLERS || "")}
+    if callers:
+        pstats.Stats(_profiler, stream=out).print_callers(callers)
     return out.getvalue()
 `;
 
@@ -535,6 +541,172 @@ async function profile(browser, base, n) {
   await ctx.close();
 }
 
+// Every pyjobq message each side posts and handles, stamped on one clock (timeOrigin + now).
+const TRACE = `
+import js, json
+from pyjobq.browser import ports as _trace_ports
+_trace = []
+def _trace_on():
+    deliver = _trace_ports._Listeners.deliver
+    class _Json:
+        loads = staticmethod(json.loads)
+        @staticmethod
+        def dumps(message):
+            # Bound sends are held by the engine: the module's json is where every post passes.
+            _trace.append((js.performance.timeOrigin + js.performance.now(), "out", message.get("type"), message.get("job_id") or message.get("id")))
+            return json.dumps(message)
+    def traced_deliver(self, data):
+        t = js.performance.timeOrigin + js.performance.now()
+        deliver(self, data)
+        m = _trace_ports.decode(data) or {}
+        _trace.append((t, "in", m.get("type"), m.get("job_id") or m.get("id"), js.performance.timeOrigin + js.performance.now()))
+    _trace_ports.json, _trace_ports._Listeners.deliver = _Json, traced_deliver
+    try:
+        import asyncio
+        from pyjobq.browser import drain as _trace_drain
+        loop = asyncio.get_event_loop()
+        _trace.append((0, "run_ready", str(getattr(loop, "_pyjobq_run_ready", None) is not None), None))
+    except Exception as exc:
+        _trace.append((0, "run_ready", repr(exc), None))
+    def marked(cls, name):
+        fn = getattr(cls, name)
+        async def wrapper(*a, **k):
+            _trace.append((js.performance.timeOrigin + js.performance.now(), "mark", f"{cls.__name__}.{name} in", None))
+            try:
+                return await fn(*a, **k)
+            finally:
+                _trace.append((js.performance.timeOrigin + js.performance.now(), "mark", f"{cls.__name__}.{name} out", None))
+        setattr(cls, name, wrapper)
+    try:
+        from pyjobq.engine.settle import Settler
+        from pyjobq.engine.passes import Pass
+        from pyjobq.engine.runlocks import RunLocks
+        take = RunLocks.take
+        async def peek_take(self, entries):
+            for e in entries:
+                asked = self._prefetched.get(e.type) or {}
+                if isinstance(asked, tuple):  # one asked ahead per type (before depth 2)
+                    asked = {asked[0]: asked[1]}
+                state = "none" if not asked else "other" if e.id not in asked else "done" if asked[e.id].done() else "pending"
+                _trace.append((js.performance.timeOrigin + js.performance.now(), "prefetch", state, None))
+            return await take(self, entries)
+        RunLocks.take = peek_take
+        marked(Settler, "settle"); marked(Pass, "follow_on"); marked(Pass, "group_commit"); marked(RunLocks, "take")
+        take_one = RunLocks._take_one
+        async def timed_take_one(self, entry):
+            t0 = js.performance.timeOrigin + js.performance.now()
+            try:
+                return await take_one(self, entry)
+            finally:
+                _trace.append((t0, "take_one", "ms", js.performance.timeOrigin + js.performance.now() - t0))
+        RunLocks._take_one = timed_take_one
+    except Exception as exc:
+        _trace.append((0, "marks", repr(exc), None))
+    try:
+        from pyjobq.browser import idb as _trace_idb
+    except ImportError:
+        return "on"
+    init, finish = _trace_idb._Transaction.__init__, _trace_idb._Transaction._finish
+    def traced_init(self, db, mode, what):
+        _trace.append((js.performance.timeOrigin + js.performance.now(), "tx", what, None))
+        init(self, db, mode, what)
+    def traced_finish(self, error):
+        if not self.future.done():
+            _trace.append((js.performance.timeOrigin + js.performance.now(), "tx-end", self.what, None))
+        finish(self, error)
+    then = _trace_idb._Transaction.then
+    def traced_then(self, request, fn):
+        def timed(result):
+            _trace.append((js.performance.timeOrigin + js.performance.now(), "cb", self.what, None))
+            fn(result)
+            _trace.append((js.performance.timeOrigin + js.performance.now(), "cb-end", self.what, None))
+        then(self, request, timed)
+    _trace_idb._Transaction.__init__, _trace_idb._Transaction._finish = traced_init, traced_finish
+    _trace_idb._Transaction.then = traced_then
+    one_call = getattr(_trace_idb.IndexedDBStore, "_in_one_call", None)
+    if one_call is not None:  # the settle-and-claim made in one call into JavaScript
+        async def traced_one_call(self, what, keys, values, decide=None):
+            now = lambda: js.performance.timeOrigin + js.performance.now()
+            def timed(read):
+                _trace.append((now(), "cb", what, None))
+                try:
+                    return decide(read)
+                finally:
+                    _trace.append((now(), "cb-end", what, None))
+            _trace.append((now(), "tx", what, None))
+            try:
+                return await one_call(self, what, keys, values, None if decide is None else timed)
+            finally:
+                _trace.append((now(), "tx-end", what, None))
+        _trace_idb.IndexedDBStore._in_one_call = traced_one_call
+    return "on"
+`;
+
+/** Per job of a serial lane: how long each side holds it, and how long each message travels. */
+async function trace(browser, base, n) {
+  const ctx = await browser.newContext();
+  const a = await openBenchPage(ctx, base, `trace-${Date.now().toString(36)}`);
+  await py(a, TRACE + "_trace_on()");
+  await bench(a, "ask", { cmd: "python", code: TRACE + "_trace_on()" });
+  const out = await py(a, `await persistent(${n}, 1)`);
+  if (out.not_done) console.log("a job not done:", await py(a, `repr(await queue.enqueue_fetch("POST", "/bench", None, type="probe").done)`));
+  const asList = (v) => (typeof v === "string" ? JSON.parse(v) : v);
+  const page = asList(await py(a, "json.dumps(_trace)"));
+  const worker = asList((await bench(a, "ask", { cmd: "python", code: "json.dumps(_trace)" })).value);
+  await ctx.close();
+  const first = (xs, dir, type) => { const m = new Map(); for (const e of xs) if (e[1] === dir && e[2] === type && e[3] && !m.has(e[3])) m.set(e[3], e); return m; };
+  const wRunOut = first(worker, "out", "run"), pRunIn = first(page, "in", "run");
+  const pResOut = first(page, "out", "run_result"), wResIn = first(worker, "in", "run_result");
+  const ids = [...wRunOut.keys()].filter((id) => pRunIn.has(id) && pResOut.has(id) && wResIn.has(id));
+  const seg = { "run: worker post -> page handler": [], "page: run handled -> run_result posted": [],
+    "run_result: page post -> worker handler": [], "worker: run_result handled -> next run posted": [] };
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    seg["run: worker post -> page handler"].push(pRunIn.get(id)[0] - wRunOut.get(id)[0]);
+    seg["page: run handled -> run_result posted"].push(pResOut.get(id)[0] - pRunIn.get(id)[0]);
+    seg["run_result: page post -> worker handler"].push(wResIn.get(id)[0] - pResOut.get(id)[0]);
+    if (i + 1 < ids.length) seg["worker: run_result handled -> next run posted"].push(wRunOut.get(ids[i + 1])[0] - wResIn.get(id)[0]);
+  }
+  const takes = worker.filter((e) => e[1] === "take_one").map((e) => e[3]);
+  if (takes.length) console.log(`run lock asked -> answered: median ${median(takes).toFixed(2)} ms over ${takes.length}`);
+  const count = (xs) => { const c = {}; for (const e of xs) { const k = `${e[1]} ${e[2]}`; c[k] = (c[k] || 0) + 1; } return c; };
+  console.log("page messages:", JSON.stringify(count(page)));
+  console.log("worker messages:", JSON.stringify(count(worker)));
+  // The worker's turnaround, split at its transaction: before it begins, inside it, after it ends.
+  const split = { "worker: run_result handled -> tx begun": [], "worker: tx begun -> tx complete": [], "worker: tx complete -> next run posted": [] };
+  for (let i = 0; i + 1 < ids.length; i++) {
+    const t0 = wResIn.get(ids[i])[0], t3 = wRunOut.get(ids[i + 1])[0];
+    const begun = worker.find((e) => e[1] === "tx" && e[0] >= t0 && e[0] <= t3);
+    const ended = worker.find((e) => e[1] === "tx-end" && begun && e[0] >= begun[0] && e[0] <= t3);
+    if (!begun || !ended) continue;
+    split["worker: run_result handled -> tx begun"].push(begun[0] - t0);
+    split["worker: tx begun -> tx complete"].push(ended[0] - begun[0]);
+    split["worker: tx complete -> next run posted"].push(t3 - ended[0]);
+    const cbs = worker.filter((e) => (e[1] === "cb" || e[1] === "cb-end") && e[0] >= begun[0] && e[0] <= ended[0]);
+    if (cbs.length >= 2) {
+      (split["tx: begun -> first get's callback"] ||= []).push(cbs[0][0] - begun[0]);
+      (split["tx: callbacks, first begins -> last ends"] ||= []).push(cbs[cbs.length - 1][0] - cbs[0][0]);
+      (split["tx: last callback ends -> complete"] ||= []).push(ended[0] - cbs[cbs.length - 1][0]);
+    }
+  }
+  Object.assign(seg, split);
+  // Each mark's first time after a run_result was handled, and before the next run was posted.
+  for (let i = 0; i + 1 < ids.length; i++) {
+    const t0 = wResIn.get(ids[i])[0], t3 = wRunOut.get(ids[i + 1])[0];
+    const seen = new Set();
+    for (const e of worker) {
+      if (e[1] !== "mark" || e[0] < t0 || e[0] > t3 || seen.has(e[2])) continue;
+      seen.add(e[2]);
+      (seg[`  after run_result: ${e[2]}`] ||= []).push(e[0] - t0);
+    }
+  }
+  console.log(`${n} persistent jobs, one type, traced (${out.not_done} not done): ${out.jobs_per_s.toFixed(0)} jobs/s (${(1000 / out.jobs_per_s).toFixed(2)} ms a job)`);
+  for (const [name, xs] of Object.entries(seg)) {
+    const s = [...xs].sort((x, y) => x - y);
+    console.log(`  ${name.padEnd(48)} median ${median(xs).toFixed(2)} ms, p90 ${s[Math.floor(s.length * 0.9)]?.toFixed(2)} ms, mean ${(xs.reduce((x, y) => x + y, 0) / xs.length).toFixed(2)} ms`);
+  }
+}
+
 async function main() {
   if (!fs.existsSync(path.join(SITE, "bench", "index.html"))) throw new Error("build/site/bench is missing: run `make build`");
   const { base, proc } = await startServer();
@@ -545,6 +717,10 @@ async function main() {
     const info = JSON.parse(fs.readFileSync(path.join(SITE, "build-info.json"), "utf8"));
     const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model?.trim() || "?"}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ` +
       `Chromium ${browser.version()}, Pyodide ${info.pyodide}, load avg ${os.loadavg()[0].toFixed(1)}`;
+    if (argv.includes("--trace")) {
+      const n = Number(argv[argv.indexOf("--trace") + 1]) || 300;
+      return await trace(browser, base, n);
+    }
     if (argv.includes("--profile")) {
       const n = Number(argv[argv.indexOf("--profile") + 1]) || 300;
       return await profile(browser, base, n);

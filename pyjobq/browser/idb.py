@@ -11,6 +11,14 @@ and then awaits one future resolved by the transaction's ``complete`` (or
 rejected by its ``error``/``abort``). Every callback proxy is destroyed once
 the transaction has finished.
 
+The two transactions of every job — the enqueue's ``add`` and the settle-and-claim's
+``update_many`` — are instead made in one call into ``idb_batch.js``: it issues the reads,
+calls Python back (:meth:`_OneCalls._called_back`, one long-lived proxy) in the last
+read's success event, and issues the writes Python decided, converted in one ``to_js``; it
+calls back once more in the event that ends the transaction, where the awaiting code goes on
+(:func:`pyjobq.browser.drain.run_ready`). The decisions stay here; a transaction costs one
+call rather than a proxy per request, and no browser task of its own after it ends.
+
 Schema (spec: "The job record"): the application-named database, version 1,
 object store ``jobs`` keyed on ``id``, indexes ``by_status``, ``by_group``,
 ``by_group_status`` (compound) and ``by_next_retry``. ``next_retry_at`` is set
@@ -21,11 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import math
+from importlib import resources
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
+from pyodide.code import run_js
 from pyodide.ffi import jsnull, to_js
 
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
@@ -42,7 +53,7 @@ from ..core.records import (
 )
 from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
 from ..core.view import Entry
-from . import proxies
+from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
 
@@ -58,6 +69,18 @@ INDEXES: dict[str, Any] = {
 
 def _to_js(value: dict[str, Any]) -> Any:
     return to_js(value, dict_converter=js.Object.fromEntries, create_pyproxies=False)
+
+
+_batch: Any = None
+
+
+def _batches() -> Any:
+    """The JavaScript half of a transaction made in one call (``idb_batch.js``: ``update``,
+    ``add``), evaluated once per context."""
+    global _batch
+    if _batch is None:
+        _batch = run_js(resources.files(__package__).joinpath("idb_batch.js").read_text())
+    return _batch
 
 
 def _error(what: str, error: Any) -> StorageError:
@@ -228,6 +251,129 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
     return records
 
 
+def _apply(changes: Sequence[Change], done: list[Updated], values: Any) -> Any:
+    """``update_many``'s decision, made once every read has succeeded, in the transaction
+    (``idb_batch.js``): each change applied in order — on what an earlier change of the same
+    call wrote to its record — into ``done``; returns the writes, converted in one ``to_js``."""
+    written: dict[str, JobRecord] = {}
+    dels: list[Any] = []
+    puts: list[dict[str, Any]] = []
+    for change, value in zip(changes, values):
+        current: JobRecord | None
+        if change.job_id in written:
+            current = written[change.job_id]
+        elif value is None:
+            done.append(Updated(None, False))
+            continue
+        else:
+            bad: list[tuple[Any, JobRecord]] = []
+            current = _decode(value, bad)
+            if bad:  # failed in this same transaction; the change is not applied to it
+                key, failed = bad[0]
+                if key != failed.id and key is not None:
+                    dels.append(key)  # a non-str key: the failed record is filed under its str
+                puts.append(failed.to_dict())
+                done.append(Updated(failed, False))
+                continue
+            if current is None:  # a newer pyjobq's record: left exactly as it is
+                done.append(Updated(None, False))
+                continue
+        new = change.replacement(current)
+        if new is None:
+            done.append(Updated(current, False))
+            continue
+        puts.append(new.to_dict())
+        written[change.job_id] = new
+        done.append(Updated(new, True))
+    return to_js({"del": dels, "put": puts}, dict_converter=js.Object.fromEntries,
+                 create_pyproxies=False)
+
+
+class _Pending:
+    """A one-call transaction under way: what it decides, its end, what its decision raised."""
+
+    def __init__(self, what: str, ended: asyncio.Future[StorageError | None],
+                 decide: Callable[[Any], Any] | None) -> None:
+        self.what = what
+        self.ended = ended
+        self._decide = decide
+        self.raised: BaseException | None = None
+
+    def decide(self, values: Any) -> Any:
+        """The writes, for the values read; None (the transaction aborts) when deciding raised."""
+        if self._decide is None:
+            return None
+        try:
+            return self._decide(values)
+        except BaseException as exc:  # an exception must abort, not commit half
+            self.raised = exc
+            return None
+
+
+class _OneCalls:
+    """Transactions made in one call into ``idb_batch.js``, with the one proxy it calls back."""
+
+    def __init__(self) -> None:
+        self._callback: Any = None
+        self._pending: dict[int, _Pending] = {}
+        self._tokens = itertools.count()
+        self._closed = False
+
+    async def run(self, db: Any, what: str, keys: Sequence[str] | None, values: Any,
+                  decide: Callable[[Any], Any] | None) -> None:
+        """``update`` (read ``keys``, write what ``decide(values read)`` answers) or, with no
+        keys, ``add`` of ``values``: one transaction. Raises what ``decide`` raised, or a
+        :class:`StorageError`."""
+        self._closed = False
+        if self._callback is None:
+            self._callback = proxies.create(self._called_back)
+        token = next(self._tokens)
+        pending = _Pending(what, asyncio.get_event_loop().create_future(), decide)
+        self._pending[token] = pending
+        try:
+            if keys is None:
+                _batches().add(db, STORE, values, token, self._callback)
+            else:
+                _batches().update(db, STORE, to_js(list(keys)), token, self._callback)
+            error = await pending.ended
+        finally:
+            del self._pending[token]
+            self._drop_callback()
+        if pending.raised is not None:
+            raised = pending.raised
+            raise raised if isinstance(raised, Exception) else StorageError(str(raised))
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """The connection closed: the proxy goes once no transaction may still call it."""
+        self._closed = True
+        self._drop_callback()
+
+    def _drop_callback(self) -> None:
+        if self._closed and not self._pending and self._callback is not None:
+            proxies.destroy(self._callback)
+            self._callback = None
+
+    def _called_back(self, token: int, values: Any, end: Any) -> Any:
+        """``idb_batch.js`` calls this in a transaction's events: with the values read (the
+        answer is what to write), and at its end (the awaiting code goes on at once, in that
+        same event: :func:`pyjobq.browser.drain.run_ready`)."""
+        pending = self._pending.get(token)
+        if pending is None:
+            return None
+        if end is None or end is jsnull:  # JavaScript passes undefined (None); null is jsnull
+            return pending.decide(values)
+        if not pending.ended.done():
+            try:
+                error = None if end.ok else _error(pending.what, end)
+            except Exception as exc:  # never a transaction whose end is lost: a clear error
+                error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
+            pending.ended.set_result(error)
+        drain.run_ready()
+        return None
+
+
 class IndexedDBStore:
     """:class:`~pyjobq.core.ports.Store` over the application-named IndexedDB database.
 
@@ -244,6 +390,7 @@ class IndexedDBStore:
         self._db: Any = None
         self._opening: asyncio.Future[Any] | None = None
         self._unlisten: Callable[[], None] | None = None
+        self._one_calls = _OneCalls()
         #: Why this store no longer works, once another tab upgraded the database.
         self.upgraded: str | None = None
 
@@ -332,6 +479,14 @@ class IndexedDBStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._one_calls.close()
+
+    async def _in_one_call(self, what: str, keys: Sequence[str] | None, values: Any,
+                           decide: Callable[[Any], Any] | None = None) -> None:
+        db = await self._open()
+        if self.upgraded is not None:  # upgraded while this operation waited for the open
+            raise DatabaseUpgradedError(self.upgraded)
+        await self._one_calls.run(db, what, keys, values, decide)
 
     async def _tx(self, mode: str, what: str) -> _Transaction:
         db = await self._open()
@@ -342,11 +497,11 @@ class IndexedDBStore:
     # ------------------------------------------------------------ the Store contract
 
     async def add(self, records: Sequence[JobRecord]) -> None:
-        t = await self._tx("readwrite", "add")
-        for record in records:
-            t.store.add(_to_js(record.to_dict()))
+        # One conversion and one call for the whole batch.
+        values = to_js([record.to_dict() for record in records],
+                       dict_converter=js.Object.fromEntries, create_pyproxies=False)
         try:
-            await t
+            await self._in_one_call("add", None, values)
         except StorageError as exc:
             if "ConstraintError" in str(exc):
                 raise KeyError("a job with one of these ids already exists: "
@@ -373,39 +528,9 @@ class IndexedDBStore:
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
         if not changes:
             return []
-        t = await self._tx("readwrite", "update_many")
         done: list[Updated] = []
-        written: dict[str, JobRecord] = {}
-
-        def one(change: Change, value: Any) -> None:
-            current: JobRecord | None
-            if change.job_id in written:
-                current = written[change.job_id]
-            elif value is None:
-                done.append(Updated(None, False))
-                return
-            else:
-                bad: list[tuple[Any, JobRecord]] = []
-                current = _decode(value, bad)
-                if bad:  # failed in this same transaction; the change is not applied to it
-                    _put_failed(t.store, *bad[0])
-                    done.append(Updated(bad[0][1], False))
-                    return
-                if current is None:  # a newer pyjobq's record: left exactly as it is
-                    done.append(Updated(None, False))
-                    return
-            new = change.replacement(current)
-            if new is None:
-                done.append(Updated(current, False))
-                return
-            t.store.put(_to_js(new.to_dict()))
-            written[change.job_id] = new
-            done.append(Updated(new, True))
-
-        # Every get is issued now; each success event (in order) runs its change synchronously.
-        for change in changes:
-            t.then(t.store.get(change.job_id), functools.partial(one, change))
-        await t
+        await self._in_one_call("update_many", [c.job_id for c in changes], None,
+                                functools.partial(_apply, changes, done))
         return done
 
     async def update_by_status(self, statuses: Collection[Status],

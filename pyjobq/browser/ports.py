@@ -19,7 +19,7 @@ from pyodide.ffi import JsException, to_js
 from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
 from ..core.ports import Message, Unsubscribe
-from . import proxies
+from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
 
@@ -73,6 +73,7 @@ class _Listeners:
         if self.ignored and isinstance(data, str) and data.startswith(self.ignored):
             return
         self.deliver(data)
+        drain.run_ready()  # in the scheduler worker: handled in the event that delivered it
 
     def close(self) -> None:
         if self._unlisten is not None:
@@ -229,9 +230,11 @@ class WebLocks:
             # so nothing crosses into JS that a .then could destroy.
             promise_executor = proxies.create(executor)
             try:
-                return js.Promise.new(promise_executor)
+                promise = js.Promise.new(promise_executor)
             finally:
                 proxies.destroy(promise_executor)
+            drain.run_ready()  # in the scheduler worker: the holder starts in the grant's event
+            return promise
 
         proxy = proxies.create(granted)
         options = js_object({"mode": mode, "ifAvailable": if_available, "steal": steal})

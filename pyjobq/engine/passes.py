@@ -280,15 +280,18 @@ class Pass:
         return kept
 
     def _prefetch(self, job_type: str) -> None:
-        """Take the run lock of the lane's next job now, while this one runs: the settle's
-        transaction then claims it with no wait for the lock manager."""
-        if not self._e.mode.run_locks or self._view is None or not self._going() \
-                or self._e.run_locks.has_prefetched(job_type):
+        """Take the run locks of the lane's next jobs now, while this one runs: the settle's
+        transaction then claims the next with no wait for the lock manager."""
+        run_locks = self._e.run_locks
+        if not self._e.mode.run_locks or self._view is None or not self._going():
             return
-        entry = self._view.oldest_due(job_type, self._e.clock.now(), self._e.flights.ours(),
-                                      leases=self._e.mode.leases)
-        if entry is not None:
-            self._e.run_locks.prefetch(entry)
+        now, ours = self._e.clock.now(), self._e.flights.ours()
+        while run_locks.wants_prefetch(job_type):
+            entry = self._view.oldest_due(job_type, now, ours | run_locks.prefetched(job_type),
+                                          leases=self._e.mode.leases)
+            if entry is None:
+                return
+            run_locks.prefetch(entry)
 
     def _going(self) -> bool:
         return not self._e.control.stopped and not self._e.control.revoked

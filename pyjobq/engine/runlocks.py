@@ -13,11 +13,14 @@ until its outcome is stored (why: :mod:`pyjobq.engine.lease`, on frozen tabs). :
 asks for them ``ifAvailable``: a free one is taken and its release returned; a held one means
 another page still stores that run's outcome, so the job is left out and its lock *watched*.
 
-A lane's next run lock is asked for while its predecessor runs
+A lane's next run locks are asked for while its predecessor runs
 (:meth:`RunLocks.prefetch`), so the settle's transaction can claim the next job
-with no wait for the lock manager; whatever was taken ahead is let go when the
-pass ends, the lease goes or the scheduler stops (:meth:`RunLocks.drop_prefetched`),
-so the next holder can claim those jobs.
+with no wait for the lock manager. Two are asked ahead (:data:`PREFETCH_DEPTH`): the
+lock manager answers in about as long as a whole job's round takes (``bench.mjs --trace``
+measured 2.3 ms against a 4 ms round on a loaded machine), so a lock asked for only at the
+previous job's hand-off was still unanswered at its settle four times in five. Whatever
+was taken ahead is let go when the pass ends, the lease goes or the scheduler stops
+(:meth:`RunLocks.drop_prefetched`), so the next holder can claim those jobs.
 
 A *watch* is one shared-mode request on a lock someone holds exclusively (a yield
 lock, another page's run lock): it is granted the moment its holder lets go, and
@@ -41,6 +44,9 @@ from .calls import Spawn
 
 Release = Callable[[], None]
 
+#: How many of a lane's next run locks are asked for ahead of their claims.
+PREFETCH_DEPTH = 2
+
 
 def no_release() -> None:
     """The release of a run lock never taken (no run locks in this mode)."""
@@ -55,8 +61,9 @@ class RunLocks:
         self._enabled = enabled
         self._spawn = spawn
         self._wake = wake
-        #: Per type: (job id, the ask for its run lock) taken ahead of that job's claim.
-        self._prefetched: dict[str, tuple[str, asyncio.Future[Release | None]]] = {}
+        #: Per type, in the order asked: each job id and the ask for its run lock, taken ahead
+        #: of that job's claim.
+        self._prefetched: dict[str, dict[str, asyncio.Future[Release | None]]] = {}
         self._watching: set[str] = set()
 
     @property
@@ -80,13 +87,8 @@ class RunLocks:
             return {e.id: no_release for e in entries}
         asks: list[Any] = []
         for entry in entries:
-            ahead = self._prefetched.pop(entry.type, None)
-            if ahead is not None and ahead[0] == entry.id:
-                asks.append(ahead[1])
-            else:
-                if ahead is not None:
-                    _let_go(ahead[1])
-                asks.append(self._take_one(entry))
+            ask = self._take_prefetched(entry)
+            asks.append(ask if ask is not None else self._take_one(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask
                for ask in asks]
@@ -108,27 +110,58 @@ class RunLocks:
                 # and round (issue 22). The pass's bounded re-look (Mode.recheck_ms) comes back.
         return releases
 
+    def _take_prefetched(self, entry: Entry) -> asyncio.Future[Release | None] | None:
+        """The ask taken ahead for ``entry``'s job, if any. Those of its type asked before it
+        were passed over (deleted, or an older job came due): they are let go. Asked for none
+        of its type, the view has moved on: all of that type are let go."""
+        asked = self._prefetched.get(entry.type)
+        if not asked:
+            return None
+        if entry.id not in asked:
+            del self._prefetched[entry.type]
+            for ask in asked.values():
+                _let_go(ask)
+            return None
+        for job_id in list(asked):
+            ask = asked.pop(job_id)
+            if job_id == entry.id:
+                break
+            _let_go(ask)
+        if not asked:
+            del self._prefetched[entry.type]
+        return ask
+
     def prefetch(self, entry: Entry) -> None:
-        """Ask now for the run lock of ``entry``, its lane's next job (one per type)."""
-        if self._enabled and entry.type not in self._prefetched:
-            self._prefetched[entry.type] = (entry.id, asyncio.ensure_future(self._take_one(entry)))
+        """Ask now for the run lock of ``entry``, one of its lane's next jobs
+        (at most :data:`PREFETCH_DEPTH` per type)."""
+        if not self._enabled:
+            return
+        asked = self._prefetched.setdefault(entry.type, {})
+        if entry.id not in asked and len(asked) < PREFETCH_DEPTH:
+            asked[entry.id] = asyncio.ensure_future(self._take_one(entry))
 
     def prefetched_ids(self) -> set[str]:
         """The jobs whose run locks were asked for ahead of their claims, less those found held
         elsewhere: an ask still unanswered may already hold its lock (the lock manager granted
         it, the answer is on its way), and counting that lock as another page's would keep its
         lane waiting for our own prefetch until the next re-look."""
-        return {job_id for job_id, ask in self._prefetched.values()
+        return {job_id for asked in self._prefetched.values() for job_id, ask in asked.items()
                 if not ask.done() or (not ask.cancelled() and ask.result() is not None)}
 
-    def has_prefetched(self, job_type: str) -> bool:
-        return job_type in self._prefetched
+    def prefetched(self, job_type: str) -> set[str]:
+        """The jobs of ``job_type`` whose run locks were asked for ahead."""
+        return set(self._prefetched.get(job_type, ()))
+
+    def wants_prefetch(self, job_type: str) -> bool:
+        """Whether ``job_type`` has fewer than :data:`PREFETCH_DEPTH` run locks asked ahead."""
+        return self._enabled and len(self._prefetched.get(job_type, ())) < PREFETCH_DEPTH
 
     def drop_prefetched(self) -> None:
         """Let go of run locks taken ahead: the next holder must be able to claim those jobs."""
         prefetched, self._prefetched = self._prefetched, {}
-        for _job_id, ask in prefetched.values():
-            _let_go(ask)
+        for asked in prefetched.values():
+            for ask in asked.values():
+                _let_go(ask)
 
     def watch(self, lock: str) -> None:
         """Keep one shared-mode request on ``lock``: granted, and a wake,
