@@ -98,9 +98,12 @@ def _fill_in() -> None:
     if _store.answered or _filling is not None:
         return
     try:
-        _filling = asyncio.ensure_future(query_all())
-    except RuntimeError:  # no event loop (plain CPython, outside asyncio): shown as it is
-        return
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        if not _host.IN_PYODIDE:  # plain CPython outside asyncio: shown as it is
+            return
+        loop = asyncio.get_event_loop()  # Pyodide's WebLoop, outside a task
+    _filling = loop.create_task(query_all())
     _filling.add_done_callback(_filled)
 
 

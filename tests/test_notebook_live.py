@@ -206,3 +206,15 @@ def test_queue_displays_a_table_that_fills_in_from_the_store_and_follows_its_job
     asyncio.run(main())
     """)
     assert out.strip() == "ok"
+
+
+def test_displayed_outside_an_event_loop_the_table_is_drawn_and_nothing_is_left_unawaited() -> None:
+    done = subprocess.run([sys.executable, "-W", "error", "-c", textwrap.dedent(FAKE_IPYTHON + """
+    from pyjobq import queue, notebook
+    queue._ipython_display_()
+    (drawn,) = outputs.values()
+    assert notebook.READING in drawn[0]["text/html"], drawn
+    print(queue._filling is None)
+    """)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True" and "never awaited" not in done.stderr
