@@ -294,7 +294,8 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]]) -> list[dict[str
     _known.update((r["id"], newer.get(r["id"], r)) for r in records)
     _store = _notebook.StoreState(answered=True)
     _finished.clear()
-    _finished.update((r["id"], None) for r in records if r.get("status") in TERMINAL)
+    _finished.update((job_id, None) for job_id, r in _known.items()
+                     if r.get("status") in TERMINAL)
     _forget_finished()
     _tables.changed()
     return records
