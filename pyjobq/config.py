@@ -4,8 +4,12 @@ The queue claims three names that are global to the browser origin: an
 IndexedDB database, a ``navigator.locks`` name that elects the single
 processor, and a BroadcastChannel. :mod:`pyjobq.queue` reads them when it is
 first imported (it opens the channel then), so :func:`configure` lives here, in
-a module that does not import the queue, and a call after that import raises:
-changing names mid-session would make jobs under the original names unreachable.
+a module that does not import the queue. After that import the names are fixed: a call
+giving any of them another value raises, since changing names mid-session would make jobs
+under the original names unreachable. A call that gives the same values again — a notebook
+cell run a second time — is allowed: it changes nothing, except that a transport or
+reconstructors it gives replace the old ones, as :func:`pyjobq.set_transport` and
+:func:`pyjobq.register_reconstructor` would.
 
 Treat the three names as part of the storage format: changing them in a later
 release also makes stored jobs unreachable.
@@ -89,23 +93,17 @@ def configure(
             never starts) before the page ends that worker, lets the processor lease go
             and starts a new one later (60 s; docs/troubleshooting.md).
 
-    Omitted fields keep their value. It may be called more than once before the
-    queue is imported, as long as no name is given two different values.
+    Omitted fields keep their value. It may be called more than once, as long as no name is
+    given two different values. Once the queue is imported (its settings read for good), a
+    call that gives the same values again changes nothing — re-running a notebook cell is
+    fine — except that a ``transport`` or ``reconstructors`` it gives replace the old ones,
+    as :func:`pyjobq.set_transport` and :func:`pyjobq.register_reconstructor` would.
 
     Raises:
-        ConfigurationError: the queue was already imported (a late call), a name
-            is not a non-empty string, or a name would change.
+        ConfigurationError: a name is not a non-empty string, a name would change, or (once
+            the queue is imported) any other setting would change; nothing is changed then.
     """
     global _settings
-    if _read_by is not None:
-        raise ConfigurationError(
-            f"configure() was called after {_read_by} had already read the queue's names "
-            f"(db {_settings.db_name!r}, lock {_settings.lock_name!r}, channel "
-            f"{_settings.channel_name!r}). Changing them now would make queued jobs unreachable. "
-            "Call configure() in the first module your page loads, before anything imports "
-            "pyjobq.queue; to set the transport or add reconstructors later, use "
-            "pyjobq.set_transport() and pyjobq.register_reconstructor()."
-        )
     changes = _names(db_name=db_name, lock_name=lock_name, channel_name=channel_name)
     if transport is not _UNSET:
         check_transport(transport)
@@ -123,8 +121,65 @@ def configure(
     if worker_start_timeout_ms is not _UNSET:
         changes["worker_start_timeout_ms"] = _positive_ms("worker_start_timeout_ms",
                                                           worker_start_timeout_ms)
+    if _read_by is not None:
+        _configure_late(changes)
+        return
     _settings = replace(_settings, **changes)
     _explicit.update(k for k in changes if k.endswith("_name"))
+
+
+#: The settings a call after the queue has read them may give again, and each value only
+#: again: the worker and the channel already run on what was read.
+_FIXED_ONCE_READ = ("db_name", "lock_name", "channel_name", "yields", "handshake_timeout_ms",
+                    "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms")
+
+
+@dataclass(frozen=True)
+class LateHooks:
+    """How a :func:`configure` call after the queue read its settings reaches the running queue
+    (given by :mod:`pyjobq.queue`, which this module must not import)."""
+
+    set_transport: Callable[[Transport | None], None]
+    register_reconstructor: Callable[[str, Factory], None]
+
+
+_late: LateHooks | None = None
+
+
+def accept_late(hooks: LateHooks) -> None:
+    """Let :func:`configure` calls after :func:`read` replace the transport and reconstructors."""
+    global _late
+    _late = hooks
+
+
+def _configure_late(changes: dict[str, Any]) -> None:
+    """A call after the queue read the settings (a notebook cell run again): the same names and
+    settings are a no-op, a transport or reconstructors replace the old ones, anything else
+    raises and changes nothing."""
+    global _settings
+    differ = [name for name in _FIXED_ONCE_READ
+              if name in changes and changes[name] != getattr(_settings, name)]
+    if differ:
+        wanted = ", ".join(f"{name}={changes[name]!r}" for name in differ)
+        running = ", ".join(f"{name}={getattr(_settings, name)!r}" for name in differ)
+        raise ConfigurationError(
+            f"configure() was called with {wanted}, but the queue already runs with {running} "
+            f"(read when {_read_by} was imported; db {_settings.db_name!r}, lock "
+            f"{_settings.lock_name!r}, channel {_settings.channel_name!r}). Changing them now "
+            "would make the stored jobs unreachable, so nothing was changed. To use other "
+            "settings, restart the kernel (or reload the page) and call configure() with them "
+            "before anything imports pyjobq.queue. Calling configure() again with the same "
+            "settings is fine: a transport or reconstructors given again replace the old ones."
+        )
+    if "transport" in changes:
+        if _late is not None:
+            _late.set_transport(changes["transport"])
+        _settings = replace(_settings, transport=changes["transport"])
+    if "reconstructors" in changes:
+        if _late is not None:
+            for name, factory in changes["reconstructors"].items():
+                _late.register_reconstructor(name, factory)
+        _settings = replace(_settings, reconstructors=changes["reconstructors"])
 
 
 def _names(**names: Any) -> dict[str, Any]:
@@ -136,7 +191,7 @@ def _names(**names: Any) -> dict[str, Any]:
         if not isinstance(value, str) or not value:
             raise ConfigurationError(f"{name} must be a non-empty str, got {value!r}")
         current = getattr(_settings, name)
-        if name in _explicit and value != current:
+        if name in _explicit and value != current and _read_by is None:  # else: late
             raise ConfigurationError(
                 f"{name} was already configured as {current!r}; refusing to change it to "
                 f"{value!r}. Configure each name once, in the first module your page loads."

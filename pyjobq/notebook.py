@@ -1,16 +1,43 @@
-"""The notebook table: :func:`jobs_html`, the jobs table as one escaped HTML string.
+"""The notebook table: :func:`jobs_html`, and the live tables a notebook displays.
 
 One of the two renderers of :mod:`pyjobq.core.jobs_table` (the other is ``<bg-jobs>``): the
 columns, headings, status labels, colours and cell values are that module's; this one only
 turns them into markup, styled inline so it survives notebook sanitisers. Public as
-``pyjobq.ui.jobs_html``; :func:`pyjobq.queue._repr_html_` draws with it too, which is why it
-lives apart from :mod:`pyjobq.ui` (that module imports the queue).
+``pyjobq.ui.jobs_html``; :mod:`pyjobq.queue` draws with it too, which is why it lives apart
+from :mod:`pyjobq.ui` (that module imports the queue).
+
+Theory of operation: the live table
+-----------------------------------
+A cell ending in ``queue`` (or ``queue.table(...)``) shows a :class:`JobsTable`. Through
+IPython's display handles (``display(..., display_id=True)``, then ``update_display``), which
+every Jupyter front end routes to the output that showed the handle — JupyterLite's Pyodide
+kernel included, with no widget library — that output is redrawn in place as jobs change,
+from any tab, with no cell run again. A widget would buy two-way events (buttons); the table
+has none (``<bg-jobs>`` is the interactive one), so plain display data is enough, and it also
+survives a saved notebook as the last HTML drawn.
+
+- **Throttled.** A change only marks the tables stale; they are redrawn at most once per
+  :data:`UPDATE_INTERVAL_S`, with everything that changed meanwhile, so a burst of 10,000
+  updates costs a handful of redraws, not 10,000 messages to the notebook.
+- **Never a part shown as the whole.** The queue draws the records it has heard of at once,
+  and asks the store for every record (whichever kernel or tab wrote it); until the store has
+  answered, the caption says the table is still being read, and the table is redrawn whole
+  when the answer comes.
+- **Bounded.** The newest :data:`MAX_LIVE` displays stay live (a kernel cannot tell which
+  outputs a user cleared or re-ran); an older one is drawn a last time saying it no longer
+  updates.
+
+:class:`LiveTables` is given only what it needs: a renderer, a way to show and update a
+display, and a timer. The queue owns the records and the store's state.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import html
-from typing import Any, Callable, Iterable, Mapping
+import importlib
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from .core import jobs_table
 from .core.jobs_table import Cells
@@ -75,13 +102,16 @@ COLUMNS = tuple(column for column in jobs_table.COLUMNS if not column.interactiv
 """The columns the notebook table draws, in order."""
 
 
-def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None) -> str:
+def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None,
+              note: str = "", empty: str = jobs_table.EMPTY_TABLE) -> str:
     """An HTML table of job records (what ``query_all`` returns), every value escaped.
 
     Args:
         records: job records or ``job-update`` dicts.
         now: milliseconds since the epoch; when given, the next retry reads
             "in 12 s", otherwise it is an absolute UTC time.
+        note: said after the caption's counts (e.g. that the store is still being read).
+        empty: the one row of a table with no jobs.
 
     Returns:
         A ``<table>`` with a caption counting jobs per status, one row per job
@@ -101,7 +131,7 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None)
         'system-ui,sans-serif">',
         f'<caption style="text-align:left;font-weight:600;padding:4px 10px">'
         f'{_text(jobs_table.TITLE)} <span style="font-weight:400;color:{_MUTED}">'
-        f"({_text(summary)})</span></caption>",
+        f"({_text(summary)}){_text(' — ' + note if note else '')}</span></caption>",
         "<thead><tr>",
         *(f'<th scope="col" {_CELL}>{_text(column.heading)}</th>' for column in COLUMNS),
         "</tr></thead><tbody>",
@@ -111,6 +141,211 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None)
         out.append("<tr>" + "".join(CELL_HTML[column.key](c) for column in COLUMNS) + "</tr>")
     if not rows:
         out.append(
-            f'<tr><td colspan="{len(COLUMNS)}" {_CELL}>{_text(jobs_table.EMPTY_TABLE)}</td></tr>')
+            f'<tr><td colspan="{len(COLUMNS)}" {_CELL}>{_text(empty)}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
+
+
+UPDATE_INTERVAL_S = 0.5
+"""The longest a live table lags behind a change, and the shortest time between two redraws."""
+
+MAX_LIVE = 4
+"""How many of the newest displayed tables stay live."""
+
+READING = "reading every stored job…"
+"""The caption's note until the store has answered: what is drawn is not yet the whole queue."""
+
+READING_EMPTY = "Reading the stored jobs…"
+"""The one row of a table with no jobs yet, until the store has answered."""
+
+UNREADABLE = "the stored jobs could not be read ({error}); showing this kernel's jobs only"
+"""The caption's note when the store's answer was an error."""
+
+OLDER_LEFT_OUT = ("only the newest {kept} finished jobs are shown; the store keeps the older "
+                  "ones (query_all() lists them)")
+"""The caption's note when older finished records were left out of memory."""
+
+RETIRED = "no longer live: display the queue again for a live table"
+"""The caption's note of a display drawn for the last time (beyond :data:`MAX_LIVE`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """Which jobs one table shows: each given field must match (``None``: any)."""
+
+    type: str | None = None
+    group: str | None = None
+    status: str | None = None
+
+    def shows(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` is one of this view's jobs."""
+        return all(want is None or record.get(key) == want
+                   for key, want in (("type", self.type), ("group", self.group),
+                                     ("status", self.status)))
+
+    def describe(self) -> str:
+        """``type 'notes', status 'failed'``; ``""`` for the whole queue."""
+        return ", ".join(f"{key} {want!r}" for key, want in dataclasses.asdict(self).items()
+                         if want is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreState:
+    """What the table knows of the store: whether it answered with every record, or failed."""
+
+    answered: bool = False
+    error: str | None = None
+    #: Set when finished records beyond the newest this many were forgotten (memory stays
+    #: flat): the table then says older finished jobs are left out.
+    finished_kept: int | None = None
+
+
+def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreState,
+                 *, retired: bool = False) -> dict[str, str]:
+    """The display data of one table: ``text/html`` and a ``text/plain`` summary.
+
+    Args:
+        records: every record the queue knows of (the view picks its own).
+        view: which of them to show.
+        store: whether they are every stored record yet.
+        retired: drawn for the last time (see :data:`RETIRED`).
+    """
+    rows = [r for r in records if view.shows(r) and not r.get("deleted")]
+    notes = [view.describe()] if view.describe() else []
+    if store.error is not None:
+        notes.append(UNREADABLE.format(error=store.error))
+    elif not store.answered:
+        notes.append(READING)
+    if store.finished_kept is not None:
+        notes.append(OLDER_LEFT_OUT.format(kept=store.finished_kept))
+    if retired:
+        notes.append(RETIRED)
+    note = "; ".join(notes)
+    empty = jobs_table.EMPTY_TABLE if store.answered else READING_EMPTY
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[str(r.get("status"))] = counts.get(str(r.get("status")), 0) + 1
+    plain = (f"{jobs_table.TITLE}: "
+             + (", ".join(f"{n} {s}" for s, n in counts.items()) or "no jobs")
+             + (f" ({note})" if note else ""))
+    return {"text/html": jobs_html(rows, note=note, empty=empty), "text/plain": plain}
+
+
+class Handle(Protocol):
+    """A shown display that can be redrawn in place."""
+
+    def update(self, bundle: Mapping[str, str]) -> None: ...
+
+
+Show = Callable[[Mapping[str, str]], Handle]
+"""Show display data as a new output; return its handle."""
+
+CallLater = Callable[[float, Callable[[], None]], object]
+"""Call a function once, that many seconds from now."""
+
+
+class _IPythonHandle:
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def update(self, bundle: Mapping[str, str]) -> None:
+        self._handle.update(dict(bundle), raw=True)
+
+
+def ipython_show(bundle: Mapping[str, str]) -> Handle:
+    """Show ``bundle`` through IPython's ``display(..., display_id=True)``.
+
+    Raises:
+        ModuleNotFoundError: IPython is not installed (this is not a notebook).
+    """
+    display = importlib.import_module("IPython.display").display
+    return _IPythonHandle(display(dict(bundle), raw=True, display_id=True))
+
+
+def loop_call_later(delay: float, callback: Callable[[], None]) -> object:
+    """:data:`CallLater` on the current event loop (Pyodide's, in a notebook)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = asyncio.get_event_loop()  # Pyodide's WebLoop outside a task
+    return loop.call_later(delay, callback)
+
+
+class LiveTables:
+    """Every live table of one queue: shows new ones, and redraws them, throttled, on change.
+
+    Args:
+        render: a view's display data now (the queue's records and store state).
+        show: shows display data, returns its handle (:func:`ipython_show`).
+        call_later: a timer (:func:`loop_call_later`).
+        on_show: called whenever a table is shown (the queue asks the store then).
+        interval_s: see :data:`UPDATE_INTERVAL_S`.
+        max_live: see :data:`MAX_LIVE`.
+    """
+
+    def __init__(self, render: Callable[[View, bool], Mapping[str, str]], *,
+                 show: Show = ipython_show, call_later: CallLater = loop_call_later,
+                 on_show: Callable[[], None] = lambda: None,
+                 interval_s: float = UPDATE_INTERVAL_S, max_live: int = MAX_LIVE) -> None:
+        self._render = render
+        self._show = show
+        self._call_later = call_later
+        self._on_show = on_show
+        self._interval_s = interval_s
+        self._max_live = max_live
+        self._live: list[tuple[View, Handle]] = []
+        self._due = False
+        #: How many times the live tables were redrawn (each a round of updates).
+        self.redraws = 0
+
+    @property
+    def live(self) -> int:
+        """How many displays are live."""
+        return len(self._live)
+
+    def show(self, view: View) -> None:
+        """Show a new table of ``view``, drawn now, kept live from then on."""
+        self._on_show()
+        self._live.append((view, self._show(self._render(view, False))))
+        while len(self._live) > self._max_live:
+            old_view, old = self._live.pop(0)
+            old.update(self._render(old_view, True))
+
+    def changed(self) -> None:
+        """Something a table shows changed: redraw the live tables within the interval."""
+        if self._due or not self._live:
+            return
+        self._due = True
+        self._call_later(self._interval_s, self._redraw)
+
+    def _redraw(self) -> None:
+        self._due = False
+        self.redraws += 1
+        drawn: dict[View, Mapping[str, str]] = {}
+        for view, handle in list(self._live):
+            if view not in drawn:
+                drawn[view] = self._render(view, False)
+            handle.update(drawn[view])
+
+
+class JobsTable:
+    """What ``queue`` and ``queue.table(...)`` display in a notebook: a live jobs table.
+
+    In IPython (a Jupyter kernel, JupyterLite's included) it shows as a table that redraws
+    itself as jobs change; elsewhere ``_repr_html_`` gives the table as it is now.
+    """
+
+    def __init__(self, view: View, tables: LiveTables,
+                 render: Callable[[View, bool], Mapping[str, str]]) -> None:
+        self.view = view
+        self._tables = tables
+        self._render = render
+
+    def _ipython_display_(self) -> None:
+        self._tables.show(self.view)
+
+    def _repr_html_(self) -> str:
+        return self._render(self.view, False)["text/html"]
+
+    def __repr__(self) -> str:
+        return self._render(self.view, False)["text/plain"]

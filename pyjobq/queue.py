@@ -16,6 +16,8 @@ loop at import, so the in-process queue starts on first use.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections import OrderedDict
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -41,7 +43,7 @@ _side: ExecutorSide | None = None
 #: Unfinished jobs are always kept; finished ones beyond the newest KNOWN_FINISHED are forgotten
 #: (they stay in the store: query_all() shows them), so a long session's memory stays flat.
 _known: OrderedDict[str, dict[str, Any]] = OrderedDict()
-KNOWN_FINISHED = 200
+KNOWN_FINISHED = 1000
 #: The ids of the finished records in ``_known``, least recently updated first: trimming is
 #: O(1) per update, not a walk over every known record.
 _finished: OrderedDict[str, None] = OrderedDict()
@@ -63,24 +65,82 @@ def _remember(update: JobUpdate) -> None:
     _finished.pop(job_id, None)
     if update.get("deleted"):
         _known.pop(job_id, None)
+        _tables.changed()
         return
     record = _known[job_id] = {**_known.pop(job_id, {}), **update}
     if record.get("status") in TERMINAL:
         _finished[job_id] = None
         _forget_finished()
+    _tables.changed()
 
 
 def _forget_finished() -> None:
+    global _store
     while len(_finished) > KNOWN_FINISHED:
         job_id, _ = _finished.popitem(last=False)
         _known.pop(job_id, None)
+        _store = dataclasses.replace(_store, finished_kept=KNOWN_FINISHED)
+
+
+#: Whether ``_known`` holds every stored record yet (the store answered a query_all).
+_store = _notebook.StoreState()
+_filling: asyncio.Future[Any] | None = None
+
+
+def _render(view: _notebook.View, retired: bool) -> dict[str, str]:
+    records = sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"]))
+    return _notebook.table_bundle(records, view, _store, retired=retired)
+
+
+def _fill_in() -> None:
+    """Ask the store for every record, once, unless it answered already or is being asked."""
+    global _filling
+    if _store.answered or _filling is not None:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        if not _host.IN_PYODIDE:  # plain CPython outside asyncio: shown as it is
+            return
+        loop = asyncio.get_event_loop()  # Pyodide's WebLoop, outside a task
+    _filling = loop.create_task(query_all())
+    _filling.add_done_callback(_filled)
+
+
+def _filled(done: asyncio.Future[Any]) -> None:
+    global _filling, _store
+    _filling = None
+    if not done.cancelled() and done.exception() is not None:
+        error = done.exception()
+        _store = _notebook.StoreState(error=f"{type(error).__name__}: {error}")
+    _tables.changed()
+
+
+_tables = _notebook.LiveTables(_render, on_show=_fill_in)
+
+
+def table(*, type: str | None = None, group: str | None = None,
+          status: str | None = None) -> _notebook.JobsTable:
+    """The jobs table of ``type``, ``group`` and ``status`` (each ``None``: any), for a notebook.
+
+    End a cell with it (or ``display`` it): the output is a table that redraws itself as
+    jobs change — in every tab and kernel of the origin — at most every half second. It lists
+    every stored record from the start: until the store has answered, its caption says so.
+    ``queue`` on its own displays ``table()``.
+    """
+    return _notebook.JobsTable(_notebook.View(type=type, group=group, status=status),
+                               _tables, _render)
+
+
+def _ipython_display_() -> None:
+    """In a notebook, ``queue`` displays as its live jobs table (see :func:`table`)."""
+    table()._ipython_display_()
 
 
 def _repr_html_() -> str:
-    """In a notebook, ``queue`` displays as a table of the jobs this tab knows of — every
-    record as of the last :func:`query_all`, updated live by ``job-update`` events since."""
-    return _notebook.jobs_html(sorted(_known.values(),
-                                      key=lambda r: (r.get("created_at") or 0, r["id"])))
+    """Where there is no IPython display, ``queue`` renders as its jobs table as it is now —
+    every record as of the last :func:`query_all`, updated by ``job-update`` events since."""
+    return _render(_notebook.View(), False)["text/html"]
 
 
 def enqueue_fetch(
@@ -225,13 +285,25 @@ def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
 
 
 async def _remember_all(reply: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    global _store
     records = await reply
+    # News heard while the store answered may be newer than its answer: keep the newer.
+    newer = {r["id"]: _known[r["id"]] for r in records if r["id"] in _known
+             and _updated_at(_known[r["id"]]) > _updated_at(r)}
     _known.clear()
-    _known.update((r["id"], r) for r in records)
+    _known.update((r["id"], newer.get(r["id"], r)) for r in records)
+    _store = _notebook.StoreState(answered=True)
     _finished.clear()
-    _finished.update((r["id"], None) for r in records if r.get("status") in TERMINAL)
+    _finished.update((job_id, None) for job_id, r in _known.items()
+                     if r.get("status") in TERMINAL)
     _forget_finished()
+    _tables.changed()
     return records
+
+
+def _updated_at(record: dict[str, Any]) -> float:
+    at = record.get("updated_at")
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
 
 
 def delete_job(job_id: str) -> Coroutine[Any, Any, bool]:
@@ -317,6 +389,9 @@ def stop() -> None:
     if _side is not None:
         _side.stop()
 
+
+_config.accept_late(_config.LateHooks(set_transport=set_transport,
+                                      register_reconstructor=register_reconstructor))
 
 if _host.IN_PYODIDE:
     _queue()  # a page that has the queue runs it (see above)

@@ -4,7 +4,7 @@ Usage: ``python tests/server.py --port 8123 --root build/site``
 
 Static files come from ``--root`` with ``Cache-Control: no-store``. The fake API answers
 every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, path,
-status, ``X-Job-Id``):
+status, ``X-Job-Id``, ``Idempotency-Key``):
 
 - ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the
                         README's examples)
@@ -173,6 +173,7 @@ class Handler(StaticHandler):
             "path": path,
             "status": status,
             "job_id": self.headers.get("X-Job-Id"),
+            "idempotency_key": self.headers.get("Idempotency-Key"),
             **extra,
         }
         with self.state.lock:

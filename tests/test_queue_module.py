@@ -49,19 +49,65 @@ def test_repr_html_shows_known_jobs_escaped() -> None:
     assert out.strip() == "ok"
 
 
-def test_configure_after_the_queue_is_imported_raises_and_names_the_fix() -> None:
+def test_configure_after_the_queue_is_imported_with_other_names_raises_and_names_the_fix() -> None:
     out = run_python("""
         import pyjobq
         pyjobq.configure(db_name="app-jobs")
         from pyjobq import queue
         assert queue.settings.db_name == "app-jobs"
-        try:
-            pyjobq.configure(db_name="other")
-        except pyjobq.ConfigurationError as exc:
-            assert "first module your page loads" in str(exc) and "app-jobs" in str(exc)
-            print("raised")
+        for call in (lambda: pyjobq.configure(db_name="other"),
+                     lambda: pyjobq.configure(channel_name="elsewhere"),  # a default, in use
+                     lambda: pyjobq.configure(db_name="app-jobs", yields={"t": "lock"})):
+            try:
+                call()
+            except pyjobq.ConfigurationError as exc:
+                text = str(exc)
+                assert "restart the kernel" in text and "app-jobs" in text, text
+                assert "unreachable" in text and "nothing was changed" in text, text
+                print("raised")
+        assert pyjobq.config.settings().db_name == "app-jobs"
+        assert pyjobq.config.settings().channel_name == "ui-jobs"
+        assert dict(pyjobq.config.settings().yields) == {}
     """)
-    assert out.strip() == "raised"
+    assert out.split() == ["raised"] * 3
+
+
+def test_configure_again_with_the_same_names_is_a_no_op_but_replaces_the_hooks() -> None:
+    """A notebook's configure cell run twice (issue 26): the same names change nothing; the
+    transport and reconstructors given again replace the old ones, as set_transport and
+    register_reconstructor would; a job filed after it goes through the new transport."""
+    out = run_python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        def cell(tag):  # the configure cell, as a user re-runs it
+            async def send(method, path, body):
+                return Response(200, {"sent_by": tag})
+
+            def thumbs(params):
+                async def run(signal):
+                    return {"made_by": tag}
+                return run
+
+            pyjobq.configure(db_name="nb-jobs", lock_name="nb-lock", channel_name="nb-jobs",
+                             transport=send, reconstructors={"thumbs": thumbs},
+                             yields={"heavy": "fg"})
+            from pyjobq import queue
+            return queue
+
+        async def main():
+            queue = cell("first run")
+            first = await queue.enqueue_fetch("POST", "/a").done
+            queue = cell("second run")  # no error
+            second = await queue.enqueue_fetch("POST", "/b").done
+            made = await queue.enqueue_persistent("thumbs", {}).done
+            print(first.result["sent_by"], "|", second.result["sent_by"], "|",
+                  made.result["made_by"], "|", queue.settings.db_name,
+                  pyjobq.config.settings().transport.__name__)
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "first run | second run | second run | nb-jobs send"
 
 
 def test_the_queue_registers_as_the_job_queue_service() -> None:

@@ -85,7 +85,17 @@ def test_next_retry_relative_when_now_given():
 def test_error_shows_code_and_http_status_but_not_for_done():
     failed = jobs_html([record(status="failed", error="HTTP 403", code="read_only",
                                http_status=403)])
-    assert "[read_only] HTTP 403 HTTP 403" in failed
+    assert "[read_only] HTTP 403</td>" in failed  # the message says 403: said once
+    other = jobs_html([record(status="failed", error="boom", code="read_only", http_status=403)])
+    assert "[read_only] HTTP 403 boom</td>" in other
+
+
+def test_a_failed_fetch_job_s_error_reads_once():
+    """Issue 26: never "[E403] HTTP 403 POST /x answered 403 (E403)"."""
+    html = jobs_html([record(status="failed", code="E403", http_status=403,
+                             error="POST /api/x answered 403 (E403)")])
+    assert ">POST /api/x answered 403 (E403)</td>" in html
+    assert "[E403]" not in html and "HTTP 403" not in html
     done = jobs_html([record(status="done", http_status=200, code=None)])
     assert "HTTP 200" not in done
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any, Mapping, TypedDict
 
@@ -242,12 +243,20 @@ def _error_cell(record: Mapping[str, Any]) -> ErrorCell | None:
     code, http, error = record.get("code"), record.get("http_status"), record.get("error")
     if _text(record.get("status")) == Status.DONE or not (code or http or error):
         return None
+    # One wording: the code and the HTTP status are shown on their own only when the message
+    # does not already say them ("POST /x answered 403 (E403)" is shown as it is, never
+    # "[E403] HTTP 403 POST /x answered 403 (E403)"). "cancelled" / "deleted" say no more than
+    # their code: the code alone is shown.
+    message = _text(error) if error and error != code else ""
     return {
-        "code": _text(code) if code else "",
-        "http": f"HTTP {http}" if http else "",
-        # "cancelled" / "deleted" say no more than their code: the code alone is shown.
-        "message": _text(error) if error and error != code else "",
+        "code": _text(code) if code and not _says(message, _text(code)) else "",
+        "http": f"HTTP {http}" if http and not _says(message, _text(http)) else "",
+        "message": message,
     }
+
+
+def _says(message: str, word: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", message) is not None
 
 
 def cells(record: Mapping[str, Any], now: float | None = None) -> Cells:

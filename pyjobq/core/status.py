@@ -14,7 +14,8 @@ from .errors import IllegalTransition
 
 
 class Status(str, enum.Enum):
-    """A job's status, as ``pyjobq.Status``: a ``str`` enum, so ``status == "done"`` holds too.
+    """A job's status, as ``pyjobq.Status``: a ``str`` enum, so ``status == "done"`` holds too,
+    and its ``repr`` is the string's (``'done'``).
 
     ``pending`` waits to run (maybe until ``next_retry_at``), ``running`` is handed to a
     page, ``paused`` waits on a yield lock or a suspended type; ``done``, ``failed`` and
@@ -31,6 +32,10 @@ class Status(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def __repr__(self) -> str:
+        # As users read it, in an Outcome or a JobUpdate: 'done', not <Status.DONE: 'done'>.
+        return repr(self.value)
 
 
 class Event(str, enum.Enum):

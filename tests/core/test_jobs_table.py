@@ -105,7 +105,7 @@ def test_cells_of_a_pending_persistent_job_waiting_for_its_retry() -> None:
         "status": {"look": "pending", "label": "pending", "progress": None, "progress_text": ""},
         "attempts": "2 / 5",
         "retry": "in 3 s",
-        "error": {"code": "status_503", "http": "HTTP 503", "message": "HTTP 503"},
+        "error": {"code": "status_503", "http": "", "message": "HTTP 503"},
         "actions": {"retry": False},
         "ticks": True,
     }

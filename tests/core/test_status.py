@@ -110,3 +110,13 @@ def test_no_status_set_is_spelt_out_outside_the_status_module() -> None:
     assert STATUS_SET.search("_PENDING = frozenset({Status.PENDING})")
     assert STATUS_SET.search("_STATUSES = frozenset(s.value for s in Status)")
     assert status_sets() == {}
+
+
+def test_a_status_reads_as_users_read_it() -> None:
+    """Issue 26: ``Outcome(status='done', ...)``, never ``<Status.DONE: 'done'>``."""
+    from pyjobq.core.outcome import Outcome
+
+    assert repr(Status.DONE) == "'done'" and str(Status.FAILED) == "failed"
+    assert repr([Status.PENDING, Status.CANCELLED]) == "['pending', 'cancelled']"
+    assert "status='done'" in repr(Outcome(id="j1", status=Status.DONE))
+    assert f"{Status.RUNNING}" == "running" and Status("paused") is Status.PAUSED

@@ -121,8 +121,9 @@ json.dumps({r["id"]: jobs_table.cells(r, js.Date.now()) for r in await queue.que
     if (c.error && c.error.code) await expect(row(page, id).locator(".code").first()).toHaveText(c.error.code);
   }
   await expect(row(page, failed)).toContainText("1 / 1");
-  await expect(row(page, failed)).toContainText("status_500");
-  await expect(row(page, failed)).toContainText("HTTP 500");
+  // One wording (issue 26): the message says the status and code, so no badge repeats them.
+  await expect(row(page, failed)).toContainText("answered 500 (status_500)");
+  await expect(row(page, failed)).not.toContainText("HTTP 500");
   await expect(row(page, refused)).toContainText("status_403");
   await expect(row(page, refused)).toContainText("1 / 5"); // a 403 fails on its first attempt
   await expect(row(page, pending)).toContainText(/in 1 min \d+ s|in 2 min 0 s/);

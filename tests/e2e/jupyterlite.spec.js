@@ -11,12 +11,15 @@
 //   pyjobq` finds the wheel the site ships in its piplite index.
 // - The second runs the README's JupyterLite example as written, on a site that does not ship
 //   pyjobq: `%pip install pyjobq` falls back to PyPI, answered offline by registries.js.
+// - The third is a notebook's session as a user has it (issue 26): the `queue` table redraws
+//   itself in place as its jobs run, lists every stored job after a kernel restart, and the
+//   configure cell can be run again — with other names it says to restart the kernel.
 // Every request that leaves the test server is aborted and remembered.
 const fs = require("fs");
 const path = require("path");
 const { test, expect } = require("@playwright/test");
 const { useRegistries } = require("./registries");
-const { readmeExample: example, storedRecord } = require("./helpers");
+const { readmeExample: example, storedRecord, release, serverLog } = require("./helpers");
 
 const ROOT = path.join(__dirname, "..", "..");
 const LITE = path.join(path.resolve(ROOT, process.env.E2E_SITE || path.join("build", "site")), "lite");
@@ -101,13 +104,52 @@ async function runCell(notebook, index, source, timeout = CELL_MS) {
   return cell.locator(".jp-OutputArea");
 }
 
-/** The README's JupyterLite example as cells: `# %% next cell: app.py as above` stands for app.py. */
+/** The execution count a cell's prompt shows, or null while it runs or never ran. */
+async function promptCount(cell) {
+  const m = /\[(\d+)\]/.exec(await cell.locator(".jp-InputPrompt").innerText());
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * Run notebook cell `index` again as it stands (click into it, Shift+Enter) and wait until its
+ * prompt shows `count`, the kernel's next execution count.
+ */
+async function rerunCell(notebook, index, count, timeout = CELL_MS) {
+  const cell = notebook.locator(".jp-Notebook .jp-Cell").nth(index);
+  await cell.locator(".cm-content").click({ timeout: 30_000 });
+  await notebook.keyboard.press("Shift+Enter");
+  await expect(cell.locator(".jp-InputPrompt")).toHaveText(new RegExp(`\\[${count}\\]`), { timeout });
+  return cell.locator(".jp-OutputArea");
+}
+
+/** Kernel -> Restart Kernel… -> Restart, as a user does it; outputs stay on the page. */
+async function restartKernel(notebook) {
+  await notebook.locator(".lm-MenuBar-item").filter({ hasText: /^Kernel$/ }).click({ timeout: 30_000 });
+  await notebook.locator('.lm-Menu-item[data-command="kernelmenu:restart"]').click({ timeout: 30_000 });
+  const dialog = notebook.getByRole("dialog").filter({ hasText: "Restart Kernel?" });
+  // The accept button reads "Restart" (its accessible name is "Confirm Kernel Restart").
+  const accept = dialog.locator("button.jp-mod-accept");
+  await expect(accept).toHaveText("Restart");
+  await accept.click({ timeout: 30_000 });
+  await expect(dialog).toHaveCount(0);
+}
+
+/**
+ * The README's JupyterLite example as cells: `# %% next cell: app.py as above` stands for
+ * app.py, `# %% next cell: app.py up to step N` for app.py before its line `# N.`.
+ */
 function readmeCells() {
   return example("jupyterlite").split(/^# %% next cell(.*)\n/m).reduce((cells, part, i) => {
+    const upTo = /^: app\.py up to step (\d+)\s*$/.exec(part);
     if (i % 2 === 0) {
       if (part.trim()) cells[cells.length - 1] += part;
     } else if (/^: app\.py as above\s*$/.test(part)) {
       cells.push(example("app.py"));
+    } else if (upTo) {
+      const app = example("app.py");
+      const at = app.search(new RegExp(`^# ${upTo[1]}\\. `, "m"));
+      if (at < 0) throw new Error(`README's app.py has no step "# ${upTo[1]}."`);
+      cells.push(app.slice(0, at));
     } else if (part.trim() === "") {
       cells.push("");
     } else {
@@ -208,25 +250,107 @@ test("the README's JupyterLite example runs as written, pyjobq from PyPI", async
   // `%pip install pyjobq` asks PyPI, as on jupyterlite.github.io.
   await context.route(`${baseURL}/lite/pypi/all.json*`, (route) => route.fulfill({ status: 200, contentType: "application/json", body: "{}" }));
   const cells = readmeCells();
-  expect(cells.length).toBe(3);
+  expect(cells.length).toBe(4);
   const { notebook } = await newNotebook(context);
 
   const install = await runCell(notebook, 0, cells[0], KERNEL_BOOT_MS);
   await expect(install).not.toContainText("Error");
-  const app = await runCell(notebook, 1, cells[1]);
-  await expect(app).toContainText(/saved: [0-9a-f]{32} done 200/);
-  await expect(app).toContainText("thumbnail: {'width': 64}");
-  const id = /saved: ([0-9a-f]{32})/.exec(await app.innerText())?.[1];
-
+  await expect(await runCell(notebook, 1, cells[1])).not.toContainText("Error");
+  // The table, shown before the job: the store answers (no jobs), then it follows the job.
   const table = (await runCell(notebook, 2, cells[2])).locator('[data-mime-type="text/html"] table.pyjobq-jobs');
-  await expect(table).toContainText(/** @type {string} */ (id));
+  await expect(table).toContainText("No jobs yet.");
+  const app = await runCell(notebook, 3, cells[3]);
+  await expect(app).toContainText(/saved: [0-9a-f]{32} done 200/);
+  const id = /** @type {string} */ (/saved: ([0-9a-f]{32})/.exec(await app.innerText())?.[1]);
+  await expect(table.locator("tbody tr").filter({ hasText: id })).toContainText("done");
+  await expect(table.locator("tbody tr").filter({ hasText: id })).toContainText("save note");
   expect(await storedRecord(notebook, id, "notes-jobs")).toMatchObject({
     status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } },
   });
+  // The README's transport sent the job's id as its idempotency key.
+  const sent = (await serverLog(notebook.request)).filter((/** @type {any} */ e) => e.path === "/api/notes");
+  expect(sent.map((/** @type {any} */ e) => e.idempotency_key)).toContain(id);
 
   // pyjobq came from PyPI's Simple API; the kernel's Pyodide from the site, not the CDN.
   expect(served).toContain("https://pypi.org/simple/pyjobq/");
   expect(served.some((u) => u.startsWith("https://files.pythonhosted.org/packages/pyjobq/pyjobq-"))).toBe(true);
   expect(served.filter((u) => u.startsWith("https://cdn.jsdelivr.net/"))).toEqual([]);
   expect(leaks).toEqual([]);
+});
+
+test("the `queue` table is live, whole after a kernel restart, and the configure cell runs twice", async ({ context, baseURL, request }) => {
+  test.setTimeout(2 * KERNEL_BOOT_MS + 10 * CELL_MS);
+  const key = uniqueKey();
+  const db = `notebook-${key}`;
+  const { notebook, lines } = await newNotebook(context);
+  const cells = notebook.locator(".jp-Notebook .jp-Cell");
+  const jobsTable = (index) => cells.nth(index).locator('[data-mime-type="text/html"] table.pyjobq-jobs');
+
+  await expect(await runCell(notebook, 0, "%pip install pyjobq", KERNEL_BOOT_MS)).not.toContainText("Error");
+  // The configure cell, with a transport that sends the idempotency key pyjobq offers.
+  const configure = await runCell(notebook, 1, `import json
+import pyjobq
+from pyodide.http import pyfetch
+
+async def send(method, path, body, *, idempotency_key=None):
+    headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key or ""}
+    kw = {} if body is None else {"body": json.dumps(body)}
+    return await pyfetch(path, method=method, headers=headers, **kw)
+
+pyjobq.configure(db_name="${db}", lock_name="${db}", channel_name="${db}", transport=send)
+from pyjobq import queue
+print("configured", queue.settings.db_name)`);
+  await expect(configure).toHaveText(`configured ${db}`);
+
+  // The table, displayed before any job: it fills in from the store, then follows the jobs.
+  await runCell(notebook, 2, "queue");
+  const tableCount = await promptCount(cells.nth(2));
+  await expect(jobsTable(2)).toContainText("No jobs yet.");
+  const filed = await runCell(notebook, 3, `slow = queue.enqueue_fetch("POST", "/api/hold/${key}", {"n": 1}, label="slow save")
+refused = queue.enqueue_fetch("POST", "/api/status/403", type="other", label="refused save")
+print(slow.id, refused.id)`);
+  const [slowId, refusedId] = (await filed.innerText()).trim().split(/\s+/);
+  const slowRow = jobsTable(2).locator("tbody tr").filter({ hasText: slowId });
+  const refusedRow = jobsTable(2).locator("tbody tr").filter({ hasText: refusedId });
+  // The scheduler worker boots its Pyodide, then the slow job runs: the server holds it.
+  await expect(slowRow).toContainText("running", { timeout: CELL_MS });
+  await expect(refusedRow).toContainText("failed", { timeout: CELL_MS });
+  // One wording for the failure: the message, which already says its HTTP status and code.
+  await expect(refusedRow).toContainText("POST /api/status/403 answered 403 (status_403)");
+  await expect(refusedRow).not.toContainText("[status_403]");
+  await expect(refusedRow).not.toContainText("HTTP 403");
+  await release(request, key);
+  await expect(slowRow).toContainText("done", { timeout: CELL_MS });
+  // The same output, redrawn: the cell did not run again, and it holds one table.
+  expect(await promptCount(cells.nth(2))).toBe(tableCount);
+  await expect(jobsTable(2)).toHaveCount(1);
+  await expect(jobsTable(2).locator("caption")).toContainText("1 done, 1 failed");
+
+  // A kernel restart: the new kernel has heard of no job, yet its table lists the stored ones.
+  await restartKernel(notebook);
+  await rerunCell(notebook, 0, 1, KERNEL_BOOT_MS);
+  await expect(await rerunCell(notebook, 1, 2)).toHaveText(`configured ${db}`);
+  await runCell(notebook, 4, "queue");
+  const after = jobsTable(4);
+  await expect(after.locator("tbody tr").filter({ hasText: slowId })).toContainText("done");
+  await expect(after.locator("tbody tr").filter({ hasText: refusedId })).toContainText("failed");
+  await expect(after.locator("caption")).toContainText("1 done, 1 failed");
+  await expect(after.locator("caption")).not.toContainText("reading");
+
+  // The configure cell run again in the same kernel: nothing changes, no error, and the
+  // next job completes through the transport it gave.
+  const again = await rerunCell(notebook, 1, 4);
+  await expect(again).toHaveText(`configured ${db}`);
+  const second = await runCell(notebook, 5, `second = queue.enqueue_fetch("POST", "/api/echo/second-${key}", label="second save")
+out = await second.done
+print("second:", out.status, out.http_status, out.result["path"])`);
+  await expect(second).toHaveText(`second: done 200 /api/echo/second-${key}`);
+  await expect(after.locator("tbody tr").filter({ hasText: "second save" })).toContainText("done");
+
+  // Other names still raise, with advice that fits a notebook.
+  const other = await runCell(notebook, 6, 'pyjobq.configure(db_name="other-jobs")');
+  await expect(other).toContainText("ConfigurationError");
+  await expect(other).toContainText("restart the kernel");
+  await expect(other).toContainText(`db_name='${db}'`);
+  expect(lines.filter((l) => /worker_error|WorkerUnavailable/.test(l))).toEqual([]);
 });
