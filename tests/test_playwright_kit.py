@@ -175,6 +175,8 @@ def test_a_cdn_page_runs_python_lists_its_records_and_waits_out_an_offline_spell
     assert tab.run_python("'plain text'") == "plain text"
     with pytest.raises(TabError, match="ZeroDivisionError"):
         tab.py("1 / 0")
+    # What docs/testing.md tells a page without a JavaScript line of its own to expose.
+    assert tab.py("import pyodide_js\njson.dumps(callable(pyodide_js.runPythonAsync))") is True
 
     # jobs / job / wait_for_status: the records, as stored in the origin's IndexedDB.
     first = tab.py(save("/api/notes/first", {"text": "hello"}))

@@ -90,6 +90,10 @@ _CANNOT_FREEZE = (
     "so that its pages can be frozen")
 
 
+# How long crash() waits for the answer Page.crash never gets.
+_NO_ANSWER_MS = 500
+
+
 class TabError(AssertionError):
     """A helper could not do what it says: a wait ran out, Python failed on the page, the tab
     would not freeze. The message names what was wrong and what to do."""
@@ -221,9 +225,11 @@ class Tab:
         try:
             with self.page.expect_event("crash", timeout=timeout_s * 1000):
                 try:
-                    cdp.send("Page.crash")
+                    # Chromium never answers: the renderer is gone. The short bound only ends
+                    # the wait for that answer; the crash itself is awaited just above.
+                    cdp.send("Page.crash", timeout=_NO_ANSWER_MS)
                 except Error:
-                    pass  # never answered: the renderer is gone, and the session with it
+                    pass
         except Error as e:
             raise TabError(f"{self!r} did not crash within {timeout_s} s: "
                            f"{e.message.splitlines()[0]}") from None
@@ -337,45 +343,11 @@ def launch_chromium(playwright: Playwright, *, executable_path: str | None = Non
     Raises:
         TabError: Chromium did not start, or gave no DevTools address within ``timeout_s``.
     """
-    exe = executable_path or playwright.chromium.executable_path
-    profile = tempfile.mkdtemp(prefix="pyjobq-chromium-")
-    command = [exe, "--remote-debugging-port=0", f"--user-data-dir={profile}",
-               "--no-first-run", "--no-default-browser-check",
-               # As Playwright launches it (its chromiumSandbox option is off by default).
-               "--no-sandbox", *(["--headless"] if headless else []), *args, "about:blank"]
-    try:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
-    except OSError as e:
-        shutil.rmtree(profile, ignore_errors=True)
-        raise TabError(f"could not start Chromium at {exe}: {e}; pass executable_path= the "
-                       "path of a Chromium") from None
-    found = threading.Event()
-    seen: list[str] = []
-    endpoint: list[str] = []
-
-    def drain() -> None:
-        # Read stderr to its end: a full pipe would stall Chromium.
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if not found.is_set():
-                seen.append(line)
-                if line.startswith("DevTools listening on "):
-                    endpoint.append(line.split(" on ", 1)[1].strip())
-                    found.set()
-        found.set()
-
-    reader = threading.Thread(target=drain, name="pyjobq-chromium-stderr", daemon=True)
-    reader.start()
+    chromium = _Chromium(executable_path or playwright.chromium.executable_path)
     browser: Browser | None = None
     try:
-        found.wait(timeout_s)
-        if not endpoint:
-            said = "".join(seen[-20:]).strip() or "(nothing)"
-            state = f"exited with {proc.poll()}" if proc.poll() is not None else "still silent"
-            raise TabError(f"Chromium at {exe} gave no DevTools address within {timeout_s} s "
-                           f"({state}); it said:\n{said}")
-        browser = playwright.chromium.connect_over_cdp(endpoint[0], no_defaults=True,
+        endpoint = chromium.start(args, headless, timeout_s)
+        browser = playwright.chromium.connect_over_cdp(endpoint, no_defaults=True,
                                                        timeout=timeout_s * 1000)
         yield browser
     finally:
@@ -384,16 +356,70 @@ def launch_chromium(playwright: Playwright, *, executable_path: str | None = Non
                 browser.close()
             except Error:
                 pass  # already gone with its process
-        proc.terminate()
+        chromium.stop()
+
+
+class _Chromium:
+    """A Chromium process with a DevTools port, and its temporary profile."""
+
+    def __init__(self, exe: str) -> None:
+        self.exe = exe
+        self.profile = tempfile.mkdtemp(prefix="pyjobq-chromium-")
+        self.proc: subprocess.Popen[str] | None = None
+        self.reader: threading.Thread | None = None
+
+    def start(self, args: Iterable[str], headless: bool, timeout_s: float) -> str:
+        """Start it; its DevTools websocket address."""
+        command = [self.exe, "--remote-debugging-port=0", f"--user-data-dir={self.profile}",
+                   "--no-first-run", "--no-default-browser-check",
+                   # As Playwright launches it (its chromiumSandbox option is off by default).
+                   "--no-sandbox", *(["--headless"] if headless else []), *args, "about:blank"]
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        reader.join(timeout=5)
+            proc = self.proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, errors="replace")
+        except OSError as e:
+            raise TabError(f"could not start Chromium at {self.exe}: {e}; pass "
+                           "executable_path= the path of a Chromium") from None
+        found = threading.Event()
+        seen: list[str] = []
+        endpoint: list[str] = []
+
+        def drain() -> None:
+            # Read stderr to its end: a full pipe would stall Chromium.
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if not found.is_set():
+                    seen.append(line)
+                    if line.startswith("DevTools listening on "):
+                        endpoint.append(line.split(" on ", 1)[1].strip())
+                        found.set()
+            found.set()
+
+        self.reader = threading.Thread(target=drain, name="pyjobq-chromium", daemon=True)
+        self.reader.start()
+        found.wait(timeout_s)
+        if not endpoint:
+            said = "".join(seen[-20:]).strip() or "(nothing)"
+            state = f"exited with {proc.poll()}" if proc.poll() is not None else "still silent"
+            raise TabError(f"Chromium at {self.exe} gave no DevTools address within "
+                           f"{timeout_s} s ({state}); it said:\n{said}")
+        return endpoint[0]
+
+    def stop(self) -> None:
+        """Stop it and remove its profile."""
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.reader is not None:
+            self.reader.join(timeout=5)
         # Chromium's helper processes may still write the profile for a moment.
         for _ in range(10):
-            shutil.rmtree(profile, ignore_errors=True)
-            if not os.path.exists(profile):
+            shutil.rmtree(self.profile, ignore_errors=True)
+            if not os.path.exists(self.profile):
                 break
             time.sleep(0.2)
