@@ -6,6 +6,11 @@ playwright.cjs. The crash mid-run is docs/testing.md's own example
 One page is loaded the way users load it: Pyodide imported from the CDN (another origin, a
 stock lock without pyjobq), pyjobq installed by micropip from PyPI; both answered offline from
 build/cdn, as tests/e2e/registries.js does for the JavaScript suites.
+
+The site is "a server of your own" to the plugin: tests/server.py (build/site and its fake API)
+on a free port, as the Playwright config's webServer is for the JavaScript suite. The app's API
+is answered by Playwright routes, except where a request must cross the (emulated) network: a
+routed answer never does, so an offline try goes to the server's /api/echo.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import json
 import mimetypes
 import os
 import re
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +29,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
 
-from pyjobq.testing._site import Site
+from pyjobq.testing._site import Site, site_at
 from pyjobq.testing.playwright import (
     Tab,
     TabError,
@@ -31,6 +38,7 @@ from pyjobq.testing.playwright import (
     online,
     open_tab,
 )
+from server import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
 # Debian's chromium, with the flags that keep it quiet offline (as tests/conftest.py launches it).
@@ -61,6 +69,17 @@ async def send(method, path, body):
 
 pyjobq.configure(transport=send)
 """
+
+
+@pytest.fixture(scope="module")
+def pyjobq_site() -> Iterator[Site]:
+    """The plugin's fixture, given a server of our own: tests/server.py on a free port."""
+    server = make_server(0, ROOT / "build" / "site")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield site_at(f"http://127.0.0.1:{server.server_address[1]}")
+    server.shutdown()
+    server.server_close()
 
 
 def save(path: str, body: dict[str, Any]) -> str:
@@ -193,13 +212,15 @@ def test_a_cdn_page_runs_python_lists_its_records_and_waits_out_an_offline_spell
     # offline / online: a try while offline costs no attempt; back online, the job is done.
     offline(context)
     assert tab.page.evaluate("navigator.onLine") is False
-    second = tab.py(save("/api/notes/second", {"text": "offline"}))
+    path = f"/api/echo/kit-offline-{uuid.uuid4().hex}"
+    second = tab.py(save(path, {"text": "offline"}))
     waiting = poll("an offline try", lambda: (rec := tab.job(second)) and
                    rec["code"] == "offline" and rec, tab)
     assert (waiting["status"], waiting["attempts"]) == ("pending", 0)
     online(context)
-    assert tab.wait_for_status(second, "done")["http_status"] == 201
-    assert sent == [{"text": "hello"}, {"text": "offline"}]
+    done = tab.wait_for_status(second, "done")
+    assert (done["http_status"], done["attempts"]) == (200, 1)
+    assert done["result"]["path"] == path and done["result"]["body"] == {"text": "offline"}
 
 
 def test_freeze_refuses_a_page_it_cannot_freeze_and_leaves_it_running(
@@ -215,8 +236,7 @@ def test_freeze_refuses_a_page_it_cannot_freeze_and_leaves_it_running(
 
 def test_a_frozen_tab_hands_over_and_runs_again_on_resume(
         playwright: Playwright, pyjobq_site: Site) -> None:
-    with launch_chromium(playwright, executable_path=CHROMIUM, args=CHROMIUM_ARGS) as browser:
-        context = browser.new_context()
+    with launch_chromium(playwright, executable_path=CHROMIUM, args=CHROMIUM_ARGS) as context:
         sent: list[Any] = []
         context.route("**/api/notes/**", api(sent))
         first = open_tab(context, pyjobq_site.url("tests/harness.html"), setup=SETUP)
@@ -237,4 +257,3 @@ def test_a_frozen_tab_hands_over_and_runs_again_on_resume(
         assert first.py("json.dumps(1 + 1)") == 2
         assert first.wait_for_status(during, "done")["id"] == during
         assert sent == [{"n": 1}, {"n": 2}]
-        context.close()

@@ -118,8 +118,9 @@ const FROZE = "pyjobq-testing:freeze";
  * Freeze the tab as Chromium freezes a background tab (CDP `Page.setWebLifecycleState`):
  * `freeze` fires, then no task of the page or its workers runs. It keeps its Web Locks. Returns
  * `resume()`, which fires `resume` and lets it run again. Needs a browser from
- * `launchChromium()`: pages of a browser Playwright launched itself cannot be frozen (its focus
- * emulation keeps them visible and the freeze is silently ignored), so this throws, naming it,
+ * `launchChromium()` (its `context`): pages of a browser Playwright launched itself, or of a
+ * context it created, cannot be frozen (its focus emulation keeps them visible and the freeze
+ * is silently ignored), so this throws, naming it,
  * when no `freeze` fires within `timeout` ms (the tab is left running).
  */
 async function freezeTab(context, page, { timeout = 10_000 } = {}) {
@@ -137,9 +138,10 @@ async function freezeTab(context, page, { timeout = 10_000 } = {}) {
   } catch {
     await cdp.send("Page.setWebLifecycleState", { state: "active" });
     throw new Error(`the tab did not freeze: Chromium fired no \`freeze\` event within ${timeout} ms. ` +
-      "Pages of a browser Playwright launched itself cannot be frozen (its focus emulation keeps them " +
-      "visible, and Page.setWebLifecycleState is then silently ignored); open the tab in a browser " +
-      "from launchChromium(), which starts Chromium and connects to it so that its pages can be frozen");
+      "Pages of a browser Playwright launched itself, or of a context it created, cannot be frozen (its " +
+      "focus emulation keeps them visible, and Page.setWebLifecycleState is then silently ignored); open " +
+      "the tab in the context launchChromium() gives, which starts Chromium and connects to it so that " +
+      "its pages can be frozen");
   }
   return async () => {
     await cdp.send("Page.setWebLifecycleState", { state: "active" });
@@ -157,12 +159,13 @@ async function online(context) {
 }
 
 /**
- * Start Chromium and connect to it over CDP: a browser whose pages `freezeTab` can freeze
- * (Playwright keeps the pages of a browser it launches visible; one it connects to with
+ * Start Chromium with a fresh profile and connect to it over CDP: its own `context`, whose
+ * pages `freezeTab` can freeze (Playwright keeps the pages of a browser it launches, and of a
+ * context it creates, visible; the default context of a browser it connects to with
  * `noDefaults` has no such setting). Options: `chromium` (from `@playwright/test` or
  * `playwright`), `executablePath` (default: Playwright's own Chromium), `args`, `headless`,
- * `timeout` (ms, for Chromium to give its DevTools address). Returns `{ browser, close }`;
- * `close()` stops Chromium and removes its temporary profile.
+ * `timeout` (ms, for Chromium to give its DevTools address). Returns
+ * `{ browser, context, close }`; `close()` stops Chromium and removes its temporary profile.
  */
 async function launchChromium({ chromium, executablePath, args = [], headless = true, timeout = 30_000 }) {
   const { spawn } = require("child_process");
@@ -195,7 +198,7 @@ async function launchChromium({ chromium, executablePath, args = [], headless = 
       proc.once("exit", (code) => { clearTimeout(timer); reject(new Error(`Chromium at ${exe} exited (${code}):\n${seen}`)); });
     });
     const browser = await chromium.connectOverCDP(endpoint, { noDefaults: true, timeout });
-    return { browser, close: async () => { await browser.close().catch(() => {}); await close(); } };
+    return { browser, context: browser.contexts()[0], close: async () => { await browser.close().catch(() => {}); await close(); } };
   } catch (e) {
     await close();
     throw e;

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from playwright.sync_api import Browser, BrowserContext, CDPSession, Error, Page, Playwright
+from playwright.sync_api import BrowserContext, CDPSession, Error, Page, Playwright
 
 __all__ = ["Tab", "TabError", "Runner", "open_tab", "offline", "online", "launch_chromium",
            "READY"]
@@ -84,10 +84,10 @@ _WATCH_FREEZE = f"""() => {{
 
 _CANNOT_FREEZE = (
     "the tab did not freeze: Chromium fired no `freeze` event within {s} s. Pages of a browser "
-    "Playwright launched itself cannot be frozen (its focus emulation keeps them visible, and "
-    "Page.setWebLifecycleState is then silently ignored); open the tab in a browser from "
-    "pyjobq.testing.playwright.launch_chromium(...), which starts Chromium and connects to it "
-    "so that its pages can be frozen")
+    "Playwright launched itself, or of a context it created, cannot be frozen (its focus "
+    "emulation keeps them visible, and Page.setWebLifecycleState is then silently ignored); "
+    "open the tab in the context pyjobq.testing.playwright.launch_chromium(...) gives, which "
+    "starts Chromium and connects to it so that its pages can be frozen")
 
 
 # How long crash() waits for the answer Page.crash never gets.
@@ -122,9 +122,14 @@ class Tab:
         self._run = run
         self._cdp: CDPSession | None = None
         self._frozen = False
+        self._crashed = False
+        page.on("crash", self._on_crash)
+
+    def _on_crash(self, _page: Page) -> None:
+        self._crashed = True
 
     def __repr__(self) -> str:
-        state = "frozen" if self._frozen else "crashed" if self.page.is_closed() else "open"
+        state = "frozen" if self._frozen else "crashed" if self._crashed else "open"
         return f"<Tab {self.page.url} {state}>"
 
     # -- Python on the page -----------------------------------------------------------------
@@ -239,7 +244,8 @@ class Tab:
         ``Page.setWebLifecycleState``): ``freeze`` fires, then no task of the page or its
         workers runs. It keeps its Web Locks. :meth:`resume` lets it run again.
 
-        Needs a browser from :func:`launch_chromium` (see :class:`TabError`'s message).
+        Needs a tab of the context :func:`launch_chromium` gives (see :class:`TabError`'s
+        message).
 
         Raises:
             TabError: Chromium fired no ``freeze`` within ``timeout_s`` (the tab is left
@@ -327,13 +333,15 @@ def online(context: BrowserContext) -> None:
 @contextmanager
 def launch_chromium(playwright: Playwright, *, executable_path: str | None = None,
                     args: Iterable[str] = (), headless: bool = True,
-                    timeout_s: float = 30.0) -> Iterator[Browser]:
-    """Start Chromium and connect to it over CDP, for the ``with`` block: a browser whose
-    pages :meth:`Tab.freeze` can freeze.
+                    timeout_s: float = 30.0) -> Iterator[BrowserContext]:
+    """Start Chromium with a fresh profile and connect to it over CDP, for the ``with``
+    block; gives its own browser context, whose pages :meth:`Tab.freeze` can freeze.
 
-    Playwright keeps the pages of a browser it launches visible (focus emulation), and
-    Chromium does not freeze a visible page; a browser it connects to with ``no_defaults``
-    has no such setting. Everything else works as on any browser: ``browser.new_context()``.
+    Playwright keeps the pages of a browser it launches, and of a context it creates, visible
+    (focus emulation), and Chromium does not freeze a visible page; the default context of a
+    browser it connects to with ``no_defaults`` has no such setting. Everything else works as
+    in any context (``context.browser`` is the browser). Each ``with`` block is a new profile:
+    an empty origin.
 
     Args:
         executable_path: the Chromium to run (default: Playwright's own,
@@ -344,12 +352,12 @@ def launch_chromium(playwright: Playwright, *, executable_path: str | None = Non
         TabError: Chromium did not start, or gave no DevTools address within ``timeout_s``.
     """
     chromium = _Chromium(executable_path or playwright.chromium.executable_path)
-    browser: Browser | None = None
+    browser = None
     try:
         endpoint = chromium.start(args, headless, timeout_s)
         browser = playwright.chromium.connect_over_cdp(endpoint, no_defaults=True,
                                                        timeout=timeout_s * 1000)
-        yield browser
+        yield browser.contexts[0]
     finally:
         if browser is not None:
             try:
