@@ -142,3 +142,10 @@ def test_pyjobq_site_without_a_site_says_how_to_give_one(project: Path) -> None:
     run = pytest_run(project)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "pyjobq_site: no site given. Run pytest with --pyjobq-site=FOLDER_OR_URL" in run.stdout
+
+
+def test_pyjobq_site_takes_the_address_of_your_own_server(project: Path, folder: Path) -> None:
+    with serve_folder(folder) as yours:
+        run = pytest_run(project, f"--pyjobq-site={yours.base}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"SITE {yours.base}\n" in run.stdout

@@ -14,6 +14,9 @@ defines it, else ``window.pyodide.runPythonAsync(code)``; pass ``run=`` to
 Why the sync API: it is the one pytest users write Playwright tests in (pytest-playwright's
 ``page`` and ``context`` fixtures are sync objects), and a sync test needs no event-loop plugin.
 
+:class:`Site`, :func:`serve_folder` and :func:`site_at` are what the plugin's ``pyjobq_site``
+fixture is made of: override that fixture with them for other headers or another server.
+
 Every wait has a bound and fails with :class:`TabError` naming what it waited for. A
 helper that cannot do what it says says so instead of doing nothing: :meth:`Tab.freeze` on a
 page Chromium will not freeze (any page of a browser Playwright launched itself) raises,
@@ -35,8 +38,10 @@ from typing import Any
 
 from playwright.sync_api import BrowserContext, CDPSession, Error, Page, Playwright
 
+from ._site import Site, serve_folder, site_at
+
 __all__ = ["Tab", "TabError", "Runner", "open_tab", "offline", "online", "launch_chromium",
-           "READY"]
+           "READY", "Site", "serve_folder", "site_at"]
 
 Runner = Callable[[Page, str], Any]
 """Runs Python ``code`` on ``page`` and returns its value: ``run(page, code)``."""
