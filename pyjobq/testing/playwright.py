@@ -142,6 +142,9 @@ class Tab:
         """Run Python on the page (top-level ``await`` allowed) and return its value; a string
         of JSON comes back decoded (end the code with ``json.dumps(...)`` for dicts and lists).
 
+        A runner of your own (``open_tab(run=...)``) bounds its own wait: ``timeout_s`` is
+        the default runner's.
+
         Raises:
             TabError: the Python raised (its traceback is in the message), did not finish in
                 ``timeout_s``, the page has no runner, or the tab is frozen.
