@@ -3,9 +3,10 @@ what docs/testing.md's table says, the behaviours tests/e2e/testing_kit.spec.js 
 playwright.cjs. The crash mid-run is docs/testing.md's own example
 (tests/test_docs_testing_playwright.py runs it, tests/e2e/testing_docs.spec.js its twin).
 
-One page is loaded the way users load it: Pyodide imported from the CDN (another origin, a
-stock lock without pyjobq), pyjobq installed by micropip from PyPI; both answered offline from
-build/cdn, as tests/e2e/registries.js does for the JavaScript suites.
+Two pages are loaded the way users load them: Pyodide imported from the CDN (another origin,
+a stock lock without pyjobq) with pyjobq installed by micropip from PyPI, and a PyScript page
+(PyScript and its default Pyodide from the CDN, pyjobq from its ``packages``); the CDN and PyPI
+are answered offline from build/cdn, as tests/e2e/registries.js does for the JavaScript suites.
 
 The site is "a server of your own" to the plugin: tests/server.py (build/site and its fake API)
 on a free port, as the Playwright config's webServer is for the JavaScript suite. The app's API
@@ -45,7 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = json.loads((ROOT / "tests" / "chromium-flags.json").read_text())
 CDN = ROOT / "build" / "cdn"
+PYSCRIPT = ROOT / "node_modules" / "@pyscript" / "core"
 PYODIDE_VERSION = "314.0.7"
+PYSCRIPT_VERSION = "0.7.31"
 
 # The README's cdn.html, plus the one line a page adds so the kit can run Python on it.
 CDN_PAGE = f"""<!doctype html>
@@ -56,6 +59,16 @@ CDN_PAGE = f"""<!doctype html>
   await pyodide.loadPackage("micropip");
   await pyodide.pyimport("micropip").install("pyjobq");
   window.pyodide = pyodide;  // what the kit runs Python through
+</script>
+"""
+
+# The README's pyscript.html, its Python exposing Pyodide to the kit (docs/testing.md).
+PYSCRIPT_PAGE = f"""<!doctype html>
+<meta charset="utf-8">
+<script type="module" src="https://cdn.jsdelivr.net/npm/@pyscript/core@{PYSCRIPT_VERSION}/dist/core.js"></script>
+<script type="py" config='{{"packages": ["pyjobq"]}}'>
+import js, pyodide_js
+js.window.pyodide = pyodide_js
 </script>
 """
 
@@ -132,7 +145,8 @@ def registries(context: BrowserContext, site: Site) -> list[str]:
     cors = {"access-control-allow-origin": "*", "cross-origin-resource-policy": "cross-origin"}
 
     def file(route: Route, path: Path, ctype: str | None = None) -> None:
-        if not path.is_file() or not path.resolve().is_relative_to(CDN.resolve()):
+        if not path.is_file() or not any(path.resolve().is_relative_to(root.resolve())
+                                         for root in (CDN, PYSCRIPT)):
             route.fulfill(status=404, headers=cors, body="not found")
             return
         kind = ctype or {".mjs": "text/javascript", ".wasm": "application/wasm",
@@ -145,6 +159,10 @@ def registries(context: BrowserContext, site: Site) -> list[str]:
         url = route.request.url
         if m := re.match(r"https://cdn\.jsdelivr\.net/pyodide/(v[^/]+/full/.+)$", url):
             return file(route, CDN / "pyodide" / m.group(1))
+        if m := re.match(r"https://cdn\.jsdelivr\.net/npm/@pyscript/core@([^/]+)/dist/(.+)$",
+                         url):
+            root = PYSCRIPT / "dist" if m.group(1) == PYSCRIPT_VERSION else PYSCRIPT / "missing"
+            return file(route, root / m.group(2))
         if m := re.match(r"https://pypi\.org/simple/([^/]+)/?$", url):
             return file(route, CDN / "pypi" / "simple" / m.group(1) / "index.json",
                         "application/vnd.pypi.simple.v1+json")
@@ -257,3 +275,17 @@ def test_a_frozen_tab_hands_over_and_runs_again_on_resume(
         assert first.py("json.dumps(1 + 1)") == 2
         assert first.wait_for_status(during, "done")["id"] == during
         assert sent == [{"n": 1}, {"n": 2}]
+
+
+def test_a_pyscript_page_runs_a_job_the_kit_reads(context: BrowserContext,
+                                                  pyjobq_site: Site) -> None:
+    served = registries(context, pyjobq_site)
+    sent: list[Any] = []
+    context.route("**/api/notes/**", api(sent))
+    context.route(pyjobq_site.url("kit/pyscript.html"),
+                  lambda route: route.fulfill(content_type="text/html", body=PYSCRIPT_PAGE))
+    tab = open_tab(context, pyjobq_site.url("kit/pyscript.html"), setup=SETUP)
+    assert any(url.startswith("https://cdn.jsdelivr.net/pyodide/") for url in served)
+    job_id = tab.py(save("/api/notes/pyscript", {"host": "pyscript"}))
+    assert tab.wait_for_status(job_id, "done")["http_status"] == 201
+    assert [job["id"] for job in tab.jobs()] == [job_id] and sent == [{"host": "pyscript"}]

@@ -2,12 +2,13 @@
 // playwright.cjs (the JavaScript kit) against real pages: each helper does what docs/testing.md's
 // table says — the behaviours tests/test_playwright_kit.py checks for the Python kit, test for
 // test. The crash mid-run is each kit's docs example (testing_docs.spec.js here).
-// One page is loaded the way users load it: Pyodide from the CDN, pyjobq from PyPI by micropip,
-// both answered offline from build/cdn (registries.js). The app's API is answered by routes,
+// Two pages are loaded the way users load them: Pyodide from the CDN with pyjobq from PyPI by
+// micropip, and a PyScript page (PyScript and its default Pyodide from the CDN, pyjobq from its
+// `packages`); the CDN and PyPI are answered offline from build/cdn (registries.js). The app's API is answered by routes,
 // except where a request must cross the (emulated) network: a routed answer never does, so an
 // offline try goes to the test server's /api/echo.
 const { test, expect, chromium } = require("@playwright/test");
-const { useRegistries } = require("./registries");
+const { useRegistries, PYSCRIPT_VERSION } = require("./registries");
 const kit = require("../../pyjobq/testing/playwright.cjs");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
@@ -23,6 +24,16 @@ const CDN_PAGE = `<!doctype html>
   await pyodide.loadPackage("micropip");
   await pyodide.pyimport("micropip").install("pyjobq");
   window.pyodide = pyodide;  // what the kit runs Python through
+</script>
+`;
+
+// The README's pyscript.html, its Python exposing Pyodide to the kit (docs/testing.md).
+const PYSCRIPT_PAGE = `<!doctype html>
+<meta charset="utf-8">
+<script type="module" src="https://cdn.jsdelivr.net/npm/@pyscript/core@${PYSCRIPT_VERSION}/dist/core.js"></script>
+<script type="py" config='{"packages": ["pyjobq"]}'>
+import js, pyodide_js
+js.window.pyodide = pyodide_js
 </script>
 `;
 
@@ -105,6 +116,20 @@ test("a CDN page runs Python, lists its records and waits out an offline spell",
   await kit.online(context);
   const done = await kit.waitForStatus(tab, second, "done");
   expect(done).toMatchObject({ http_status: 200, attempts: 1, result: { path, body: { text: "offline" } } });
+});
+
+test("a PyScript page runs a job the kit reads", async ({ context, baseURL }) => {
+  test.setTimeout(180_000);
+  const { served } = await useRegistries(context, /** @type {string} */ (baseURL));
+  const sent = [];
+  await context.route("**/api/notes/**", api(sent));
+  await context.route(`${baseURL}/kit/pyscript.html`, (route) => route.fulfill({ contentType: "text/html", body: PYSCRIPT_PAGE }));
+  const tab = await kit.openTab(context, "/kit/pyscript.html", { setup: SETUP });
+  expect(served.some((u) => u.startsWith("https://cdn.jsdelivr.net/pyodide/"))).toBe(true);
+  const id = await kit.py(tab, save("/api/notes/pyscript", { host: "pyscript" }));
+  expect((await kit.waitForStatus(tab, id, "done")).http_status).toBe(201);
+  expect((await kit.jobs(tab)).map((j) => j.id)).toEqual([id]);
+  expect(sent).toEqual([{ host: "pyscript" }]);
 });
 
 test("freezeTab refuses a page it cannot freeze and leaves it running", async ({ context }) => {
