@@ -289,3 +289,17 @@ def test_a_pyscript_page_runs_a_job_the_kit_reads(context: BrowserContext,
     job_id = tab.py(save("/api/notes/pyscript", {"host": "pyscript"}))
     assert tab.wait_for_status(job_id, "done")["http_status"] == 201
     assert [job["id"] for job in tab.jobs()] == [job_id] and sent == [{"host": "pyscript"}]
+
+
+def test_launch_chromium_names_a_chromium_it_cannot_start(playwright: Playwright,
+                                                          tmp_path: Path) -> None:
+    missing = tmp_path / "no-chromium"
+    with pytest.raises(TabError, match=f"could not start Chromium at {missing}.*executable_path="):
+        with launch_chromium(playwright, executable_path=str(missing)):
+            pass
+    silent = tmp_path / "silent-chromium"
+    silent.write_text("#!/bin/sh\necho 'not a browser' >&2\n")
+    silent.chmod(0o755)
+    with pytest.raises(TabError, match=r"gave no DevTools address.*\n.*not a browser"):
+        with launch_chromium(playwright, executable_path=str(silent), timeout_s=5):
+            pass
