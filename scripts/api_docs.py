@@ -4,7 +4,8 @@
 
 :data:`PUBLIC_MODULES` is the one list of what the reference covers: the package (every
 name in ``pyjobq.__all__``), the ``<bg-jobs>`` / notebook module, the CPython testing
-helpers, the service registry, and the ports and memory adapters for your own store or
+helpers and the cross-tab ones for pytest (which import Playwright for Python), the service
+registry, and the ports and memory adapters for your own store or
 tests. The engine's internals (scheduler, executor side, browser adapters) are not public.
 tests/test_api_docs.py builds it the same way and checks every public name is in it.
 
@@ -24,6 +25,7 @@ PUBLIC_MODULES = (
     "pyjobq",
     "pyjobq.ui",
     "pyjobq.testing",
+    "pyjobq.testing.playwright",
     "pyjobq.services",
     "pyjobq.core",
     "pyjobq.core.ports",

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# pyjobq's pytest plugin (the pyjobq_site fixture): an installed wheel registers it through its
+# pytest11 entry point; run from the source tree, the suite registers it here.
+if not any(ep.value == "pyjobq.testing.pytest_plugin" for ep in entry_points(group="pytest11")):
+    pytest_plugins = ["pyjobq.testing.pytest_plugin"]
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 # Flags that keep Chromium quiet offline (DESIGN.md, "Offline toolchain"); Playwright's config

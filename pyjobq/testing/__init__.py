@@ -39,7 +39,10 @@ A test of your app's code::
             assert calls == [("POST", "/notes", {"text": "hello"})]
         run(main)
 
-docs/testing.md walks through it, with a cross-tab Playwright test beside it.
+docs/testing.md walks through it, with cross-tab tests of real pages in Chromium beside it:
+``playwright.cjs`` (:data:`PLAYWRIGHT_HELPER`) for Playwright Test, and
+:mod:`pyjobq.testing.playwright` with pyjobq's pytest plugin (the ``pyjobq_site`` fixture) for
+pytest; those need Playwright, and are not imported from here.
 """
 
 from __future__ import annotations

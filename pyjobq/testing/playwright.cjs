@@ -111,17 +111,100 @@ async function crashTab(context, page, { timeout = 10_000 } = {}) {
   await crashed;
 }
 
+// Said on the console by the page's own `freeze` handler: the only word a frozen page can give.
+const FROZE = "pyjobq-testing:freeze";
+
 /**
  * Freeze the tab as Chromium freezes a background tab (CDP `Page.setWebLifecycleState`):
- * `freeze` fires, then no task runs. It keeps its Web Locks. Returns `resume()`, which fires
- * `resume` and lets it run again.
+ * `freeze` fires, then no task of the page or its workers runs. It keeps its Web Locks. Returns
+ * `resume()`, which fires `resume` and lets it run again. Needs a browser from
+ * `launchChromium()` (its `context`): pages of a browser Playwright launched itself, or of a
+ * context it created, cannot be frozen (its focus emulation keeps them visible and the freeze
+ * is silently ignored), so this throws, naming it,
+ * when no `freeze` fires within `timeout` ms (the tab is left running).
  */
-async function freezeTab(context, page) {
+async function freezeTab(context, page, { timeout = 10_000 } = {}) {
+  await page.evaluate((froze) => {
+    const w = /** @type {any} */ (window);
+    if (w.__pyjobqWatchesFreeze) return;
+    w.__pyjobqWatchesFreeze = true;
+    document.addEventListener("freeze", () => console.debug(froze));
+  }, FROZE);
   const cdp = await context.newCDPSession(page);
+  const froze = page.waitForEvent("console", { predicate: (m) => m.text() === FROZE, timeout });
   await cdp.send("Page.setWebLifecycleState", { state: "frozen" });
+  try {
+    await froze;
+  } catch {
+    await cdp.send("Page.setWebLifecycleState", { state: "active" });
+    throw new Error(`the tab did not freeze: Chromium fired no \`freeze\` event within ${timeout} ms. ` +
+      "Pages of a browser Playwright launched itself, or of a context it created, cannot be frozen (its " +
+      "focus emulation keeps them visible, and Page.setWebLifecycleState is then silently ignored); open " +
+      "the tab in the context launchChromium() gives, which starts Chromium and connects to it so that " +
+      "its pages can be frozen");
+  }
   return async () => {
     await cdp.send("Page.setWebLifecycleState", { state: "active" });
   };
 }
 
-module.exports = { py, queueReady, openTab, waitForPython, jobs, jobRow, waitForStatus, crashTab, freezeTab };
+/** Take every tab of `context` offline: requests fail as without a network, `navigator.onLine` is false. */
+async function offline(context) {
+  await context.setOffline(true);
+}
+
+/** Bring every tab of `context` back online; tabs get `online` (pyjobq runs the jobs that waited). */
+async function online(context) {
+  await context.setOffline(false);
+}
+
+/**
+ * Start Chromium with a fresh profile and connect to it over CDP: its own `context`, whose
+ * pages `freezeTab` can freeze (Playwright keeps the pages of a browser it launches, and of a
+ * context it creates, visible; the default context of a browser it connects to with
+ * `noDefaults` has no such setting). Options: `chromium` (from `@playwright/test` or
+ * `playwright`), `executablePath` (default: Playwright's own Chromium), `args`, `headless`,
+ * `timeout` (ms, for Chromium to give its DevTools address). Returns
+ * `{ browser, context, close }`; `close()` stops Chromium and removes its temporary profile.
+ */
+async function launchChromium({ chromium, executablePath, args = [], headless = true, timeout = 30_000 }) {
+  const { spawn } = require("child_process");
+  const fs = require("fs");
+  const os = require("os");
+  const path = require("path");
+  const exe = executablePath || chromium.executablePath();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "pyjobq-chromium-"));
+  const proc = spawn(exe, ["--remote-debugging-port=0", `--user-data-dir=${profile}`, "--no-first-run",
+    "--no-default-browser-check", "--no-sandbox", ...(headless ? ["--headless"] : []), ...args, "about:blank"],
+  { stdio: ["ignore", "ignore", "pipe"] });
+  const exited = new Promise((resolve) => { proc.once("exit", resolve); proc.once("error", resolve); });
+  const close = async () => {
+    proc.kill();
+    await exited;
+    try {
+      fs.rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+    } catch { /* Chromium's helpers may still write it for a moment: never fail a test over it */ }
+  };
+  try {
+    const endpoint = await new Promise((resolve, reject) => {
+      let seen = "";
+      const timer = setTimeout(() => reject(new Error(`Chromium at ${exe} gave no DevTools address in ${timeout} ms; it said:\n${seen}`)), timeout);
+      proc.stderr.on("data", (chunk) => {
+        seen += chunk;
+        const m = /DevTools listening on (ws:\/\/\S+)/.exec(seen);
+        if (m) { clearTimeout(timer); resolve(m[1]); }
+      });
+      proc.once("error", (e) => { clearTimeout(timer); reject(new Error(`could not start Chromium at ${exe}: ${e.message}`)); });
+      proc.once("exit", (code) => { clearTimeout(timer); reject(new Error(`Chromium at ${exe} exited (${code}):\n${seen}`)); });
+    });
+    const browser = await chromium.connectOverCDP(endpoint, { noDefaults: true, timeout });
+    return { browser, context: browser.contexts()[0], close: async () => { await browser.close().catch(() => {}); await close(); } };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+module.exports = {
+  py, queueReady, openTab, waitForPython, jobs, jobRow, waitForStatus, crashTab, freezeTab, offline, online, launchChromium,
+};
