@@ -650,6 +650,9 @@ async function trace(browser, base, n) {
   await bench(a, "ask", { cmd: "python", code: TRACE + "_trace_on()" });
   const out = await py(a, `await persistent(${n}, 1)`);
   if (out.not_done) console.log("a job not done:", await py(a, `repr(await queue.enqueue_fetch("POST", "/bench", None, type="probe").done)`));
+  // The settle's transaction alone, in the idle worker: two records read and written, 200 times.
+  const alone = await bench(a, "ask", { cmd: "python_async", code: fs.readFileSync(process.env.BENCH_PROBE || "/dev/null", "utf8") || "'no probe'" });
+  console.log("the settle's transaction alone, idle worker:", JSON.stringify(alone.value ?? alone));
   const asList = (v) => (typeof v === "string" ? JSON.parse(v) : v);
   const page = asList(await py(a, "json.dumps(_trace)"));
   const worker = asList((await bench(a, "ask", { cmd: "python", code: "json.dumps(_trace)" })).value);
@@ -690,6 +693,13 @@ async function trace(browser, base, n) {
     }
   }
   Object.assign(seg, split);
+  // On the page, what comes just before each run: the news of the settle and claim.
+  for (const [id, runIn] of pRunIn) {
+    const before = page.filter((e) => e[1] === "in" && e[2] === "job-update" && e[0] <= runIn[0]).at(-1);
+    if (!before || runIn[0] - before[0] > 20) continue;
+    (seg["page: job-update handled (just before run)"] ||= []).push(before[4] - before[0]);
+    (seg["page: that job-update's end -> run handled"] ||= []).push(runIn[0] - before[4]);
+  }
   // Each mark's first time after a run_result was handled, and before the next run was posted.
   for (let i = 0; i + 1 < ids.length; i++) {
     const t0 = wResIn.get(ids[i])[0], t3 = wRunOut.get(ids[i + 1])[0];

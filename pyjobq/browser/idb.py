@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import json
 import logging
 import math
 from importlib import resources
@@ -50,6 +51,7 @@ from ..core.records import (
     JobRecord,
     RecordError,
     malformed,
+    shallow_json,
 )
 from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
 from ..core.view import Entry
@@ -184,8 +186,28 @@ def _decode(value: Any, bad: list[tuple[Any, JobRecord]], *,
             log.error("pyjobq: failing a malformed record in IndexedDB: %s", exc)
         bad.append((data.get("id"), _malformed(data, exc)))
         return None
+    return _decode_data(data, bad, quiet=quiet)
+
+
+def _decode_text(text: str, raw: Any, bad: list[tuple[Any, JobRecord]]) -> JobRecord | None:
+    """A stored value as a record, from its JSON text when ``idb_batch.js`` could write one
+    (plain JSON values only: ``json.loads`` at C speed, nulls as None, no proxy per value), or
+    else (``text`` empty) from the value itself (:func:`_decode`, which fails what is not a
+    record)."""
+    if text:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            return _decode_data(data, bad, shallow=shallow_json(text))
+    return _decode(raw, bad)
+
+
+def _decode_data(data: Any, bad: list[tuple[Any, JobRecord]], *, quiet: bool = False,
+                 shallow: bool = False) -> JobRecord | None:
     try:
-        return JobRecord.from_dict(data)
+        return JobRecord.from_dict(data, shallow=shallow)
     except ForeignRecord as exc:
         if not quiet:
             log.info("pyjobq: leaving a record of a newer pyjobq as it is: %s", exc)
@@ -251,23 +273,24 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
     return records
 
 
-def _apply(changes: Sequence[Change], done: list[Updated], values: Any) -> Any:
+def _apply(changes: Sequence[Change], done: list[Updated], read: Any) -> Any:
     """``update_many``'s decision, made once every read has succeeded, in the transaction
     (``idb_batch.js``): each change applied in order — on what an earlier change of the same
     call wrote to its record — into ``done``; returns the writes, converted in one ``to_js``."""
     written: dict[str, JobRecord] = {}
     dels: list[Any] = []
     puts: list[dict[str, Any]] = []
-    for change, value in zip(changes, values):
+    texts = read.texts.to_py()
+    for i, change in enumerate(changes):
         current: JobRecord | None
         if change.job_id in written:
             current = written[change.job_id]
-        elif value is None:
+        elif texts[i] is None:  # no record: JavaScript's undefined
             done.append(Updated(None, False))
             continue
         else:
             bad: list[tuple[Any, JobRecord]] = []
-            current = _decode(value, bad)
+            current = _decode_text(texts[i], read.values[i] if texts[i] == "" else None, bad)
             if bad:  # failed in this same transaction; the change is not applied to it
                 key, failed = bad[0]
                 if key != failed.id and key is not None:

@@ -2,10 +2,12 @@
 // and add). The decisions stay in Python: this only issues the requests Python decided, so a
 // transaction costs one call and one Python callback instead of a proxy per request.
 //
-// Both functions call `callback(token, values, end)` back, synchronously, in the transaction's
-// own events (the argument not given is undefined, which Python reads as None): with the values
-// read (update only; its answer is what to write), and once at its end, with {ok: true} when it
-// committed or {ok: false, name, message} when it failed or was aborted (the first reason wins). So Python goes on in the event that ends the transaction.
+// Both functions call `callback(token, read, end)` back, synchronously, in the transaction's
+// own events (the argument not given is undefined, which Python reads as None): with what was
+// read (update only; its answer is what to write), and once at its end, with {ok: true} when
+// it committed or {ok: false, name, message} when it failed or was aborted (the first reason
+// wins). So Python goes on in the event that ends the transaction.
+//
 // Evaluated once (run_js): the value is the object of the two functions; nothing is global.
 (() => {
   /** A readwrite transaction whose end is called back once; null (and the end called back)
@@ -39,25 +41,59 @@
     return tx;
   }
 
+  /** `value`'s JSON text when it holds only what JSON holds — strings, finite numbers,
+   *  booleans, null, undefined (Python's None), arrays and plain objects — so that Python
+   *  reading the text reads the value as to_py would; "" otherwise (a Date, NaN, a BigInt, a
+   *  cycle...): Python then reads the value itself, and fails it if it is no record. */
+  function plainJson(value) {
+    try {
+      return JSON.stringify(value, function (key, converted) {
+        const original = this[key];
+        switch (typeof original) {
+          case "string":
+          case "boolean":
+          case "undefined": // Python's None, as to_js writes it: a key left out, read as None
+            return converted;
+          case "number":
+            if (Number.isFinite(original)) return converted;
+            break;
+          case "object": {
+            if (original === null || Array.isArray(original)) return converted;
+            const proto = Object.getPrototypeOf(original);
+            if (proto === Object.prototype || proto === null) return converted;
+            break;
+          }
+          default:
+            break;
+        }
+        throw new TypeError("not plain JSON");
+      });
+    } catch {
+      return "";
+    }
+  }
+
   return {
-    /** Read `keys` (every request issued at once), then call back with the values, once, in the
-     *  last read's success event while the transaction is active: the answer is
+    /** Read `keys` (every request issued at once), then call back once, in the last read's
+     *  success event while the transaction is active, with {values, texts}: each value read
+     *  (undefined: none) and its JSON text (plainJson; undefined: none). The answer is
      *  {del: [key, ...], put: [value, ...]} (deletes first, then puts, in order), or null to
      *  abort (Python keeps its own reason). */
     update(db, storeName, keys, token, callback) {
       const tx = begin(db, storeName, token, callback);
       if (!tx) return;
       const store = tx.objectStore(storeName);
-      const values = new Array(keys.length);
+      const read = { values: new Array(keys.length), texts: new Array(keys.length) };
       let left = keys.length;
       keys.forEach((key, i) => {
         const request = store.get(key);
         request.onsuccess = () => {
-          values[i] = request.result;
+          read.values[i] = request.result;
+          read.texts[i] = request.result === undefined ? undefined : plainJson(request.result);
           if (--left > 0) return;
           let writes = null;
           try {
-            writes = callback(token, values, undefined);
+            writes = callback(token, read, undefined);
           } catch {
             writes = null; // Python answers null itself when it fails; this is a last guard
           }

@@ -66,6 +66,14 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def shallow_json(text: str) -> bool:
+    """Whether the value whose JSON text is ``text`` surely nests no deeper than a record may
+    (:data:`MAX_DEPTH` below the record's own level): it opens no more objects and arrays
+    than that in all. A bound, counted at C speed (brackets inside strings count too), so a
+    ``False`` only means the nesting must be walked."""
+    return text.count("{") + text.count("[") <= MAX_DEPTH + 1
+
+
 #: What :func:`check_str` tells a caller to pass, for each kind of argument.
 A_JOB_ID = "a job's id, a str such as job.id or the id of a row of query_all()"
 A_GROUP = "a group name, a str: the group= the jobs were filed with"
@@ -236,8 +244,9 @@ class JobRecord:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any) -> "JobRecord":
-        """Decode a stored value.
+    def from_dict(cls, data: Any, *, shallow: bool = False) -> "JobRecord":
+        """Decode a stored value. ``shallow``: the caller knows it nests no deeper than
+        :data:`MAX_DEPTH` (:func:`shallow_json`), so the depth walk is skipped.
 
         Raises:
             ForeignRecord: a status this version does not know (a newer pyjobq's record).
@@ -250,7 +259,7 @@ class JobRecord:
             raise RecordError(f"a job record must be an object, got {type(data).__name__}")
         raw_id = data.get("id")
         name_id = raw_id if isinstance(raw_id, str) else repr(raw_id)[:80]
-        if depth(data, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # the record itself is one level
+        if not shallow and depth(data, MAX_DEPTH + 1) > MAX_DEPTH + 1:  # the record is a level
             raise RecordError(f"job record {name_id!r} nests deeper than {MAX_DEPTH} levels")
         missing = [name for name in _REQUIRED if name not in data]
         if missing:

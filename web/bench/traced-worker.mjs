@@ -6,6 +6,7 @@
 //   memory     -> the worker Pyodide's wasm heap, live PyProxies (tracked since "track") and
 //                 Python objects; {cmd:"memory", track:true} starts proxy tracking afresh
 //   python     -> {value: str(the last expression of `code`)} run in the worker's Pyodide
+//   python_async -> the same through runPythonAsync (top-level await)
 //                 (bench.mjs --profile: cProfile around the one-type row)
 const params = new URLSearchParams(self.location.hash.slice(1));
 const TRACED = new Set(["run", "run_started", "run_result", "enqueue", "reply", "ready"]);
@@ -45,6 +46,14 @@ self.addEventListener("message", (event) => {
   if (request.cmd === "python") {
     const py = self.pyodide;
     port.postMessage(py ? { value: String(py.runPython(request.code)) } : { error: "pyodide not loaded" });
+    return;
+  }
+  if (request.cmd === "python_async") {
+    const py = self.pyodide;
+    if (!py) { port.postMessage({ error: "pyodide not loaded" }); return; }
+    py.runPythonAsync(request.code).then(
+      (value) => port.postMessage({ value: String(value) }),
+      (error) => port.postMessage({ error: String(error) }));
     return;
   }
   if (request.cmd === "memory") {
