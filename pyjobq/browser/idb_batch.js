@@ -52,8 +52,9 @@
         switch (typeof original) {
           case "string":
           case "boolean":
-          case "undefined": // Python's None, as to_js writes it: a key left out, read as None
             return converted;
+          case "undefined": // Python's None, as to_js writes it: kept, as null (to_py: None)
+            return null;
           case "number":
             if (Number.isFinite(original)) return converted;
             break;

@@ -302,3 +302,91 @@ async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium)
     assert await store.next_due_at(after=0.15) == 5.0
     assert await store.next_due_at(after=5.0) is None
     store.close()
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_the_settles_json_read_decodes_each_value_as_the_value_itself(selenium):
+    """``update_many`` reads records through JSON text written in JavaScript (idb_batch.js:
+    plain JSON values only); any other value is read as itself. Each value below decodes the
+    same both ways — through ``update_many`` and through ``get``, which reads the value — a
+    valid one to the same record, a malformed one failed with the same code. A Date taken for
+    JSON would be a string, NaN a None, a BigInt an error: each would differ."""
+    import js
+    from pyodide.code import run_js
+    from pyodide.ffi import to_js
+
+    from pyjobq.browser.idb import IndexedDBStore
+    from pyjobq.core.ports import Change
+    from pyjobq.core.records import NewJob
+
+    store = IndexedDBStore("json-read")
+    base = NewJob(id="base", reconstructor="fetch",
+                  params={"method": "POST", "path": "/x", "body": None}).to_record(1.0)
+    make = run_js("""(base) => {
+      const b = (id, extra) => Object.assign(Object.assign({}, base), { id }, extra);
+      let deep = {}; const root = deep;
+      for (let i = 0; i < 150; i++) { deep.d = {}; deep = deep.d; }
+      return [
+        b("plain", { _params: { body: { a: [1, null, "x{[", true, 2.5] } } }),
+        b("null-group", { group: null, label: undefined }),
+        b("date", { _params: { when: new Date(0) } }),
+        b("nan", { next_retry_at: NaN }),
+        b("infinite", { attempts: Infinity }),
+        b("bigint", { _params: { n: 10n } }),
+        b("deep", { _params: root }),
+        b("brackets", { label: "[".repeat(200) }),
+        b("array-hole", { _params: { list: [1, undefined, 3] } }),
+      ];
+    }""")
+    values = make(to_js(base.to_dict(), dict_converter=js.Object.fromEntries))
+    db = await store._open()
+    tx = db.transaction("jobs", "readwrite")
+    ids = []
+    for value in values:
+        ids.append(value.id)
+        tx.objectStore("jobs").put(value)
+        copy = js.Object.assign(js.Object.new(), value)
+        copy.id = value.id + "-copy"
+        tx.objectStore("jobs").put(copy)
+    await js.Promise.new(
+        lambda resolve, reject: setattr(tx, "oncomplete", lambda _e: resolve(None)))
+
+    seen = {}
+
+    def plain(value):
+        """``value`` with each JavaScript object it holds (a Date) as its type and text: two
+        proxies of equal Dates are not ==."""
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        if hasattr(value, "constructor"):
+            return ("js", str(value.constructor.name), str(value))
+        return value
+
+    def look(cur):
+        seen[cur.id] = cur
+        return None  # nothing written: only what the read made of the value
+
+    through_update = {job_id: (await store.update_many([Change(job_id, look)]))[0]
+                      for job_id in ids}
+    differ = []
+    for job_id in ids:
+        by_get = await store.get(job_id + "-copy")  # the value read as itself
+        by_update = seen.get(job_id) or through_update[job_id].record
+        assert by_get is not None and by_update is not None, job_id
+        if by_get.status.value == "failed" and by_get.code == "malformed_record":
+            same = by_update.status.value == "failed" and by_update.code == "malformed_record"
+        else:
+            left, right = plain(by_update.to_dict()), plain(by_get.to_dict())
+            left.pop("id"), right.pop("id")
+            same = left == right and job_id in seen
+        if not same:
+            differ.append((job_id, by_update, by_get))
+    assert differ == []
+    assert {j for j in ids if seen.get(j) is None} >= {"nan", "infinite", "deep"}
+    assert seen["plain"]._params["body"] == {"a": [1, None, "x{[", True, 2.5]}
+    assert seen["null-group"].group is None and seen["array-hole"]._params["list"] == [1, None, 3]
+    assert seen["null-group"]._params == {"method": "POST", "path": "/x", "body": None}
+    assert plain(seen["date"]._params["when"])[1] == "Date"  # read as itself, not as text
+    store.close()
