@@ -14,6 +14,7 @@
 //   --profile [N]                     no figures: N (default 300) persistent jobs of one type under
 //                                     cProfile on the page and in the scheduler worker; prints both top lists
 //                                     (BENCH_PROFILE_CALLERS=regex: who calls the matching functions)
+//   --run "PY"                        no figures: the bench page's Python call PY, e.g. "await burst(10000)"
 //   --trace [N]                       no figures: N persistent jobs of one type; per job, how long each
 //                                     side holds it and each message travels (medians)
 import { spawn } from "node:child_process";
@@ -533,10 +534,12 @@ async function profile(browser, base, n) {
   await py(a, PROFILE + '"ok"');
   await bench(a, "ask", { cmd: "python", code: PROFILE + "_pyjobq_profile(True)" });
   await py(a, "_pyjobq_profile(True)");
-  const out = await py(a, `await persistent(${n}, 1)`);
+  // BENCH_PROFILE_RUN: what to profile instead, e.g. "await burst(N)" (N: the count given).
+  const out = await py(a, (process.env.BENCH_PROFILE_RUN || "await persistent(N, 1)").replaceAll("N", String(n)));
   const page = await py(a, "_pyjobq_profile(False)");
   const worker = (await bench(a, "ask", { cmd: "python", code: "_pyjobq_profile(False)" })).value;
-  console.log(`${n} persistent jobs, one type, under cProfile: ${out.jobs_per_s.toFixed(0)} jobs/s\n`);
+  console.log(process.env.BENCH_PROFILE_RUN ? `${process.env.BENCH_PROFILE_RUN} (N=${n}) under cProfile: ${JSON.stringify(out)}\n`
+    : `${n} persistent jobs, one type, under cProfile: ${out.jobs_per_s.toFixed(0)} jobs/s\n`);
   console.log("== the page ==\n" + page + "\n== the scheduler worker ==\n" + worker);
   await ctx.close();
 }
@@ -727,6 +730,13 @@ async function main() {
     const info = JSON.parse(fs.readFileSync(path.join(SITE, "build-info.json"), "utf8"));
     const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model?.trim() || "?"}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ` +
       `Chromium ${browser.version()}, Pyodide ${info.pyodide}, load avg ${os.loadavg()[0].toFixed(1)}`;
+    if (argv.includes("--run")) {
+      // One of the bench page's Python calls, as is: e.g. --run "await burst(10000)".
+      const ctx = await browser.newContext();
+      const a = await openBenchPage(ctx, base, `run-${Date.now().toString(36)}`);
+      console.log(JSON.stringify(await py(a, argv[argv.indexOf("--run") + 1])));
+      return await ctx.close();
+    }
     if (argv.includes("--trace")) {
       const n = Number(argv[argv.indexOf("--trace") + 1]) || 300;
       return await trace(browser, base, n);

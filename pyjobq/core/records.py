@@ -66,12 +66,12 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def shallow_json(text: str) -> bool:
-    """Whether the value whose JSON text is ``text`` surely nests no deeper than a record may
-    (:data:`MAX_DEPTH` below the record's own level): it opens no more objects and arrays
-    than that in all. A bound, counted at C speed (brackets inside strings count too), so a
-    ``False`` only means the nesting must be walked."""
-    return text.count("{") + text.count("[") <= MAX_DEPTH + 1
+def shallow_json(text: str, limit: int = MAX_DEPTH + 1) -> bool:
+    """Whether the value whose JSON text is ``text`` surely nests no deeper than ``limit``
+    (by default a record's: :data:`MAX_DEPTH` below its own level): it opens no more objects
+    and arrays than that in all. A bound, counted at C speed (brackets inside strings count
+    too), so a ``False`` only means the nesting must be walked."""
+    return text.count("{") + text.count("[") <= limit
 
 
 #: What :func:`check_str` tells a caller to pass, for each kind of argument.
@@ -94,20 +94,27 @@ def check_str(value: Any, call: str, expected: str) -> str:
 
 def check_json(value: Any, what: str) -> Any:
     """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages
-    hold) and nests no deeper than :data:`MAX_DEPTH`."""
+    hold) and nests no deeper than :data:`MAX_DEPTH`. The encoding is C's; the nesting is
+    walked only when the text could nest too deep (:func:`shallow_json`)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        _need_shallow(value, what)  # too deep says so, whatever else is wrong
+        raise InvalidJobError(
+            f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
+            f"stored and sent between tabs: {exc}"
+        ) from None
+    if not shallow_json(text, MAX_DEPTH):
+        _need_shallow(value, what)
+    return value
+
+
+def _need_shallow(value: Any, what: str) -> None:
     if depth(value) > MAX_DEPTH:
         raise InvalidJobError(
             f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
             f"stored and sent between tabs: it nests deeper than {MAX_DEPTH} levels"
         )
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidJobError(
-            f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
-            f"stored and sent between tabs: {exc}"
-        ) from None
-    return value
 
 
 @dataclass(frozen=True)
@@ -124,26 +131,27 @@ class NewJob:
     delay_ms: float = 0
 
     def __post_init__(self) -> None:
+        # Each message is only made when its check fails (a burst files 10,000 jobs).
         _need(isinstance(self.id, str) and self.id != "",
-              f"id must be a non-empty str, got {_shown(self.id)}")
+              "id must be a non-empty str, got {}", self.id)
         _need(isinstance(self.reconstructor, str) and self.reconstructor != "",
-              "reconstructor must be a non-empty str naming a registered factory,"
-              f" got {_shown(self.reconstructor)}")
+              "reconstructor must be a non-empty str naming a registered factory, got {}",
+              self.reconstructor)
         _need(isinstance(self.type, str) and self.type != "",
-              f"type must be a non-empty str, got {_shown(self.type)}")
+              "type must be a non-empty str, got {}", self.type)
         _need(self.group is None or isinstance(self.group, str),
-              f"group must be a str or None, got {_shown(self.group)}")
+              "group must be a str or None, got {}", self.group)
         _need(self.label is None or isinstance(self.label, str),
-              f"label must be a str or None, got {_shown(self.label)}")
+              "label must be a str or None, got {}", self.label)
         _need(
             isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
             and self.max_attempts >= 1,
-            f"max_attempts must be an int >= 1, got {self.max_attempts!r}",
+            "max_attempts must be an int >= 1, got {}", self.max_attempts,
         )
         _need(
             isinstance(self.delay_ms, (int, float)) and not isinstance(self.delay_ms, bool)
             and math.isfinite(self.delay_ms) and self.delay_ms >= 0,
-            f"delay_ms must be a finite number >= 0, got {self.delay_ms!r}",
+            "delay_ms must be a finite number >= 0, got {}", self.delay_ms,
         )
         check_json(self.params, "the job's params")
 
@@ -179,9 +187,11 @@ def _shown(value: Any) -> str:
     return reprlib.repr(value)
 
 
-def _need(ok: bool, message: str) -> None:
+def _need(ok: bool, message: str, *shown: Any) -> None:
+    """Raise :class:`InvalidJobError` unless ``ok``: ``message`` with each of ``shown`` put in
+    its ``{}`` as a short repr."""
     if not ok:
-        raise InvalidJobError(message)
+        raise InvalidJobError(message.format(*(_shown(value) for value in shown)))
 
 
 @dataclass(frozen=True)
