@@ -109,7 +109,7 @@ def configure(
         check_transport(transport)
         changes["transport"] = transport
     if reconstructors is not _UNSET:
-        changes["reconstructors"] = {**_settings.reconstructors, **_reconstructors(reconstructors)}
+        changes["reconstructors"] = dict(_reconstructors(reconstructors))  # merged below
     if yields is not _UNSET:
         changes["yields"] = _yields(yields)
     if handshake_timeout_ms is not _UNSET:
@@ -124,6 +124,8 @@ def configure(
     if _read_by is not None:
         _configure_late(changes)
         return
+    if "reconstructors" in changes:
+        changes["reconstructors"] = {**_settings.reconstructors, **changes["reconstructors"]}
     _settings = replace(_settings, **changes)
     _explicit.update(k for k in changes if k.endswith("_name"))
 
@@ -176,10 +178,13 @@ def _configure_late(changes: dict[str, Any]) -> None:
             _late.set_transport(changes["transport"])
         _settings = replace(_settings, transport=changes["transport"])
     if "reconstructors" in changes:
+        # Only the names given in this call: one registered since by register_reconstructor()
+        # (a later cell's fix) stays, unless this call names it again.
         if _late is not None:
             for name, factory in changes["reconstructors"].items():
                 _late.register_reconstructor(name, factory)
-        _settings = replace(_settings, reconstructors=changes["reconstructors"])
+        _settings = replace(_settings, reconstructors={**_settings.reconstructors,
+                                                       **changes["reconstructors"]})
 
 
 def _names(**names: Any) -> dict[str, Any]:
@@ -194,7 +199,9 @@ def _names(**names: Any) -> dict[str, Any]:
         if name in _explicit and value != current and _read_by is None:  # else: late
             raise ConfigurationError(
                 f"{name} was already configured as {current!r}; refusing to change it to "
-                f"{value!r}. Configure each name once, in the first module your page loads."
+                f"{value!r}. Configure each name once, in the first module your page loads (in "
+                "a notebook, in one cell run before anything imports pyjobq.queue); to use other "
+                "names, reload the page — in a notebook, restart the kernel."
             )
         changes[name] = value
     return changes

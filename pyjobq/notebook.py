@@ -18,11 +18,17 @@ survives a saved notebook as the last HTML drawn.
 
 - **Throttled.** A change only marks the tables stale; they are redrawn at most once per
   :data:`UPDATE_INTERVAL_S`, with everything that changed meanwhile, so a burst of 10,000
-  updates costs a handful of redraws, not 10,000 messages to the notebook.
+  updates costs a handful of redraws, not 10,000 messages to the notebook. The timer is kept
+  with its event loop: a loop that ended (CPython's ``asyncio.run``) or is not the one running
+  now cannot fire it, so the next change arms another instead of waiting on it for good.
 - **Never a part shown as the whole.** The queue draws the records it has heard of at once,
   and asks the store for every record (whichever kernel or tab wrote it); until the store has
-  answered, the caption says the table is still being read, and the table is redrawn whole
-  when the answer comes.
+  answered, the caption says the table is still being read — or, where no event loop can read
+  it, that it is not read yet and how to read it — and the table is redrawn whole when the
+  answer comes.
+- **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are
+  drawn: the unfinished jobs first, then the newest finished ones; the caption still counts
+  every job and says how many are shown.
 - **Bounded.** The newest :data:`MAX_LIVE` displays stay live (a kernel cannot tell which
   outputs a user cleared or re-ran); an older one is drawn a last time saying it no longer
   updates.
@@ -37,10 +43,12 @@ import asyncio
 import dataclasses
 import html
 import importlib
+import sys
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from .core import jobs_table
 from .core.jobs_table import Cells
+from .core.status import TERMINAL
 
 _CELL = ('style="padding:4px 10px;text-align:left;vertical-align:top;'
          'border-bottom:1px solid #d8dee4"')
@@ -102,8 +110,20 @@ COLUMNS = tuple(column for column in jobs_table.COLUMNS if not column.interactiv
 """The columns the notebook table draws, in order."""
 
 
+def status_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of ``records`` have each status of :data:`~pyjobq.core.jobs_table.STATUS_LOOKS`
+    (every one, in the caption's order; deleted records and unknown statuses are not counted)."""
+    counts = {str(look.status): 0 for look in jobs_table.STATUS_LOOKS}
+    for r in records:
+        status = str(r.get("status"))
+        if status in counts and not r.get("deleted"):
+            counts[status] += 1
+    return counts
+
+
 def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None,
-              note: str = "", empty: str = jobs_table.EMPTY_TABLE) -> str:
+              note: str = "", empty: str = jobs_table.EMPTY_TABLE,
+              counts: Mapping[str, int] | None = None) -> str:
     """An HTML table of job records (what ``query_all`` returns), every value escaped.
 
     Args:
@@ -112,6 +132,8 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None,
             "in 12 s", otherwise it is an absolute UTC time.
         note: said after the caption's counts (e.g. that the store is still being read).
         empty: the one row of a table with no jobs.
+        counts: what the caption counts per status, when ``records`` are only some of the
+            jobs (see :func:`status_counts`); default: ``records`` counted.
 
     Returns:
         A ``<table>`` with a caption counting jobs per status, one row per job
@@ -119,12 +141,9 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None,
     """
     rows = [dict(r) for r in records if not r.get("deleted")]
     rows.sort(key=lambda r: (-(r.get("created_at") or 0), str(r.get("id"))))
-    counts = {str(look.status): 0 for look in jobs_table.STATUS_LOOKS}
-    for r in rows:
-        status = str(r.get("status"))
-        if status in counts:
-            counts[status] += 1
-    summary = (", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items() if n)
+    counts = status_counts(rows) if counts is None else counts
+    summary = (", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items()
+                         if n and s in jobs_table.LOOKS)
                or "no jobs")
     out = [
         '<table class="pyjobq-jobs" style="border-collapse:collapse;font:13px '
@@ -152,18 +171,37 @@ UPDATE_INTERVAL_S = 0.5
 MAX_LIVE = 4
 """How many of the newest displayed tables stay live."""
 
+MAX_ROWS = 200
+"""The most rows a table draws (every redraw sends them all): the unfinished jobs first, then
+the newest finished ones. The caption counts every job all the same."""
+
 READING = "reading every stored job…"
-"""The caption's note until the store has answered: what is drawn is not yet the whole queue."""
+"""The caption's note while the store is being read: what is drawn is not yet the whole queue."""
 
 READING_EMPTY = "Reading the stored jobs…"
-"""The one row of a table with no jobs yet, until the store has answered."""
+"""The one row of a table with no jobs yet, while the store is being read."""
 
-UNREADABLE = "the stored jobs could not be read ({error}); showing this kernel's jobs only"
+NOT_READ = "not read yet: `await queue.query_all()` lists every stored job"
+"""The caption's note when nothing reads the store (no event loop could start the read): what
+is drawn is only what this kernel heard of."""
+
+NOT_READ_EMPTY = "The stored jobs are not read yet."
+"""The one row of a table with no jobs, when the store was not read (or could not be)."""
+
+UNREADABLE = ("the stored jobs could not be read ({error}); showing the jobs this kernel heard "
+              "of only — display the queue again to retry")
 """The caption's note when the store's answer was an error."""
 
-OLDER_LEFT_OUT = ("only the newest {kept} finished jobs are shown; the store keeps the older "
-                  "ones (query_all() lists them)")
+OLDER_LEFT_OUT = ("this kernel keeps only the newest {kept} finished jobs; the store keeps the "
+                  "older ones (query_all() lists them)")
 """The caption's note when older finished records were left out of memory."""
+
+SHOWING = "showing {shown} of {total}: the unfinished jobs, then the newest finished"
+"""The caption's note when the table has more jobs than :data:`MAX_ROWS`."""
+
+STOPPED = ("queue.stop() was called: changes made in other tabs no longer reach this table "
+           "(`await queue.query_all()` reads them again)")
+"""The caption's note once the queue's channel is closed (:func:`pyjobq.queue.stop`)."""
 
 RETIRED = "no longer live: display the queue again for a live table"
 """The caption's note of a display drawn for the last time (beyond :data:`MAX_LIVE`)."""
@@ -191,17 +229,35 @@ class View:
 
 @dataclasses.dataclass(frozen=True)
 class StoreState:
-    """What the table knows of the store: whether it answered with every record, or failed."""
+    """What the table knows of its sources: whether the store answered with every record, is
+    being read or failed, and whether other tabs' changes still reach it."""
 
     answered: bool = False
+    #: A read of every record is under way (its answer will be laid over what is drawn).
+    reading: bool = False
     error: str | None = None
     #: Set when finished records beyond the newest this many were forgotten (memory stays
     #: flat): the table then says older finished jobs are left out.
     finished_kept: int | None = None
+    #: False once the queue's channel is closed: other tabs' changes no longer arrive.
+    hears_other_tabs: bool = True
+
+
+def rows_to_draw(records: Iterable[Mapping[str, Any]],
+                 limit: int = MAX_ROWS) -> list[Mapping[str, Any]]:
+    """At most ``limit`` of ``records``: the unfinished ones first, then the newest finished
+    ones (each newest first, by ``created_at``)."""
+    ranked = sorted(records, key=lambda r: (str(r.get("status")) in TERMINAL, -_created_at(r)))
+    return ranked[:limit]
+
+
+def _created_at(record: Mapping[str, Any]) -> float:
+    at = record.get("created_at")
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
 
 
 def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreState,
-                 *, retired: bool = False) -> dict[str, str]:
+                 *, retired: bool = False, max_rows: int = MAX_ROWS) -> dict[str, str]:
     """The display data of one table: ``text/html`` and a ``text/plain`` summary.
 
     Args:
@@ -209,26 +265,36 @@ def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreS
         view: which of them to show.
         store: whether they are every stored record yet.
         retired: drawn for the last time (see :data:`RETIRED`).
+        max_rows: the most rows drawn (see :data:`MAX_ROWS`); the counts are of every row.
     """
     rows = [r for r in records if view.shows(r) and not r.get("deleted")]
+    drawn = rows if len(rows) <= max_rows else rows_to_draw(rows, max_rows)
     notes = [view.describe()] if view.describe() else []
     if store.error is not None:
         notes.append(UNREADABLE.format(error=store.error))
-    elif not store.answered:
+    elif store.reading and not store.answered:
         notes.append(READING)
+    elif not store.answered:
+        notes.append(NOT_READ)
     if store.finished_kept is not None:
         notes.append(OLDER_LEFT_OUT.format(kept=store.finished_kept))
+    if len(drawn) < len(rows):
+        notes.append(SHOWING.format(shown=len(drawn), total=len(rows)))
+    if not store.hears_other_tabs:
+        notes.append(STOPPED)
     if retired:
         notes.append(RETIRED)
     note = "; ".join(notes)
-    empty = jobs_table.EMPTY_TABLE if store.answered else READING_EMPTY
+    empty = (jobs_table.EMPTY_TABLE if store.answered
+             else READING_EMPTY if store.reading and store.error is None else NOT_READ_EMPTY)
     counts: dict[str, int] = {}
     for r in rows:
         counts[str(r.get("status"))] = counts.get(str(r.get("status")), 0) + 1
     plain = (f"{jobs_table.TITLE}: "
              + (", ".join(f"{n} {s}" for s, n in counts.items()) or "no jobs")
              + (f" ({note})" if note else ""))
-    return {"text/html": jobs_html(rows, note=note, empty=empty), "text/plain": plain}
+    return {"text/html": jobs_html(drawn, note=note, empty=empty, counts=status_counts(rows)),
+            "text/plain": plain}
 
 
 class Handle(Protocol):
@@ -237,11 +303,20 @@ class Handle(Protocol):
     def update(self, bundle: Mapping[str, str]) -> None: ...
 
 
+class Timer(Protocol):
+    """A call armed by :data:`CallLater`."""
+
+    def pending(self) -> bool:
+        """Whether it will still call back: not called yet, and its event loop open and the one
+        that runs now (a loop that ended, or is not running, would never call)."""
+        ...
+
+
 Show = Callable[[Mapping[str, str]], Handle]
 """Show display data as a new output; return its handle."""
 
-CallLater = Callable[[float, Callable[[], None]], object]
-"""Call a function once, that many seconds from now."""
+CallLater = Callable[[float, Callable[[], None]], Timer | None]
+"""Call a function once, that many seconds from now; ``None`` when nothing can (no event loop)."""
 
 
 class _IPythonHandle:
@@ -262,13 +337,38 @@ def ipython_show(bundle: Mapping[str, str]) -> Handle:
     return _IPythonHandle(display(dict(bundle), raw=True, display_id=True))
 
 
-def loop_call_later(delay: float, callback: Callable[[], None]) -> object:
-    """:data:`CallLater` on the current event loop (Pyodide's, in a notebook)."""
+def event_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop this code runs on: the running one; in Pyodide, its WebLoop even outside
+    a task; ``None`` on plain CPython outside asyncio (nothing would run a timer or a task)."""
     try:
-        loop = asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        loop = asyncio.get_event_loop()  # Pyodide's WebLoop outside a task
-    return loop.call_later(delay, callback)
+        if sys.platform != "emscripten":  # as pyjobq.executor.host.IN_PYODIDE
+            return None
+        return asyncio.get_event_loop()  # Pyodide's WebLoop, outside a task
+
+
+class _LoopTimer:
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float,
+                 callback: Callable[[], None]) -> None:
+        self._loop = loop
+        self._called = False
+        self._callback = callback
+        self._handle = loop.call_later(delay, self._call)
+
+    def _call(self) -> None:
+        self._called = True
+        self._callback()
+
+    def pending(self) -> bool:
+        return (not self._called and not self._handle.cancelled()
+                and not self._loop.is_closed() and self._loop is event_loop())
+
+
+def loop_call_later(delay: float, callback: Callable[[], None]) -> Timer | None:
+    """:data:`CallLater` on :func:`event_loop` (Pyodide's, in a notebook)."""
+    loop = event_loop()
+    return None if loop is None else _LoopTimer(loop, delay, callback)
 
 
 class LiveTables:
@@ -278,7 +378,8 @@ class LiveTables:
         render: a view's display data now (the queue's records and store state).
         show: shows display data, returns its handle (:func:`ipython_show`).
         call_later: a timer (:func:`loop_call_later`).
-        on_show: called whenever a table is shown (the queue asks the store then).
+        on_show: called whenever a table is shown or drawn on request (:meth:`draw`): the
+            queue asks the store then.
         interval_s: see :data:`UPDATE_INTERVAL_S`.
         max_live: see :data:`MAX_LIVE`.
     """
@@ -294,7 +395,8 @@ class LiveTables:
         self._interval_s = interval_s
         self._max_live = max_live
         self._live: list[tuple[View, Handle]] = []
-        self._due = False
+        #: The armed redraw, if any: kept to tell whether it can still fire.
+        self._timer: Timer | None = None
         #: How many times the live tables were redrawn (each a round of updates).
         self.redraws = 0
 
@@ -303,23 +405,27 @@ class LiveTables:
         """How many displays are live."""
         return len(self._live)
 
+    def draw(self, view: View) -> Mapping[str, str]:
+        """The display data of ``view`` now, as a table shown now would have it (the queue is
+        asked to read the store first), for a renderer with no live display."""
+        self._on_show()
+        return self._render(view, False)
+
     def show(self, view: View) -> None:
         """Show a new table of ``view``, drawn now, kept live from then on."""
-        self._on_show()
-        self._live.append((view, self._show(self._render(view, False))))
+        self._live.append((view, self._show(self.draw(view))))
         while len(self._live) > self._max_live:
             old_view, old = self._live.pop(0)
             old.update(self._render(old_view, True))
 
     def changed(self) -> None:
         """Something a table shows changed: redraw the live tables within the interval."""
-        if self._due or not self._live:
+        if not self._live or (self._timer is not None and self._timer.pending()):
             return
-        self._due = True
-        self._call_later(self._interval_s, self._redraw)
+        self._timer = self._call_later(self._interval_s, self._redraw)
 
     def _redraw(self) -> None:
-        self._due = False
+        self._timer = None
         self.redraws += 1
         drawn: dict[View, Mapping[str, str]] = {}
         for view, handle in list(self._live):
@@ -332,20 +438,19 @@ class JobsTable:
     """What ``queue`` and ``queue.table(...)`` display in a notebook: a live jobs table.
 
     In IPython (a Jupyter kernel, JupyterLite's included) it shows as a table that redraws
-    itself as jobs change; elsewhere ``_repr_html_`` gives the table as it is now.
+    itself as jobs change; elsewhere ``_repr_html_`` (and ``repr``) give the table as it is
+    now. Each starts the read of the store where an event loop runs.
     """
 
-    def __init__(self, view: View, tables: LiveTables,
-                 render: Callable[[View, bool], Mapping[str, str]]) -> None:
+    def __init__(self, view: View, tables: LiveTables) -> None:
         self.view = view
         self._tables = tables
-        self._render = render
 
     def _ipython_display_(self) -> None:
         self._tables.show(self.view)
 
     def _repr_html_(self) -> str:
-        return self._render(self.view, False)["text/html"]
+        return self._tables.draw(self.view)["text/html"]
 
     def __repr__(self) -> str:
-        return self._render(self.view, False)["text/plain"]
+        return self._tables.draw(self.view)["text/plain"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import reprlib
+import weakref
 from collections import OrderedDict
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -25,8 +27,9 @@ from . import config as _config
 from . import notebook as _notebook
 from . import services as _services
 from .abort import AbortSignal
-from .core.records import DEFAULT_MAX_ATTEMPTS
-from .core.status import TERMINAL
+from .core.errors import InvalidJobError
+from .core.records import A_GROUP, A_TYPE, DEFAULT_MAX_ATTEMPTS, check_str
+from .core.status import KNOWN, TERMINAL, Status
 from .executor import host as _host
 from .executor.current import current_job_id as current_job_id  # queue.current_job_id()
 from .executor.current import report_progress as report_progress  # queue.report_progress()
@@ -58,6 +61,21 @@ def _queue() -> ExecutorSide:
     return _side
 
 
+class _Heard:
+    """What :func:`_remember` heard while one read of every record (``query_all``) was in
+    flight: the newest state of each job, ``None`` for a deleted one. The store's answer may
+    predate any of it, so it is laid over that answer, never thrown away for it: a job filed
+    meanwhile stays listed, a job deleted meanwhile stays gone."""
+
+    def __init__(self) -> None:
+        self.news: dict[str, dict[str, Any] | None] = {}
+
+
+#: The reads of every record in flight, each with what was heard since it was asked. Weak: a
+#: ``query_all()`` coroutine dropped without being awaited takes its own with it.
+_reads: weakref.WeakSet[_Heard] = weakref.WeakSet()
+
+
 def _remember(update: JobUpdate) -> None:
     job_id = update.get("id")
     if not isinstance(job_id, str):
@@ -65,12 +83,25 @@ def _remember(update: JobUpdate) -> None:
     _finished.pop(job_id, None)
     if update.get("deleted"):
         _known.pop(job_id, None)
-        _tables.changed()
+        for heard in _reads:
+            heard.news[job_id] = None
+        _changed()
         return
     record = _known[job_id] = {**_known.pop(job_id, {}), **update}
+    for heard in _reads:
+        heard.news[job_id] = record
     if record.get("status") in TERMINAL:
         _finished[job_id] = None
         _forget_finished()
+    _changed()
+
+
+def _changed() -> None:
+    # News runs on an event loop: a live table that could not read the store (shown outside
+    # one) or whose read ended with its loop asks now. After a failed read it waits to be
+    # displayed again (a store that keeps failing is not asked every half second).
+    if _tables.live and _store.error is None:
+        _fill_in()
     _tables.changed()
 
 
@@ -82,41 +113,56 @@ def _forget_finished() -> None:
         _store = dataclasses.replace(_store, finished_kept=KNOWN_FINISHED)
 
 
-#: Whether ``_known`` holds every stored record yet (the store answered a query_all).
+#: Whether ``_known`` holds every stored record yet (the store answered a query_all), whether
+#: the last read failed, and whether other tabs' news still arrives.
 _store = _notebook.StoreState()
-_filling: asyncio.Future[Any] | None = None
+#: The table's own read of every record (see :func:`_fill_in`), while in flight.
+_filling: asyncio.Task[Any] | None = None
 
 
 def _render(view: _notebook.View, retired: bool) -> dict[str, str]:
     records = sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"]))
-    return _notebook.table_bundle(records, view, _store, retired=retired)
+    store = dataclasses.replace(_store, reading=bool(_reads))
+    return _notebook.table_bundle(records, view, store, retired=retired)
 
 
 def _fill_in() -> None:
-    """Ask the store for every record, once, unless it answered already or is being asked."""
-    global _filling
-    if _store.answered or _filling is not None:
+    """Ask the store for every record, unless it answered already or is being asked — on the
+    event loop that runs now; where none runs (plain CPython outside asyncio), the table says
+    it is not read. Called whenever a table is displayed or drawn: after a failed read, that
+    is the retry."""
+    global _filling, _store
+    if _store.answered or (_filling is not None and _can_finish(_filling)):
         return
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        if not _host.IN_PYODIDE:  # plain CPython outside asyncio: shown as it is
-            return
-        loop = asyncio.get_event_loop()  # Pyodide's WebLoop, outside a task
+    loop = _notebook.event_loop()
+    if loop is None:
+        return
+    _store = dataclasses.replace(_store, error=None)
     _filling = loop.create_task(query_all())
     _filling.add_done_callback(_filled)
 
 
-def _filled(done: asyncio.Future[Any]) -> None:
+def _can_finish(task: asyncio.Task[Any]) -> bool:
+    # A task of a loop that ended (CPython's asyncio.run) or that no longer runs this code
+    # would keep the table "reading" for good: a new read is asked on the loop of now.
+    loop = task.get_loop()
+    return not task.done() and not loop.is_closed() and loop is _notebook.event_loop()
+
+
+def _filled(done: asyncio.Task[Any]) -> None:
     global _filling, _store
-    _filling = None
-    if not done.cancelled() and done.exception() is not None:
+    if _filling is done:
+        _filling = None
+    if not done.cancelled() and done.exception() is not None and not _store.answered:
         error = done.exception()
-        _store = _notebook.StoreState(error=f"{type(error).__name__}: {error}")
+        # What the table knew stays drawn; the caption says the read failed and how to retry.
+        _store = dataclasses.replace(_store, error=f"{type(error).__name__}: {error}")
     _tables.changed()
 
 
 _tables = _notebook.LiveTables(_render, on_show=_fill_in)
+
+_STATUSES = tuple(str(status) for status in Status)
 
 
 def table(*, type: str | None = None, group: str | None = None,
@@ -127,9 +173,23 @@ def table(*, type: str | None = None, group: str | None = None,
     jobs change — in every tab and kernel of the origin — at most every half second. It lists
     every stored record from the start: until the store has answered, its caption says so.
     ``queue`` on its own displays ``table()``.
+
+    Raises:
+        InvalidJobError: ``type`` or ``group`` is not a str (or None), or ``status`` is not
+            one of the statuses (``"pending"``, ``"running"``, ``"paused"``, ``"done"``,
+            ``"failed"``, ``"cancelled"``) or None.
     """
-    return _notebook.JobsTable(_notebook.View(type=type, group=group, status=status),
-                               _tables, _render)
+    if type is not None:
+        check_str(type, "table(type)", f"{A_TYPE}, or None for every type")
+    if group is not None:
+        check_str(group, "table(group)", f"{A_GROUP}, or None for every group")
+    if status is not None and not (isinstance(status, str) and status in KNOWN):
+        raise InvalidJobError(
+            f"table(status): expected a status, one of {', '.join(map(repr, _STATUSES))}, or "
+            f"None for every status; got {reprlib.repr(status)} ({status.__class__.__name__})")
+    return _notebook.JobsTable(
+        _notebook.View(type=type, group=group, status=None if status is None else str(status)),
+        _tables)
 
 
 def _ipython_display_() -> None:
@@ -139,8 +199,9 @@ def _ipython_display_() -> None:
 
 def _repr_html_() -> str:
     """Where there is no IPython display, ``queue`` renders as its jobs table as it is now —
-    every record as of the last :func:`query_all`, updated by ``job-update`` events since."""
-    return _render(_notebook.View(), False)["text/html"]
+    every record as of the last :func:`query_all`, updated by ``job-update`` events since (the
+    read of every record starts here too, where an event loop runs)."""
+    return _tables.draw(_notebook.View())["text/html"]
 
 
 def enqueue_fetch(
@@ -281,18 +342,30 @@ def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
     """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs.
 
     Asked at the call: the answer reflects every call made before this one."""
-    return _remember_all(_queue().query_all())
+    heard = _Heard()
+    _reads.add(heard)  # before the request goes out: whatever is heard after may be newer
+    return _remember_all(_queue().query_all(), heard)
 
 
-async def _remember_all(reply: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
+                        heard: _Heard) -> list[dict[str, Any]]:
     global _store
-    records = await reply
-    # News heard while the store answered may be newer than its answer: keep the newer.
-    newer = {r["id"]: _known[r["id"]] for r in records if r["id"] in _known
-             and _updated_at(_known[r["id"]]) > _updated_at(r)}
+    try:
+        records = await reply
+    finally:
+        _reads.discard(heard)
+    known = OrderedDict((r["id"], r) for r in records)
+    # What was heard while the store answered is laid over its answer: a job filed meanwhile
+    # is added, a job deleted meanwhile removed, and of two states of one job the newer kept
+    # (heard news of the same age wins: it may carry progress the store does not keep).
+    for job_id, news in heard.news.items():
+        if news is None:
+            known.pop(job_id, None)
+        elif job_id not in known or _updated_at(news) >= _updated_at(known[job_id]):
+            known[job_id] = {**known.get(job_id, {}), **news}
     _known.clear()
-    _known.update((r["id"], newer.get(r["id"], r)) for r in records)
-    _store = _notebook.StoreState(answered=True)
+    _known.update(known)
+    _store = dataclasses.replace(_store, answered=True, error=None, finished_kept=None)
     _finished.clear()
     _finished.update((job_id, None) for job_id, r in _known.items()
                      if r.get("status") in TERMINAL)
@@ -386,8 +459,11 @@ def stop() -> None:
     when it holds it, and its own jobs' updates still reach it over its worker; updates from
     other tabs no longer do. To stop processing on this tab, close it.
     """
+    global _store
     if _side is not None:
         _side.stop()
+        _store = dataclasses.replace(_store, hears_other_tabs=False)
+        _tables.changed()  # the live tables say they no longer hear other tabs
 
 
 _config.accept_late(_config.LateHooks(set_transport=set_transport,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from pyjobq import notebook
 from pyjobq.notebook import LiveTables, StoreState, View, table_bundle
@@ -35,27 +35,41 @@ class FakeDisplay:
         return self.outputs[-1]
 
 
+class FakeArmed:
+    """One call armed on :class:`FakeTimer`; ``lost()`` stands for its event loop ending."""
+
+    def __init__(self, timer: FakeTimer, at: float, callback: Callable[[], None]) -> None:
+        self.timer, self.at, self.callback = timer, at, callback
+
+    def pending(self) -> bool:
+        return self in self.timer.due
+
+    def lost(self) -> None:
+        self.timer.due.remove(self)
+
+
 class FakeTimer:
     """``call_later`` on a clock moved by hand."""
 
     def __init__(self) -> None:
         self.now = 0.0
-        self.due: list[tuple[float, Callable[[], None]]] = []
+        self.due: list[FakeArmed] = []
 
-    def call_later(self, delay: float, callback: Callable[[], None]) -> object:
-        self.due.append((self.now + delay, callback))
-        return None
+    def call_later(self, delay: float, callback: Callable[[], None]) -> FakeArmed:
+        self.due.append(FakeArmed(self, self.now + delay, callback))
+        return self.due[-1]
 
     def advance(self, seconds: float) -> None:
         until = self.now + seconds
-        while self.due and min(at for at, _ in self.due) <= until:
-            self.due.sort(key=lambda d: d[0])
-            self.now, callback = self.due.pop(0)
-            callback()
+        while self.due and min(d.at for d in self.due) <= until:
+            self.due.sort(key=lambda d: d.at)
+            armed = self.due.pop(0)
+            self.now = armed.at
+            armed.callback()
         self.now = until
 
 
-def live_tables(records: list[dict[str, str]], display: FakeDisplay, timer: FakeTimer,
+def live_tables(records: list[dict[str, Any]], display: FakeDisplay, timer: FakeTimer,
                 **kw: int) -> LiveTables:
     def render(view: View, retired: bool) -> Mapping[str, str]:
         return table_bundle(records, view, StoreState(answered=True), retired=retired)
@@ -65,13 +79,14 @@ def live_tables(records: list[dict[str, str]], display: FakeDisplay, timer: Fake
 
 
 def test_a_burst_of_10000_changes_is_drawn_a_handful_of_times_and_ends_current() -> None:
-    records: list[dict[str, str]] = []
+    records: list[dict[str, Any]] = []
     display, timer = FakeDisplay(), FakeTimer()
     tables = live_tables(records, display, timer)
     tables.show(View())
     # 10,000 updates, arriving over 2 s of the fake clock (one every 0.2 ms).
     for n in range(10_000):
-        records.append({"id": f"job-{n:05d}", "status": "done", "type": "burst"})
+        records.append({"id": f"job-{n:05d}", "status": "done", "type": "burst",
+                        "created_at": n})
         tables.changed()
         timer.advance(0.0002)
     timer.advance(0.5)  # the last change is drawn within the interval
@@ -117,14 +132,23 @@ def test_every_live_table_is_redrawn_with_its_own_view_and_the_oldest_retire() -
 
 
 def test_until_the_store_answers_the_table_says_it_is_not_the_whole_queue() -> None:
-    reading = table_bundle([], View(), StoreState())
+    reading = table_bundle([], View(), StoreState(reading=True))
     assert notebook.READING in reading["text/html"]
     assert notebook.READING_EMPTY in reading["text/html"]
     assert "No jobs yet." not in reading["text/html"]
+    # Nothing reads it (no event loop could start the read): the caption says how to read it.
+    unread = table_bundle([], View(), StoreState())
+    assert notebook.READING not in unread["text/html"]
+    assert "not read yet: `await queue.query_all()` lists every stored job" in unread["text/plain"]
+    assert notebook.NOT_READ_EMPTY in unread["text/html"]
+    assert "No jobs yet." not in unread["text/html"]
     whole = table_bundle([], View(), StoreState(answered=True))
     assert notebook.READING not in whole["text/html"] and "No jobs yet." in whole["text/html"]
+    assert notebook.NOT_READ not in whole["text/html"]
     failed = table_bundle([], View(), StoreState(error="WorkerUnavailable: no worker"))
     assert "could not be read (WorkerUnavailable: no worker)" in failed["text/html"]
+    assert "display the queue again to retry" in failed["text/html"]
+    assert notebook.READING not in failed["text/html"] and "No jobs yet." not in failed["text/html"]
 
 
 def run_python(code: str) -> str:
@@ -213,8 +237,342 @@ def test_displayed_outside_an_event_loop_the_table_is_drawn_and_nothing_is_left_
     from pyjobq import queue, notebook
     queue._ipython_display_()
     (drawn,) = outputs.values()
-    assert notebook.READING in drawn[0]["text/html"], drawn
+    # Nothing can read the store here: the table says so, not that it is reading.
+    assert notebook.NOT_READ in drawn[0]["text/html"], drawn
+    assert notebook.READING not in drawn[0]["text/html"], drawn
+    assert notebook.NOT_READ in repr(queue.table()) and notebook.NOT_READ in queue._repr_html_()
     print(queue._filling is None)
     """)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True" and "never awaited" not in done.stderr
+
+
+def test_a_redraw_armed_on_a_loop_that_ended_is_armed_again() -> None:
+    """The event loop that held the armed redraw ended before it fired (CPython's asyncio.run
+    returning): the next change arms another, and the table is redrawn, not stuck."""
+    records: list[dict[str, Any]] = [{"id": "a", "status": "running", "type": "t"}]
+    display, timer = FakeDisplay(), FakeTimer()
+    tables = live_tables(records, display, timer)
+    tables.show(View())
+    tables.changed()
+    (armed,) = timer.due
+    armed.lost()  # its loop ended: it will never fire
+    records[0] = {"id": "a", "status": "done", "type": "t"}
+    tables.changed()
+    assert len(timer.due) == 1 and timer.due[0] is not armed
+    timer.advance(0.5)
+    (output,) = display.outputs
+    assert tables.redraws == 1 and output.drawn[-1]["text/plain"] == "Background jobs: 1 done"
+
+
+def test_a_table_draws_the_unfinished_and_the_newest_finished_jobs_and_counts_them_all() -> None:
+    """Each redraw sends the whole table: it draws at most MAX_ROWS rows, the unfinished jobs
+    first, then the newest finished; the caption counts every job and says what it shows."""
+    done = [{"id": f"done-{n:05d}", "status": "done", "type": "t", "created_at": 1_000 + n}
+            for n in range(10_000)]
+    waiting = [{"id": f"wait-{n:02d}", "status": "pending", "type": "t", "created_at": n}
+               for n in range(30)]
+    running = [{"id": "run-0", "status": "running", "type": "t", "created_at": 50}]
+    bundle = table_bundle(done + waiting + running, View(), StoreState(answered=True))
+    html, plain = bundle["text/html"], bundle["text/plain"]
+    assert html.count('<th scope="row"') == notebook.MAX_ROWS == 200
+    assert all(f"wait-{n:02d}" in html for n in range(30)) and "run-0" in html
+    newest = [f"done-{n:05d}" for n in range(10_000 - 169, 10_000)]
+    assert all(job_id in html for job_id in newest)
+    assert f"done-{10_000 - 170:05d}" not in html and "done-00000" not in html
+    # The counts stay whole, in both renderings.
+    assert "(30 pending, 1 running, 10000 done) — showing 200 of 10031" in html, html[:600]
+    assert plain.startswith("Background jobs: 10000 done, 30 pending, 1 running (showing 200 of "
+                            "10031: the unfinished jobs, then the newest finished)"), plain
+    assert len(html) < 200_000  # 10,000 jobs or 1,000: one redraw stays this size
+    small = table_bundle(done[:150], View(), StoreState(answered=True))["text/html"]
+    assert small.count('<th scope="row"') == 150 and "showing" not in small
+
+
+# The queue in a fresh interpreter, IPython's display faked (FAKE_IPYTHON), on the memory
+# adapters; ``wait_for`` polls the last drawing of the one output.
+QUEUE = FAKE_IPYTHON + """
+    import asyncio, pyjobq
+    from pyjobq.testing import Response
+
+    async def wait_for(test, what):
+        for _ in range(200):
+            if outputs and test(list(outputs.values())[-1][-1]):
+                return list(outputs.values())[-1][-1]
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"never {what}: {outputs}")
+"""
+
+
+def test_a_job_filed_while_the_table_reads_the_store_is_listed() -> None:
+    """The store's answer predates the jobs filed after the read was asked: they are laid over
+    it, not thrown away (the second one would have vanished until it changed again)."""
+    out = run_python(QUEUE + """
+    gate = asyncio.Event()
+
+    async def send(method, path, body):
+        await gate.wait()
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def main():
+        queue._ipython_display_()  # the read of every record is asked now
+        first = queue.enqueue_fetch("POST", "/a", type="notes", label="first save")
+        second = queue.enqueue_fetch("POST", "/b", type="notes", label="second save")
+        await wait_for(lambda d: notebook.READING not in d["text/html"], "read")
+        assert queue._store.answered
+        # The second stays pending behind the first (one lane) and sends no news until then:
+        # it is drawn because the answer did not throw it away.
+        drawn = await wait_for(lambda d: "1 running, 1 pending" in d["text/plain"], "both drawn")
+        assert "first save" in drawn["text/html"] and "second save" in drawn["text/html"], drawn
+        gate.set()
+        await first.done, await second.done
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "done")
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
+    """The store's answer may list a job deleted after the read was asked: the deletion heard
+    meanwhile is laid over the answer (no ghost row in a table that says it is whole)."""
+    out = run_python(QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def main():
+        job = queue.enqueue_fetch("POST", "/x", label="doomed")
+        kept = queue.enqueue_fetch("POST", "/y", label="kept")
+        await job.done, await kept.done
+        # A fresh kernel has heard of nothing.
+        queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+        queue._ipython_display_()  # the read is asked now, then the delete
+        assert await queue.delete_job(job.id)
+        await wait_for(lambda d: notebook.READING not in d["text/html"]
+                       and "kept" in d["text/html"], "read")
+        await asyncio.sleep(0.6)
+        drawn = list(outputs.values())[-1][-1]
+        assert "doomed" not in drawn["text/html"], drawn
+        assert drawn["text/plain"] == "Background jobs: 1 done", drawn
+        assert job.id not in queue._known
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None:
+    """The merge itself, step by step: a deletion heard is a tombstone, a job heard of only now
+    is added, the newer of two states of a job is kept (news of the same age wins: it may carry
+    progress), and a read dropped unawaited leaves nothing recording."""
+    out = run_python("""
+    import asyncio, gc
+    from pyjobq import queue
+
+    def rec(job_id, status, at, **kw):
+        return {"id": job_id, "status": status, "updated_at": at, "created_at": 1, **kw}
+
+    async def main():
+        side = queue._queue()
+        answered = asyncio.Event()
+
+        async def slow_answer():  # the store's answer, as it was when asked
+            await answered.wait()
+            return [rec("gone", "done", 1), rec("moved", "running", 1), rec("stale", "pending", 5),
+                    rec("tied", "running", 7)]
+
+        side.query_all = slow_answer
+        reading = asyncio.ensure_future(queue.query_all())
+        for news in ({"id": "gone", "deleted": True}, rec("moved", "done", 2),
+                     rec("filed", "pending", 3), rec("stale", "running", 4),
+                     rec("tied", "running", 7, progress=0.5)):
+            queue._remember(news)
+        answered.set()
+        listed = await reading
+        assert [r["id"] for r in listed] == ["gone", "moved", "stale", "tied"]  # as answered
+        known = {job_id: r["status"] for job_id, r in queue._known.items()}
+        assert known == {"moved": "done", "stale": "pending", "tied": "running",
+                         "filed": "pending"}, known
+        assert queue._known["tied"]["progress"] == 0.5
+        assert len(queue._reads) == 0 and queue._store.answered
+        dropped = queue.query_all()  # never awaited
+        assert len(queue._reads) == 1
+        dropped.close()
+        del dropped
+        gc.collect()
+        assert len(queue._reads) == 0
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_the_table_still_updates_after_an_event_loop_ended_with_a_redraw_or_a_read_due() -> None:
+    """CPython's asyncio.run ends its loop with the redraw armed (or the read in flight): the
+    next loop's news arms another, and asks the store again, instead of waiting for good."""
+    out = run_python(QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def first():
+        queue._ipython_display_()
+        await queue.enqueue_fetch("POST", "/a").done  # a redraw is armed; the loop ends
+
+    async def second():
+        await queue.enqueue_fetch("POST", "/b").done
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "redrawn")
+
+    asyncio.run(first())
+    asyncio.run(second())
+    (drawn,) = outputs.values()
+
+    # A read cut short by its loop's end: the next loop's news asks again.
+    queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+
+    async def third():
+        queue._ipython_display_()  # asks the store; the loop ends before the answer
+
+    async def fourth():
+        await queue.enqueue_fetch("POST", "/c").done
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 3 done", "whole")
+
+    asyncio.run(third())
+    assert not queue._store.answered
+    asyncio.run(fourth())
+    print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_repr_and_repr_html_read_the_store_where_an_event_loop_runs() -> None:
+    """``repr(queue.table())``, ``print``, ``_repr_html_``: inside a loop they start the read
+    their caption announces; outside one the caption says the store is not read, and how."""
+    out = run_python(QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def stored():
+        for n in range(3):
+            await queue.enqueue_fetch("POST", f"/e{n}", label=f"earlier {n}").done
+
+    asyncio.run(stored())
+    queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+    text = repr(queue.table())
+    assert notebook.NOT_READ in text and notebook.READING not in text, text
+    assert notebook.NOT_READ in queue._repr_html_()
+
+    async def main():
+        assert notebook.READING in repr(queue.table())  # ...and the read is under way
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if queue._store.answered:
+                break
+        html = queue._repr_html_()
+        assert all(f"earlier {n}" in html for n in range(3)), html
+        assert notebook.READING not in html and notebook.NOT_READ not in html
+        assert str(queue.table(status="done")) == ("Background jobs: 3 done (status 'done')")
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_failed_read_keeps_what_the_table_knew_and_says_how_to_retry() -> None:
+    out = run_python(QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def main():
+        await queue.enqueue_fetch("POST", "/a", label="heard of").done
+        queue._store = notebook.StoreState(finished_kept=5)
+        side = queue._queue()
+        answer = side.query_all
+
+        async def broken():
+            raise pyjobq.StorageError("the database is closed")
+
+        side.query_all = broken
+        queue._ipython_display_()
+        drawn = await wait_for(lambda d: "could not be read" in d["text/html"], "failed")
+        assert "could not be read (StorageError: the database is closed)" in drawn["text/html"]
+        assert "display the queue again to retry" in drawn["text/plain"], drawn
+        assert "heard of" in drawn["text/html"] and "keeps only the newest 5" in drawn["text/html"]
+        assert notebook.READING not in drawn["text/html"]
+        await queue.enqueue_fetch("POST", "/b", label="later").done  # news asks no new read
+        await asyncio.sleep(0.1)
+        assert "could not be read" in queue._render(notebook.View(), False)["text/html"]
+        side.query_all = answer
+        queue._ipython_display_()  # displayed again: read again
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "read again")
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_after_stop_the_table_says_it_no_longer_hears_other_tabs() -> None:
+    out = run_python(QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+
+    async def main():
+        await queue.enqueue_fetch("POST", "/a").done
+        queue._ipython_display_()
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "read")
+        queue.stop()
+        drawn = await wait_for(lambda d: notebook.STOPPED in d["text/html"], "stopped")
+        assert "other tabs no longer reach this table" in drawn["text/plain"], drawn
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_table_of_a_status_or_type_that_cannot_be_refuses_it_and_says_what_to_pass() -> None:
+    out = run_python("""
+    import pyjobq
+    from pyjobq import queue, Status
+    for kw in ({"status": "error"}, {"status": "Failed"}, {"status": 3}, {"status": ["done"]},
+               {"type": 3}, {"group": b"doc"}):
+        try:
+            queue.table(**kw)
+        except pyjobq.InvalidJobError as exc:
+            print(exc)
+    assert queue.table(status=Status.FAILED).view.status == "failed"
+    assert queue.table(type="notes", group="doc", status="done").view.describe() == (
+        "type 'notes', group 'doc', status 'done'")
+    """)
+    lines = out.strip().splitlines()
+    assert len(lines) == 6, out
+    statuses = ("one of 'pending', 'running', 'paused', 'done', 'failed', 'cancelled', or None "
+                "for every status")
+    assert lines[0] == f"table(status): expected a status, {statuses}; got 'error' (str)"
+    assert lines[1].endswith("got 'Failed' (str)") and lines[2].endswith("got 3 (int)")
+    assert lines[3].endswith("got ['done'] (list)")
+    assert lines[4] == ("table(type): expected a job type, a str: the type= the jobs were filed "
+                        "with, or None for every type; got 3 (int)")
+    assert lines[5].startswith("table(group): expected a group name, a str") and "bytes" in lines[5]

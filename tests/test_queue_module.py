@@ -239,3 +239,47 @@ def test_the_queue_module_offers_what_its_executors_call() -> None:
         print("ok")
     """)
     assert out.strip() == "ok"
+
+
+def test_configure_again_registers_only_the_reconstructors_it_names() -> None:
+    """A configure cell run again with one more reconstructor: a kind another cell replaced
+    since (register_reconstructor) keeps its replacement (issue 26 review, finding 7)."""
+    out = run_python("""
+        import asyncio, pyjobq
+
+        def make(tag):
+            def factory(params):
+                async def run(signal):
+                    return tag
+                return run
+            return factory
+
+        pyjobq.configure(reconstructors={"thumbs": make("v1")})
+        from pyjobq import queue
+
+        async def main():
+            queue.register_reconstructor("thumbs", make("v2"))  # a later cell's fix
+            before = (await queue.enqueue_persistent("thumbs").done).result
+            pyjobq.configure(reconstructors={"other": make("x")})  # the cell, one kind more
+            after = (await queue.enqueue_persistent("thumbs").done).result
+            other = (await queue.enqueue_persistent("other").done).result
+            pyjobq.configure(reconstructors={"thumbs": make("v3")})  # named again: replaced
+            again = (await queue.enqueue_persistent("thumbs").done).result
+            print(before, after, other, again, sorted(pyjobq.config.settings().reconstructors))
+
+        asyncio.run(main())
+    """)
+    assert out.strip() == "v2 v2 x v3 ['other', 'thumbs']", out
+
+
+def test_a_name_given_twice_before_the_import_says_to_restart_the_kernel_or_reload() -> None:
+    out = run_python("""
+        import pyjobq
+        pyjobq.configure(db_name="first")
+        try:
+            pyjobq.configure(db_name="second")
+        except pyjobq.ConfigurationError as exc:
+            print(exc)
+    """)
+    assert "db_name was already configured as 'first'" in out, out
+    assert "reload the page" in out and "in a notebook, restart the kernel" in out, out
