@@ -16,7 +16,8 @@
 //                                     (BENCH_PROFILE_CALLERS=regex: who calls the matching functions)
 //   --run "PY"                        no figures: the bench page's Python call PY, e.g. "await burst(10000)"
 //   --trace [N]                       no figures: N persistent jobs of one type; per job, how long each
-//                                     side holds it and each message travels (medians)
+//                                     side holds it and each message travels (medians); BENCH_PROBE=FILE
+//                                     also runs FILE's Python in the idle worker (runPythonAsync) after them
 import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
