@@ -78,7 +78,7 @@ class State:
     """Everything the control endpoints can change; one lock guards it all."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # an answer is logged as it is sent, maybe under the lock
         self.reset()
 
     def reset(self) -> None:
@@ -125,6 +125,12 @@ class StaticHandler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send(self, status: int, body: bytes, content_type: str, extra: dict | None = None) -> None:
+        self._status = status
+        if getattr(self, "_logging_api", False):
+            # Logged before the answer leaves: a client that reads the log once answered finds
+            # its request there (logged after, a fast client could read the log first).
+            self._logging_api = False
+            self._record(self.path, status, aborted=False, **self._log_extra)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -230,12 +236,16 @@ class Handler(StaticHandler):
             elif path.startswith("/api/"):
                 self._aborted = False
                 chaos = re.fullmatch(r"/api/chaos/([^/]+)", path)
+                self._log_extra = {"job_id": urllib.parse.unquote(chaos.group(1))} if chaos else {}
+                self._logging_api = True
                 try:
                     self._api(path, urllib.parse.parse_qs(url.query), body)
                 finally:
-                    # Logged even when the answer could not be written (the client went away).
-                    extra = {"job_id": urllib.parse.unquote(chaos.group(1))} if chaos else {}
-                    self._record(self.path, self._status, aborted=self._aborted, **extra)
+                    # Logged even when no answer was written (the client went away).
+                    if self._logging_api:
+                        self._logging_api = False
+                        self._record(self.path, self._status, aborted=self._aborted,
+                                     **self._log_extra)
             elif self.command in ("GET", "HEAD"):
                 self._static(path)
             else:
