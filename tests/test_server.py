@@ -148,8 +148,8 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
             token = json.loads(call(base + "/api/token")[2])["token"]
         statuses.append(status)
     assert {200, 401, 429, 500} <= set(statuses)
-    # The server logs a request once its answer went out (its end time is then), so the last
-    # answer can reach us a moment before its entry is in the log: wait for all 61, boundedly.
+    # The server logs a request as its answer goes out (its end time is then); wait for all 61,
+    # boundedly, all the same.
     deadline = time.monotonic() + 5
     while True:
         log = [e for e in json.loads(call(base + "/__control/log")[2])
