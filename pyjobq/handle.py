@@ -8,9 +8,14 @@ A bare :class:`asyncio.Future` shared by all of them is cancelled by the first
 waiter that gives up (``wait_for`` cancels what it awaits on timeout; so does
 cancelling the awaiting task), and the outcome is then lost to every other
 waiter. So ``job.done`` and ``job.stored`` are :class:`Completion` s: read-only
-views of one private future, where every ``await`` waits through its own
-:func:`asyncio.shield`. Giving up cancels only that waiter's wait. Only the
-executor side settles the private future (``_settle``, ``_lose``).
+views of one private future, where every ``await`` waits on a future of its own.
+Giving up cancels only that waiter's wait. Only the executor side settles the
+private future (``Job._settle``, ``_lose``, ``_store_ok``, ``_store_failed``), and
+settling it resolves every waiter's future in the same step — where
+:func:`asyncio.shield` took one event-loop step more, which under Pyodide's loop
+on a page is one browser task more for every awaited job. Nothing else settles the
+private futures (``tests/test_job_handle.py`` checks the source), so no waiter is
+left behind.
 """
 
 from __future__ import annotations
@@ -39,17 +44,39 @@ class Completion(Generic[T]):
     :func:`pyjobq.cancel_job` or :func:`pyjobq.delete_job`.
     """
 
-    __slots__ = ("_future", "_what", "_callbacks")
+    __slots__ = ("_future", "_what", "_callbacks", "_waiters")
 
     def __init__(self, future: asyncio.Future[T], what: str) -> None:
         self._future = future
         self._what = what
         self._callbacks: list[tuple[Callable[[Completion[T]], object],
                                     Callable[[asyncio.Future[T]], None]]] = []
+        #: Each pending ``await``'s own future: cancelling one leaves the shared future alone.
+        self._waiters: list[asyncio.Future[T]] = []
 
     def __await__(self) -> Generator[Any, None, T]:
-        # A fresh shield per await: cancelling it leaves the shared future alone.
-        return asyncio.shield(self._future).__await__()
+        if self._future.done():  # no step to wait: the result (or the error) at once
+            return self._future.__await__()
+        waiter: asyncio.Future[T] = self._future.get_loop().create_future()
+        self._waiters.append(waiter)
+        return waiter.__await__()
+
+    def _resolve(self) -> None:
+        """Hand the shared future's result to every waiter still waiting: :class:`Job` calls it
+        as it settles the shared future."""
+        if not self._future.done():
+            return
+        waiters, self._waiters = self._waiters, []
+        error = None if self._future.cancelled() else self._future.exception()
+        for waiter in waiters:
+            if waiter.done():
+                continue  # its waiter gave up
+            if self._future.cancelled():
+                waiter.cancel()
+            elif error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(self._future.result())
 
     def done(self) -> bool:
         """Whether it happened (a result or an error is set)."""
@@ -151,11 +178,25 @@ class Job:
     def _settle(self, outcome: Outcome) -> None:
         if not self._done.done():
             self._done.set_result(outcome)
+            self.done._resolve()
 
     def _lose(self, error: BaseException) -> None:
         """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
         if not self._done.done():
             self._done.set_exception(error)
+            self.done._resolve()
+
+    def _store_ok(self) -> None:
+        """The record is written: ``stored`` resolves."""
+        if not self._stored.done():
+            self._stored.set_result(None)
+            self.stored._resolve()
+
+    def _store_failed(self, error: BaseException) -> None:
+        """The record could not be written: ``stored`` raises ``error``."""
+        if not self._stored.done():
+            self._stored.set_exception(error)
+            self.stored._resolve()
 
     def __repr__(self) -> str:
         if not self._done.done():

@@ -148,3 +148,44 @@ def test_an_outcome_status_must_be_terminal() -> None:
     assert Outcome(id="a", status="done").status is Status.DONE
     with pytest.raises(PyjobqError, match="must be one of cancelled, done, failed, got 'running'"):
         Outcome(id="a", status="running")  # type: ignore[arg-type]
+
+
+def test_a_waiter_resumes_in_the_first_step_after_its_job_settles() -> None:
+    """Settling a job resolves each waiter's own future at once (no ``asyncio.shield`` and its
+    extra step: under Pyodide's loop a page pays a browser task for every step): the waiting
+    task runs before a task that only yields once after the settle."""
+    async def main() -> None:
+        job = Job("j")
+        got: list[Any] = []
+
+        async def wait_done() -> None:
+            got.append(await job.done)
+
+        async def wait_stored() -> None:
+            got.append(await job.stored)
+
+        waiters = [asyncio.ensure_future(wait_done()), asyncio.ensure_future(wait_stored())]
+        await asyncio.sleep(0)  # both are waiting now
+        outcome = Outcome(id="j", status=Status.DONE, result=1)
+        job._store_ok()
+        job._settle(outcome)
+        await asyncio.sleep(0)
+        assert got == [None, outcome]  # stored first, as settled
+        await asyncio.gather(*waiters)
+        assert await job.done == outcome and await job.stored is None  # and waiters after
+
+    run(main)
+
+
+def test_only_the_job_settles_its_private_futures() -> None:
+    """A waiter is resolved by the Job's own methods (``_settle``, ``_lose``, ``_store_ok``,
+    ``_store_failed``); a private future set anywhere else would leave its waiters waiting."""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "pyjobq"
+    setters = re.compile(r"\._(done|stored)\.(set_result|set_exception|cancel)\(")
+    found = [f"{path.relative_to(package.parent)}:{n}"
+             for path in sorted(package.rglob("*.py")) if path.name != "handle.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if setters.search(line)]
+    assert found == []

@@ -136,9 +136,9 @@ class EngineClient:
             error = f.exception() if not f.cancelled() else PyjobqError("enqueue was cancelled")
             for new, job in batch:
                 if error is None:
-                    job._stored.set_result(None)
+                    job._store_ok()
                     continue
-                job._stored.set_exception(error)
+                job._store_failed(error)
                 self.runner.closures.pop(new.id, None)
                 code = error.code if isinstance(error, WorkerUnavailable) else Code.NOT_STORED
                 self.handles.settle(new.id, Outcome(id=new.id, status=Status.FAILED,
@@ -152,7 +152,7 @@ class EngineClient:
         if existing is not None:
             return existing
         job = self.handles.add(job_id)
-        job._stored.set_result(None)
+        job._store_ok()
 
         def found(f: asyncio.Future[Any]) -> None:
             error = PyjobqError("the lookup was cancelled") if f.cancelled() else f.exception()
