@@ -545,19 +545,40 @@ class MemoryChannel(_Listeners):
 
 
 class MemoryLink(_Listeners):
-    """One end of a worker ↔ page pair: messages are copied and delivered in a later task."""
+    """One end of a worker ↔ page pair: messages are copied and delivered in a later task.
 
-    def __init__(self, *, copy: bool = True) -> None:
+    ``together``: what this end sends in one step travels in one later task, in order (the
+    volatile engine's link inside its page, where every task is a browser task: a job's
+    messages cost a task per step that sends, not one per message). Each direction keeps
+    its order, as a worker's ``postMessage`` does; between the two directions a worker
+    promises no order, and neither does this.
+    """
+
+    def __init__(self, *, copy: bool = True, together: bool = False) -> None:
         super().__init__()
         self.peer: MemoryLink | None = None
         self.closed = False
         self._copy = copy
+        self._together = together
+        self._outgoing: list[Message] = []
 
     def send(self, message: Message) -> None:
         if self.closed or self.peer is None or self.peer.closed:
             return  # like postMessage to a terminated worker: dropped
-        asyncio.get_running_loop().call_soon(self.peer._receive,
-                                             _copy(message) if self._copy else message)
+        message = _copy(message) if self._copy else message
+        if not self._together:
+            asyncio.get_running_loop().call_soon(self.peer._receive, message)
+            return
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._arrive)
+        self._outgoing.append(message)
+
+    def _arrive(self) -> None:
+        """Hand the peer what this end sent since the last time, in order."""
+        outgoing, self._outgoing = self._outgoing, []
+        for message in outgoing:
+            if self.peer is not None:
+                self.peer._receive(message)
 
     def deliver(self, message: Message) -> None:
         """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
@@ -592,8 +613,9 @@ class MemoryLink(_Listeners):
 def link_pair(*, copy: bool = True) -> tuple[MemoryLink, MemoryLink]:
     """Two linked ends. ``copy=False`` hands messages over as they are (still in a later task):
     for an engine and its page in one Python context (volatile jobs), where a structured copy
-    would only cost time; messages are built fresh for each send and never changed after."""
-    a, b = MemoryLink(copy=copy), MemoryLink(copy=copy)
+    would only cost time; messages are built fresh for each send and never changed after.
+    What an end sends in one step then travels together (:class:`MemoryLink`'s ``together``)."""
+    a, b = MemoryLink(copy=copy, together=not copy), MemoryLink(copy=copy, together=not copy)
     a.peer, b.peer = b, a
     return a, b
 

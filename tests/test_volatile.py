@@ -675,3 +675,42 @@ def test_ten_thousand_finished_volatile_jobs_leave_nothing_behind_in_the_tab() -
         assert (len(volatile.runner.closures), len(volatile.handles.jobs),
                 len(volatile.runner.running)) == (0, 0, 0)
     run(main, timeout_s=120)
+
+
+def test_the_in_tab_link_hands_a_steps_messages_over_together_in_order() -> None:
+    """The volatile engine's link (``link_pair(copy=False)``): what one end sends in one step
+    reaches the other in one later callback — one browser task under Pyodide's loop — in
+    order; a worker's link (``copy=True``) schedules each message on its own; a closed end
+    receives nothing."""
+    from pyjobq.memory import link_pair
+    from pyjobq.testing import run
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for copy, callbacks in ((False, 1), (True, 2)):
+            page, engine = link_pair(copy=copy)
+            heard: list[object] = []
+            page.subscribe(heard.append)
+            scheduled: list[object] = []
+            call_soon = loop.call_soon
+
+            def counting(callback: Any, *args: Any, **kwargs: Any) -> Any:
+                scheduled.append(callback)
+                return call_soon(callback, *args, **kwargs)
+
+            loop.call_soon = counting  # type: ignore[method-assign]
+            try:
+                engine.send({"n": 1})
+                engine.send({"n": 2})
+            finally:
+                loop.call_soon = call_soon  # type: ignore[method-assign]
+            assert heard == []  # never in the sender's own step
+            assert len(scheduled) == callbacks, copy
+            await asyncio.sleep(0)
+            assert heard == [{"n": 1}, {"n": 2}]
+            page.close()
+            engine.send({"n": 3})
+            await asyncio.sleep(0)
+            assert len(heard) == 2
+
+    run(main)
