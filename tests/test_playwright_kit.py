@@ -303,3 +303,34 @@ def test_launch_chromium_names_a_chromium_it_cannot_start(playwright: Playwright
     with pytest.raises(TabError, match=r"gave no DevTools address.*\n.*not a browser"):
         with launch_chromium(playwright, executable_path=str(silent), timeout_s=5):
             pass
+
+
+def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
+        context: BrowserContext, pyjobq_site: Site) -> None:
+    # A page timer cannot end a wait while synchronous Python holds the thread: the bound must
+    # be the driver's (issue 27's review, D2). Three seconds busy, a one-second bound.
+    tab = open_tab(context, pyjobq_site.url("tests/harness.html"), setup=SETUP)
+    start = time.monotonic()
+    with pytest.raises(TabError, match=r"within 1(\.0)? s: the page's main thread is busy"):
+        tab.py("import time\ntime.sleep(3)\n'slept'", timeout_s=1)
+    assert time.monotonic() - start < 2.5
+    # Once the thread is free, the tab answers again.
+    tab.page.wait_for_timeout(3000)
+    assert tab.py("json.dumps(6 * 7)") == 42
+    with pytest.raises(TabError, match="ZeroDivisionError"):
+        tab.py("1 / 0")
+    # 0 would be "no timeout" to Playwright: refused, naming the parameter (D3).
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="timeout_s must be .* greater than 0"):
+            tab.py("1", timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            tab.freeze(timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            tab.crash(timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            open_tab(context, pyjobq_site.url("tests/harness.html"), timeout_s=bad)
+    # An empty or unknown status is a mistake of the test's, said at once (D8).
+    with pytest.raises(ValueError, match="unknown status 'finished'.*'done'"):
+        tab.wait_for_status("x", "finished")
+    with pytest.raises(ValueError, match="no status; give one or more of"):
+        tab.wait_for_status("x", [])
