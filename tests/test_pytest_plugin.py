@@ -195,3 +195,27 @@ def test_pyjobq_site_takes_the_address_of_your_own_server(project: Path, folder:
         run = pytest_run(project, f"--pyjobq-site={yours.base}")
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"SITE {yours.base}\n" in run.stdout
+
+
+def test_a_symlinked_folder_inside_the_site_is_served(folder: Path, tmp_path: Path) -> None:
+    # D4: resolving links made a linked folder "outside the site" (403).
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "lib.js").write_text("export const y = 2;\n")
+    (folder / "vendor").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (folder / "linked.txt").symlink_to(tmp_path / "secret.txt")
+    with serve_folder(folder) as site:
+        status, headers, body = get(site.base, "/vendor/lib.js")
+        assert (status, headers["content-type"], body) == (200, "text/javascript",
+                                                           b"export const y = 2;\n")
+        assert get(site.base, "/vendor/../app/")[0] == 200
+        assert get(site.base, "/%2e%2e/secret.txt")[0] in (403, 404)
+        assert get(site.base, "/%2e%2e/%2e%2e/etc/passwd")[0] in (403, 404)
+
+
+def test_a_malformed_path_is_answered_not_a_traceback(folder: Path) -> None:
+    # D9: a NUL or a name too long for the file system made the handler raise.
+    with serve_folder(folder) as site:
+        assert get(site.base, "/a%00b")[0] == 400
+        assert get(site.base, "/" + "x" * 300)[0] == 404
+        assert get(site.base, "/" + "x" * 300 + "/index.html")[0] == 404
+        assert get(site.base, "/app/")[0] == 200  # and it still answers
