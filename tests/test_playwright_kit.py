@@ -334,3 +334,14 @@ def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
         tab.wait_for_status("x", "finished")
     with pytest.raises(ValueError, match="no status; give one or more of"):
         tab.wait_for_status("x", [])
+
+
+def test_open_tab_closes_its_page_when_a_wait_fails(context: BrowserContext,
+                                                    pyjobq_site: Site) -> None:
+    # D11: a failed open left its page running, in the test's context, for nobody.
+    with pytest.raises(TabError, match="Python was not ready"):
+        open_tab(context, pyjobq_site.url("tests/blank.html"), timeout_s=1)
+    assert context.pages == []
+    with pytest.raises(TabError, match="ZeroDivisionError"):
+        open_tab(context, pyjobq_site.url("tests/harness.html"), setup="1 / 0")
+    assert context.pages == []

@@ -408,25 +408,36 @@ def open_tab(context: BrowserContext, url: str, *, setup: str | None = None,
         log_errors: print the page's console errors and uncaught exceptions.
 
     Raises:
-        TabError: Python or the queue was not ready in time, or ``setup`` failed.
+        TabError: Python or the queue was not ready in time, or ``setup`` failed; the page
+            is closed.
         ValueError: ``timeout_s`` is not greater than 0.
     """
     _bound("timeout_s", timeout_s)
     page = context.new_page()
-    if log_errors:
-        def show(message: Any) -> None:
-            if message.type == "error" and not message.text.startswith("Failed to load resource"):
-                print(f"[page error] {message.text}")
-        page.on("console", show)
-        page.on("pageerror", lambda error: print(f"[page error] {error}"))
-    if before is not None:
-        before(page)
-    page.goto(url, timeout=timeout_s * 1000)
-    tab = Tab(context, page, run=run, timeout_s=timeout_s)
-    tab.wait_for_python(ready=ready)
-    if setup:
-        tab.py(setup, timeout_s=timeout_s)
-    tab.queue_ready()
+    try:
+        if log_errors:
+            def show(message: Any) -> None:
+                if message.type == "error" and \
+                        not message.text.startswith("Failed to load resource"):
+                    print(f"[page error] {message.text}")
+            page.on("console", show)
+            page.on("pageerror", lambda error: print(f"[page error] {error}"))
+        if before is not None:
+            before(page)
+        page.goto(url, timeout=timeout_s * 1000)
+        tab = Tab(context, page, run=run, timeout_s=timeout_s)
+        tab.wait_for_python(ready=ready)
+        if setup:
+            tab.py(setup, timeout_s=timeout_s)
+        tab.queue_ready()
+    except BaseException:
+        # No tab to give: close its page, so a failed open leaves no page running (a busy one
+        # would slow every other tab of the browser) for the test's context to hold.
+        try:
+            page.close(run_before_unload=False)
+        except Error:
+            pass
+        raise
     return tab
 
 
