@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    Route,
+    sync_playwright,
+)
 
 from pyjobq.testing._site import Site, site_at
 from pyjobq.testing.playwright import (
@@ -101,9 +108,20 @@ def save(path: str, body: dict[str, Any]) -> str:
             "await job.stored\njson.dumps(job.id)")
 
 
+def evaluate(page: Page, function: str, arg: Any = None, timeout_s: float = 30.0) -> Any:
+    """``page.evaluate``, bounded: Playwright's evaluate has no timeout (a page whose main
+    thread is busy would hang the suite); its wait_for_function has one, the driver's."""
+    handle = page.wait_for_function(f"async (arg) => ({{ value: await ({function})(arg) }})",
+                                    arg=arg, timeout=timeout_s * 1000)
+    try:
+        return handle.json_value().get("value")
+    finally:
+        handle.dispose()
+
+
 def stored_record(tab: Tab, job_id: str) -> Any:
     """The job's record straight from the origin's IndexedDB (no pyjobq call), or None."""
-    return tab.page.evaluate("""async (id) => {
+    return evaluate(tab.page, """async (id) => {
       const db = await new Promise((ok, no) => {
         const r = indexedDB.open("ui-jobs");
         r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error);
@@ -229,7 +247,7 @@ def test_a_cdn_page_runs_python_lists_its_records_and_waits_out_an_offline_spell
 
     # offline / online: a try while offline costs no attempt; back online, the job is done.
     offline(context)
-    assert tab.page.evaluate("navigator.onLine") is False
+    assert evaluate(tab.page, "() => navigator.onLine") is False
     path = f"/api/echo/kit-offline-{uuid.uuid4().hex}"
     second = tab.py(save(path, {"text": "offline"}))
     waiting = poll("an offline try", lambda: (rec := tab.job(second)) and
@@ -249,7 +267,8 @@ def test_freeze_refuses_a_page_it_cannot_freeze_and_leaves_it_running(
     with pytest.raises(TabError, match="did not freeze.*launch_chromium"):
         tab.freeze(timeout_s=2)
     assert not tab.frozen
-    assert page.evaluate("new Promise((ok) => setTimeout(() => ok('running'), 10))") == "running"
+    assert evaluate(page, "() => new Promise((ok) => setTimeout(() => ok('running'), 10))") == \
+        "running"
 
 
 def test_a_frozen_tab_hands_over_and_runs_again_on_resume(
