@@ -120,8 +120,8 @@ _CANNOT_FREEZE = (
 _NO_ANSWER_MS = 500
 
 
-#: The statuses a job can have (what :meth:`Tab.wait_for_status` accepts).
 STATUSES = tuple(str(status.value) for status in Status)
+"""The statuses a job can have: what :meth:`Tab.wait_for_status` accepts."""
 
 
 class TabError(AssertionError):
