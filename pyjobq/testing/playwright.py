@@ -61,8 +61,9 @@ _START = """([code, n]) => {
   const w = window;
   const runs = w.__pyjobq || (w.__pyjobq = {});
   if (n in runs) return true;
-  const entry = runs[n] = { settled: false };
-  const settle = (fields) => Object.assign(entry, fields, { settled: true });
+  let wake;
+  const entry = runs[n] = { settled: false, done: new Promise((ok) => { wake = ok; }) };
+  const settle = (fields) => { Object.assign(entry, fields, { settled: true }); wake(); };
   let run;
   if (typeof w.py === "function") {
     run = () => w.py(code);
@@ -89,12 +90,15 @@ _START = """([code, n]) => {
   }, 0);
   return true;
 }"""
-_SETTLED = """(n) => {
+_SETTLED = """async (n) => {
   const runs = window.__pyjobq || {};
   const entry = runs[n];
-  if (!entry || !entry.settled) return false;
+  if (!entry) return false;
+  // Wakes as the run settles (no polling delay); the driver's timeout still bounds the wait.
+  if (!entry.settled) await Promise.race([entry.done, new Promise((ok) => setTimeout(ok, 1000))]);
+  if (!entry.settled) return false;
   delete runs[n];
-  return entry;
+  return "error" in entry ? { error: entry.error } : { value: entry.value };
 }"""
 _RUNS = itertools.count(1)
 

@@ -173,7 +173,9 @@ test("Python that holds the main thread is bounded by the driver", async ({ cont
     .rejects.toThrow(/within 1000 ms: the page's main thread is busy/);
   expect(Date.now() - start).toBeLessThan(2_500);
   await tab.waitForTimeout(3_000);
-  expect(await kit.py(tab, "json.dumps(6 * 7)")).toBe(42);
-  await expect(kit.py(tab, "1 / 0")).rejects.toThrow(/ZeroDivisionError/);
+  expect(await kit.py(tab, "json.dumps(6 * 7)", { timeout: 10_000 })).toBe(42);
+  expect(await kit.py(tab, "import asyncio\nawait asyncio.sleep(0.1)\n'later'", { timeout: 10_000 })).toBe("later");
+  await expect(kit.py(tab, "1 / 0", { timeout: 10_000 })).rejects.toThrow(/ZeroDivisionError/);
+  expect(await kit.py(tab, "json.dumps(1 + 1)")).toBe(2); // without a timeout: as before
   await expect(kit.py(tab, "1", { timeout: 0 })).rejects.toThrow(/timeout must be .* greater than 0/);
 });
