@@ -17,7 +17,9 @@ Why the sync API: it is the one pytest users write Playwright tests in (pytest-p
 :class:`Site`, :func:`serve_folder` and :func:`site_at` are what the plugin's ``pyjobq_site``
 fixture is made of: override that fixture with them for other headers or another server.
 
-Every wait has a bound and fails with :class:`TabError` naming what it waited for. A
+Every wait has a bound, kept by Playwright's driver (a timer in the page could not fire while
+synchronous Python holds its main thread), and fails with :class:`TabError` naming what it
+waited for; a ``timeout_s`` must be greater than 0 (:class:`ValueError`). A
 helper that cannot do what it says says so instead of doing nothing: :meth:`Tab.freeze` on a
 page Chromium will not freeze (any page of a browser Playwright launched itself) raises,
 naming :func:`launch_chromium`, which starts a browser whose pages can be frozen.
