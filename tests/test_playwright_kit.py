@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Playwright, Route, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    Route,
+    sync_playwright,
+)
 
 from pyjobq.testing._site import Site, site_at
 from pyjobq.testing.playwright import (
@@ -101,9 +108,20 @@ def save(path: str, body: dict[str, Any]) -> str:
             "await job.stored\njson.dumps(job.id)")
 
 
+def evaluate(page: Page, function: str, arg: Any = None, timeout_s: float = 30.0) -> Any:
+    """``page.evaluate``, bounded: Playwright's evaluate has no timeout (a page whose main
+    thread is busy would hang the suite); its wait_for_function has one, the driver's."""
+    handle = page.wait_for_function(f"async (arg) => ({{ value: await ({function})(arg) }})",
+                                    arg=arg, timeout=timeout_s * 1000)
+    try:
+        return handle.json_value().get("value")
+    finally:
+        handle.dispose()
+
+
 def stored_record(tab: Tab, job_id: str) -> Any:
     """The job's record straight from the origin's IndexedDB (no pyjobq call), or None."""
-    return tab.page.evaluate("""async (id) => {
+    return evaluate(tab.page, """async (id) => {
       const db = await new Promise((ok, no) => {
         const r = indexedDB.open("ui-jobs");
         r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error);
@@ -229,7 +247,7 @@ def test_a_cdn_page_runs_python_lists_its_records_and_waits_out_an_offline_spell
 
     # offline / online: a try while offline costs no attempt; back online, the job is done.
     offline(context)
-    assert tab.page.evaluate("navigator.onLine") is False
+    assert evaluate(tab.page, "() => navigator.onLine") is False
     path = f"/api/echo/kit-offline-{uuid.uuid4().hex}"
     second = tab.py(save(path, {"text": "offline"}))
     waiting = poll("an offline try", lambda: (rec := tab.job(second)) and
@@ -249,7 +267,8 @@ def test_freeze_refuses_a_page_it_cannot_freeze_and_leaves_it_running(
     with pytest.raises(TabError, match="did not freeze.*launch_chromium"):
         tab.freeze(timeout_s=2)
     assert not tab.frozen
-    assert page.evaluate("new Promise((ok) => setTimeout(() => ok('running'), 10))") == "running"
+    assert evaluate(page, "() => new Promise((ok) => setTimeout(() => ok('running'), 10))") == \
+        "running"
 
 
 def test_a_frozen_tab_hands_over_and_runs_again_on_resume(
@@ -303,3 +322,45 @@ def test_launch_chromium_names_a_chromium_it_cannot_start(playwright: Playwright
     with pytest.raises(TabError, match=r"gave no DevTools address.*\n.*not a browser"):
         with launch_chromium(playwright, executable_path=str(silent), timeout_s=5):
             pass
+
+
+def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
+        context: BrowserContext, pyjobq_site: Site) -> None:
+    # A page timer cannot end a wait while synchronous Python holds the thread: the bound must
+    # be the driver's (issue 27's review, D2). Three seconds busy, a one-second bound.
+    tab = open_tab(context, pyjobq_site.url("tests/harness.html"), setup=SETUP)
+    start = time.monotonic()
+    with pytest.raises(TabError, match=r"within 1(\.0)? s: the page's main thread is busy"):
+        tab.py("import time\ntime.sleep(3)\n'slept'", timeout_s=1)
+    assert time.monotonic() - start < 2.5
+    # Once the thread is free, the tab answers again.
+    tab.page.wait_for_timeout(3000)
+    assert tab.py("json.dumps(6 * 7)") == 42
+    with pytest.raises(TabError, match="ZeroDivisionError"):
+        tab.py("1 / 0")
+    # 0 would be "no timeout" to Playwright: refused, naming the parameter (D3).
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="timeout_s must be .* greater than 0"):
+            tab.py("1", timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            tab.freeze(timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            tab.crash(timeout_s=bad)
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            open_tab(context, pyjobq_site.url("tests/harness.html"), timeout_s=bad)
+    # An empty or unknown status is a mistake of the test's, said at once (D8).
+    with pytest.raises(ValueError, match="unknown status 'finished'.*'done'"):
+        tab.wait_for_status("x", "finished")
+    with pytest.raises(ValueError, match="no status; give one or more of"):
+        tab.wait_for_status("x", [])
+
+
+def test_open_tab_closes_its_page_when_a_wait_fails(context: BrowserContext,
+                                                    pyjobq_site: Site) -> None:
+    # D11: a failed open left its page running, in the test's context, for nobody.
+    with pytest.raises(TabError, match="Python was not ready"):
+        open_tab(context, pyjobq_site.url("tests/blank.html"), timeout_s=1)
+    assert context.pages == []
+    with pytest.raises(TabError, match="ZeroDivisionError"):
+        open_tab(context, pyjobq_site.url("tests/harness.html"), setup="1 / 0")
+    assert context.pages == []

@@ -5,7 +5,6 @@ needs, takes the address of your own server, or says what to do when given neith
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,16 +12,12 @@ import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
 from pyjobq.testing._site import serve_folder, site_at
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = ROOT / "pyjobq" / "testing" / "pytest_plugin.py"
-FIND_SPEC = importlib.util.find_spec
 
 
 def test_the_wheel_registers_the_plugin() -> None:
@@ -30,26 +25,16 @@ def test_the_wheel_registers_the_plugin() -> None:
     assert project["entry-points"]["pytest11"] == {"pyjobq": "pyjobq.testing.pytest_plugin"}
 
 
-def load_plugin(monkeypatch: pytest.MonkeyPatch, playwright_installed: bool) -> ModuleType:
-    """A fresh copy of the plugin module, as pytest would import it, with or without
-    Playwright for Python found."""
-    def find_spec(name: str, *args: Any) -> Any:
-        return FIND_SPEC(name, *args) if playwright_installed or name != "playwright" else None
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    spec = importlib.util.spec_from_file_location("pyjobq.testing._plugin_copy", PLUGIN)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_plugin_is_inactive_without_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
-    without = load_plugin(monkeypatch, playwright_installed=False)
-    assert without.__all__ == []
-    assert not hasattr(without, "pyjobq_site") and not hasattr(without, "pytest_addoption")
-    with_it = load_plugin(monkeypatch, playwright_installed=True)
-    assert with_it.__all__ == ["pyjobq_site", "pytest_addoption"]
+def test_the_plugin_always_registers_its_option_and_fixture_cheaply() -> None:
+    # Without Playwright too (D6): pyjobq's own pyproject sets the ini key, and a missing
+    # option or fixture would be a confusing error. Importing it loads no server.
+    code = ("import sys\nimport pyjobq.testing.pytest_plugin as p\n"
+            "print(sorted(p.__all__), 'pyjobq.testing._site' in sys.modules, "
+            "'http.server' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.stdout.split() == ["['pyjobq_site',", "'pytest_addoption']", "False", "False"], \
+        run.stdout + run.stderr
 
 
 @pytest.fixture
@@ -123,13 +108,74 @@ def project(tmp_path: Path, folder: Path) -> Iterator[Path]:
     yield tmp_path
 
 
-def pytest_run(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         "-p", "pyjobq.testing.pytest_plugin", "-c", os.devnull, "--rootdir", str(project),
-         *args, "test_site.py"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=120)
+def pytest_run(project: Path, *args: str, autoload: bool = False,
+               path: tuple[Path, ...] = (), prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """pytest on ``project``, with the plugin from this tree. By default isolated: no plugin
+    loads by itself (an installed pyjobq's entry point among them) and ``-p`` loads ours,
+    which would otherwise be registered twice (D1). ``autoload``: as a user runs it, the
+    plugin found through its entry point only. ``prelude``: Python run before pytest."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (ROOT, *path)))}
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    plugin: list[str] = []
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        plugin = ["-p", "pyjobq.testing.pytest_plugin"]
+    argv = ["-q", "-s", "-p", "no:cacheprovider", *plugin, "-c", os.devnull,
+            "--rootdir", str(project), *args, "test_site.py"]
+    code = f"{prelude}\nimport sys, pytest\nsys.exit(pytest.main({argv!r}))"
+    return subprocess.run([sys.executable, "-c", code], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def installed(tmp_path: Path) -> Path:
+    """A folder that, on the path, makes pyjobq's pytest11 entry point visible, as an
+    installed wheel does."""
+    dist = tmp_path / "installed" / "pyjobq_wheel-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pyjobq-wheel\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\npyjobq = pyjobq.testing.pytest_plugin\n")
+    return dist.parent
+
+
+def test_the_plugin_tests_run_with_pyjobq_installed(project: Path, tmp_path: Path) -> None:
+    # With the wheel installed, `-p pyjobq.testing.pytest_plugin` besides its entry point was
+    # "Plugin already registered under a different name" (D1).
+    run = pytest_run(project, "--pyjobq-site", "site", path=(installed(tmp_path),))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SITE http://127.0.0.1:" in run.stdout
+
+
+def test_an_installed_plugin_loads_through_its_entry_point(project: Path, tmp_path: Path) -> None:
+    run = pytest_run(project, "--pyjobq-site", "site", autoload=True,
+                     path=(installed(tmp_path),))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SITE http://127.0.0.1:" in run.stdout
+
+
+WITHOUT_PLAYWRIGHT = "sys_ = __import__('sys'); sys_.modules['playwright'] = None"
+
+
+def test_without_playwright_the_option_and_ini_key_stand_and_the_fixture_says_why(
+        project: Path) -> None:
+    # D6: the option was "unrecognized", the ini key warned, the fixture was "not found".
+    (project / "pytest.ini").write_text("[pytest]\npyjobq_site = site\n")
+    argv = ["-c", str(project / "pytest.ini"), "-W", "error::pytest.PytestConfigWarning"]
+    run = pytest_run(project, "--pyjobq-site", "site", *argv, prelude=WITHOUT_PLAYWRIGHT)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "needs Playwright for Python: pip install playwright" in run.stdout
+    assert "unrecognized" not in run.stderr and "not found" not in run.stdout
+    assert "Traceback" not in run.stdout
+
+
+def test_a_site_that_is_neither_a_folder_nor_an_address_is_named(project: Path) -> None:
+    run = pytest_run(project, "--pyjobq-site=localhost:8000")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "'localhost:8000' is neither a folder" in run.stdout
+    assert "or an http(s):// address" in run.stdout or "nor an http(s):// address" in run.stdout
+    assert "Traceback" not in run.stdout and "FileNotFoundError" not in run.stdout
+    run = pytest_run(project, "--pyjobq-site=ftp://example.com/")
+    assert run.returncode == 1 and "not an http:// or https:// address" in run.stdout
+    assert "ValueError" not in run.stdout
 
 
 def test_pyjobq_site_serves_the_folder_it_is_given(project: Path) -> None:
@@ -149,3 +195,27 @@ def test_pyjobq_site_takes_the_address_of_your_own_server(project: Path, folder:
         run = pytest_run(project, f"--pyjobq-site={yours.base}")
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"SITE {yours.base}\n" in run.stdout
+
+
+def test_a_symlinked_folder_inside_the_site_is_served(folder: Path, tmp_path: Path) -> None:
+    # D4: resolving links made a linked folder "outside the site" (403).
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "lib.js").write_text("export const y = 2;\n")
+    (folder / "vendor").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (folder / "linked.txt").symlink_to(tmp_path / "secret.txt")
+    with serve_folder(folder) as site:
+        status, headers, body = get(site.base, "/vendor/lib.js")
+        assert (status, headers["content-type"], body) == (200, "text/javascript",
+                                                           b"export const y = 2;\n")
+        assert get(site.base, "/vendor/../app/")[0] == 200
+        assert get(site.base, "/%2e%2e/secret.txt")[0] in (403, 404)
+        assert get(site.base, "/%2e%2e/%2e%2e/etc/passwd")[0] in (403, 404)
+
+
+def test_a_malformed_path_is_answered_not_a_traceback(folder: Path) -> None:
+    # D9: a NUL or a name too long for the file system made the handler raise.
+    with serve_folder(folder) as site:
+        assert get(site.base, "/a%00b")[0] == 400
+        assert get(site.base, "/" + "x" * 300)[0] == 404
+        assert get(site.base, "/" + "x" * 300 + "/index.html")[0] == 404
+        assert get(site.base, "/app/")[0] == 200  # and it still answers

@@ -12,6 +12,7 @@ Standard library only: it runs wherever pytest does.
 from __future__ import annotations
 
 import mimetypes
+import os
 import posixpath
 import threading
 import urllib.parse
@@ -90,22 +91,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, body: bool) -> None:
         path = urllib.parse.urlsplit(self.path).path
-        rel = posixpath.normpath(urllib.parse.unquote(path)).lstrip("/")
-        target = (self.root / rel).resolve()
-        if not target.is_relative_to(self.root):
+        # As http.server does: the path is normalised without resolving links, so a symlinked
+        # folder inside the site is served (its files are the site's), and no `..` leaves it.
+        words = [word for word in posixpath.normpath(urllib.parse.unquote(path)).split("/")
+                 if word and word not in (".", "..")]
+        if any("\0" in word or os.sep in word or (os.altsep and os.altsep in word)
+               for word in words):
+            return self._send(400, b"bad path\n", "text/plain; charset=utf-8", body)
+        target = self.root.joinpath(*words)
+        if not os.path.normpath(target).startswith(str(self.root)):
             return self._send(403, b"outside the site\n", "text/plain; charset=utf-8", body)
-        if target.is_dir():
-            if not path.endswith("/"):
-                # As static hosts do: a folder's index.html links relative to the slash.
-                query = urllib.parse.urlsplit(self.path).query
-                location = path + "/" + ("?" + query if query else "")
-                return self._send(301, b"", "text/plain", body, {"Location": location})
-            target = target / "index.html"
-        if not target.is_file():
+        try:
+            if target.is_dir():
+                if not path.endswith("/"):
+                    # As static hosts do: a folder's index.html links relative to the slash.
+                    query = urllib.parse.urlsplit(self.path).query
+                    location = path + "/" + ("?" + query if query else "")
+                    return self._send(301, b"", "text/plain", body, {"Location": location})
+                target = target / "index.html"
+            data = target.read_bytes() if target.is_file() else None
+        except (OSError, ValueError):
+            data = None  # a name too long for the file system, a file unreadable: not here
+        if data is None:
             return self._send(404, b"not found\n", "text/plain; charset=utf-8", body)
         ctype = (CONTENT_TYPES.get(target.suffix) or mimetypes.guess_type(target.name)[0]
                  or "application/octet-stream")
-        self._send(200, target.read_bytes(), ctype, body)
+        self._send(200, data, ctype, body)
 
     def _send(self, status: int, data: bytes, ctype: str, body: bool,
               extra: Mapping[str, str] | None = None) -> None:
@@ -122,12 +133,21 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the tab went away (closed, crashed) before its answer
 
 
+class _Server(ThreadingHTTPServer):
+    # A page and its workers ask for many files at once (Pyodide's, the app's): a deep listen
+    # queue, not socketserver's 5, so none is refused while the others are answered.
+    request_queue_size = 64
+    daemon_threads = True
+
+
 @contextmanager
 def serve_folder(folder: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                  headers: Mapping[str, str] | None = None) -> Iterator[Site]:
     """Serve ``folder`` over HTTP for the ``with`` block; yields its :class:`Site`.
 
-    ``port=0`` takes a free port. ``headers`` are sent with every file besides the defaults
+    Links inside the folder are followed, as ``python -m http.server`` follows them (a
+    symlinked ``pyodide/`` is served); a path with ``..`` never leaves the folder. ``port=0``
+    takes a free port. ``headers`` are sent with every file besides the defaults
     (e.g. ``{"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy":
     "require-corp"}`` for a page that needs ``crossOriginIsolated``).
 
@@ -139,8 +159,7 @@ def serve_folder(folder: str | Path, *, host: str = "127.0.0.1", port: int = 0,
         raise FileNotFoundError(f"pyjobq site: {folder} is not a folder; give the folder that "
                                 "holds your pages (and Pyodide, if you serve it yourself)")
     handler = type("SiteHandler", (_Handler,), {"root": root, "extra": dict(headers or {})})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server = _Server((host, port), handler)
     thread = threading.Thread(target=server.serve_forever, name="pyjobq-site", daemon=True)
     thread.start()
     try:

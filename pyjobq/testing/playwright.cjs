@@ -12,15 +12,76 @@
 // pages of one context (one origin), crashes are renderer crashes, freezes are Chromium's.
 "use strict";
 
-/** Run Python on the page (see the header for which runner); a JSON string result is decoded. */
-async function py(page, code, { run } = {}) {
+let runs = 0;
+
+/**
+ * Run Python on the page (see the header for which runner); a JSON string result is decoded.
+ * With `timeout` (ms), bounded from Playwright's side: a timer in the page could not fire while
+ * synchronous Python holds its main thread, and page.evaluate has no timeout. So the run is
+ * started on a task of its own, its outcome kept in the page, and awaited with
+ * page.waitForFunction, which the driver bounds. Without it, the test's own timeout (Playwright
+ * Test's) is the bound. A custom `run` bounds its own wait.
+ */
+async function py(page, code, { run, timeout } = {}) {
   if (run) return decoded(await run(page, code));
-  return decoded(await page.evaluate(async (c) => {
+  if (timeout === undefined) {
+    // Unbounded here: Playwright Test's own per-test timeout ends the test.
+    return decoded(await page.evaluate(async (c) => {
+      const w = /** @type {any} */ (window);
+      if (typeof w.py === "function") return w.py(c);
+      if (w.pyodide) return String(await w.pyodide.runPythonAsync(c));
+      throw new Error("pyjobq-playwright: the page defines neither window.py nor window.pyodide");
+    }, code));
+  }
+  if (!(timeout > 0)) throw new Error(`py: timeout must be a number of ms greater than 0, not ${timeout} (0 would mean no timeout at all)`);
+  const n = `${process.pid}-${++runs}`;
+  const end = Date.now() + timeout;
+  const first = code.trim().split("\n")[0];
+  const inPage = async (fn, arg, ms, options = {}) => {
+    try {
+      const handle = await page.waitForFunction(fn, arg, { timeout: Math.max(ms, 1), ...options });
+      try { return await handle.jsonValue(); } finally { await handle.dispose(); }
+    } catch (e) {
+      if (!(e instanceof Error) || e.name !== "TimeoutError") throw e;
+      throw new Error(`Python (code starting ${JSON.stringify(first)}) on ${page.url()} did not finish within ` +
+        `${timeout} ms: the page's main thread is busy (synchronous Python or JavaScript holding it, e.g. ` +
+        "time.sleep or a loop with no await), or the code never finished. Raise timeout if it is only slow, " +
+        "or look for blocking code; a page whose thread stays busy answers nothing, so close it rather than reuse it");
+    }
+  };
+  await inPage(([c, id]) => {
     const w = /** @type {any} */ (window);
-    if (typeof w.py === "function") return w.py(c);
-    if (w.pyodide) return String(await w.pyodide.runPythonAsync(c));
-    throw new Error("pyjobq-playwright: the page defines neither window.py nor window.pyodide");
-  }, code));
+    const all = w.__pyjobq || (w.__pyjobq = {});
+    if (id in all) return true;
+    let wake;
+    const entry = all[id] = { settled: false, done: new Promise((ok) => { wake = ok; }) };
+    const settle = (fields) => { Object.assign(entry, fields, { settled: true }); wake(); };
+    let go;
+    if (typeof w.py === "function") go = () => w.py(c);
+    else if (w.pyodide) go = async () => String(await w.pyodide.runPythonAsync(c));
+    else {
+      settle({ error: "pyjobq-playwright: the page defines neither window.py nor window.pyodide" });
+      return true;
+    }
+    setTimeout(() => {
+      Promise.resolve().then(go).then(
+        (value) => settle({ value: value === undefined ? null : value }),
+        (e) => settle({ error: String((e && e.stack) || (e && e.message) || e) }));
+    }, 0);
+    return true;
+  }, [code, n], timeout);
+  const outcome = await inPage(async (id) => {
+    const all = /** @type {any} */ (window).__pyjobq || {};
+    const entry = all[id];
+    if (!entry) return false;
+    // Wakes as the run settles; the driver's timeout still bounds the wait.
+    if (!entry.settled) await Promise.race([entry.done, new Promise((ok) => setTimeout(ok, 1000))]);
+    if (!entry.settled) return false;
+    delete all[id];
+    return "error" in entry ? { error: entry.error } : { value: entry.value };
+  }, n, end - Date.now(), { polling: 20 });
+  if ("error" in outcome) throw new Error(`Python on ${page.url()} failed (code starting ${JSON.stringify(first)}):\n${outcome.error}`);
+  return decoded(outcome.value);
 }
 
 function decoded(value) {

@@ -17,7 +17,9 @@ Why the sync API: it is the one pytest users write Playwright tests in (pytest-p
 :class:`Site`, :func:`serve_folder` and :func:`site_at` are what the plugin's ``pyjobq_site``
 fixture is made of: override that fixture with them for other headers or another server.
 
-Every wait has a bound and fails with :class:`TabError` naming what it waited for. A
+Every wait has a bound, kept by Playwright's driver (a timer in the page could not fire while
+synchronous Python holds its main thread), and fails with :class:`TabError` naming what it
+waited for; a ``timeout_s`` must be greater than 0 (:class:`ValueError`). A
 helper that cannot do what it says says so instead of doing nothing: :meth:`Tab.freeze` on a
 page Chromium will not freeze (any page of a browser Playwright launched itself) raises,
 naming :func:`launch_chromium`, which starts a browser whose pages can be frozen.
@@ -25,6 +27,7 @@ naming :func:`launch_chromium`, which starts a browser whose pages can be frozen
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -37,11 +40,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from playwright.sync_api import BrowserContext, CDPSession, Error, Page, Playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from ..core.status import Status
 from ._site import Site, serve_folder, site_at
 
 __all__ = ["Tab", "TabError", "Runner", "open_tab", "offline", "online", "launch_chromium",
-           "READY", "Site", "serve_folder", "site_at"]
+           "READY", "STATUSES", "Site", "serve_folder", "site_at"]
 
 Runner = Callable[[Page, str], Any]
 """Runs Python ``code`` on ``page`` and returns its value: ``run(page, code)``."""
@@ -49,10 +54,18 @@ Runner = Callable[[Page, str], Any]
 READY = "() => window.pyReady === true || typeof window.py === 'function' || !!window.pyodide"
 """The default test that Python can run on a page (a JavaScript function, run in the page)."""
 
-# The default runner, in the page: window.py, else window.pyodide; bounded by `ms` (a page
-# whose Python never answers fails the call instead of hanging the test).
-_RUN = """async ([code, ms]) => {
+# The default runner, in the page: window.py, else window.pyodide. It only starts the run (on a
+# task of its own, so this call answers before the Python takes the thread) and keeps its
+# outcome in window.__pyjobq[n]; _SETTLED, polled by Playwright's wait_for_function, gives it.
+# The bound is the driver's, not the page's: a page timer cannot fire while synchronous Python
+# holds the main thread, and page.evaluate has no timeout.
+_START = """([code, n]) => {
   const w = window;
+  const runs = w.__pyjobq || (w.__pyjobq = {});
+  if (n in runs) return true;
+  let wake;
+  const entry = runs[n] = { settled: false, done: new Promise((ok) => { wake = ok; }) };
+  const settle = (fields) => { Object.assign(entry, fields, { settled: true }); wake(); };
   let run;
   if (typeof w.py === "function") {
     run = () => w.py(code);
@@ -67,24 +80,38 @@ _RUN = """async ([code, ms]) => {
       }
     };
   } else {
-    throw new Error("pyjobq: the page defines neither window.py nor window.pyodide; expose " +
-                    "one (window.pyodide = pyodide), or pass run= to open_tab");
+    settle({ error: "pyjobq: the page defines neither window.py nor window.pyodide; expose " +
+                    "one (window.pyodide = pyodide), or pass run= to open_tab" });
+    return true;
   }
-  let timer;
-  const limit = new Promise((_, reject) => {
-    const late = () => reject(new Error(`pyjobq: the Python did not finish in ${ms} ms`));
-    timer = setTimeout(late, ms);
-  });
-  try { return await Promise.race([run(), limit]); } finally { clearTimeout(timer); }
+  setTimeout(() => {
+    Promise.resolve().then(run).then(
+      (value) => settle({ value: value === undefined ? null : value }),
+      (e) => settle({ error: String(e && e.stack && String(e.stack).includes(String(e.message))
+                                    ? e.stack : (e && e.message) || e) }));
+  }, 0);
+  return true;
 }"""
+_SETTLED = """async (n) => {
+  const runs = window.__pyjobq || {};
+  const entry = runs[n];
+  if (!entry) return false;
+  // Wakes as the run settles (no polling delay); the driver's timeout still bounds the wait.
+  if (!entry.settled) await Promise.race([entry.done, new Promise((ok) => setTimeout(ok, 1000))]);
+  if (!entry.settled) return false;
+  delete runs[n];
+  return "error" in entry ? { error: entry.error } : { value: entry.value };
+}"""
+_RUNS = itertools.count(1)
 
 # Said on the console by the page's own `freeze` / `resume` handlers: the only word a frozen
 # page can give (nothing can be evaluated in it until it runs again).
 _FROZE = "pyjobq-testing:freeze"
 _WATCH_FREEZE = f"""() => {{
-  if (window.__pyjobqWatchesFreeze) return;
+  if (window.__pyjobqWatchesFreeze) return true;
   window.__pyjobqWatchesFreeze = true;
   document.addEventListener("freeze", () => console.debug({json.dumps(_FROZE)}));
+  return true;
 }}"""
 
 _CANNOT_FREEZE = (
@@ -99,9 +126,53 @@ _CANNOT_FREEZE = (
 _NO_ANSWER_MS = 500
 
 
+STATUSES = tuple(str(status.value) for status in Status)
+"""The statuses a job can have: what :meth:`Tab.wait_for_status` accepts."""
+
+
 class TabError(AssertionError):
     """A helper could not do what it says: a wait ran out, Python failed on the page, the tab
     would not freeze. The message names what was wrong and what to do."""
+
+
+def _bound(name: str, value: float) -> float:
+    """``value``, a timeout in seconds; a positive number (Playwright reads 0 as "no timeout",
+    which would let a wait hang for ever)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number of seconds greater than 0, not {value!r} "
+                         "(0 would mean no timeout at all)")
+    return float(value)
+
+
+def _busy(page: Page, what: str, timeout_s: float) -> TabError:
+    return TabError(
+        f"{what} on {page.url} did not finish within {timeout_s} s: the page's main thread is "
+        "busy (synchronous Python or JavaScript holding it, e.g. time.sleep or a loop with no "
+        "await), or the code never finished. Raise timeout_s if it is only slow, or look for "
+        "blocking code; a page whose thread stays busy answers nothing, so close it "
+        "(tab.page.close()) rather than reuse it")
+
+
+def _in_page(page: Page, function: str, arg: Any, timeout_s: float, what: str,
+             polling: float | None = None, bound_s: float | None = None) -> Any:
+    """Run the JavaScript ``function`` in ``page`` until it gives something true, and give
+    that, bounded by the driver (``page.evaluate`` has no timeout; a busy page never answers).
+
+    Raises:
+        TabError: not within ``timeout_s``.
+    """
+    try:
+        if polling is None:
+            handle = page.wait_for_function(function, arg=arg, timeout=timeout_s * 1000)
+        else:
+            handle = page.wait_for_function(function, arg=arg, timeout=timeout_s * 1000,
+                                            polling=polling)
+    except PlaywrightTimeoutError:
+        raise _busy(page, what, timeout_s if bound_s is None else bound_s) from None
+    try:
+        return handle.json_value()
+    finally:
+        handle.dispose()
 
 
 def _decoded(value: Any) -> Any:
@@ -123,7 +194,7 @@ class Tab:
                  timeout_s: float = 120.0) -> None:
         self.context = context
         self.page = page
-        self.timeout_s = timeout_s
+        self.timeout_s = _bound("timeout_s", timeout_s)
         self._run = run
         self._cdp: CDPSession | None = None
         self._frozen = False
@@ -149,16 +220,26 @@ class Tab:
             TabError: the Python raised (its traceback is in the message), did not finish in
                 ``timeout_s``, the page has no runner, or the tab is frozen.
         """
+        limit = _bound("timeout_s", timeout_s)
         if self._frozen:
             raise TabError(f"{self!r} is frozen: nothing runs on it until tab.resume()")
+        first = code.strip().splitlines()[0] if code.strip() else ""
+        what = f"Python (code starting {first!r})"
         try:
             if self._run is not None:
                 return _decoded(self._run(self.page, code))
-            return _decoded(self.page.evaluate(_RUN, [code, round(timeout_s * 1000)]))
+            n = next(_RUNS)
+            end = time.monotonic() + limit
+            _in_page(self.page, _START, [code, n], limit, what)
+            left = max(end - time.monotonic(), 0.001)
+            outcome = _in_page(self.page, _SETTLED, n, left, what, polling=20, bound_s=limit)
         except Error as e:
-            first = code.strip().splitlines()[0] if code.strip() else ""
             raise TabError(f"Python on {self.page.url} failed (code starting {first!r}):\n"
                            f"{e.message}") from None
+        if "error" in outcome:
+            raise TabError(f"Python on {self.page.url} failed (code starting {first!r}):\n"
+                           f"{outcome['error']}")
+        return _decoded(outcome.get("value"))
 
     run_python = py
     """Another name for :meth:`py`."""
@@ -170,7 +251,7 @@ class Tab:
         Raises:
             TabError: it was not within ``timeout_s`` (default: the tab's, 120 s).
         """
-        limit = self.timeout_s if timeout_s is None else timeout_s
+        limit = self.timeout_s if timeout_s is None else _bound("timeout_s", timeout_s)
         try:
             self.page.wait_for_function(ready, timeout=limit * 1000)
         except Error as e:
@@ -186,10 +267,18 @@ class Tab:
         Raises:
             TabError: it did not answer within ``timeout_s`` (default: the tab's, 120 s).
         """
-        limit = self.timeout_s if timeout_s is None else timeout_s
+        limit = self.timeout_s if timeout_s is None else _bound("timeout_s", timeout_s)
         seconds = max(1, round(limit))
-        self.py(f"import asyncio, pyjobq\nawait asyncio.wait_for(pyjobq.query_all(), {seconds})"
-                "\n'ok'", timeout_s=seconds + 5)
+        try:
+            self.py(f"import asyncio, pyjobq\nawait asyncio.wait_for(pyjobq.query_all(), "
+                    f"{seconds})\n'ok'", timeout_s=seconds + 5)
+        except TabError as e:
+            raise TabError(
+                f"the queue on {self.page.url} did not answer pyjobq.query_all() within "
+                f"{seconds} s. Check that the page installs and imports pyjobq, that its "
+                "IndexedDB can open (not a private window refusing storage, not blocked by "
+                "another tab's upgrade), that setup= configured it without error, and the "
+                f"page's console errors; raise timeout_s for a slow boot. ({e})") from None
 
     # -- jobs ------------------------------------------------------------------------------
     def jobs(self) -> list[dict[str, Any]]:
@@ -213,6 +302,13 @@ class Tab:
             TabError: it did not within ``timeout_s``; the message names the last status seen.
         """
         wanted = [statuses] if isinstance(statuses, str) else list(statuses)
+        unknown = [status for status in wanted if status not in STATUSES]
+        if not wanted or unknown:
+            said = f"unknown status {', '.join(map(repr, unknown))}" if unknown else "no status"
+            raise ValueError(f"wait_for_status: {said}; give one or more of "
+                             f"{', '.join(map(repr, STATUSES))}")
+        _bound("timeout_s", timeout_s)
+        _bound("interval_s", interval_s)
         end = time.monotonic() + timeout_s
         while True:
             row = self.job(job_id)
@@ -234,6 +330,7 @@ class Tab:
         Raises:
             TabError: the page did not crash within ``timeout_s``.
         """
+        _bound("timeout_s", timeout_s)
         cdp = self.context.new_cdp_session(self.page)
         try:
             with self.page.expect_event("crash", timeout=timeout_s * 1000):
@@ -259,22 +356,33 @@ class Tab:
             TabError: Chromium fired no ``freeze`` within ``timeout_s`` (the tab is left
                 running), or the tab is frozen already.
         """
+        _bound("timeout_s", timeout_s)
         if self._frozen:
             raise TabError(f"{self!r} is frozen already")
-        self.page.evaluate(_WATCH_FREEZE)
+        _in_page(self.page, _WATCH_FREEZE, None, timeout_s, "watching for `freeze`")
         cdp = self._session()
+        ms = timeout_s * 1000
         try:
-            with self.page.expect_console_message(lambda m: m.text == _FROZE,
-                                                  timeout=timeout_s * 1000):
-                cdp.send("Page.setWebLifecycleState", {"state": "frozen"})
+            with self.page.expect_console_message(lambda m: m.text == _FROZE, timeout=ms):
+                cdp.send("Page.setWebLifecycleState", {"state": "frozen"}, timeout=ms)
         except Error:
-            cdp.send("Page.setWebLifecycleState", {"state": "active"})
+            cdp.send("Page.setWebLifecycleState", {"state": "active"}, timeout=ms)
             raise TabError(_CANNOT_FREEZE.format(s=timeout_s)) from None
         self._frozen = True
 
-    def resume(self) -> None:
-        """Let a frozen tab run again (``resume`` fires in it)."""
-        self._session().send("Page.setWebLifecycleState", {"state": "active"})
+    def resume(self, *, timeout_s: float = 10.0) -> None:
+        """Let a frozen tab run again (``resume`` fires in it).
+
+        Raises:
+            TabError: Chromium did not answer within ``timeout_s``.
+        """
+        _bound("timeout_s", timeout_s)
+        try:
+            self._session().send("Page.setWebLifecycleState", {"state": "active"},
+                                 timeout=timeout_s * 1000)
+        except PlaywrightTimeoutError:
+            raise TabError(f"{self!r}: Chromium did not answer the resume within "
+                           f"{timeout_s} s") from None
         self._frozen = False
 
     @property
@@ -306,23 +414,36 @@ def open_tab(context: BrowserContext, url: str, *, setup: str | None = None,
         log_errors: print the page's console errors and uncaught exceptions.
 
     Raises:
-        TabError: Python or the queue was not ready in time, or ``setup`` failed.
+        TabError: Python or the queue was not ready in time, or ``setup`` failed; the page
+            is closed.
+        ValueError: ``timeout_s`` is not greater than 0.
     """
+    _bound("timeout_s", timeout_s)
     page = context.new_page()
-    if log_errors:
-        def show(message: Any) -> None:
-            if message.type == "error" and not message.text.startswith("Failed to load resource"):
-                print(f"[page error] {message.text}")
-        page.on("console", show)
-        page.on("pageerror", lambda error: print(f"[page error] {error}"))
-    if before is not None:
-        before(page)
-    page.goto(url, timeout=timeout_s * 1000)
-    tab = Tab(context, page, run=run, timeout_s=timeout_s)
-    tab.wait_for_python(ready=ready)
-    if setup:
-        tab.py(setup, timeout_s=timeout_s)
-    tab.queue_ready()
+    try:
+        if log_errors:
+            def show(message: Any) -> None:
+                if message.type == "error" and \
+                        not message.text.startswith("Failed to load resource"):
+                    print(f"[page error] {message.text}")
+            page.on("console", show)
+            page.on("pageerror", lambda error: print(f"[page error] {error}"))
+        if before is not None:
+            before(page)
+        page.goto(url, timeout=timeout_s * 1000)
+        tab = Tab(context, page, run=run, timeout_s=timeout_s)
+        tab.wait_for_python(ready=ready)
+        if setup:
+            tab.py(setup, timeout_s=timeout_s)
+        tab.queue_ready()
+    except BaseException:
+        # No tab to give: close its page, so a failed open leaves no page running (a busy one
+        # would slow every other tab of the browser) for the test's context to hold.
+        try:
+            page.close(run_before_unload=False)
+        except Error:
+            pass
+        raise
     return tab
 
 
@@ -359,6 +480,7 @@ def launch_chromium(playwright: Playwright, *, executable_path: str | None = Non
     Raises:
         TabError: Chromium did not start, or gave no DevTools address within ``timeout_s``.
     """
+    _bound("timeout_s", timeout_s)
     chromium = _Chromium(executable_path or playwright.chromium.executable_path)
     browser = None
     try:

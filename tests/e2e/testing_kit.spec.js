@@ -163,3 +163,19 @@ test("a frozen tab hands over and runs again on resume", async ({ baseURL }) => 
     await close();
   }
 });
+
+test("Python that holds the main thread is bounded by the driver", async ({ context }) => {
+  // A page timer cannot end a wait while synchronous Python holds the thread (the Python kit's
+  // test_python_that_holds_the_main_thread_is_bounded_by_the_driver, its twin).
+  const tab = await kit.openTab(context, "/tests/harness.html", { setup: SETUP });
+  const start = Date.now();
+  await expect(kit.py(tab, "import time\ntime.sleep(3)\n'slept'", { timeout: 1_000 }))
+    .rejects.toThrow(/within 1000 ms: the page's main thread is busy/);
+  expect(Date.now() - start).toBeLessThan(2_500);
+  await tab.waitForTimeout(3_000);
+  expect(await kit.py(tab, "json.dumps(6 * 7)", { timeout: 10_000 })).toBe(42);
+  expect(await kit.py(tab, "import asyncio\nawait asyncio.sleep(0.1)\n'later'", { timeout: 10_000 })).toBe("later");
+  await expect(kit.py(tab, "1 / 0", { timeout: 10_000 })).rejects.toThrow(/ZeroDivisionError/);
+  expect(await kit.py(tab, "json.dumps(1 + 1)")).toBe(2); // without a timeout: as before
+  await expect(kit.py(tab, "1", { timeout: 0 })).rejects.toThrow(/timeout must be .* greater than 0/);
+});
