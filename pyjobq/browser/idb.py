@@ -74,15 +74,55 @@ def _to_js(value: dict[str, Any]) -> Any:
 
 
 _batch: Any = None
+_batch_refused = False
 
 
 def _batches() -> Any:
     """The JavaScript half of a transaction made in one call (``idb_batch.js``: ``update``,
-    ``add``), evaluated once per context."""
-    global _batch
-    if _batch is None:
-        _batch = run_js(resources.files(__package__).joinpath("idb_batch.js").read_text())
+    ``add``), evaluated once per context; None where the page's Content-Security-Policy
+    forbids evaluating it (no ``'unsafe-eval'``): the store then issues each request from
+    Python (:func:`_update_per_request`), as it always could."""
+    global _batch, _batch_refused
+    if _batch is None and not _batch_refused:
+        try:
+            _batch = run_js(resources.files(__package__).joinpath("idb_batch.js").read_text())
+        except Exception as exc:  # EvalError under a policy without 'unsafe-eval'
+            _batch_refused = True
+            log.info("pyjobq: IndexedDB requests go one by one from Python here (%s)", exc)
     return _batch
+
+
+class _ReadHere:
+    """What ``idb_batch.js`` hands :func:`_apply`, made in Python: the values read, and no
+    JSON text (each value is read as itself)."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+        self.texts = self
+
+    def to_py(self) -> list[str | None]:
+        return [None if value is None else "" for value in self.values]
+
+
+def _update_per_request(t: "_Transaction", changes: Sequence[Change],
+                        done: list[Updated]) -> None:
+    """``update_many`` without ``idb_batch.js``: every get issued now; in the last one's success
+    event (while the transaction is active) :func:`_apply` decides and the writes are issued."""
+    values: list[Any] = [None] * len(changes)
+    left = [len(changes)]
+
+    def read(i: int, value: Any) -> None:
+        values[i] = value
+        left[0] -= 1
+        if left[0] == 0:
+            writes = _apply(changes, done, _ReadHere(values))
+            for key in getattr(writes, "del"):
+                t.store.delete(key)
+            for put in writes.put:
+                t.store.put(put)
+
+    for i, change in enumerate(changes):
+        t.then(t.store.get(change.job_id), functools.partial(read, i))
 
 
 def _error(what: str, error: Any) -> StorageError:
@@ -524,7 +564,13 @@ class IndexedDBStore:
         values = to_js([record.to_dict() for record in records],
                        dict_converter=js.Object.fromEntries, create_pyproxies=False)
         try:
-            await self._in_one_call("add", None, values)
+            if _batches() is not None:
+                await self._in_one_call("add", None, values)
+            else:
+                t = await self._tx("readwrite", "add")
+                for value in values:
+                    t.store.add(value)
+                await t
         except StorageError as exc:
             if "ConstraintError" in str(exc):
                 raise KeyError("a job with one of these ids already exists: "
@@ -552,6 +598,11 @@ class IndexedDBStore:
         if not changes:
             return []
         done: list[Updated] = []
+        if _batches() is None:
+            t = await self._tx("readwrite", "update_many")
+            _update_per_request(t, changes, done)
+            await t
+            return done
         await self._in_one_call("update_many", [c.job_id for c in changes], None,
                                 functools.partial(_apply, changes, done))
         return done

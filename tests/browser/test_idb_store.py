@@ -390,3 +390,35 @@ async def test_the_settles_json_read_decodes_each_value_as_the_value_itself(sele
     assert seen["null-group"]._params == {"method": "POST", "path": "/x", "body": None}
     assert plain(seen["date"]._params["when"])[1] == "Date"  # read as itself, not as text
     store.close()
+
+
+def test_the_store_meets_the_contract_where_a_policy_forbids_eval(selenium):
+    """Under a Content-Security-Policy without 'unsafe-eval' ``idb_batch.js`` cannot be
+    evaluated: the store issues each request from Python, and meets the same contract."""
+    _contract_without_batches(selenium, CONTRACT)
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def _contract_without_batches(selenium, contract_source):
+    import types
+
+    from pyjobq.browser import idb
+
+    saved = idb._batch, idb._batch_refused
+    idb._batch, idb._batch_refused = None, True  # as a refused evaluation leaves it
+    try:
+        contract = types.ModuleType("store_contract")
+        exec(compile(contract_source, "store_contract.py", "exec"), contract.__dict__)
+        failures = []
+        for n, check in enumerate(contract.CHECKS):
+            store = idb.IndexedDBStore(f"contract-no-eval-{n}")
+            try:
+                await check(store)
+            except Exception as exc:
+                failures.append(f"{check.__name__}: {type(exc).__name__}: {exc}")
+            finally:
+                store.close()
+        assert idb._batches() is None
+    finally:
+        idb._batch, idb._batch_refused = saved
+    assert failures == [], "\n".join(failures)
