@@ -32,8 +32,8 @@ HELP = ("where pyjobq_site finds your pages: a folder to serve (with the headers
         "needs), or the http(s):// address of a server you run")
 
 NEEDS_PLAYWRIGHT = ("pyjobq_site (cross-tab tests in Chromium) needs Playwright for Python: "
-                    "pip install playwright (then `playwright install chromium`, or point the "
-                    "kit at a system Chromium)")
+                    "pip install playwright, and give launch_chromium(executable_path=...) "
+                    "the Chromium your machine has")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
