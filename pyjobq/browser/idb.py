@@ -92,18 +92,6 @@ def _batches() -> Any:
     return _batch
 
 
-class _ReadHere:
-    """What ``idb_batch.js`` hands :func:`_apply`, made in Python: the values read, and no
-    JSON text (each value is read as itself)."""
-
-    def __init__(self, values: list[Any]) -> None:
-        self.values = values
-        self.texts = self
-
-    def to_py(self) -> list[str | None]:
-        return [None if value is None else "" for value in self.values]
-
-
 def _update_per_request(t: "_Transaction", changes: Sequence[Change],
                         done: list[Updated]) -> None:
     """``update_many`` without ``idb_batch.js``: every get issued now; in the last one's success
@@ -115,7 +103,8 @@ def _update_per_request(t: "_Transaction", changes: Sequence[Change],
         values[i] = value
         left[0] -= 1
         if left[0] == 0:
-            writes = _apply(changes, done, _ReadHere(values))
+            # No JSON text here: each value is read as itself (""; None where none was read).
+            writes = _apply(changes, done, values, [None if v is None else "" for v in values])
             for key in getattr(writes, "del"):
                 t.store.delete(key)
             for put in writes.put:
@@ -313,24 +302,27 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
     return records
 
 
-def _apply(changes: Sequence[Change], done: list[Updated], read: Any) -> Any:
-    """``update_many``'s decision, made once every read has succeeded, in the transaction
-    (``idb_batch.js``): each change applied in order — on what an earlier change of the same
-    call wrote to its record — into ``done``; returns the writes, converted in one ``to_js``."""
+def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
+           texts: Sequence[str | None]) -> Any:
+    """``update_many``'s decision, made once every read has succeeded, in the transaction: each
+    change applied in order — on what an earlier change of the same call wrote to its record —
+    into ``done``; returns the writes, converted in one ``to_js``. ``values``: what was read
+    (None: no record); ``texts``: each one's JSON text from ``idb_batch.js``, or "" to read the
+    value itself, None where there is none."""
     written: dict[str, JobRecord] = {}
     dels: list[Any] = []
     puts: list[dict[str, Any]] = []
-    texts = read.texts.to_py()
     for i, change in enumerate(changes):
         current: JobRecord | None
+        text = texts[i]
         if change.job_id in written:
             current = written[change.job_id]
-        elif texts[i] is None:  # no record: JavaScript's undefined
+        elif text is None:  # no record: JavaScript's undefined
             done.append(Updated(None, False))
             continue
         else:
             bad: list[tuple[Any, JobRecord]] = []
-            current = _decode_text(texts[i], read.values[i] if texts[i] == "" else None, bad)
+            current = _decode_text(text, values[i] if text == "" else None, bad)
             if bad:  # failed in this same transaction; the change is not applied to it
                 key, failed = bad[0]
                 if key != failed.id and key is not None:
@@ -603,8 +595,9 @@ class IndexedDBStore:
             _update_per_request(t, changes, done)
             await t
             return done
-        await self._in_one_call("update_many", [c.job_id for c in changes], None,
-                                functools.partial(_apply, changes, done))
+        await self._in_one_call(
+            "update_many", [c.job_id for c in changes], None,
+            lambda read: _apply(changes, done, read.values, read.texts.to_py()))
         return done
 
     async def update_by_status(self, statuses: Collection[Status],
