@@ -354,9 +354,10 @@ async function measure(browser, base, stamp) {
 
   if (want("loads")) {
   log("page load -> first job, against bare loadPyodide (fresh context each)");
-  const loads = { first_job: [], bare: [] };
+  const loads = { first_job: [], first_job_late: [], bare: [] };
   for (let i = 0; i < SIZES.loads; i++) {
-    for (const [key, url] of [["bare", "bare-load.html"], ["first_job", "first-job.html"]]) {
+    for (const [key, url] of [["bare", "bare-load.html"], ["first_job", "first-job.html"],
+                              ["first_job_late", "first-job-late.html"]]) {
       const lc = await browser.newContext();
       const p = await lc.newPage();
       await p.goto(`${base}/bench/${url}`);
@@ -368,6 +369,7 @@ async function measure(browser, base, stamp) {
     }
   }
   r.first_job = { ms: median(loads.first_job), runs: loads.first_job };
+  r.first_job_late = { ms: median(loads.first_job_late), runs: loads.first_job_late };
   r.bare_load = { ms: median(loads.bare), runs: loads.bare };
   }
 
@@ -417,9 +419,12 @@ function rows(r) {
     { key: "handshake_p99", figure: "run -> run_started handshake, p99", value: r.handshake?.p99, unit: "ms",
       baseline: "raw-JS worker round trip, p99", base: r.round_trip?.p99,
       ratio: ratio(r.handshake?.p99, Math.max(r.round_trip?.p99, CLOCK_MS)), target: null },
-    { key: "first_job", figure: "page load -> first persistent job done", value: r.first_job?.ms, unit: "ms",
+    { key: "first_job", figure: "page load -> first persistent job done, plain page with the preload line", value: r.first_job?.ms, unit: "ms",
       baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load?.ms,
       ratio: ratio(r.first_job?.ms, r.bare_load?.ms), target: ["<=", 1.2] },
+    { key: "first_job_late", figure: "page load -> first persistent job done, no preload line (PyScript, notebooks)", value: r.first_job_late?.ms, unit: "ms",
+      baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load?.ms,
+      ratio: ratio(r.first_job_late?.ms, r.bare_load?.ms), target: null },
     { key: "volatile", figure: `volatile no-op jobs/s, ${SIZES.volatile} jobs`, value: r.volatile?.jobs_per_s, unit: "jobs/s",
       baseline: "bare asyncio tasks, one after another", base: r.bare_tasks?.jobs_per_s,
       ratio: ratio(r.volatile?.jobs_per_s, r.bare_tasks?.jobs_per_s), target: [">=", 0.5] },
@@ -463,7 +468,7 @@ function rows(r) {
 const PART_OF = {
   one_type: "page-a", four_types: "page-a", handshake_p50: "page-a", handshake_p99: "page-a", volatile: "page-a",
   wasm_heap_page: "page-a", wasm_heap_worker: "page-a", py_objects: "page-a", proxies: "page-a",
-  burst: "burst", pass: "pass", drain: "drain", first_job: "loads", tab_memory: "tabs",
+  burst: "burst", pass: "pass", drain: "drain", first_job: "loads", first_job_late: "loads", tab_memory: "tabs",
 };
 
 function table(rs) {

@@ -44,6 +44,7 @@ the app did with Python logging.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 import zipfile
@@ -58,7 +59,7 @@ from ..config import Settings
 from ..core.boot import BootFailure
 from ..core.codes import Code
 from ..core.errors import WorkerUnavailable
-from ..core.ports import Link, Message, Unsubscribe
+from ..core.ports import Clock, Link, Message, Unsubscribe
 from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
 from ..engine.scheduler import Scheduler
 from ..executor.boot import Boot
@@ -71,6 +72,7 @@ from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
 _worker_blob_url: str | None = None
 _bundle: bytes | None = None
+_record: str | None = None
 
 
 def page_index_url() -> str | None:
@@ -144,6 +146,20 @@ def pyjobq_bundle() -> bytes:
                 pass  # imported from a source tree: the files are what counts
         _bundle = buffer.getvalue()
     return _bundle
+
+
+def record_digest() -> str:
+    """The sha256 of the installed pyjobq's ``RECORD`` (every file with its own sha256), or ""
+    for pyjobq imported from a source tree: a preloaded worker runs the pyjobq it installed
+    itself only when its digest is this one (``worker.mjs``)."""
+    global _record
+    if _record is None:
+        try:
+            text = metadata.distribution("pyjobq").read_text("RECORD") or ""
+        except metadata.PackageNotFoundError:
+            text = ""
+        _record = hashlib.sha256(text.encode()).hexdigest() if text else ""
+    return _record
 
 
 def _add_tree(archive: zipfile.ZipFile, folder: Any, prefix: str) -> None:
@@ -415,6 +431,71 @@ class _BrowserWorker:
             pass
 
 
+#: How long a preloaded worker may take to answer the page's ``pyjobq_attach``: its script was
+#: asked for as the page began loading, seconds ago, so only a worker that will never run
+#: (a wrong path in the preload line) is this late.
+ATTACH_MS = 5_000.0
+
+
+def take_preloaded() -> Any:
+    """The worker a plain page's preload line started (``globalThis.pyjobqWorker``), taken once;
+    None where there is none, or on a worker host (a notebook kernel runs no preload line)."""
+    if not lifecycle.has_document():
+        return None
+    worker = getattr(js.globalThis, "pyjobqWorker", None)
+    if worker is None or not hasattr(worker, "postMessage"):
+        return None
+    js.globalThis.pyjobqWorker = None  # a second queue (after stop()) starts its own
+    return worker
+
+
+class Preloaded:
+    """Adopts a preloaded worker once it says it loads this page's distribution.
+
+    The preload line starts ``pyjobq-worker.mjs#preload&index=...`` before the page's Pyodide,
+    so the worker's own Pyodide loads beside it (``worker.mjs``). It says nothing until the page
+    attaches; its first word is ``worker_attached`` with the index it loads from. Another
+    distribution than the page's (a preload line left behind by an upgrade), or no word within
+    :data:`ATTACH_MS` (a preload path that does not exist): the boot starts a worker of its own
+    in its place, and the console says why.
+    """
+
+    def __init__(self, link: PortLink, boot: Boot, index: str, clock: Clock) -> None:
+        self._boot = boot
+        self._index = index
+        #: The digest of the pyjobq the worker installed itself (``worker_preinstalled``), if any.
+        self.record: str | None = None
+        self._unsubscribe = link.subscribe(self._on_message)
+        self._deadline = clock.call_later(ATTACH_MS, lambda: self._replace(
+            f"the preloaded worker (globalThis.pyjobqWorker) did not answer within "
+            f"{ATTACH_MS / 1000:g} s: check the path in the preload line"))
+
+    def attach(self, worker: Any) -> None:
+        worker.postMessage(js_object({"pyjobq_attach": 1}))
+
+    def _on_message(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        if data.get("type") == "worker_preinstalled" and isinstance(data.get("record"), str):
+            self.record = data["record"]
+            self._unsubscribe()
+        if data.get("type") != "worker_attached":
+            return
+        self._deadline.cancel()
+        if data.get("index") != self._index:
+            self._replace(
+                f"the preloaded worker loads Pyodide from {data.get('index')!r} but this page "
+                f"loaded it from {self._index!r}: make the preload line's index= the page's")
+
+    def _done(self) -> None:
+        self._deadline.cancel()
+        self._unsubscribe()
+
+    def _replace(self, reason: str) -> None:
+        self._done()
+        self._boot.replace(reason)
+
+
 def _on_unavailable(start: _BrowserWorker, requests: Scheduler, error: WorkerUnavailable) -> None:
     console_error(error)
     # This tab will never process: let the lease go, so a tab that can (a newer one, after an
@@ -432,18 +513,24 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         return _unavailable(settings, source, exc)
 
     def boot_message() -> tuple[Any, Any]:
+        # params: the names and the rest, for a preloaded worker, whose URL carries only its
+        # distribution (a Blob-URL worker has them in its own URL already: the same values).
         message: dict[str, Any] = {"pyjobq_boot": 1, "lockfile": lock_json,
-                                   "lockfile_base": lock_base}
+                                   "lockfile_base": lock_base, "params": url.split("#", 1)[1],
+                                   "record": record_digest()}
         transfer = []
-        if settings.worker_packages is None:
+        if settings.worker_packages is None and not (
+                preload is not None and preload.record == message["record"] != ""):
             data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker
             message["bundle"] = data.buffer
             transfer.append(data.buffer)
         return js_object(message), to_js(transfer)
 
     watch = _StartWatch(url, lambda message, refused: start._watch_failed(message, refused))
+    preloaded = take_preloaded()
+    preload: Preloaded | None = None
     try:
-        worker: Any = js.Worker.new(url, js_object({"type": "module"}))
+        worker: Any = preloaded or js.Worker.new(url, js_object({"type": "module"}))
     except JsException as exc:
         # A worker_url on another origin, or a malformed one, throws right here.
         watch.close()
@@ -455,6 +542,9 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
     start.boot = boot
     side.on_unavailable = lambda error: _on_unavailable(start, requests, error)
     start.adopt(worker, watch)
+    if preloaded is not None:
+        preload = Preloaded(link, boot, index, side.clock)
+        preload.attach(worker)
 
     def online(_event: Any) -> None:
         # Chromium does not always fire `online` inside a dedicated worker when the page's

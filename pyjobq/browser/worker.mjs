@@ -22,8 +22,25 @@
 // Pyodide; any failure as {type: "worker_error", stage, message, refused} (refused: a
 // Content-Security-Policy refused something). The page (pyjobq.executor.boot) bounds the time between
 // two of these, ends a worker that failed or stalled, and starts a new one when it can.
+//
+// Preloaded (a plain page's one line, docs/guide.md "Start the worker with the page"):
+//   new Worker("/pyjobq-worker.mjs#preload&index=/pyodide/", { type: "module" })
+// started before the page's own loadPyodide, this worker fetches the distribution and — when
+// no tab holds the processor lease, so this tab is the one that will process — starts its
+// Pyodide at once, beside the page's, instead of after the lease. It says nothing until the
+// page's pyjobq attaches ({pyjobq_attach: 1}): it answers {type: "worker_attached", index}
+// first (the page ends it if that is not its own distribution), then what it would have said.
+// The boot message then carries the page's parameters (`params`), which this URL lacks.
 const params = Object.fromEntries(new URLSearchParams(self.location.hash.slice(1)));
-const say = (type, fields = {}) => self.postMessage(JSON.stringify({ v: 1, type, ...fields }));
+const preload = "preload" in params;
+if (params.index) params.index = new URL(params.index, self.location.href).href;
+let attached = !preload;
+const unsaid = [];
+const say = (type, fields = {}) => {
+  const message = JSON.stringify({ v: 1, type, ...fields });
+  if (attached) self.postMessage(message);
+  else unsaid.push(message);
+};
 const early = [];
 let booted;
 const boot = new Promise((resolve) => { booted = resolve; });
@@ -33,7 +50,12 @@ let stealLease = () => {};
 self.onmessage = (event) => {
   const data = event.data;
   if (data && typeof data === "object" && data.pyjobq_boot === 1) booted(data);
-  else {
+  else if (data && typeof data === "object" && data.pyjobq_attach === 1) {
+    if (attached) return;
+    attached = true;
+    self.postMessage(JSON.stringify({ v: 1, type: "worker_attached", index: params.index || "" }));
+    for (const message of unsaid.splice(0)) self.postMessage(message);
+  } else {
     if (typeof data === "string" && data.includes('"lease_steal"')) stealLease();
     early.push(data);
   }
@@ -118,6 +140,42 @@ async function fetchDistribution(index) {
   };
 }
 
+// The digest of the installed pyjobq's RECORD (every file and its sha256): the page computes
+// the same of its own (pyjobq.browser.page_main.record_digest).
+const RECORD_DIGEST = `
+from importlib import metadata
+import hashlib
+try:
+    record = metadata.distribution("pyjobq").read_text("RECORD") or ""
+except metadata.PackageNotFoundError:
+    record = ""
+hashlib.sha256(record.encode()).hexdigest() if record else ""
+`;
+
+/** A preloaded worker's Pyodide with the distribution's pyjobq installed and its scheduler
+ *  imported, when the distribution has pyjobq ({pyodide, main: null} otherwise). */
+async function preinstall(pyodide) {
+  try {
+    await pyodide.loadPackage(["pyjobq"], { messageCallback: () => {}, errorCallback: () => {} });
+    const main = pyodide.pyimport("pyjobq.browser.worker_main");
+    const record = pyodide.runPython(RECORD_DIGEST);
+    if (record) say("worker_preinstalled", { record });
+    return { pyodide, main };
+  } catch {
+    return { pyodide, main: null }; // not in its lock: the page's files come with the boot message
+  }
+}
+
+/** Whether some tab of the origin holds the processor lease (or no answer: assume it does). */
+async function leaseHeld(name) {
+  try {
+    const { held = [] } = await navigator.locks.query();
+    return held.some((lock) => lock.name === name);
+  } catch {
+    return true;
+  }
+}
+
 /** Run `load` with this worker's fetch answering the kept files (each once), then the network's again. */
 async function servedFrom({ take }, load) {
   const network = self.fetch;
@@ -164,24 +222,43 @@ try {
       };
     });
   }
-  const { lockfile, lockfile_base: lockfileBase, bundle } = await boot;
-  say("worker_booting");
   // createPyodideModule: Pyodide's loader takes the module made above instead of importing it
   // again (pinned by tests/e2e/boot.spec.js: a tab that takes over offline boots).
   const options = { indexURL: params.index, createPyodideModule: files.createPyodideModule };
+  // Preloaded, and no tab processes yet: this one will, so its Pyodide starts now (with the
+  // distribution's own lock, which is the page's). In line behind another tab it waits like
+  // any worker, and a waiting tab costs no second Pyodide.
+  // It also installs the distribution's pyjobq (a plain page loads it with loadPackage) and
+  // imports its scheduler while the page is still loading; the boot message says whether those
+  // are the page's own files (the digest of its RECORD), and otherwise they are forgotten.
+  const earlyStart = preload && params.lease !== "worker" && !(await leaseHeld(params.lock || "ui-job-processor"))
+    ? servedFrom(files, () => loadPyodide(options)).then(preinstall) : null;
+  if (earlyStart) earlyStart.catch(() => {}); // reported when awaited below
+  const { lockfile, lockfile_base: lockfileBase, bundle, params: pageParams, record } = await boot;
+  if (pageParams) Object.assign(params, Object.fromEntries(new URLSearchParams(pageParams)));
+  say("worker_booting");
   if (lockfile) Object.assign(options, { lockFileContents: lockfile, packageBaseUrl: lockfileBase || params.index });
-  const pyodide = await servedFrom(files, () => loadPyodide(options));
+  const started = earlyStart ? await earlyStart : { pyodide: await servedFrom(files, () => loadPyodide(options)), main: null };
+  const pyodide = started.pyodide;
   // Debugging hook: the worker's Pyodide, for DevTools' worker console, scripts/bench.mjs
   // (wasm heap, live-proxy counts) and tests (a waiting worker has none). Nothing in pyjobq reads it.
   self.pyodide = pyodide;
   stage = "install";
-  if (params.packages) {
-    await pyodide.loadPackage(JSON.parse(params.packages), { messageCallback: () => {}, errorCallback: (m) => console.error(m) });
-  } else {
-    pyodide.unpackArchive(bundle, "zip", { extractDir: BUNDLE_DIR });
-    pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(BUNDLE_DIR)})`);
+  let main = started.main;
+  // No bundle: the page heard worker_preinstalled with its own digest.
+  if (main && (params.packages || !record || (bundle && pyodide.runPython(RECORD_DIGEST) !== record))) {
+    main = null; // not the page's pyjobq: forget it, and import the page's below
+    pyodide.runPython("import sys\nfor name in [m for m in sys.modules if m.split('.')[0] == 'pyjobq']: del sys.modules[name]");
   }
-  const main = pyodide.pyimport("pyjobq.browser.worker_main");
+  if (!main) {
+    if (params.packages) {
+      await pyodide.loadPackage(JSON.parse(params.packages), { messageCallback: () => {}, errorCallback: (m) => console.error(m) });
+    } else {
+      pyodide.unpackArchive(bundle, "zip", { extractDir: BUNDLE_DIR });
+      pyodide.runPython(`import sys\nsys.path.insert(0, ${JSON.stringify(BUNDLE_DIR)})`);
+    }
+    main = pyodide.pyimport("pyjobq.browser.worker_main");
+  }
   stage = "start";
   self.onmessage = null;
   main.start(JSON.stringify(params), early.splice(0));

@@ -190,6 +190,18 @@ class Boot:
             log.info("pyjobq: the scheduler worker could not boot (%s, try %d): %s",
                      failure.stage, self.failures, failure.message)
 
+    def replace(self, reason: str) -> None:
+        """Start a new worker now in place of one that will not do (a preloaded worker of
+        another distribution, or one that never answered): not a failed boot, so no retry is
+        counted and no lease is held yet (it is asked for only at ``worker_fetched``)."""
+        if self.booted or self._client.unavailable is not None or self.retrying is not None:
+            return
+        log.warning("pyjobq: %s; starting a worker of its own", reason)
+        self.platform.warn(f"pyjobq: {reason}; starting a worker of its own")
+        self.platform.end()
+        self.platform.start()
+        self._arm()
+
     def online(self) -> None:
         """The browser is back online: a retry that waits starts now."""
         if self.retrying is not None:

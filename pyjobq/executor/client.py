@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pyjobq")
 
 #: The worker's boot steps: :class:`pyjobq.executor.boot.Boot` follows them beside this client.
-BOOT_MESSAGES = frozenset({"worker_progress", "worker_fetched", "worker_booting", "worker_error"})
+BOOT_MESSAGES = frozenset({"worker_progress", "worker_fetched", "worker_booting", "worker_error",
+                           "worker_attached", "worker_preinstalled"})
 
 
 #: The classes a failed reply may name: pyjobq's own errors, never an arbitrary name.

@@ -40,6 +40,8 @@ VALID = [
     make("worker_progress", bytes=65_536),
     make("worker_fetched"),
     make("worker_booting"),
+    make("worker_attached", index="https://cdn.example/pyodide/"),
+    make("worker_preinstalled", record="0" * 64),
     make("abort_run", job_id="j", reason="type 't' suspended"),
     make("suspend_type", job_type="t", request_id="r"),
     make("resume_type", job_type="t", request_id=None),
