@@ -66,7 +66,7 @@ from ..executor.boot import Boot
 from ..executor.side import ExecutorSide, HostResources
 from ..executor.wiring import in_process
 from ..memory import LoopClock
-from . import lifecycle, proxies
+from . import lifecycle, proxies, worker_script
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
 
@@ -178,7 +178,7 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         base = absolute(settings.worker_url).split("#", 1)[0]
     else:
         if _worker_blob_url is None:
-            code = resources.files("pyjobq.browser").joinpath("worker.mjs").read_text()
+            code = worker_script.source()
             blob = js.Blob.new(to_js([code]), js_object({"type": "text/javascript"}))
             _worker_blob_url = str(js.URL.createObjectURL(blob))
         base = _worker_blob_url

@@ -142,10 +142,10 @@ SCHEMA: dict[str, MessageType] = {
     "worker_attached": _type(SCHEDULER, "A preloaded worker's first word once its page attaches: "
                              "the ``index`` of the distribution it loads (the page ends it if "
                              "that is not its own).", index=_STR),
-    "worker_preinstalled": _type(SCHEDULER, "A preloaded worker installed the distribution's pyjobq "
-                                 "and imported its scheduler; ``record``: the digest of its RECORD "
-                                 "(the page sends no files of its own when it is the page's).",
-                                 record=_STR),
+    "worker_preinstalled": _type(SCHEDULER, "A preloaded worker installed the distribution's "
+                                 "pyjobq and imported its scheduler; ``record``: the digest of its "
+                                 "RECORD (the page sends no files of its own when it is the "
+                                 "page's).", record=_STR),
     "worker_booting": _type(SCHEDULER,
                             "The worker holds the lease and starts Pyodide from those bytes."),
     "worker_error": _type(SCHEDULER, "The bootstrap failed at ``stage`` (script, import, fetch, "
