@@ -17,6 +17,7 @@ release also makes stored jobs unreachable.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -47,6 +48,11 @@ class Settings:
     #: What the worker installs with ``loadPackage``; None: the pyjobq files this page imported.
     worker_packages: tuple[str, ...] | None = None
     worker_start_timeout_ms: float = 60_000.0
+    #: The URL of pyjobq's Service Worker script on the app's origin; None: no Service Worker.
+    service_worker: str | None = None
+    #: ``module:function`` of the transport, for the Service Worker to import; None: the
+    #: transport is not importable by name (defined in ``__main__`` or inside a function).
+    transport_path: str | None = None
 
 
 _settings = Settings()
@@ -60,7 +66,7 @@ def configure(
     db_name: str = _UNSET,
     lock_name: str = _UNSET,
     channel_name: str = _UNSET,
-    transport: Transport | None = _UNSET,
+    transport: Transport | str | None = _UNSET,
     reconstructors: Mapping[str, Factory] = _UNSET,
     yields: Mapping[str, str] = _UNSET,
     handshake_timeout_ms: float = _UNSET,
@@ -68,6 +74,7 @@ def configure(
     worker_url: str | None = _UNSET,
     worker_packages: Sequence[str] | None = _UNSET,
     worker_start_timeout_ms: float = _UNSET,
+    service_worker: str | None = _UNSET,
 ) -> None:
     """Set the queue's names and hooks. Call it in the first module your page loads.
 
@@ -76,7 +83,10 @@ def configure(
         lock_name: Web Lock electing the one processing tab (default ``ui-job-processor``).
         channel_name: BroadcastChannel carrying ``job-update`` (default ``ui-jobs``).
         transport: ``async def send(method, path, body)`` returning the unread
-            Response; called on every replay, so read credentials inside it.
+            Response; called on every replay, so read credentials inside it. Also its
+            import path, ``"module:function"`` (``"app.transport:send"``): the Service Worker
+            imports the transport by that name (a function defined in an importable module is
+            found by its own name too).
         reconstructors: ``{name: factory}`` for persistent job kinds this page runs.
         yields: ``{job_type: lock_name}``: jobs of the type pause while that lock is held.
         handshake_timeout_ms: how long the scheduler waits for ``run_started``.
@@ -92,6 +102,9 @@ def configure(
             (a script that says nothing, a download that makes no progress, a Pyodide that
             never starts) before the page ends that worker, lets the processor lease go
             and starts a new one later (60 s; docs/troubleshooting.md).
+        service_worker: the URL of pyjobq's Service Worker script served on the app's origin
+            (``python -m pyjobq.service_worker > sw.mjs``): it sends the stored jobs when every
+            tab is closed (docs/service-worker.md). Default None: only open tabs send them.
 
     Omitted fields keep their value. It may be called more than once, as long as no name is
     given two different values. Once the queue is imported (its settings read for good), a
@@ -106,15 +119,20 @@ def configure(
     global _settings
     changes = _names(db_name=db_name, lock_name=lock_name, channel_name=channel_name)
     if transport is not _UNSET:
+        path = transport if isinstance(transport, str) else None
+        if path is not None:
+            transport = import_transport(path)
         check_transport(transport)
         changes["transport"] = transport
+        changes["transport_path"] = path or transport_path(transport)
     if reconstructors is not _UNSET:
         changes["reconstructors"] = dict(_reconstructors(reconstructors))  # merged below
     if yields is not _UNSET:
         changes["yields"] = _yields(yields)
     if handshake_timeout_ms is not _UNSET:
         changes["handshake_timeout_ms"] = _positive_ms("handshake_timeout_ms", handshake_timeout_ms)
-    urls: dict[str, Any] = {"pyodide_url": pyodide_url, "worker_url": worker_url}
+    urls: dict[str, Any] = {"pyodide_url": pyodide_url, "worker_url": worker_url,
+                            "service_worker": service_worker}
     changes.update({name: _url(name, value) for name, value in urls.items() if value is not _UNSET})
     if worker_packages is not _UNSET:
         changes["worker_packages"] = _packages(worker_packages)
@@ -133,7 +151,8 @@ def configure(
 #: The settings a call after the queue has read them may give again, and each value only
 #: again: the worker and the channel already run on what was read.
 _FIXED_ONCE_READ = ("db_name", "lock_name", "channel_name", "yields", "handshake_timeout_ms",
-                    "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms")
+                    "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms",
+                    "service_worker")
 
 
 @dataclass(frozen=True)
@@ -176,7 +195,8 @@ def _configure_late(changes: dict[str, Any]) -> None:
     if "transport" in changes:
         if _late is not None:
             _late.set_transport(changes["transport"])
-        _settings = replace(_settings, transport=changes["transport"])
+        _settings = replace(_settings, transport=changes["transport"],
+                            transport_path=changes["transport_path"])
     if "reconstructors" in changes:
         # Only the names given in this call: one registered since by register_reconstructor()
         # (a later cell's fix) stays, unless this call names it again.
@@ -259,6 +279,45 @@ def check_transport(transport: Any) -> None:
             "transport must be an async function (method, path, body) -> Response,"
             f" got {transport!r}"
         )
+
+
+def import_transport(path: str) -> Transport:
+    """The function ``"module:function"`` names, imported now.
+
+    Raises:
+        ConfigurationError: ``path`` is not ``module:function``, the module cannot be imported,
+            or it has no such function.
+    """
+    module_name, colon, name = path.partition(":")
+    if not colon or not module_name or not name:
+        raise ConfigurationError(
+            f"transport {path!r}: give the function itself, or its import path as "
+            "'module:function' (e.g. 'app.transport:send')")
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"transport {path!r}: importing {module_name!r} failed ({exc!r}); put the transport in "
+            "a module this page can import (in a notebook or PyScript, a file beside the page "
+            "loaded into the file system), or pass the function itself") from exc
+    for part in name.split("."):
+        if not hasattr(value, part):
+            raise ConfigurationError(f"transport {path!r}: {module_name!r} has no {name!r}")
+        value = getattr(value, part)
+    if not callable(value):
+        raise ConfigurationError(f"transport {path!r} names {value!r}, which is not a function")
+    return value  # type: ignore[no-any-return]
+
+
+def transport_path(transport: Any) -> str | None:
+    """``module:qualname`` of a transport another context can import by name, or None (defined
+    in ``__main__``, inside a function, or not a plain function)."""
+    module = getattr(transport, "__module__", None)
+    qualname = getattr(transport, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or module == "__main__" \
+            or "<" in qualname:
+        return None
+    return f"{module}:{qualname}"
 
 
 def check_reconstructor(name: Any, factory: Any) -> None:

@@ -258,6 +258,11 @@ def main() -> int:
     # A served copy of the worker script, as a page under a CSP without blob: workers serves
     # it (configure(worker_url="/pyjobq-worker.mjs"); tests/e2e/worker_start.spec.js).
     shutil.copy2(ROOT / "pyjobq" / "browser" / "worker.mjs", tmp / "pyjobq-worker.mjs")
+    # pyjobq's Service Worker, as `python -m pyjobq.service_worker --index /pyodide/` writes it
+    # (configure(service_worker="/pyjobq-sw.mjs"); tests/e2e/service_worker.spec.js).
+    sw = subprocess.run([sys.executable, "-m", "pyjobq.service_worker", "--index", "/pyodide/"],
+                        check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    (tmp / "pyjobq-sw.mjs").write_text(sw)
 
     # Small manifest for tests and benchmarks that want to know what they run against.
     pkg = json.loads((npm_pyodide / "package.json").read_text())

@@ -555,4 +555,8 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
 
     side.resources.boot = boot
     side.resources.unlisten_online = proxies.listen(js.globalThis, "online", online)
+    if settings.service_worker is not None:
+        from . import sw_page
+
+        side.resources.service_worker = sw_page.start(settings, side)
     return side

@@ -95,8 +95,12 @@ class Runner:
         yields: Mapping[str, str] | None = None,
         is_online: Callable[[], bool] | None = None,
         refusing: Callable[[], bool] | None = None,
+        unknown_kind: Callable[[str], Callable[[Any], Executor] | None] | None = None,
     ) -> None:
         self.link = link
+        #: The factory for a kind with no reconstructor here, or None: the job fails as orphaned
+        #: (the Service Worker gives such a job back to the pages: pyjobq/browser/sw_main.py).
+        self._unknown_kind = unknown_kind
         self.clock = clock
         self.registry: dict[str, Callable[[Any], Executor]] = dict(registry or {})
         #: The closures of jobs this tab filed and may still run (a retried job runs again).
@@ -177,6 +181,8 @@ class Runner:
         if executor is not None:
             return executor
         factory = self.registry.get(name)
+        if factory is None and self._unknown_kind is not None:
+            factory = self._unknown_kind(name)
         if factory is None:
             self._send_result(job_id,
                               _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))

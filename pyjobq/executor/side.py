@@ -29,6 +29,7 @@ from typing import (
     Callable,
     Coroutine,
     Mapping,
+    Protocol,
     TypeVar,
 )
 
@@ -75,6 +76,12 @@ def _assume_online() -> bool:
     return True
 
 
+class Closable(Protocol):
+    """Something the host made that the queue closes when it stops."""
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class HostResources:
     """What the host (the browser runtime) made for a side's queue, kept for the queue's life."""
@@ -86,6 +93,9 @@ class HostResources:
     boot: "Boot | None" = None
     #: Undoes the page's ``online`` listener.
     unlisten_online: Callable[[], None] | None = None
+    #: The page's registration of pyjobq's Service Worker (``configure(service_worker=...)``,
+    #: pyjobq/browser/sw_page.py).
+    service_worker: "Closable | None" = None
 
 
 _T = TypeVar("_T")
@@ -155,6 +165,7 @@ class ExecutorSide:
         requests_source: str | None = None,
         is_online: Callable[[], bool] | None = None,
         engine: Scheduler | None = None,
+        unknown_kind: Callable[[str], Callable[[Any], Any] | None] | None = None,
     ) -> None:
         self.source = source
         self.transport = transport
@@ -166,7 +177,7 @@ class ExecutorSide:
         registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
         registry.update(reconstructors or {})
         runner = Runner(link, clock=self.clock, registry=registry, locks=locks, yields=yields,
-                        is_online=is_online, refusing=self._refusing)
+                        is_online=is_online, refusing=self._refusing, unknown_kind=unknown_kind)
         handles = Handles(self.listeners, self.clock)
         #: The persistent engine's client (the worker; in CPython the in-process scheduler).
         self.persistent = EngineClient(link, runner=runner, handles=handles, source=source,
@@ -427,6 +438,8 @@ class ExecutorSide:
         worker's answers still arrive over the link and are handled or dropped without error."""
         if self.volatile is not None and self.volatile.engine is not None:
             self.volatile.engine.clear_retry_timer()
+        if self.resources.service_worker is not None:
+            self.resources.service_worker.close()
         if self._channel_open:
             self._channel_open = False
             for unsubscribe in self._unsubscribe:

@@ -1,0 +1,94 @@
+// pyjobq's Service Worker: drains the queue when every tab of the origin is closed.
+// Written out by `python -m pyjobq.service_worker --index <Pyodide folder> > sw.mjs`, which
+// writes that folder into the two imports and INDEX below; registered by the page's queue as a *module* Service Worker
+// (configure(service_worker="/sw.mjs")). An app with its own Service Worker imports this
+// file's part instead: `import { pyjobqServiceWorker } from "./pyjobq-sw.mjs"` and calls
+// `pyjobqServiceWorker(self)` once at its top level (docs/service-worker.md).
+//
+// A Service Worker may not use dynamic import(), so Pyodide's module factory is imported
+// statically and handed to loadPyodide (Pyodide's docs/usage/service-worker.md); no top-level
+// await either: Pyodide loads inside the event's waitUntil, once per Service Worker life.
+//
+// What it does, and nothing more (the engine is Python: pyjobq.browser.sw_main):
+// - on `sync` with a tag "pyjobq:<db>" (the page registers one when a persistent job is stored
+//   or fails offline), and on a page's {pyjobq_sw: "drain", db} message: loads Pyodide and
+//   the pyjobq files the page left in Cache Storage, and drains that queue — only if no page
+//   holds the processor lease, stopping for a page that asks for it, and before the browser's
+//   limit on the event. Jobs left make the event's promise reject, so the browser fires it
+//   again later (Background Sync retries).
+// - where Background Sync is refused (no SyncManager, or its permission denied), it drains
+//   once each time it starts, as Workbox's background sync does.
+import createPyodideModule from "PYODIDE_INDEXpyodide.asm.mjs";
+import { loadPyodide } from "PYODIDE_INDEXpyodide.mjs";
+
+const INDEX = new URL("PYODIDE_INDEX", self.location.href).href;
+const CACHE = "pyjobq-service-worker";
+const TAG = "pyjobq:";
+// The browser ends a sync event after about 3 minutes: stop claiming well before, and end
+// what still runs (its attempt given back) before the end.
+const BUDGET_MS = 150_000;
+
+export function pyjobqServiceWorker(scope) {
+  let loading = null;
+
+  /** Pyodide with pyjobq and the app's transport package, from what a page left (or null). */
+  function boot(db) {
+    loading ||= (async () => {
+      const cache = await caches.open(CACHE);
+      const bundle = await cache.match(new URL(`/__pyjobq-sw/${encodeURIComponent(db)}/bundle.zip`, scope.location.origin));
+      if (!bundle) return null;
+      const pyodide = await loadPyodide({ indexURL: INDEX, createPyodideModule });
+      pyodide.unpackArchive(await bundle.arrayBuffer(), "zip", { extractDir: "/lib/pyjobq-sw" });
+      pyodide.runPython('import sys\nsys.path.insert(0, "/lib/pyjobq-sw")');
+      return pyodide;
+    })();
+    loading.catch(() => { loading = null; }); // a failed boot is tried again on the next event
+    return loading;
+  }
+
+  async function drain(db, lastChance) {
+    const cache = await caches.open(CACHE);
+    const config = await cache.match(new URL(`/__pyjobq-sw/${encodeURIComponent(db)}/config.json`, scope.location.origin));
+    if (!config) return; // no page configured this queue with a Service Worker
+    const pyodide = await boot(db);
+    if (!pyodide) return;
+    const main = pyodide.pyimport("pyjobq.browser.sw_main");
+    const report = JSON.parse(await main.drain(await config.text(), BUDGET_MS));
+    // For DevTools' console (and tests): how each drain of this Service Worker's life went.
+    (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), ...report });
+    const left = report.left;
+    // Jobs that are due and were not run: the browser fires the sync again later (not on its
+    // last chance: a page that opens, or the next sync the page registers, takes them).
+    if (left > 0 && !lastChance) throw new Error(`pyjobq: ${left} job(s) left for the next sync`);
+  }
+
+  scope.addEventListener("install", (event) => event.waitUntil(scope.skipWaiting()));
+  scope.addEventListener("activate", (event) => event.waitUntil(scope.clients.claim()));
+  scope.addEventListener("sync", (event) => {
+    if (event.tag.startsWith(TAG)) event.waitUntil(drain(event.tag.slice(TAG.length), event.lastChance));
+  });
+  scope.addEventListener("message", (event) => {
+    const data = event.data;
+    if (data && data.pyjobq_sw === "drain" && typeof data.db === "string") event.waitUntil(drain(data.db, true));
+  });
+
+  // No Background Sync here (or refused): drain each queue a page configured, once per start.
+  (async () => {
+    let refused = !("sync" in scope.registration);
+    if (!refused) {
+      try {
+        refused = (await navigator.permissions.query({ name: "background-sync" })).state === "denied";
+      } catch {
+        refused = false;
+      }
+    }
+    if (!refused) return;
+    const cache = await caches.open(CACHE);
+    for (const request of await cache.keys()) {
+      const match = new URL(request.url).pathname.match(/^\/__pyjobq-sw\/([^/]+)\/config\.json$/);
+      if (match) await drain(decodeURIComponent(match[1]), true).catch((error) => console.error(`pyjobq service worker: ${error}`));
+    }
+  })();
+}
+
+pyjobqServiceWorker(self);

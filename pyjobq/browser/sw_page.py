@@ -1,0 +1,190 @@
+"""The page's part of the Service Worker drain (``configure(service_worker=...)``): :func:`start`.
+
+Theory of operation
+-------------------
+Runs on a page's main thread only (a Service Worker is registered from a document; a worker
+host — a notebook kernel, a PyScript worker — says so once and goes on without one). When the
+page's queue starts, it leaves in Cache Storage what the Service Worker needs to drain the
+queue with no page open (:mod:`pyjobq.browser.sw_main`), then registers the script:
+
+* ``config.json`` — the queue's names, ``yields``, the handshake bound and the transport's
+  import path (:class:`pyjobq.browser.sw_main.ServiceWorkerConfig`);
+* ``bundle.zip`` — the pyjobq files this page imported and the transport's top-level package,
+  so the Service Worker runs the page's own pyjobq and the page's own transport.
+
+Each is written whole with one ``cache.put`` (a Service Worker reads either the old or the
+new one, never half of one). Then, whenever a persistent job of this queue is stored pending
+— filed, or waiting out a failure offline — the page asks for a sync
+(``registration.sync.register("pyjobq:<db>")``, at most once a second: the browser keeps one
+registration per tag), which the browser fires in the Service Worker once it is online, open
+tabs or not. Where Background Sync is missing or refused, the page says so once on the console;
+the Service Worker then drains each time it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+import js  # type: ignore[import-not-found]
+from pyodide.ffi import to_js
+
+from ..config import Settings
+from ..core.status import Status
+from ..engine.tasks import TaskSet
+from ..executor.side import ExecutorSide
+from ..handle import JobUpdate
+from ..service_worker import CACHE, cache_path, sync_tag
+from . import lifecycle
+from .page_main import absolute, pyjobq_bundle
+from .ports import js_object
+
+log = logging.getLogger("pyjobq")
+
+#: The least time between two sync requests of one page.
+SYNC_EVERY_MS = 1_000.0
+
+_tasks = TaskSet(log, "pyjobq: the Service Worker's set-up failed")
+
+
+def config_json(settings: Settings) -> str:
+    """What the Service Worker reads to drain this queue."""
+    return json.dumps({
+        "db_name": settings.db_name, "lock_name": settings.lock_name,
+        "channel_name": settings.channel_name, "transport": settings.transport_path,
+        "yields": dict(settings.yields), "handshake_timeout_ms": settings.handshake_timeout_ms,
+    })
+
+
+def bundle(transport_path: str) -> bytes:
+    """The pyjobq files this page imported, and the top-level package (or module) of the
+    transport, as one zip the Service Worker puts on its ``sys.path``."""
+    top = transport_path.partition(":")[0].split(".")[0]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(pyjobq_bundle())) as ours, \
+            zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for item in ours.infolist():
+            archive.writestr(item, ours.read(item))
+        if top != "pyjobq":
+            _add_module(archive, top)
+    return buffer.getvalue()
+
+
+def _add_module(archive: zipfile.ZipFile, top: str) -> None:
+    module = sys.modules.get(top)
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise RuntimeError(f"the transport's module {top!r} has no file to send the Service Worker")
+    path = Path(file)
+    if path.name == "__init__.py":
+        for entry in sorted(path.parent.rglob("*.py")):
+            if "__pycache__" not in entry.parts:
+                archive.writestr(f"{top}/{entry.relative_to(path.parent).as_posix()}",
+                                 entry.read_bytes())
+    else:
+        archive.writestr(f"{top}.py", path.read_bytes())
+
+
+class ServiceWorkerLink:
+    """The page's registration of pyjobq's Service Worker and its sync requests."""
+
+    def __init__(self, settings: Settings, side: ExecutorSide) -> None:
+        self._settings = settings
+        self._registration: Any = None
+        self._last_sync = -SYNC_EVERY_MS
+        self._sync_later: asyncio.TimerHandle | None = None
+        self._refused_said = False
+        self._unsubscribe: Callable[[], None] = side.on_update(self._on_update)
+
+    async def set_up(self) -> None:
+        """Leave the config and the files in Cache Storage, then register the script."""
+        settings = self._settings
+        assert settings.transport_path is not None and settings.service_worker is not None
+        cache = await js.caches.open(CACHE)
+        origin = str(js.location.origin)
+        files = to_js(bundle(settings.transport_path))
+        await cache.put(origin + cache_path(settings.db_name, "bundle.zip"),
+                        js.Response.new(files, js_object({"headers": {
+                            "Content-Type": "application/zip"}})))
+        await cache.put(origin + cache_path(settings.db_name, "config.json"),
+                        js.Response.new(config_json(settings), js_object({"headers": {
+                            "Content-Type": "application/json"}})))
+        self._registration = await js.navigator.serviceWorker.register(
+            absolute(settings.service_worker), js_object({"type": "module"}))
+        self.request_sync()  # jobs stored before the registration
+
+    def _on_update(self, update: JobUpdate) -> None:
+        if update.get("volatile") or update.get("deleted"):
+            return
+        if update.get("status") != Status.PENDING:
+            return
+        self.request_sync()
+
+    def request_sync(self) -> None:
+        """Ask for a sync soon: now, or once :data:`SYNC_EVERY_MS` has passed since the last."""
+        if self._registration is None:
+            return
+        loop = asyncio.get_event_loop()
+        now = loop.time() * 1000
+        if now - self._last_sync < SYNC_EVERY_MS:
+            if self._sync_later is None:
+                self._sync_later = loop.call_later(
+                    (SYNC_EVERY_MS - (now - self._last_sync)) / 1000, self._sync_now)
+            return
+        self._sync_now()
+
+    def _sync_now(self) -> None:
+        self._sync_later = None
+        self._last_sync = asyncio.get_event_loop().time() * 1000
+        _tasks.spawn(self._register_sync())
+
+    async def _register_sync(self) -> None:
+        sync = getattr(self._registration, "sync", None)
+        if sync is None:
+            self._say_refused("this browser has no Background Sync")
+            return
+        try:
+            await sync.register(sync_tag(self._settings.db_name))
+        except Exception as exc:  # permission denied (DOMException NotAllowedError)
+            self._say_refused(str(exc))
+
+    def _say_refused(self, why: str) -> None:
+        if not self._refused_said:
+            self._refused_said = True
+            text = (f"pyjobq: the Service Worker cannot be woken by Background Sync ({why}); "
+                    "it sends the stored jobs each time it starts instead, and open tabs send "
+                    "them as always")
+            log.info("%s", text)
+            js.console.info(text)
+
+    def close(self) -> None:
+        self._unsubscribe()
+        if self._sync_later is not None:
+            self._sync_later.cancel()
+
+
+def start(settings: Settings, side: ExecutorSide) -> ServiceWorkerLink | None:
+    """Set the Service Worker up for ``settings.service_worker``, or say why it cannot be."""
+    if settings.service_worker is None:
+        return None
+    why = None
+    if not lifecycle.has_document() or not hasattr(js.navigator, "serviceWorker"):
+        why = ("a Service Worker is registered from a page; this queue runs in a worker "
+               "(a notebook kernel, PyScript's worker): configure service_worker on a page")
+    elif settings.transport_path is None:
+        why = ("the Service Worker imports the transport by name: configure(transport="
+               "'module:function'), with the transport in a module the page imports")
+    if why is not None:
+        log.warning("pyjobq: service_worker=%r is not used: %s", settings.service_worker, why)
+        js.console.warn(f"pyjobq: service_worker={settings.service_worker!r} is not used: {why}")
+        return None
+    link = ServiceWorkerLink(settings, side)
+    _tasks.spawn(link.set_up())
+    return link
+

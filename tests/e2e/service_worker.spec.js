@@ -1,0 +1,96 @@
+// @ts-check
+// Saved, then every tab closed: pyjobq's Service Worker drains the queue (issue 28).
+// - jobs filed offline, every page of the origin closed, the context back online and a `sync`
+//   dispatched through CDP (ServiceWorker.dispatchSyncEvent): the server receives each request
+//   exactly once, and a page opened after sees them done.
+// Real parts throughout: Chromium's Service Worker, Background Sync, IndexedDB, Web Locks.
+const { test, expect: baseExpect } = require("@playwright/test");
+const { py, resetServer, serverLog, harnessReady } = require("./helpers");
+
+const expect = baseExpect.configure({ timeout: 60_000 });
+
+const DB = "sw-jobs";
+
+/** Python: a transport in an importable module (the Service Worker imports it by name), then
+ *  the queue configured with the Service Worker. */
+const CONFIGURE = `
+import os, sys, json, asyncio
+os.makedirs("/home/pyodide/sw_app", exist_ok=True)
+open("/home/pyodide/sw_app/__init__.py", "w").close()
+with open("/home/pyodide/sw_app/transport.py", "w") as f:
+    f.write('''
+import json
+from pyodide.http import pyfetch
+
+async def send(method, path, body, *, idempotency_key=None):
+    headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key or ""}
+    kw = {} if body is None else {"body": json.dumps(body)}
+    return await pyfetch(path, method=method, headers=headers, **kw)
+''')
+if "/home/pyodide" not in sys.path:
+    sys.path.insert(0, "/home/pyodide")
+import pyjobq
+pyjobq.configure(db_name="${DB}", lock_name="${DB}-lock", channel_name="${DB}",
+                 transport="sw_app.transport:send", service_worker="/pyjobq-sw.mjs")
+from pyjobq import queue
+"ok"`;
+
+async function openQueue(context) {
+  const page = await context.newPage();
+  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
+  await page.goto("/tests/harness.html");
+  await harnessReady(page);
+  await py(page, CONFIGURE);
+  return page;
+}
+
+/** The registration id of the origin's Service Worker, through CDP on `page`. */
+async function registrationId(cdp, baseURL) {
+  const found = new Promise((resolve) => {
+    cdp.on("ServiceWorker.workerRegistrationUpdated", ({ registrations }) => {
+      const mine = registrations.find((r) => r.scopeURL.startsWith(baseURL) && !r.isDeleted);
+      if (mine) resolve(mine.registrationId);
+    });
+  });
+  await cdp.send("ServiceWorker.enable");
+  return found;
+}
+
+test.beforeEach(async ({ request }) => resetServer(request));
+
+test("jobs filed offline, every tab closed, back online, a sync: the Service Worker sends each once, and a page opened after sees them done", async ({ context, baseURL, request }) => {
+  test.setTimeout(240_000);
+  await context.grantPermissions(["background-sync"], { origin: baseURL });
+  const page = await openQueue(context);
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => "ready"));
+  await context.setOffline(true);
+  const ids = await py(page, `
+_jobs = [queue.enqueue_fetch("POST", f"/api/echo/sw-{n}", {"n": n}) for n in range(3)]
+for _job in _jobs:
+    await asyncio.wait_for(_job.stored, 30)
+json.dumps([j.id for j in _jobs])`);
+  expect(ids).toHaveLength(3);
+  await page.close(); // every page of the origin is closed
+  // A blank page off the origin carries the CDP session; it is no page of the queue.
+  const blank = await context.newPage();
+  const cdp = await context.newCDPSession(blank);
+  const id = await registrationId(cdp, baseURL);
+  await context.setOffline(false);
+  await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: baseURL, registrationId: id, tag: `pyjobq:${DB}`, lastChance: false });
+  await expect.poll(async () => (await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-")).length,
+    { timeout: 120_000, intervals: [500] }).toBe(3);
+  const sent = (await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-")).map((r) => r.path).sort();
+  expect(sent).toEqual(["/api/echo/sw-0", "/api/echo/sw-1", "/api/echo/sw-2"]);
+  // The Service Worker sent them: its drains say so (no page of the origin was open).
+  const [sw] = context.serviceWorkers();
+  const drains = await sw.evaluate(() => /** @type {any} */ (self).pyjobqDrains);
+  expect(drains.reduce((n, d) => n + d.ended, 0)).toBe(3);
+  expect(drains.at(-1)).toMatchObject({ db: DB, stopped: "done", left: 0 });
+  const after = await openQueue(context);
+  const statuses = await py(after, `
+_records = {r["id"]: r["status"] for r in await queue.query_all()}
+json.dumps([str(_records.get(i)) for i in ${JSON.stringify(ids)}])`);
+  expect(statuses).toEqual(["done", "done", "done"]);
+  // Still once each: the page that opened had nothing left to send.
+  expect((await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-"))).toHaveLength(3);
+});
