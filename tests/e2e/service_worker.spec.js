@@ -94,3 +94,101 @@ json.dumps([str(_records.get(i)) for i in ${JSON.stringify(ids)}])`);
   // Still once each: the page that opened had nothing left to send.
   expect((await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-"))).toHaveLength(3);
 });
+
+/** Dispatch the queue's sync in the origin's Service Worker, from a blank page's CDP session. */
+async function dispatchSync(context, baseURL, { lastChance = false } = {}) {
+  const blank = await context.newPage();
+  const cdp = await context.newCDPSession(blank);
+  const id = await registrationId(cdp, baseURL);
+  await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: baseURL, registrationId: id, tag: `pyjobq:${DB}`, lastChance });
+  return { blank, cdp };
+}
+
+/** File `paths` (one lane) while offline, wait until stored, close the page. */
+async function fileOfflineAndClose(context, paths) {
+  const page = await openQueue(context);
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => "ready"));
+  await context.setOffline(true);
+  const ids = await py(page, `
+_jobs = [queue.enqueue_fetch("POST", p, {"p": p}) for p in ${JSON.stringify(paths)}]
+for _job in _jobs:
+    await asyncio.wait_for(_job.stored, 30)
+json.dumps([j.id for j in _jobs])`);
+  await page.close();
+  return ids;
+}
+
+test("a page that opens while the Service Worker drains: the Service Worker lets the lease go after its run, the page runs the rest, and no job runs twice", async ({ context, baseURL, request }) => {
+  test.setTimeout(240_000);
+  await context.grantPermissions(["background-sync"], { origin: baseURL });
+  const paths = ["/api/hold/sw-first", "/api/echo/sw-rest-1", "/api/echo/sw-rest-2"];
+  const ids = await fileOfflineAndClose(context, paths);
+  await context.setOffline(false);
+  await dispatchSync(context, baseURL);
+  // The Service Worker's run of the first job is at the server, held there.
+  await expect.poll(async () => (await (await request.get("/__control/holding")).json()).length,
+    { timeout: 120_000, intervals: [500] }).toBe(1);
+  const page = await openQueue(context); // asks for the lease: the Service Worker stops claiming
+  await page.waitForTimeout(2_000);
+  // Nothing more was sent meanwhile: one lane, its job held by the Service Worker's run.
+  expect((await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-rest"))).toHaveLength(0);
+  const released = await request.post("/__control/release", { data: { key: "sw-first" } });
+  expect(released.ok()).toBeTruthy();
+  const statuses = await py(page, `
+async def _all_done():
+    while True:
+        _records = {r["id"]: r for r in await queue.query_all()}
+        if all(_records.get(i, {}).get("status") == "done" for i in ${JSON.stringify(ids)}):
+            return _records
+        await asyncio.sleep(0.2)
+_records = await asyncio.wait_for(_all_done(), 90)
+json.dumps([[str(_records[i]["status"]), _records[i]["attempts"]] for i in ${JSON.stringify(ids)}])`);
+  expect(statuses).toEqual([["done", 1], ["done", 1], ["done", 1]]);
+  const log = await serverLog(request);
+  for (const path of paths) expect(log.filter((r) => r.path === path)).toHaveLength(1);
+  // The held request ended before the page's first: one processor at a time.
+  const first = log.find((r) => r.path === paths[0]);
+  const rest = log.filter((r) => r.path.startsWith("/api/echo/sw-rest"));
+  for (const r of rest) expect(r.started).toBeGreaterThanOrEqual(first.time);
+  const [sw] = context.serviceWorkers();
+  const drains = await sw.evaluate(() => /** @type {any} */ (self).pyjobqDrains);
+  expect(drains.at(-1)).toMatchObject({ stopped: "page", ended: 1 });
+});
+
+test("Background Sync refused: the Service Worker drains when it starts", async ({ context, baseURL, request }) => {
+  test.setTimeout(240_000);
+  // Deny Background Sync to the origin, as a user's setting does (Playwright only grants).
+  const probe = await context.newPage();
+  const { targetInfo } = await (await context.newCDPSession(probe)).send("Target.getTargetInfo");
+  const browserCdp = await /** @type {any} */ (context.browser()).newBrowserCDPSession();
+  await browserCdp.send("Browser.setPermission", {
+    permission: { name: "background-sync" }, setting: "denied", origin: baseURL,
+    browserContextId: targetInfo.browserContextId,
+  });
+  await probe.close();
+  const page = await openQueue(context);
+  const lines = [];
+  page.on("console", (msg) => lines.push(msg.text()));
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => "ready"));
+  expect(await page.evaluate(async () => (await navigator.permissions.query({ name: /** @type {any} */ ("background-sync") })).state)).not.toBe("granted");
+  await context.setOffline(true);
+  await py(page, `
+_job = queue.enqueue_fetch("POST", "/api/echo/sw-on-start", {})
+await asyncio.wait_for(_job.stored, 30)
+"ok"`);
+  await expect.poll(() => lines.some((l) => l.includes("cannot be woken by Background Sync")), { timeout: 30_000 }).toBe(true);
+  await page.close();
+  await context.setOffline(false);
+  // The browser starts the Service Worker again (here through CDP, as a navigation or a
+  // message would): it drains on its start.
+  const blank = await context.newPage();
+  const cdp = await context.newCDPSession(blank);
+  await registrationId(cdp, baseURL);
+  await cdp.send("ServiceWorker.stopAllWorkers");
+  // Plumbing: right after stopAllWorkers the registration can be mid-stop, and startWorker
+  // then throws; the start is asked for again (the drain itself is what the test checks).
+  await expect(async () => cdp.send("ServiceWorker.startWorker", { scopeURL: `${baseURL}/` }))
+    .toPass({ timeout: 15_000, intervals: [500] });
+  await expect.poll(async () => (await serverLog(request)).filter((r) => r.path === "/api/echo/sw-on-start").length,
+    { timeout: 120_000, intervals: [500] }).toBe(1);
+});
