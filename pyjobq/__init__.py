@@ -36,9 +36,9 @@ from .core.errors import (
     Terminal,
     WorkerUnavailable,
 )
-from .core.outcome import Outcome
+from .core.outcome import JobFailed, Outcome
 from .core.status import Status
-from .handle import Completion, Job, JobFailed, JobUpdate
+from .handle import Completion, Job, JobUpdate
 from .tasks import Task, task
 
 if TYPE_CHECKING:

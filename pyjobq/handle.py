@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
 
+from .core.codes import Code
 from .core.errors import InvalidJobError, PyjobqError
-from .core.outcome import Outcome
+from .core.outcome import JobFailed, Outcome
 from .core.status import Status
 
 T = TypeVar("T")
@@ -49,25 +50,6 @@ class JobControl(Protocol):
     def get_job(self, job_id: str) -> Coroutine[Any, Any, dict[str, Any] | None]:
         """The job's record now (None: there is none)."""
         ...
-
-
-class JobFailed(PyjobqError):
-    """:meth:`Job.result` of a job that did not end ``done``: it failed, or it was cancelled
-    (a deleted job is cancelled with code ``deleted``).
-
-    Attributes:
-        outcome: the job's :class:`~pyjobq.Outcome` (its ``status``, ``error``,
-            ``http_status`` and ``code``: explain a failure by its ``code``).
-        code: ``outcome.code``, for ``except JobFailed as e: if e.code == Code.DELETED``.
-    """
-
-    def __init__(self, outcome: Outcome) -> None:
-        detail = outcome.error or "no error message"
-        code = f" (code {outcome.code})" if outcome.code else ""
-        http = f", HTTP {outcome.http_status}" if outcome.http_status is not None else ""
-        super().__init__(f"job {outcome.id} ended {outcome.status.value}{code}{http}: {detail}")
-        self.outcome = outcome
-        self.code = outcome.code
 
 
 class Completion(Generic[T]):
@@ -274,7 +256,8 @@ class Job:
             # Done volatile jobs are forgotten at once; failed and cancelled ones are kept until
             # deleted, so a volatile job without a record and not done was deleted.
             if (self._volatile and self._done.done() and self._done.exception() is None
-                    and self._done.result().status is Status.DONE):
+                    and self._done.result().status is Status.DONE
+                    and self._done.result().code != Code.DELETED):
                 return Status.DONE
             return None
         status = record.get("status")

@@ -80,10 +80,12 @@ class TaskQueue(Protocol):
 
     def enqueue_persistent(self, reconstructor: str, params: Any = None, *, type: str = ...,
                            group: str | None = ..., label: str | None = ...,
-                           max_attempts: int = ..., delay_ms: float = ...) -> Job: ...
+                           max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                           delay_ms: float = ...) -> Job: ...
 
     def enqueue(self, executor: Callable[[AbortSignal], Any], *, id: str | None = ...,
-                type: str = ..., label: str | None = ..., max_attempts: int = ...) -> Job: ...
+                type: str = ..., label: str | None = ...,
+                max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Job: ...
 
 
 @dataclasses.dataclass(frozen=True)

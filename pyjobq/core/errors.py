@@ -209,3 +209,4 @@ class WorkerUnavailable(PyjobqError):
             f"on this page. The worker said: {worker_message.strip() or '(nothing)'}. {advice}",
             code=Code.WORKER_NOT_STARTED, worker_message=worker_message, stage=stage,
         )
+
