@@ -28,7 +28,8 @@ calls: list[tuple[Any, ...]] = []
 
 
 @pyjobq.task(type="notes", max_attempts=2, group="doc-1")
-async def save_note(signal: AbortSignal, doc_id: str, text: str, *, draft: bool = False) -> dict[str, Any]:
+async def save_note(signal: AbortSignal, doc_id: str, text: str, *,
+                    draft: bool = False) -> dict[str, Any]:
     calls.append(("save_note", doc_id, text, draft))
     return {"saved": doc_id, "chars": len(text), "draft": draft}
 
@@ -99,7 +100,8 @@ def test_declaring_options_of_the_wrong_kind_is_refused_naming_the_option() -> N
     async def f(signal: AbortSignal) -> None: ...
 
     bad: list[tuple[dict[str, Any], str]] = [
-        ({"type": ""}, r"task\(type=...\)"), ({"max_attempts": 0}, r"max_attempts=...\): expected an int >= 1"),
+        ({"type": ""}, r"task\(type=...\)"),
+        ({"max_attempts": 0}, r"max_attempts=...\): expected an int >= 1"),
         ({"label": 3}, r"label=...\)"), ({"group": None, "name": ""}, r"name=...\)"),
         ({"persistent": "yes"}, "persistent"), ({"name": "fetch"}, "pyjobq uses that name"),
         ({"name": "volatile"}, "pyjobq uses that name"),
