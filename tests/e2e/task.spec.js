@@ -65,6 +65,10 @@ json.dumps({"result": _result, "status": await _job.status()})
   expect(log).toHaveLength(1); // run once, on the reloaded page
   expect(log[0].started * 1000).toBeGreaterThan(reloadedAt);
   expect(await storedRecord(page, id)).toMatchObject({ status: "done", attempts: 1 });
+  // pyjobq.jobs filters where IndexedDB is read (its status and group indexes).
+  expect(await py(page, `json.dumps([[r["id"], r["status"]] for r in await pyjobq.jobs(status="done", type="notes")])`))
+    .toEqual([[id, "done"]]);
+  expect(await py(page, `json.dumps(await pyjobq.jobs(status="done", type="elsewhere"))`)).toEqual([]);
 });
 
 test("@task: a reloaded page whose code lacks the task fails its job as orphaned, naming it", async ({ context, baseURL, request }) => {
