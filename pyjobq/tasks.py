@@ -406,7 +406,17 @@ def _declare(fn: Callable[..., Any], *, name: str | None, options: _Options,
             f"@pyjobq.task: {fn.__qualname__}'s first parameter receives the job's "
             f"AbortSignal; write `async def {fn.__name__}(signal, ...)` (the arguments "
             "enqueue() takes come after it)")
+    if parameters[0].name in ("self", "cls"):
+        raise ConfigurationError(
+            f"@pyjobq.task: {fn.__qualname__} looks like a method (its first parameter is "
+            f"{parameters[0].name!r}); a task's first parameter receives the job's AbortSignal "
+            "and its object cannot be stored with the job. Declare the task as a module-level "
+            "async def and pass what it needs as arguments")
     origin = _origin(fn)
+    if name is None and not isinstance(getattr(fn, "__qualname__", None), str):
+        raise ConfigurationError(
+            f"@pyjobq.task: {fn!r} has no __qualname__ to name its jobs by; give it one with "
+            "@pyjobq.task(name=...)")
     if name is None:
         name = origin
     elif not isinstance(name, str) or not name:

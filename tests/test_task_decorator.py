@@ -96,6 +96,23 @@ def test_a_task_must_be_an_async_def_whose_first_parameter_takes_the_signal() ->
             pyjobq.task(fn)  # type: ignore[arg-type]
 
 
+def test_a_method_or_a_callable_without_a_name_is_refused_saying_what_to_do() -> None:
+    import functools
+
+    class Notes:
+        async def save(self, text: str) -> None: ...
+
+    async def save(signal: AbortSignal, text: str) -> None: ...
+
+    with pytest.raises(ConfigurationError, match=r"Notes.save looks like a method .*'self'.*"
+                                                 r"module-level async def"):
+        pyjobq.task(Notes.save)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"no __qualname__ .*@pyjobq.task\(name=...\)"):
+        pyjobq.task(functools.partial(save, text="x"))
+    named = pyjobq.task(name="tests.partial")(functools.partial(save, text="x"))
+    assert named.name == "tests.partial"
+
+
 def test_declaring_options_of_the_wrong_kind_is_refused_naming_the_option() -> None:
     async def f(signal: AbortSignal) -> None: ...
 
