@@ -1,7 +1,8 @@
 """pyjobq: a background job queue for Python in the browser.
 
 ``import pyjobq`` does not read the queue's names: :func:`configure` first,
-then use the queue. The queue's functions (``pyjobq.enqueue_fetch`` and the
+then use the queue. :func:`task` (``@pyjobq.task``) reads none either: tasks may be
+declared before the queue starts. The queue's functions (``pyjobq.enqueue_fetch`` and the
 rest) load :mod:`pyjobq.queue` on first access — importing it reads the
 configured names for good and, in a browser, starts the queue — and the outbox's
 classes load :mod:`pyjobq.outbox`, which leaves :func:`configure` open. Type
@@ -35,9 +36,10 @@ from .core.errors import (
     Terminal,
     WorkerUnavailable,
 )
-from .core.outcome import Outcome
+from .core.outcome import JobFailed, Outcome
 from .core.status import Status
 from .handle import Completion, Job, JobUpdate
+from .tasks import Task, task
 
 if TYPE_CHECKING:
     # What the lazy loading below hands out, for mypy and pyright; the same objects.
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
         enqueue_fetch,
         enqueue_persistent,
         job,
+        jobs,
         on_update,
         query_all,
         register_reconstructor,
@@ -72,7 +75,8 @@ logging.getLogger("pyjobq").addHandler(logging.NullHandler())
 
 _QUEUE_NAMES = frozenset({
     "enqueue", "suspend_type", "resume_type", "enqueue_fetch", "enqueue_persistent",
-    "register_reconstructor", "set_transport", "job", "query_all", "delete_job", "delete_group",
+    "register_reconstructor", "set_transport", "job", "jobs", "query_all", "delete_job",
+    "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "on_update", "updates", "wake", "stop",
 })
 
@@ -84,13 +88,14 @@ _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 # A literal list: type checkers read it to know what the package re-exports.
 __all__ = [
     "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
-    "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
-    "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
-    "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable",
-    "cancel_job", "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job",
-    "enqueue", "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
-    "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",
-    "set_transport", "stop", "suspend_type", "updates", "wake",
+    "Interrupted", "InvalidJobError", "Job", "JobError", "JobFailed", "JobUpdate",
+    "NoTransportError", "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome",
+    "Prune", "PyjobqError", "Status", "StorageError", "StoreInUseError", "Task", "Terminal",
+    "WorkerUnavailable", "cancel_job", "cleanup_old", "configure", "current_job_id",
+    "delete_group", "delete_job", "enqueue", "enqueue_fetch", "enqueue_persistent", "job",
+    "jobs", "on_update", "query_all", "register_reconstructor", "report_progress",
+    "resume_type", "retry_all", "retry_job", "set_transport", "stop", "suspend_type", "task",
+    "updates", "wake",
 ]
 
 if not TYPE_CHECKING:

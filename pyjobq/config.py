@@ -329,6 +329,17 @@ def check_reconstructor(name: Any, factory: Any) -> None:
         )
 
 
+def add_reconstructor(name: str, factory: Factory) -> None:
+    """Register reconstructor ``name`` whether or not the queue has read the settings, without
+    starting it (``@pyjobq.task``): the settings hold it, so a queue started later has it, and
+    a running one is given it at once."""
+    global _settings
+    check_reconstructor(name, factory)
+    _settings = replace(_settings, reconstructors={**_settings.reconstructors, name: factory})
+    if _read_by is not None and _late is not None:
+        _late.register_reconstructor(name, factory)
+
+
 def settings() -> Settings:
     """The current settings, without reading them for good."""
     return _settings

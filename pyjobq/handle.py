@@ -16,18 +16,40 @@ settling it resolves every waiter's future in the same step — where
 on a page is one browser task more for every awaited job. Nothing else settles the
 private futures (``tests/test_job_handle.py`` checks the source), so no waiter is
 left behind.
+
+The handle's own calls — :meth:`Job.result`, :meth:`Job.status`, :meth:`Job.cancel`,
+:meth:`Job.retry`, :meth:`Job.delete` — ask the queue that made the handle (its
+:class:`JobControl`, the executor side) exactly what the module functions ask
+(``cancel_job(job.id)`` and the rest): they wait on ``done`` like any waiter and settle nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Generator, Generic, TypeVar
+from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
 
-from .core.errors import PyjobqError
-from .core.outcome import Outcome
+from .core.codes import Code
+from .core.errors import InvalidJobError, PyjobqError
+from .core.outcome import JobFailed, Outcome
 from .core.status import Status
 
 T = TypeVar("T")
+
+
+class JobControl(Protocol):
+    """What a :class:`Job` handle asks of the queue that made it (the executor side): the same
+    requests as the module functions, each sent at the call, routed to the job's own engine
+    (this tab's volatile one, or the persistent one)."""
+
+    def cancel_job(self, job_id: str) -> Coroutine[Any, Any, bool]: ...
+
+    def retry_job(self, job_id: str) -> Coroutine[Any, Any, bool]: ...
+
+    def delete_job(self, job_id: str) -> Coroutine[Any, Any, bool]: ...
+
+    def get_job(self, job_id: str) -> Coroutine[Any, Any, dict[str, Any] | None]:
+        """The job's record now (None: there is none)."""
+        ...
 
 
 class Completion(Generic[T]):
@@ -155,13 +177,22 @@ class Job:
     Any number of waiters may await ``job``, ``job.done`` or ``job.stored``; one
     that gives up (``asyncio.wait_for`` timing out, a cancelled task) leaves them
     pending for the others.
+
+    As RQ, arq or Celery users expect, the handle also answers for its job:
+    ``await job.result(timeout=...)``, ``await job.status()``, ``await job.cancel()``,
+    ``await job.retry()`` and ``await job.delete()`` — for volatile and persistent jobs alike.
     """
 
-    __slots__ = ("id", "_done", "_stored", "done", "stored")
+    __slots__ = ("id", "_done", "_stored", "done", "stored", "_control", "_volatile")
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, control: JobControl | None = None, *,
+                 volatile: bool = False) -> None:
         loop = asyncio.get_event_loop()
         self.id: str = job_id
+        #: The queue that made this handle; None for a handle made by hand (a test's).
+        self._control = control
+        #: A volatile job's engine forgets it once done: ``status()`` then reads ``done``.
+        self._volatile = volatile
         self._done: asyncio.Future[Outcome] = loop.create_future()
         self._stored: asyncio.Future[None] = loop.create_future()
         # An unobserved storage error is reported through done; don't warn twice.
@@ -174,6 +205,82 @@ class Job:
 
     def __await__(self) -> Generator[Any, None, Outcome]:
         return self.done.__await__()
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job to end and return its result (what the executor returned; for a
+        fetch job the response's parsed body).
+
+        Args:
+            timeout: the longest to wait, in seconds; None waits until the job ends. Giving
+                up stops only this wait: the job keeps running, and ``done`` stays pending
+                for every other waiter.
+
+        Raises:
+            JobFailed: the job failed or was cancelled (deleted jobs are cancelled with code
+                ``deleted``); ``.outcome`` is its :class:`~pyjobq.Outcome`.
+            TimeoutError: ``timeout`` passed before the job ended (the job keeps running).
+            WorkerUnavailable: this page can no longer learn the outcome (as ``await job``).
+        """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or timeout < 0):
+            raise InvalidJobError(
+                f"job.result(timeout): expected a number of seconds >= 0, or None to wait "
+                f"until the job ends; got {timeout!r}")
+        try:
+            outcome = await asyncio.wait_for(self.done, timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(
+                f"job {self.id} did not end within {timeout} s; it keeps running — await "
+                "job.result() again to keep waiting, or job.cancel() to stop it") from None
+        if outcome.status is not Status.DONE:
+            raise JobFailed(outcome)
+        return outcome.result
+
+    def _queue(self, call: str) -> JobControl:
+        if self._control is None:
+            raise PyjobqError(
+                f"job.{call}(): this handle on job {self.id} was made by hand, not by a queue; "
+                f"use the handle enqueue or pyjobq.job(id) returns, or pyjobq.{call}_job(id)")
+        return self._control
+
+    async def status(self) -> Status | None:
+        """The job's status now, read from its record (not from news heard earlier).
+
+        Returns None when the job has no record: it was deleted, or cleaned up
+        (``cleanup_old``), or never existed. A volatile job's engine forgets it once it is
+        done; its handle then answers from ``done`` (:attr:`Status.DONE`).
+        """
+        control = self._queue("status")
+        record = await control.get_job(self.id)
+        if record is None:
+            # Done volatile jobs are forgotten at once; failed and cancelled ones are kept until
+            # deleted, so a volatile job without a record and not done was deleted.
+            if (self._volatile and self._done.done() and self._done.exception() is None
+                    and self._done.result().status is Status.DONE
+                    and self._done.result().code != Code.DELETED):
+                return Status.DONE
+            return None
+        status = record.get("status")
+        return status if isinstance(status, Status) else Status(str(status))
+
+    def cancel(self) -> Coroutine[Any, Any, bool]:
+        """``pyjobq.cancel_job(job.id)``: mark the unfinished job cancelled (its run is
+        stopped; the record is kept). Returns whether it changed. Sent at the call."""
+        return self._queue("cancel").cancel_job(self.id)
+
+    def retry(self) -> Coroutine[Any, Any, bool]:
+        """``pyjobq.retry_job(job.id)``: run a failed or cancelled job again with a fresh
+        attempt budget. Returns whether it changed. Sent at the call.
+
+        ``done`` already resolved with the first outcome stays so: take a new handle with
+        ``pyjobq.job(job.id)`` to wait for the retried run."""
+        return self._queue("retry").retry_job(self.id)
+
+    def delete(self) -> Coroutine[Any, Any, bool]:
+        """``pyjobq.delete_job(job.id)``: delete the job's record, ending its run if one is
+        under way (``done`` resolves cancelled, code ``deleted``). Returns whether it existed.
+        Sent at the call."""
+        return self._queue("delete").delete_job(self.id)
 
     def _settle(self, outcome: Outcome) -> None:
         if not self._done.done():

@@ -179,17 +179,41 @@ def table(*, type: str | None = None, group: str | None = None,
             one of the statuses (``"pending"``, ``"running"``, ``"paused"``, ``"done"``,
             ``"failed"``, ``"cancelled"``) or None.
     """
-    if type is not None:
-        check_str(type, "table(type)", f"{A_TYPE}, or None for every type")
-    if group is not None:
-        check_str(group, "table(group)", f"{A_GROUP}, or None for every group")
-    if status is not None and not (isinstance(status, str) and status in KNOWN):
-        raise InvalidJobError(
-            f"table(status): expected a status, one of {', '.join(map(repr, _STATUSES))}, or "
-            f"None for every status; got {reprlib.repr(status)} ({status.__class__.__name__})")
+    _check_view("table", type, group, status)
     return _notebook.JobsTable(
         _notebook.View(type=type, group=group, status=None if status is None else str(status)),
         _tables)
+
+
+def jobs(*, status: str | None = None, type: str | None = None,
+         group: str | None = None) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+    """The records of ``status``, ``type`` and ``group`` (each ``None``: any) — persistent
+    ones oldest first, then this tab's volatile ones (marked ``volatile``), as
+    :func:`query_all` lists them, with ``_params``.
+
+    Each engine filters as it reads its store (through its status or group index), so no other
+    record is copied to the page. Asked at the call (call order), awaited or not.
+
+    Raises:
+        InvalidJobError: at the call, ``type`` or ``group`` is not a str (or None), or
+            ``status`` is not one of the statuses (``"pending"``, ``"running"``,
+            ``"paused"``, ``"done"``, ``"failed"``, ``"cancelled"``) or None.
+    """
+    _check_view("jobs", type, group, status)
+    return _queue().jobs(status=None if status is None else str(Status(status)),
+                         type=type, group=group)
+
+
+def _check_view(call: str, type: Any, group: Any, status: Any) -> None:
+    """The filters of :func:`table` and :func:`jobs`: each None, or of the right kind."""
+    if type is not None:
+        check_str(type, f"{call}(type)", f"{A_TYPE}, or None for every type")
+    if group is not None:
+        check_str(group, f"{call}(group)", f"{A_GROUP}, or None for every group")
+    if status is not None and not (isinstance(status, str) and status in KNOWN):
+        raise InvalidJobError(
+            f"{call}(status): expected a status, one of {', '.join(map(repr, _STATUSES))}, or "
+            f"None for every status; got {reprlib.repr(status)} ({status.__class__.__name__})")
 
 
 def _ipython_display_() -> None:
@@ -466,8 +490,15 @@ def stop() -> None:
         _tables.changed()  # the live tables say they no longer hear other tabs
 
 
+def _register_late(name: str, factory: Callable[[Any], Any]) -> None:
+    # The settings hold it too: a queue not started yet reads it there when it starts, so a
+    # configure() call or a @pyjobq.task defined after this import never starts the queue.
+    if _side is not None:
+        _side.register_reconstructor(name, factory)
+
+
 _config.accept_late(_config.LateHooks(set_transport=set_transport,
-                                      register_reconstructor=register_reconstructor))
+                                      register_reconstructor=_register_late))
 
 if _host.IN_PYODIDE:
     _queue()  # a page that has the queue runs it (see above)

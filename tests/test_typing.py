@@ -70,6 +70,52 @@ PROGRAMS = {
             reveal_type(asyncio.create_task(pyjobq.delete_group("doc")))
             reveal_type(await pyjobq.delete_job("x"))
     """,
+    "task": """
+        import pyjobq
+        from pyjobq import AbortSignal
+
+        @pyjobq.task(type="notes")
+        async def save(signal: AbortSignal, doc_id: str, text: str, *,
+                       draft: bool = False) -> dict[str, int]:
+            return {}
+
+        @pyjobq.task
+        async def ping(signal: AbortSignal) -> None: ...
+
+        async def main() -> None:
+            job = save.enqueue("doc-1", "text")
+            save.enqueue("doc-1", "text", draft=True)
+            save.options(key="doc-1", delay_ms=500, group="doc-1").enqueue("doc-1", "text")
+            ping.enqueue()
+            reveal_type(save)
+            reveal_type(save.enqueue)
+            reveal_type(job)
+            reveal_type(await job.result(timeout=1))
+            reveal_type(await job.status())
+            reveal_type(await job.cancel())
+            reveal_type(pyjobq.jobs)
+            try:
+                await job.result()
+            except pyjobq.JobFailed as failed:
+                reveal_type(failed.outcome)
+    """,
+    "task_errors": """
+        import pyjobq
+        from pyjobq import AbortSignal
+
+        @pyjobq.task
+        async def save(signal: AbortSignal, doc_id: str, text: str, *,
+                       draft: bool = False) -> None: ...
+
+        save.enqueue("doc-1", 3)
+        save.enqueue("doc-1")
+        save.enqueue("doc-1", "text", colour="red")
+        save.options(key=3).enqueue("doc-1", "text")
+        save.options(keys="doc-1")
+
+        @pyjobq.task
+        async def no_signal(doc_id: str) -> None: ...
+    """,
     "every_name": "import pyjobq\n" + "".join(
         f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
 }
@@ -179,3 +225,39 @@ def test_what_type_checkers_see_is_what_the_package_hands_out() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_tasks_enqueue_is_typed_by_its_function(mypy_output: dict[str, list[str]]) -> None:
+    """``@pyjobq.task`` keeps the function's parameters after the signal: ``f.enqueue`` takes
+    them, ``f.options(...)`` a call's own options; the handle's calls are typed."""
+    assert mypy_output["task"] == [f'note: Revealed type is "{t}"' for t in [
+        "pyjobq.tasks.Task[[doc_id: str, text: str, *, draft: bool "
+        "=], dict[str, int]]",
+        "def (doc_id: str, text: str, *, draft: bool =) -> "
+        "pyjobq.handle.Job",
+        "pyjobq.handle.Job",
+        "Any",
+        "pyjobq.core.status.Status | None",
+        "bool",
+        "def (*, status: str | None =, type: str | None =, group: "
+        "str | None =) -> typing.Coroutine[Any, Any, list[dict["
+        "str, Any]]]",
+        "pyjobq.core.outcome.Outcome",
+    ]]
+
+
+def test_a_wrong_missing_or_unknown_task_argument_is_a_type_error(
+        mypy_output: dict[str, list[str]]) -> None:
+    errors = mypy_output["task_errors"]
+    expected = [
+        'Argument 2 to "enqueue" of "Task" has incompatible type "int"; expected "str"',
+        'Missing positional argument "text" in call to "enqueue" of "Task"',
+        'Unexpected keyword argument "colour" for "enqueue" of "Task"',
+        'Argument "key" to "options" of "Task" has incompatible type "int"; expected "str | None"',
+        'Unexpected keyword argument "keys" for "options" of "Task"',
+        'Argument 1 to "task" has incompatible type',
+    ]
+    for message in expected:
+        assert [e for e in errors if message in e], (message, errors)
+    assert all(e.startswith(("error:", "note:")) for e in errors), errors
+    assert len([e for e in errors if e.startswith("error:")]) == len(expected), errors

@@ -143,7 +143,9 @@ class OrphanedJobError(PyjobqError):
         super().__init__(
             f"orphaned: no reconstructor {reconstructor!r} is registered on this page. "
             f"Register it with pyjobq.configure(reconstructors={{{reconstructor!r}: factory}}) "
-            "or pyjobq.register_reconstructor before the queue runs."
+            "or pyjobq.register_reconstructor before the queue runs; for a @pyjobq.task (stored "
+            "under its name, module:qualname), define the task on this page: import the module "
+            "that declares it before the queue runs."
         )
         self.reconstructor = reconstructor
 
@@ -207,3 +209,4 @@ class WorkerUnavailable(PyjobqError):
             f"on this page. The worker said: {worker_message.strip() or '(nothing)'}. {advice}",
             code=Code.WORKER_NOT_STARTED, worker_message=worker_message, stage=stage,
         )
+

@@ -76,8 +76,10 @@ SCHEMA: dict[str, MessageType] = {
     # ------------------------------------------------------------ requests (a page's calls)
     "enqueue": _type(PAGE, "New jobs (``NewJob.to_message``) to store in one transaction.",
                      jobs=(list,), request_id=_OPT_STR),
-    "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``.",
-                       request_id=_STR),
+    "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``. With "
+                       "``status``, ``job_type`` or ``group``, only the records that match "
+                       "every one given (``pyjobq.jobs``).",
+                       request_id=_STR, status=_OPT_STR, job_type=_OPT_STR, group=_OPT_STR),
     "get_job": _type(PAGE,
                      "One record (or None), for a handle's ``done``; answered in a ``reply``.",
                      job_id=_STR, request_id=_STR),

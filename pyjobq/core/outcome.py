@@ -1,11 +1,12 @@
-"""What a job's ``done`` resolves to: :class:`Outcome`."""
+"""What a job's ``done`` resolves to: :class:`Outcome`; and :class:`JobFailed`, what
+``job.result()`` raises when that outcome is not ``done``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import InvalidJobError
+from .errors import InvalidJobError, PyjobqError
 from .status import TERMINAL, Status
 
 
@@ -54,3 +55,26 @@ class Outcome:
             http_status=record.get("http_status"),
             code=record.get("code"),
         )
+
+
+class JobFailed(PyjobqError):
+    """:meth:`Job.result` of a job that did not end ``done``: it failed, or it was cancelled
+    (a deleted job is cancelled with code ``deleted``).
+
+    It lives beside :class:`Outcome`, which it carries; an engine never raises it (so no
+    ``reply`` names it). Its public paths are ``pyjobq.JobFailed`` and
+    ``pyjobq.errors.JobFailed``.
+
+    Attributes:
+        outcome: the job's :class:`~pyjobq.Outcome` (its ``status``, ``error``,
+            ``http_status`` and ``code``: explain a failure by its ``code``).
+        code: ``outcome.code``, for ``except JobFailed as e: if e.code == Code.DELETED``.
+    """
+
+    def __init__(self, outcome: Outcome) -> None:
+        detail = outcome.error or "no error message"
+        why = f" (code {outcome.code})" if outcome.code else ""
+        http = f", HTTP {outcome.http_status}" if outcome.http_status is not None else ""
+        super().__init__(f"job {outcome.id} ended {outcome.status.value}{why}{http}: {detail}")
+        self.outcome = outcome
+        self.code = outcome.code

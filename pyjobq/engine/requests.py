@@ -35,11 +35,12 @@ from typing import AbstractSet, Any, Awaitable, Callable
 
 from ..core import policy
 from ..core.codes import Code
+from ..core.errors import InvalidJobError
 from ..core.messages import make
 from ..core.mode import RETENTION_MS
 from ..core.ports import Change, Clock, Store, Updated
 from ..core.records import JobRecord, NewJob
-from ..core.status import ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
+from ..core.status import KNOWN, ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
 from .calls import Publish, Send, Write
 from .inflight import FlightTable
 from .sweeper import sweep
@@ -146,11 +147,26 @@ class RequestTable:
         engine.wake()
         return len(records)
 
-    async def query_all(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
+    async def query_all(self, msg: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every record; or, given ``status``, ``job_type`` or ``group``, those matching every
+        one given, read through the store's status or group index where one is given and
+        filtered before any is made a dict (``pyjobq.jobs``)."""
+        status, job_type, group = msg.get("status"), msg.get("job_type"), msg.get("group")
+        store = self._engine.store
+        if status is not None and status not in KNOWN:
+            raise InvalidJobError(f"query_all(status): not a status: {status!r}")
+        if status is not None:
+            records = await store.by_status(status)
+        elif group is not None:
+            records = await store.by_group(group)
+        else:
+            records = await store.all()
         volatile = self._engine.volatile
         return [
             {**record.to_dict(), "volatile": True} if volatile else record.to_dict()
-            for record in await self._engine.store.all()
+            for record in records
+            if (group is None or record.group == group)
+            and (job_type is None or record.type == job_type)
         ]
 
     async def get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from ..core.messages import RECHECK_MS
 from ..core.outcome import Outcome
 from ..core.ports import Clock, Timer
 from ..core.status import TERMINAL, Status
-from ..handle import Job, JobUpdate
+from ..handle import Job, JobControl, JobUpdate
 
 log = logging.getLogger("pyjobq")
 
@@ -90,12 +90,17 @@ class Handles:
         read: reads a record from this engine's store; None for an engine whose word is
             never lost (volatile jobs: the engine runs in this page), which then neither
             confirms news nor rechecks.
+        control: what the handles' own calls (``job.cancel()`` …) ask; the executor side.
+        volatile: whether these are volatile jobs' handles (their engine forgets a done job).
     """
 
-    def __init__(self, listeners: Listeners, clock: Clock, read: Read | None = None) -> None:
+    def __init__(self, listeners: Listeners, clock: Clock, read: Read | None = None, *,
+                 control: JobControl | None = None, volatile: bool = False) -> None:
         self.listeners = listeners
         self.clock = clock
         self.read = read
+        self.control = control
+        self.volatile = volatile
         self.jobs: dict[str, Job] = {}
         self._confirming: set[str] = set()  # ids whose news of an end is being checked
         self._recheck_timer: Timer | None = None
@@ -110,7 +115,7 @@ class Handles:
 
     def add(self, job_id: str) -> Job:
         """A new handle on ``job_id`` (filed here, or looked up by id)."""
-        job = Job(job_id)
+        job = Job(job_id, self.control, volatile=self.volatile)
         self.jobs[job_id] = job
         self._arm_recheck()
         return job

@@ -120,6 +120,13 @@ def _total(counts: list[Any]) -> int:
     return sum(int(count) for count in counts)
 
 
+def _one(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A ``get_job`` answer, its status as Status."""
+    if record is not None and isinstance(record.get("status"), str):
+        record["status"] = known_status(record["status"])
+    return record
+
+
 def _listed(batches: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The engines' ``query_all`` answers, persistent first, as one list, statuses as Status."""
     records = [record for batch in batches for record in batch]
@@ -178,7 +185,7 @@ class ExecutorSide:
         registry.update(reconstructors or {})
         runner = Runner(link, clock=self.clock, registry=registry, locks=locks, yields=yields,
                         is_online=is_online, refusing=self._refusing, unknown_kind=unknown_kind)
-        handles = Handles(self.listeners, self.clock)
+        handles = Handles(self.listeners, self.clock, control=self)
         #: The persistent engine's client (the worker; in CPython the in-process scheduler).
         self.persistent = EngineClient(link, runner=runner, handles=handles, source=source,
                                        requests=requests, engine=engine)
@@ -286,8 +293,14 @@ class ExecutorSide:
         )
 
     def job(self, job_id: str) -> Job:
-        """A handle on a persistent job by id, e.g. after a reload; ``done`` resolves as usual."""
-        return self.persistent.look_up(check_str(job_id, "job(job_id)", A_JOB_ID))
+        """A handle on a job by id, e.g. a persistent one after a reload; ``done`` resolves as
+        usual. A volatile job this tab filed and is still outstanding gives its own handle."""
+        check_str(job_id, "job(job_id)", A_JOB_ID)
+        if self.volatile is not None:
+            outstanding = self.volatile.handles.get(job_id)
+            if outstanding is not None:
+                return outstanding
+        return self.persistent.look_up(job_id)
 
     # ------------------------------------------------------------ volatile jobs
 
@@ -311,7 +324,8 @@ class ExecutorSide:
             runner = Runner(engine.link, clock=self.clock, closures={},
                             is_online=persistent.is_online)
             self.volatile = EngineClient(engine.link, runner=runner,
-                                         handles=Handles(self.listeners, self.clock),
+                                         handles=Handles(self.listeners, self.clock,
+                                                         control=self, volatile=True),
                                          source=source, engine=engine.scheduler)
         return self.volatile
 
@@ -367,6 +381,22 @@ class ExecutorSide:
     def query_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
         """The origin's persistent records, then this tab's volatile ones (``"volatile": True``)."""
         requests = [engine.request(make("query_all")) for engine in self._engines()]
+        return _reply(asyncio.gather(*requests), _listed)
+
+    def get_job(self, job_id: str) -> Coroutine[Any, Any, dict[str, Any] | None]:
+        """The job's record now, from its engine (None: there is none); status as Status."""
+        check_str(job_id, "get_job(job_id)", A_JOB_ID)
+        return _reply(self._owner(job_id).read(job_id), _one)
+
+    def jobs(self, *, status: str | None = None, type: str | None = None,
+             group: str | None = None) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+        """The records of ``status``, ``type`` and ``group`` (each None: any), persistent ones
+        first, oldest first, then this tab's volatile ones; each engine filters as it reads
+        its store (by its status or group index), so no other record is sent here.
+        Arguments are checked by the caller (:func:`pyjobq.jobs`)."""
+        filters = {k: v for k, v in (("status", status), ("job_type", type), ("group", group))
+                   if v is not None}
+        requests = [engine.request(make("query_all", **filters)) for engine in self._engines()]
         return _reply(asyncio.gather(*requests), _listed)
 
     def delete_job(self, job_id: str) -> Coroutine[Any, Any, bool]:

@@ -260,14 +260,14 @@ test("the README's JupyterLite example runs as written, pyjobq from PyPI", async
   const table = (await runCell(notebook, 2, cells[2])).locator('[data-mime-type="text/html"] table.pyjobq-jobs');
   await expect(table).toContainText("No jobs yet.");
   const app = await runCell(notebook, 3, cells[3]);
-  await expect(app).toContainText(/saved: [0-9a-f]{32} done 200/);
+  await expect(app).toContainText(/saved: [0-9a-f]{32} done \/api\/notes/);
   const id = /** @type {string} */ (/saved: ([0-9a-f]{32})/.exec(await app.innerText())?.[1]);
   await expect(table.locator("tbody tr").filter({ hasText: id })).toContainText("done");
   await expect(table.locator("tbody tr").filter({ hasText: id })).toContainText("save note");
   expect(await storedRecord(notebook, id, "notes-jobs")).toMatchObject({
-    status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } },
+    status: "done", _reconstructor: "__main__:save_note", _params: { args: ["hello"], kwargs: {} },
   });
-  // The README's transport sent the job's id as its idempotency key.
+  // The README's task sent the job's id as its idempotency key.
   const sent = (await serverLog(notebook.request)).filter((/** @type {any} */ e) => e.path === "/api/notes");
   expect(sent.map((/** @type {any} */ e) => e.idempotency_key)).toContain(id);
 

@@ -48,11 +48,15 @@ async function printed(lines, prefix, timeout = 90_000) {
 /** Run one example page to the end of app.py; returns the saved job's id. */
 async function runExample(page, lines, name) {
   await page.goto(`/readme/${name}`);
-  const [id, status, httpStatus] = await printed(lines, "saved:");
-  expect([status, httpStatus]).toEqual(["done", "200"]);
+  const [id, status, path] = await printed(lines, "saved:");
+  expect([status, path]).toEqual(["done", "/api/notes"]);
   expect(await printed(lines, "thumbnail:")).toEqual(["{'width':", "64}"]);
+  // The task's call, stored under its name with its arguments.
   const record = await storedRecord(page, id, "notes-jobs");
-  expect(record).toMatchObject({ status: "done", _params: { method: "POST", path: "/api/notes", body: { text: "hello" } } });
+  expect(record).toMatchObject({
+    status: "done", type: "notes", label: "save note", _params: { args: ["hello"], kwargs: {} },
+  });
+  expect(record._reconstructor).toMatch(/:save_note$/);
   return id;
 }
 
