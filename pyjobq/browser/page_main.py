@@ -558,5 +558,6 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
     if settings.service_worker is not None:
         from . import sw_page
 
-        side.resources.service_worker = sw_page.start(settings, side)
+        side.resources.service_worker = sw_page.start(
+            settings, side, absolute(settings.service_worker), pyjobq_bundle)
     return side

@@ -46,6 +46,7 @@ from ..config import import_transport
 from ..core.errors import Interrupted
 from ..core.records import new_id
 from ..core.status import TERMINAL, Status
+from ..engine.scheduler import Scheduler
 from ..executor.side import ExecutorSide
 from ..executor.wiring import in_process
 from ..memory import LoopClock
@@ -187,6 +188,7 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
     started = clock.now()
     lease = ServiceWorkerLease()
     source = "sw-" + new_id()
+
     def upgraded(_reason: str) -> None:
         report.stopped = "upgraded"
         lease.revoke()
@@ -218,18 +220,7 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
 
     side.on_update(heard)
     try:
-        while not lease.revoked:
-            await asyncio.sleep(LOOK_MS / 1000)
-            if await page_waits(config.lock_name):
-                log.info("pyjobq service worker: a page asks for the lease; letting it go")
-                report.stopped = "page"
-                lease.revoke()
-            elif clock.now() - started >= budget_ms:
-                log.info("pyjobq service worker: the budget is spent; stopping")
-                report.stopped = "budget"
-                lease.revoke()
-            elif not scheduler.in_flight and not await _due(store, clock.now()):
-                lease.revoke()  # done for now
+        await _hold(lease, scheduler, store, config.lock_name, clock, started + budget_ms, report)
         ending = clock.now()
         while scheduler.in_flight and clock.now() - ending < GRACE_MS:
             await asyncio.sleep(LOOK_MS / 1000)
@@ -244,6 +235,23 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
         log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
                     ", ".join(sorted(set(refused))))
     report.left = len(await _due(store, clock.now()))
+
+
+async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, store: IndexedDBStore,
+                lock_name: str, clock: LoopClock, budget_end: float, report: DrainReport) -> None:
+    """Hold the lease until a page asks for it, the budget ends, or nothing is due and running."""
+    while not lease.revoked:
+        await asyncio.sleep(LOOK_MS / 1000)
+        if await page_waits(lock_name):
+            log.info("pyjobq service worker: a page asks for the lease; letting it go")
+            report.stopped = "page"
+            lease.revoke()
+        elif clock.now() >= budget_end:
+            log.info("pyjobq service worker: the budget is spent; stopping")
+            report.stopped = "budget"
+            lease.revoke()
+        elif not scheduler.in_flight and not await _due(store, clock.now()):
+            lease.revoke()  # done for now
 
 
 async def _due(store: IndexedDBStore, now: float) -> list[Any]:

@@ -42,7 +42,6 @@ from ..executor.side import ExecutorSide
 from ..handle import JobUpdate
 from ..service_worker import CACHE, cache_path, sync_tag
 from . import lifecycle
-from .page_main import absolute, pyjobq_bundle
 from .ports import js_object
 
 log = logging.getLogger("pyjobq")
@@ -62,12 +61,12 @@ def config_json(settings: Settings) -> str:
     })
 
 
-def bundle(transport_path: str) -> bytes:
-    """The pyjobq files this page imported, and the top-level package (or module) of the
-    transport, as one zip the Service Worker puts on its ``sys.path``."""
+def bundle(pyjobq_files: bytes, transport_path: str) -> bytes:
+    """``pyjobq_files`` (the zip of the pyjobq this page imported) with the top-level package
+    (or module) of the transport, as one zip the Service Worker puts on its ``sys.path``."""
     top = transport_path.partition(":")[0].split(".")[0]
     buffer = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(pyjobq_bundle())) as ours, \
+    with zipfile.ZipFile(io.BytesIO(pyjobq_files)) as ours, \
             zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for item in ours.infolist():
             archive.writestr(item, ours.read(item))
@@ -94,8 +93,11 @@ def _add_module(archive: zipfile.ZipFile, top: str) -> None:
 class ServiceWorkerLink:
     """The page's registration of pyjobq's Service Worker and its sync requests."""
 
-    def __init__(self, settings: Settings, side: ExecutorSide) -> None:
+    def __init__(self, settings: Settings, side: ExecutorSide, url: str,
+                 pyjobq_files: Callable[[], bytes]) -> None:
         self._settings = settings
+        self._url = url
+        self._pyjobq_files = pyjobq_files
         self._registration: Any = None
         self._last_sync = -SYNC_EVERY_MS
         self._sync_later: asyncio.TimerHandle | None = None
@@ -108,7 +110,7 @@ class ServiceWorkerLink:
         assert settings.transport_path is not None and settings.service_worker is not None
         cache = await js.caches.open(CACHE)
         origin = str(js.location.origin)
-        files = to_js(bundle(settings.transport_path))
+        files = to_js(bundle(self._pyjobq_files(), settings.transport_path))
         await cache.put(origin + cache_path(settings.db_name, "bundle.zip"),
                         js.Response.new(files, js_object({"headers": {
                             "Content-Type": "application/zip"}})))
@@ -116,7 +118,7 @@ class ServiceWorkerLink:
                         js.Response.new(config_json(settings), js_object({"headers": {
                             "Content-Type": "application/json"}})))
         self._registration = await js.navigator.serviceWorker.register(
-            absolute(settings.service_worker), js_object({"type": "module"}))
+            self._url, js_object({"type": "module"}))
         self.request_sync()  # jobs stored before the registration
 
     def _on_update(self, update: JobUpdate) -> None:
@@ -169,8 +171,10 @@ class ServiceWorkerLink:
             self._sync_later.cancel()
 
 
-def start(settings: Settings, side: ExecutorSide) -> ServiceWorkerLink | None:
-    """Set the Service Worker up for ``settings.service_worker``, or say why it cannot be."""
+def start(settings: Settings, side: ExecutorSide, url: str,
+          pyjobq_files: Callable[[], bytes]) -> ServiceWorkerLink | None:
+    """Set the Service Worker up for ``settings.service_worker`` (its absolute ``url``), or say
+    why it cannot be. ``pyjobq_files``: the zip of the pyjobq this page imported."""
     if settings.service_worker is None:
         return None
     why = None
@@ -184,7 +188,7 @@ def start(settings: Settings, side: ExecutorSide) -> ServiceWorkerLink | None:
         log.warning("pyjobq: service_worker=%r is not used: %s", settings.service_worker, why)
         js.console.warn(f"pyjobq: service_worker={settings.service_worker!r} is not used: {why}")
         return None
-    link = ServiceWorkerLink(settings, side)
+    link = ServiceWorkerLink(settings, side, url, pyjobq_files)
     _tasks.spawn(link.set_up())
     return link
 
