@@ -13,8 +13,16 @@ Worker's (:mod:`pyjobq.browser.sw_main`) and the script.
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
+import zipfile
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+from typing import Mapping
+
+from .config import Settings
 
 #: The Cache Storage cache where a page leaves what the Service Worker needs.
 CACHE = "pyjobq-service-worker"
@@ -22,6 +30,67 @@ CACHE = "pyjobq-service-worker"
 SYNC_TAG_PREFIX = "pyjobq:"
 #: Stands for the Pyodide folder in the script's template.
 _INDEX = "PYODIDE_INDEX"
+
+
+@dataclass(frozen=True)
+class ServiceWorkerConfig:
+    """What a page leaves for the Service Worker (``config.json``: :func:`config_json` writes it,
+    :meth:`from_json` reads it in the Service Worker)."""
+
+    db_name: str
+    lock_name: str
+    channel_name: str
+    transport: str
+    yields: Mapping[str, str]
+    handshake_timeout_ms: float
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServiceWorkerConfig":
+        data = json.loads(text)
+        return cls(db_name=str(data["db_name"]), lock_name=str(data["lock_name"]),
+                   channel_name=str(data["channel_name"]), transport=str(data["transport"]),
+                   yields={str(k): str(v) for k, v in dict(data.get("yields") or {}).items()},
+                   handshake_timeout_ms=float(data.get("handshake_timeout_ms") or 10_000))
+
+
+def config_json(settings: Settings) -> str:
+    """What the Service Worker reads to drain this queue (:class:`ServiceWorkerConfig`)."""
+    if settings.transport_path is None:
+        raise ValueError("the Service Worker needs the transport's import path")
+    return json.dumps({
+        "db_name": settings.db_name, "lock_name": settings.lock_name,
+        "channel_name": settings.channel_name, "transport": settings.transport_path,
+        "yields": dict(settings.yields), "handshake_timeout_ms": settings.handshake_timeout_ms,
+    })
+
+
+def bundle(pyjobq_files: bytes, transport_path: str) -> bytes:
+    """``pyjobq_files`` (the zip of the pyjobq this page imported) with the top-level package
+    (or module) of the transport, as one zip the Service Worker puts on its ``sys.path``."""
+    top = transport_path.partition(":")[0].split(".")[0]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(pyjobq_files)) as ours, \
+            zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for item in ours.infolist():
+            archive.writestr(item, ours.read(item))
+        if top != "pyjobq":
+            _add_module(archive, top)
+    return buffer.getvalue()
+
+
+def _add_module(archive: zipfile.ZipFile, top: str) -> None:
+    module = sys.modules.get(top)
+    file = getattr(module, "__file__", None)
+    if not file:
+        raise RuntimeError(f"the transport's module {top!r} has no file to send the Service Worker")
+    path = Path(file)
+    if path.name == "__init__.py":
+        for entry in sorted(path.parent.rglob("*.py")):
+            if "__pycache__" not in entry.parts:
+                archive.writestr(f"{top}/{entry.relative_to(path.parent).as_posix()}",
+                                 entry.read_bytes())
+    else:
+        archive.writestr(f"{top}.py", path.read_bytes())
 
 
 def cache_path(db_name: str, name: str) -> str:
@@ -35,8 +104,13 @@ def sync_tag(db_name: str) -> str:
     return SYNC_TAG_PREFIX + db_name
 
 
-def script(index: str) -> str:
-    """The Service Worker script, loading Pyodide from the folder ``index``.
+#: The script's last line: it starts pyjobq's part for the Service Worker it is.
+_START = "pyjobqServiceWorker(self);\n"
+
+
+def script(index: str, *, part: bool = False) -> str:
+    """The Service Worker script, loading Pyodide from the folder ``index``; with ``part``,
+    the module an app's own Service Worker imports (``pyjobqServiceWorker(self)`` left to it).
 
     Raises:
         ValueError: ``index`` is empty or holds a quote or a backslash (it is written into
@@ -48,7 +122,10 @@ def script(index: str) -> str:
         index += "/"
     template = resources.files("pyjobq.browser").joinpath("service_worker.mjs").read_text(
         encoding="utf-8")
-    return template.replace(_INDEX, index)
+    text = template.replace(_INDEX, index)
+    if part:
+        text = text.removesuffix(_START)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", default="/pyodide/",
                         help="the folder of the Pyodide distribution the Service Worker loads "
                              "(default: /pyodide/); the same as your pages' is best")
+    parser.add_argument("--part", action="store_true",
+                        help="write the part an app's own Service Worker imports "
+                             "(import { pyjobqServiceWorker } ...; pyjobqServiceWorker(self))")
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(script(args.index))
+        sys.stdout.write(script(args.index, part=args.part))
     except ValueError as exc:
         parser.error(str(exc))
     return 0

@@ -37,7 +37,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable
 
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import create_once_callable
@@ -50,6 +50,7 @@ from ..engine.scheduler import Scheduler
 from ..executor.side import ExecutorSide
 from ..executor.wiring import in_process
 from ..memory import LoopClock
+from ..service_worker import ServiceWorkerConfig
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, WebLocks, js_object
 
@@ -59,27 +60,6 @@ log = logging.getLogger("pyjobq")
 LOOK_MS = 250.0
 #: How long runs may go on after the drain stopped claiming before they are abandoned.
 GRACE_MS = 20_000.0
-
-
-@dataclass(frozen=True)
-class ServiceWorkerConfig:
-    """What a page left for the Service Worker (``config.json``, written by
-    :func:`pyjobq.browser.sw_page.config_json`)."""
-
-    db_name: str
-    lock_name: str
-    channel_name: str
-    transport: str
-    yields: Mapping[str, str]
-    handshake_timeout_ms: float
-
-    @classmethod
-    def from_json(cls, text: str) -> "ServiceWorkerConfig":
-        data = json.loads(text)
-        return cls(db_name=str(data["db_name"]), lock_name=str(data["lock_name"]),
-                   channel_name=str(data["channel_name"]), transport=str(data["transport"]),
-                   yields={str(k): str(v) for k, v in dict(data.get("yields") or {}).items()},
-                   handshake_timeout_ms=float(data.get("handshake_timeout_ms") or 10_000))
 
 
 class ServiceWorkerLease:

@@ -24,12 +24,7 @@ the Service Worker then drains each time it starts.
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 import logging
-import sys
-import zipfile
-from pathlib import Path
 from typing import Any, Callable
 
 import js  # type: ignore[import-not-found]
@@ -40,7 +35,7 @@ from ..core.status import Status
 from ..engine.tasks import TaskSet
 from ..executor.side import ExecutorSide
 from ..handle import JobUpdate
-from ..service_worker import CACHE, cache_path, sync_tag
+from ..service_worker import CACHE, bundle, cache_path, config_json, sync_tag
 from . import lifecycle
 from .ports import js_object
 
@@ -50,44 +45,6 @@ log = logging.getLogger("pyjobq")
 SYNC_EVERY_MS = 1_000.0
 
 _tasks = TaskSet(log, "pyjobq: the Service Worker's set-up failed")
-
-
-def config_json(settings: Settings) -> str:
-    """What the Service Worker reads to drain this queue."""
-    return json.dumps({
-        "db_name": settings.db_name, "lock_name": settings.lock_name,
-        "channel_name": settings.channel_name, "transport": settings.transport_path,
-        "yields": dict(settings.yields), "handshake_timeout_ms": settings.handshake_timeout_ms,
-    })
-
-
-def bundle(pyjobq_files: bytes, transport_path: str) -> bytes:
-    """``pyjobq_files`` (the zip of the pyjobq this page imported) with the top-level package
-    (or module) of the transport, as one zip the Service Worker puts on its ``sys.path``."""
-    top = transport_path.partition(":")[0].split(".")[0]
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(pyjobq_files)) as ours, \
-            zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for item in ours.infolist():
-            archive.writestr(item, ours.read(item))
-        if top != "pyjobq":
-            _add_module(archive, top)
-    return buffer.getvalue()
-
-
-def _add_module(archive: zipfile.ZipFile, top: str) -> None:
-    module = sys.modules.get(top)
-    file = getattr(module, "__file__", None)
-    if not file:
-        raise RuntimeError(f"the transport's module {top!r} has no file to send the Service Worker")
-    path = Path(file)
-    if path.name == "__init__.py":
-        for entry in sorted(path.parent.rglob("*.py")):
-            if "__pycache__" not in entry.parts:
-                archive.writestr(f"{top}/{entry.relative_to(path.parent).as_posix()}",
-                                 entry.read_bytes())
-    else:
-        archive.writestr(f"{top}.py", path.read_bytes())
 
 
 class ServiceWorkerLink:
