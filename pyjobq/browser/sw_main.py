@@ -44,7 +44,7 @@ from pyodide.ffi import create_once_callable
 
 from ..config import import_transport
 from ..core.errors import Interrupted
-from ..core.records import new_id
+from ..core.records import service_worker_source
 from ..core.status import TERMINAL, Status
 from ..engine.scheduler import Scheduler
 from ..executor.side import ExecutorSide
@@ -167,7 +167,7 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
     clock = LoopClock()
     started = clock.now()
     lease = ServiceWorkerLease()
-    source = "sw-" + new_id()
+    source = service_worker_source()
 
     def upgraded(_reason: str) -> None:
         report.stopped = "upgraded"

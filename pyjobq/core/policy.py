@@ -37,7 +37,7 @@ import dataclasses
 from typing import Callable, Sequence
 
 from .codes import Code
-from .records import JobRecord, RunResult
+from .records import JobRecord, RunResult, is_service_worker
 from .status import TERMINAL, Event, Status, apply
 
 #: Replaying a byte-identical request cannot change permissions, resolve a
@@ -189,7 +189,15 @@ def back_online(record: JobRecord, now: float) -> JobRecord | None:
 
 def recover(record: JobRecord, now: float) -> JobRecord:
     """A running record whose page went away: its attempt is spent; pending again,
-    or failed at the ceiling."""
+    or failed at the ceiling.
+
+    A run a Service Worker held (:func:`~pyjobq.core.records.is_service_worker`) was cut short
+    by the browser — it ends a Service Worker at its event's limit, whatever the job does — so
+    its attempt is given back, as for an interrupted run: the job is pending again, due now,
+    and climbs the backoff ladder (``given_back``), not the ceiling."""
+    if is_service_worker(record.owner):
+        return _move(record, Event.RECOVER, now, next_retry_at=now,
+                     attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,

@@ -43,6 +43,22 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+#: The sources of the schedulers pyjobq's Service Worker runs begin with it (pages' are
+#: :func:`new_id` s, hex digits only).
+SERVICE_WORKER_SOURCE = "sw-"
+
+
+def service_worker_source() -> str:
+    """A source for a scheduler in pyjobq's Service Worker."""
+    return SERVICE_WORKER_SOURCE + new_id()
+
+
+def is_service_worker(owner: str | None) -> bool:
+    """Whether the scheduler ``owner`` ran in pyjobq's Service Worker (its runs end when the
+    browser ends the Service Worker's event, not because of the job)."""
+    return owner is not None and owner.startswith(SERVICE_WORKER_SOURCE)
+
+
 #: How deep a stored value may nest (a list or dict inside another counts one level). The
 #: enqueue check, the result check and record decoding all use this one limit, so whatever
 #: passes the check can be stored, copied, sent and read back: far below CPython's recursion

@@ -6,7 +6,13 @@ import pytest
 
 from pyjobq.core import policy
 from pyjobq.core.backoff import make_backoff
-from pyjobq.core.records import JobRecord, RunResult
+from pyjobq.core.records import (
+    JobRecord,
+    RunResult,
+    is_service_worker,
+    new_id,
+    service_worker_source,
+)
 from pyjobq.core.status import Event, Status
 from pyjobq.errors import IllegalTransition
 from pyjobq.testing import record
@@ -214,6 +220,16 @@ def test_recover_at_the_ceiling_fails() -> None:
         status=Status.FAILED, owner=None, updated_at=T0 + 50,
         error="the page running the last allowed attempt (1 of 1) went away mid-run",
         code="page_gone")
+
+
+def test_recover_of_a_service_workers_run_gives_the_attempt_back_even_at_the_ceiling() -> None:
+    # The browser ended the Service Worker at its event's limit: the run was cut short, not
+    # failed by the job (issue 28).
+    running = policy.claim(fresh(max_attempts=1), T0, service_worker_source())
+    assert policy.recover(running, T0 + 50) == running.evolve(
+        status=Status.PENDING, owner=None, updated_at=T0 + 50, next_retry_at=T0 + 50,
+        attempts=0, given_back=1)
+    assert not is_service_worker(new_id()) and not is_service_worker(None)
 
 
 # ------------------------------------------------------------- a terminal record's cause (issue 22)

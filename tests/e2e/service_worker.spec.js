@@ -192,3 +192,37 @@ await asyncio.wait_for(_job.stored, 30)
   await expect.poll(async () => (await serverLog(request)).filter((r) => r.path === "/api/echo/sw-on-start").length,
     { timeout: 120_000, intervals: [500] }).toBe(1);
 });
+
+test("the Service Worker ended mid-run by the browser: nothing lost, no attempt spent", async ({ context, baseURL, request }) => {
+  test.setTimeout(240_000);
+  await context.grantPermissions(["background-sync"], { origin: baseURL });
+  const [id] = await fileOfflineAndClose(context, ["/api/hold/sw-cut"]);
+  await context.setOffline(false);
+  const { cdp } = await dispatchSync(context, baseURL);
+  await expect.poll(async () => (await (await request.get("/__control/holding")).json()).length,
+    { timeout: 120_000, intervals: [500] }).toBe(1);
+  // The browser ends the Service Worker mid-run (its event's limit, or memory pressure).
+  const versions = new Map();
+  cdp.on("ServiceWorker.workerVersionUpdated", ({ versions: updated }) => {
+    for (const v of updated) versions.set(v.versionId, v.runningStatus);
+  });
+  await cdp.send("ServiceWorker.stopAllWorkers");
+  await expect.poll(() => [...versions.values()].every((status) => status === "stopped") && versions.size > 0,
+    { timeout: 60_000, intervals: [250] }).toBe(true);
+  const released = await request.post("/__control/release", { data: { key: "sw-cut" } });
+  expect(released.ok()).toBeTruthy();
+  // A page that opens recovers the cut run: the attempt is given back, and it runs to done.
+  const page = await openQueue(context);
+  const record = await py(page, `
+async def _done():
+    while True:
+        _r = {r["id"]: r for r in await queue.query_all()}.get(${JSON.stringify(id)})
+        if _r and str(_r["status"]) == "done":
+            return _r
+        await asyncio.sleep(0.2)
+_r = await asyncio.wait_for(_done(), 90)
+json.dumps({"attempts": _r["attempts"], "given_back": _r["given_back"]})`);
+  expect(record).toEqual({ attempts: 1, given_back: 1 });
+  // Sent twice: the cut run (its answer went nowhere) and the page's; the job is done once.
+  expect((await serverLog(request)).filter((r) => r.path === "/api/hold/sw-cut")).toHaveLength(2);
+});
