@@ -9,7 +9,7 @@
 //   node scripts/bench.mjs            the full sizes (1,000 jobs, 10,000 burst, 100,000 records)
 //   node scripts/bench.mjs --smoke    tiny sizes (BENCH_SMOKE=1 too): proves the harness, not speed
 //   --out DIR                         where bench.json / bench.png go (default build/)
-//   --only PARTS                      a comma list of page-a, burst, pass, drain, loads, tabs (default: all);
+//   --only PARTS                      a comma list of page-a, burst, pass, drain, loads, sw, tabs (default: all);
 //                                     BENCH_SITE=DIR measures another built site (e.g. an older commit's)
 //   --profile [N]                     no figures: N (default 300) persistent jobs of one type under
 //                                     cProfile on the page and in the scheduler worker; prints both top lists
@@ -36,14 +36,14 @@ const argv = process.argv.slice(2);
 const SMOKE = argv.includes("--smoke") || ["1", "true", "yes"].includes(String(process.env.BENCH_SMOKE || "").toLowerCase());
 const OUT = path.resolve(ROOT, argv.includes("--out") ? argv[argv.indexOf("--out") + 1] : "build");
 const SITE = path.resolve(ROOT, process.env.BENCH_SITE || "build/site"); // BENCH_SITE: another built site
-const PARTS = ["page-a", "burst", "pass", "drain", "loads", "tabs"];
+const PARTS = ["page-a", "burst", "pass", "drain", "loads", "sw", "tabs"];
 const ONLY = argv.includes("--only") ? argv[argv.indexOf("--only") + 1].split(",") : PARTS;
 for (const part of ONLY) if (!PARTS.includes(part)) throw new Error(`--only: unknown part ${part} (one of ${PARTS.join(", ")})`);
 const want = (part) => ONLY.includes(part);
 
 const SIZES = SMOKE
-  ? { jobs: 20, burst: 50, roundTrips: 20, records: 300, small: 100, passes: 3, volatile: 20, leak: 20, loads: 1, tabs: 2 }
-  : { jobs: 1000, burst: 10000, roundTrips: 1000, records: 100000, small: 100, passes: 20, volatile: 1000, leak: 10000, loads: 3, tabs: 3 };
+  ? { jobs: 20, burst: 50, roundTrips: 20, records: 300, small: 100, passes: 3, volatile: 20, leak: 20, loads: 1, tabs: 2, sw: 5 }
+  : { jobs: 1000, burst: 10000, roundTrips: 1000, records: 100000, small: 100, passes: 20, volatile: 1000, leak: 10000, loads: 3, tabs: 3, sw: 100 };
 
 // performance.now() is coarsened to 0.1 ms on a page that is not cross-origin isolated: a
 // round trip that reads 0 is counted as one tick in the ratios.
@@ -373,6 +373,11 @@ async function measure(browser, base, stamp) {
   r.bare_load = { ms: median(loads.bare), runs: loads.bare };
   }
 
+  if (want("sw")) {
+  log(`service worker: sync event -> last of ${SIZES.sw} jobs sent, against a raw-JS Service Worker`);
+  r.sw = await serviceWorkerDrain(browser, base, stamp);
+  }
+
   if (want("tabs")) {
   log(`tabs: memory of ${SIZES.tabs} tabs`);
   const tc = await browser.newContext();
@@ -390,6 +395,99 @@ async function measure(browser, base, stamp) {
   await tc.close();
   }
   return r;
+}
+
+// ---------------------------------------------------------------- the Service Worker's drain
+
+/** The origin's Service Worker registrations by scope, through `cdp` (ServiceWorker domain). */
+async function swRegistrations(cdp) {
+  const scopes = new Map();
+  cdp.on("ServiceWorker.workerRegistrationUpdated", ({ registrations }) => {
+    for (const reg of registrations) if (!reg.isDeleted) scopes.set(reg.scopeURL, reg.registrationId);
+  });
+  await cdp.send("ServiceWorker.enable");
+  await sleep(500);
+  return scopes;
+}
+
+/** ms from `start()` until the server has answered `n` requests whose path starts with `prefix`. */
+async function untilSent(base, prefix, n, start) {
+  const t0 = Date.now();
+  await start();
+  for (;;) {
+    const sent = (await (await fetch(`${base}/__control/log`)).json()).filter((e) => e.path.startsWith(prefix));
+    if (sent.length >= n) return { ms: Date.now() - t0, sent: sent.length };
+    if (Date.now() - t0 > (SMOKE ? 60_000 : 300_000)) throw new Error(`sw: ${sent.length} of ${n} ${prefix} requests after ${SMOKE ? 1 : 5} minute(s)`);
+    await sleep(20);
+  }
+}
+
+/** pyjobq's Service Worker drains `SIZES.sw` jobs filed offline with every page closed, from
+ *  the sync event (CDP) to the last request answered; a raw-JS Service Worker the same. Each in
+ *  a fresh context (a cold Service Worker: pyjobq's loads Pyodide in its event). */
+async function serviceWorkerDrain(browser, base, stamp) {
+  const n = SIZES.sw;
+  const db = `bench-sw-${stamp}`;
+  const ctx = await browser.newContext();
+  await ctx.grantPermissions(["background-sync"], { origin: base });
+  const page = await ctx.newPage();
+  await page.goto(`${base}/tests/harness.html`);
+  await page.waitForFunction(() => window.pyReady === true, null, { timeout: 120_000 });
+  await py(page, `
+import os, sys, json, asyncio
+os.makedirs("/home/pyodide/bench_sw", exist_ok=True)
+open("/home/pyodide/bench_sw/__init__.py", "w").close()
+with open("/home/pyodide/bench_sw/transport.py", "w") as f:
+    f.write("""
+import json
+from pyodide.http import pyfetch
+
+async def send(method, path, body):
+    return await pyfetch(path, method=method, headers={"Content-Type": "application/json"},
+                         body=json.dumps(body))
+""")
+sys.path.insert(0, "/home/pyodide")
+import pyjobq
+pyjobq.configure(db_name="${db}", lock_name="${db}-lock", channel_name="${db}",
+                 transport="bench_sw.transport:send", service_worker="/pyjobq-sw.mjs")
+from pyjobq import queue
+"ok"`);
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => "ready"));
+  await ctx.setOffline(true);
+  await py(page, `
+_jobs = [queue.enqueue_fetch("POST", f"/api/echo/${db}-{i}", {"n": i}) for i in range(${n})]
+await asyncio.gather(*(j.stored for j in _jobs))
+"ok"`);
+  await page.close();
+  const blank = await ctx.newPage();
+  const cdp = await ctx.newCDPSession(blank);
+  const scopes = await swRegistrations(cdp);
+  // What the Service Worker's drains said, should the requests not come.
+  const said = setTimeout(async () => {
+    for (const w of ctx.serviceWorkers()) log("service worker drains:", JSON.stringify(await w.evaluate(() => self.pyjobqDrains).catch(String)));
+  }, SMOKE ? 30_000 : 120_000);
+  const pyjobqSw = await untilSent(base, `/api/echo/${db}-`, n, async () => {
+    await ctx.setOffline(false); // Chromium may fire the stored sync itself now; the CDP one is its twin
+    await cdp.send("ServiceWorker.dispatchSyncEvent", { origin: base, registrationId: scopes.get(`${base}/`), tag: `pyjobq:${db}`, lastChance: false });
+  });
+  clearTimeout(said);
+  await ctx.close();
+
+  const rc = await browser.newContext();
+  await rc.grantPermissions(["background-sync"], { origin: base });
+  const rawPage = await rc.newPage();
+  await rawPage.goto(`${base}/bench/raw-sw/index.html`);
+  await rawPage.waitForFunction(() => window.rawSwReady === true);
+  await rawPage.evaluate((count) => window.rawSw.fill(count), n);
+  await rawPage.close();
+  const rawBlank = await rc.newPage();
+  const rawCdp = await rc.newCDPSession(rawBlank);
+  const rawScopes = await swRegistrations(rawCdp);
+  const raw = await untilSent(base, "/api/echo/raw-sw-", n, () => rawCdp.send("ServiceWorker.dispatchSyncEvent", {
+    origin: base, registrationId: rawScopes.get(`${base}/bench/raw-sw/`), tag: "raw", lastChance: false }));
+  await rc.close();
+  await fetch(`${base}/__control/reset`, { method: "POST" });
+  return { ms: pyjobqSw.ms, raw_ms: raw.ms, jobs: n };
 }
 
 // ---------------------------------------------------------------- the table
@@ -422,6 +520,9 @@ function rows(r) {
     { key: "first_job", figure: "page load -> first persistent job done, plain page with the preload line", value: r.first_job?.ms, unit: "ms",
       baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load?.ms,
       ratio: ratio(r.first_job?.ms, r.bare_load?.ms), target: ["<=", 1.2] },
+    { key: "sw_drain", figure: `sync event -> last of ${r.sw?.jobs} jobs sent by pyjobq's Service Worker (cold: it loads Pyodide)`, value: r.sw?.ms, unit: "ms",
+      baseline: "a raw-JS Service Worker sending the same requests", base: r.sw?.raw_ms,
+      ratio: ratio(r.sw?.ms, r.sw?.raw_ms), target: null },
     { key: "first_job_late", figure: "page load -> first persistent job done, no preload line (PyScript, notebooks)", value: r.first_job_late?.ms, unit: "ms",
       baseline: "bare loadPyodide, page + worker in parallel", base: r.bare_load?.ms,
       ratio: ratio(r.first_job_late?.ms, r.bare_load?.ms), target: null },
@@ -468,7 +569,7 @@ function rows(r) {
 const PART_OF = {
   one_type: "page-a", four_types: "page-a", handshake_p50: "page-a", handshake_p99: "page-a", volatile: "page-a",
   wasm_heap_page: "page-a", wasm_heap_worker: "page-a", py_objects: "page-a", proxies: "page-a",
-  burst: "burst", pass: "pass", drain: "drain", first_job: "loads", first_job_late: "loads", tab_memory: "tabs",
+  burst: "burst", pass: "pass", drain: "drain", first_job: "loads", first_job_late: "loads", sw_drain: "sw", tab_memory: "tabs",
 };
 
 function table(rs) {

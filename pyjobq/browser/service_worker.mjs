@@ -64,12 +64,23 @@ export function pyjobqServiceWorker(scope) {
 
   scope.addEventListener("install", (event) => event.waitUntil(scope.skipWaiting()));
   scope.addEventListener("activate", (event) => event.waitUntil(scope.clients.claim()));
+  /** drain(), with a failure said on the console and kept in pyjobqDrains, then passed on. */
+  async function said(db, lastChance) {
+    try {
+      await drain(db, lastChance);
+    } catch (error) {
+      (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: String((error && error.stack) || error) });
+      console.warn(`pyjobq service worker: ${error}`);
+      throw error;
+    }
+  }
+
   scope.addEventListener("sync", (event) => {
-    if (event.tag.startsWith(TAG)) event.waitUntil(drain(event.tag.slice(TAG.length), event.lastChance));
+    if (event.tag.startsWith(TAG)) event.waitUntil(said(event.tag.slice(TAG.length), event.lastChance));
   });
   scope.addEventListener("message", (event) => {
     const data = event.data;
-    if (data && data.pyjobq_sw === "drain" && typeof data.db === "string") event.waitUntil(drain(data.db, true));
+    if (data && data.pyjobq_sw === "drain" && typeof data.db === "string") event.waitUntil(said(data.db, true));
   });
 
   // No Background Sync here (or refused): drain each queue a page configured, once per start.
@@ -86,7 +97,7 @@ export function pyjobqServiceWorker(scope) {
     const cache = await caches.open(CACHE);
     for (const request of await cache.keys()) {
       const match = new URL(request.url).pathname.match(/^\/__pyjobq-sw\/([^/]+)\/config\.json$/);
-      if (match) await drain(decodeURIComponent(match[1]), true).catch((error) => console.error(`pyjobq service worker: ${error}`));
+      if (match) await said(decodeURIComponent(match[1]), true).catch(() => {});
     }
   })();
 }
