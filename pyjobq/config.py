@@ -48,6 +48,9 @@ class Settings:
     #: What the worker installs with ``loadPackage``; None: the pyjobq files this page imported.
     worker_packages: tuple[str, ...] | None = None
     worker_start_timeout_ms: float = 60_000.0
+    #: Reconstructor name -> the importable module that declares it (``@pyjobq.task`` s):
+    #: what the Service Worker imports to run those jobs.
+    reconstructor_modules: Mapping[str, str] = field(default_factory=dict)
     #: The URL of pyjobq's Service Worker script on the app's origin; None: no Service Worker.
     service_worker: str | None = None
     #: ``module:function`` of the transport, for the Service Worker to import; None: the
@@ -329,13 +332,20 @@ def check_reconstructor(name: Any, factory: Any) -> None:
         )
 
 
-def add_reconstructor(name: str, factory: Factory) -> None:
+def add_reconstructor(name: str, factory: Factory, *, module: str | None = None) -> None:
     """Register reconstructor ``name`` whether or not the queue has read the settings, without
     starting it (``@pyjobq.task``): the settings hold it, so a queue started later has it, and
-    a running one is given it at once."""
+    a running one is given it at once. ``module``: the module that declares it, importable by
+    another context (the Service Worker imports it to run the jobs)."""
     global _settings
     check_reconstructor(name, factory)
-    _settings = replace(_settings, reconstructors={**_settings.reconstructors, name: factory})
+    modules = dict(_settings.reconstructor_modules)
+    if module is not None and module != "__main__":
+        modules[name] = module
+    else:
+        modules.pop(name, None)
+    _settings = replace(_settings, reconstructors={**_settings.reconstructors, name: factory},
+                        reconstructor_modules=modules)
     if _read_by is not None and _late is not None:
         _late.register_reconstructor(name, factory)
 

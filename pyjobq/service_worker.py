@@ -17,10 +17,10 @@ import io
 import json
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from .config import Settings
 
@@ -43,6 +43,8 @@ class ServiceWorkerConfig:
     transport: str
     yields: Mapping[str, str]
     handshake_timeout_ms: float
+    #: The persistent tasks the Service Worker can run: name -> the module that declares it.
+    tasks: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, text: str) -> "ServiceWorkerConfig":
@@ -50,30 +52,35 @@ class ServiceWorkerConfig:
         return cls(db_name=str(data["db_name"]), lock_name=str(data["lock_name"]),
                    channel_name=str(data["channel_name"]), transport=str(data["transport"]),
                    yields={str(k): str(v) for k, v in dict(data.get("yields") or {}).items()},
-                   handshake_timeout_ms=float(data.get("handshake_timeout_ms") or 10_000))
+                   handshake_timeout_ms=float(data.get("handshake_timeout_ms") or 10_000),
+                   tasks={str(k): str(v) for k, v in dict(data.get("tasks") or {}).items()})
 
 
 def config_json(settings: Settings) -> str:
-    """What the Service Worker reads to drain this queue (:class:`ServiceWorkerConfig`)."""
+    """What the Service Worker reads to drain this queue (:class:`ServiceWorkerConfig`): with
+    the tasks it can import (``settings.reconstructor_modules``)."""
     if settings.transport_path is None:
         raise ValueError("the Service Worker needs the transport's import path")
     return json.dumps({
         "db_name": settings.db_name, "lock_name": settings.lock_name,
         "channel_name": settings.channel_name, "transport": settings.transport_path,
         "yields": dict(settings.yields), "handshake_timeout_ms": settings.handshake_timeout_ms,
+        "tasks": dict(settings.reconstructor_modules),
     })
 
 
-def bundle(pyjobq_files: bytes, transport_path: str) -> bytes:
+def bundle(pyjobq_files: bytes, transport_path: str, modules: Iterable[str] = ()) -> bytes:
     """``pyjobq_files`` (the zip of the pyjobq this page imported) with the top-level package
-    (or module) of the transport, as one zip the Service Worker puts on its ``sys.path``."""
-    top = transport_path.partition(":")[0].split(".")[0]
+    (or module) of the transport and of each of ``modules`` (the tasks'), as one zip the
+    Service Worker puts on its ``sys.path``."""
+    tops = {transport_path.partition(":")[0].split(".")[0]}
+    tops.update(module.split(".")[0] for module in modules)
     buffer = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(pyjobq_files)) as ours, \
             zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for item in ours.infolist():
             archive.writestr(item, ours.read(item))
-        if top != "pyjobq":
+        for top in sorted(tops - {"pyjobq"}):
             _add_module(archive, top)
     return buffer.getvalue()
 

@@ -272,6 +272,12 @@ class Task(Generic[P, R]):
         return f"<pyjobq.Task {self.name!r} {kind}>"
 
 
+def persistent_tasks() -> dict[str, Task[Any, Any]]:
+    """The persistent tasks declared in this process, by name (the Service Worker runs those
+    whose modules it can import: pyjobq/browser/sw_main.py)."""
+    return {name: t for name, t in _tasks.items() if t.persistent}
+
+
 def _keyed(key: str | None) -> dict[str, Any]:
     # TODO(merge with keys that replace): pass key=options.key at both call sites and drop this.
     return {} if key is None else {"key": key}
@@ -440,5 +446,5 @@ def _declare(fn: Callable[..., Any], *, name: str | None, options: _Options,
     declared: Task[Any, Any] = Task(fn, name=name, persistent=persistent, options=options)
     _tasks[name] = declared
     if persistent:
-        _config.add_reconstructor(name, declared.factory)
+        _config.add_reconstructor(name, declared.factory, module=fn.__module__)
     return declared

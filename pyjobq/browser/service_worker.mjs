@@ -46,35 +46,36 @@ export function pyjobqServiceWorker(scope) {
     return loading;
   }
 
-  async function drain(db, lastChance) {
+  async function drain(db) {
     const cache = await caches.open(CACHE);
     const config = await cache.match(new URL(`/__pyjobq-sw/${encodeURIComponent(db)}/config.json`, scope.location.origin));
-    if (!config) return; // no page configured this queue with a Service Worker
+    if (!config) return 0; // no page configured this queue with a Service Worker
     const pyodide = await boot(db);
-    if (!pyodide) return;
+    if (!pyodide) return 0;
     const main = pyodide.pyimport("pyjobq.browser.sw_main");
     const report = JSON.parse(await main.drain(await config.text(), BUDGET_MS));
     // For DevTools' console (and tests): how each drain of this Service Worker's life went.
     (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), ...report });
-    const left = report.left;
-    // Jobs that are due and were not run: the browser fires the sync again later (not on its
-    // last chance: a page that opens, or the next sync the page registers, takes them).
-    if (left > 0 && !lastChance) throw new Error(`pyjobq: ${left} job(s) left for the next sync`);
+    return report.left;
   }
 
-  scope.addEventListener("install", (event) => event.waitUntil(scope.skipWaiting()));
-  scope.addEventListener("activate", (event) => event.waitUntil(scope.clients.claim()));
-  /** drain(), with a failure said on the console and kept in pyjobqDrains, then passed on. */
+  /** drain(), with a failure said on the console and kept in pyjobqDrains. Jobs that are due
+   *  and were not run make the event fail, so the browser fires the sync again later (not on
+   *  its last chance: a page that opens, or the next sync a page registers, takes them). */
   async function said(db, lastChance) {
+    let left;
     try {
-      await drain(db, lastChance);
+      left = await drain(db);
     } catch (error) {
       (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: String((error && error.stack) || error) });
       console.warn(`pyjobq service worker: ${error}`);
       throw error;
     }
+    if (left > 0 && !lastChance) throw new Error(`pyjobq: ${left} job(s) left for the next sync`);
   }
 
+  scope.addEventListener("install", (event) => event.waitUntil(scope.skipWaiting()));
+  scope.addEventListener("activate", (event) => event.waitUntil(scope.clients.claim()));
   scope.addEventListener("sync", (event) => {
     if (event.tag.startsWith(TAG)) event.waitUntil(said(event.tag.slice(TAG.length), event.lastChance));
   });

@@ -34,6 +34,7 @@ browser fire it again later (Background Sync's retries).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from ..executor.side import ExecutorSide
 from ..executor.wiring import in_process
 from ..memory import LoopClock
 from ..service_worker import ServiceWorkerConfig
+from ..tasks import persistent_tasks
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, WebLocks, js_object
 
@@ -191,7 +193,8 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
     side = ExecutorSide(link=engine.link, engine=engine.scheduler,
                         channel=BroadcastChannelPort(config.channel_name), source=source,
                         transport=import_transport(config.transport), locks=WebLocks(),
-                        yields=config.yields, unknown_kind=unknown_kind)
+                        yields=config.yields, reconstructors=_tasks(config),
+                        unknown_kind=unknown_kind)
     scheduler = engine.scheduler
 
     def heard(update: Any) -> None:
@@ -215,6 +218,18 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
         log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
                     ", ".join(sorted(set(refused))))
     report.left = len(await _due(store, clock.now()))
+
+
+def _tasks(config: ServiceWorkerConfig) -> dict[str, Callable[[Any], Any]]:
+    """The reconstructors of the page's persistent tasks whose modules import here (declaring
+    a task registers it: pyjobq.tasks); one that does not import waits for a page."""
+    for module in sorted(set(config.tasks.values())):
+        try:
+            importlib.import_module(module)
+        except Exception:
+            log.warning("pyjobq service worker: importing %s failed; its tasks wait for a page",
+                        module, exc_info=True)
+    return {name: t.factory for name, t in persistent_tasks().items() if name in config.tasks}
 
 
 async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, store: IndexedDBStore,

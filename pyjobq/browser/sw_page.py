@@ -30,6 +30,7 @@ from typing import Any, Callable
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import to_js
 
+from .. import config
 from ..config import Settings
 from ..core.status import Status
 from ..engine.tasks import TaskSet
@@ -67,12 +68,15 @@ class ServiceWorkerLink:
         assert settings.transport_path is not None and settings.service_worker is not None
         cache = await js.caches.open(CACHE)
         origin = str(js.location.origin)
-        files = to_js(bundle(self._pyjobq_files(), settings.transport_path))
+        # Read now: tasks declared since the queue started are in the settings too.
+        current = config.settings()
+        files = to_js(bundle(self._pyjobq_files(), settings.transport_path,
+                             current.reconstructor_modules.values()))
         await cache.put(origin + cache_path(settings.db_name, "bundle.zip"),
                         js.Response.new(files, js_object({"headers": {
                             "Content-Type": "application/zip"}})))
         await cache.put(origin + cache_path(settings.db_name, "config.json"),
-                        js.Response.new(config_json(settings), js_object({"headers": {
+                        js.Response.new(config_json(current), js_object({"headers": {
                             "Content-Type": "application/json"}})))
         self._registration = await js.navigator.serviceWorker.register(
             self._url, js_object({"type": "module"}))
