@@ -38,6 +38,7 @@ from .core.errors import (
 from .core.outcome import Outcome
 from .core.status import Status
 from .handle import Completion, Job, JobUpdate
+from .scheduling import Periodic, periodic
 
 if TYPE_CHECKING:
     # What the lazy loading below hands out, for mypy and pyright; the same objects.
@@ -58,9 +59,11 @@ if TYPE_CHECKING:
         resume_type,
         retry_all,
         retry_job,
+        schedules,
         set_transport,
         stop,
         suspend_type,
+        unschedule,
         updates,
         wake,
     )
@@ -74,6 +77,7 @@ _QUEUE_NAMES = frozenset({
     "enqueue", "suspend_type", "resume_type", "enqueue_fetch", "enqueue_persistent",
     "register_reconstructor", "set_transport", "job", "query_all", "delete_job", "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "on_update", "updates", "wake", "stop",
+    "unschedule", "schedules",
 })
 
 # Called from inside an executor; reading them starts nothing (an outbox's handler may call them).
@@ -85,12 +89,12 @@ _OUTBOX_NAMES = frozenset({"Outbox", "OutboxEntry", "OutboxHandler", "Prune"})
 __all__ = [
     "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobUpdate", "NoTransportError",
-    "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Prune",
+    "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome", "Periodic", "Prune",
     "PyjobqError", "Status", "StorageError", "StoreInUseError", "Terminal", "WorkerUnavailable",
     "cancel_job", "cleanup_old", "configure", "current_job_id", "delete_group", "delete_job",
-    "enqueue", "enqueue_fetch", "enqueue_persistent", "job", "on_update", "query_all",
+    "enqueue", "enqueue_fetch", "enqueue_persistent", "job", "on_update", "periodic", "query_all",
     "register_reconstructor", "report_progress", "resume_type", "retry_all", "retry_job",
-    "set_transport", "stop", "suspend_type", "updates", "wake",
+    "schedules", "set_transport", "stop", "suspend_type", "unschedule", "updates", "wake",
 ]
 
 if not TYPE_CHECKING:

@@ -133,7 +133,8 @@ class GuardedStore:
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status")
+    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status",
+              "put_schedule", "delete_schedule", "advance_schedule")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
@@ -435,10 +436,12 @@ class Tab:
                    channel: FreezableChannel, source: str, lease: Lease | None, *,
                    clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
         world = self.world
+        store = GuardedStore(world.store, self)
         options: SchedulerOptions = {**self._worker_args, "random": world.random,
-                                     "is_online": lambda: world.online, "lease": lease}
+                                     "is_online": lambda: world.online, "lease": lease,
+                                     "schedules": store}
         scheduler = in_process(
-            store=GuardedStore(world.store, self), source=source, clock=clock or self.clock,
+            store=store, source=source, clock=clock or self.clock,
             lock_name=LOCK, locks=locks, channel=channel, ends=ends,
             wrap=lambda end: _TabLink(end, self, page=page),
             **options).scheduler
