@@ -130,3 +130,9 @@ def test_next_due_at_skips_a_foreign_status_and_a_time_that_is_no_moment() -> No
         await store.add([store_contract.make_record("due", next_retry_at=store_contract.T0 + 5)])
         assert await store.next_due_at() == store_contract.T0 + 5
     run(main)
+
+
+@pytest.mark.parametrize("yields", [0, 3], ids=["at_once", "yielding"])
+@pytest.mark.parametrize("check", store_contract.SCHEDULE_CHECKS, ids=lambda c: c.__name__)
+def test_memory_store_meets_the_schedule_contract(check, yields: int) -> None:
+    run(check(MemoryStore(yields=yields)))
