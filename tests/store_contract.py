@@ -571,8 +571,9 @@ async def check_an_advance_that_raises_changes_nothing(store: Any) -> None:
 
     await _raises(RuntimeError, store.advance_schedule("s", boom))
     # A job id that exists already: the whole transaction fails, the schedule is not advanced.
-    from pyjobq.core.schedule import Occurrence
     from dataclasses import replace
+
+    from pyjobq.core.schedule import Occurrence
 
     def clash(current: Any, previous: Any) -> Any:
         return Occurrence(replace(current, last_slot=current.last_slot + 60_000.0),

@@ -35,7 +35,8 @@ class Ticks:
         self.runs: list[tuple[str, str | None]] = []
         self.hold = hold
 
-    def schedule(self, tab_name: str, every_ms: float = MINUTE, **options: Any) -> Periodic[..., Any]:
+    def schedule(self, tab_name: str, every_ms: float = MINUTE,
+                 **options: Any) -> Periodic[..., Any]:
         async def tick(*, signal: AbortSignal) -> str:
             self.runs.append((tab_name, current_job_id()))
             if self.hold is not None:
