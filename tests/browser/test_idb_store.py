@@ -83,8 +83,9 @@ async def test_schema_and_indexes(selenium):
     store = IndexedDBStore("schema-check")
     await store.add([NewJob(id="a", reconstructor="fetch", params=None, group="g").to_record(5.0)])
     db = await store._open()
-    assert db.version == 1
-    assert list(db.objectStoreNames) == ["jobs"]
+    assert db.version == 2
+    assert list(db.objectStoreNames) == ["jobs", "schedules"]
+    assert db.transaction("schedules").objectStore("schedules").keyPath == "name"
     tx = db.transaction("jobs")
     jobs = tx.objectStore("jobs")
     assert jobs.keyPath == "id"

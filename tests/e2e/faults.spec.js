@@ -277,7 +277,7 @@ job.id`);
     db.close();
     return v;
   }, db);
-  expect(version).toBe(2); // not blocked: the old connection got out of the way
+  expect(version).toBe(3); // not blocked: the old connection got out of the way
 
   const after = await py(page, `
 out = {}
