@@ -152,6 +152,10 @@ class GuardedStore:
                 self._tab.world.violations.append(
                     f"dead tab {self._tab.name} wrote to the store ({name})")
             result = await attr(*args, **kw)
+            if name == "advance_schedule" and result is not None and result.job is not None:
+                # Every periodic occurrence enqueued, by whom: the once-per-slot oracle's input.
+                self._tab.world.occurrences.append(
+                    (result.schedule.name, result.slot, self._tab.name))
             if hook is not None:  # ... or just after it, before the tab acts on what it did
                 await hook(self._tab, name, "after", args)
             return result
@@ -657,6 +661,9 @@ class World:
         #: Awaited around every store write of a tab (:class:`GuardedStore`): where a test freezes
         #: or crashes a tab in the middle of a pass. None: no hook.
         self.store_hook: StoreHook | None = None
+        #: Every periodic occurrence a tab's store call enqueued, in order: (schedule name, slot,
+        #: tab name). Each (name, slot) must appear once (once per origin).
+        self.occurrences: list[tuple[str, float, str]] = []
         #: Called as a tab's worker posts a message to its page (:data:`LinkHook`): where a test
         #: freezes a tab or blocks its page at the moment ``run`` is posted. None: no hook.
         self.link_hook: LinkHook | None = None
