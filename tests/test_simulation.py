@@ -448,6 +448,7 @@ class Sim:
             await advance_timer_by_timer(self, 61_000)
             await self.check()
             self.check_periodic_liveness()
+        self.check_periodic_liveness(bound_passed=True)
         for tab in self.world.live:
             # Every boot got there once faults healed: a tab holding the lease processes with it.
             assert tab.boot is None or tab.boot.retrying is None, (
@@ -544,12 +545,18 @@ class Sim:
             f"a periodic slot was enqueued twice or out of order (once per occurrence): "
             f"{self.world.occurrences}")
 
-    def check_periodic_liveness(self) -> None:
+    def check_periodic_liveness(self, *, bound_passed: bool = False) -> None:
         """Every slot due by now is accounted for (enqueued, or skipped behind an unfinished
         occurrence, or — missed while no awake tab held the lease — covered by the latest): the
-        stored schedule's ``last_slot`` is the latest slot."""
+        stored schedule's ``last_slot`` is the latest slot. The bound: at once (the world quiet
+        after the slot's moment) while an awake tab holds the lease with its worker booted; and
+        in any case by the end of the four minutes after the faults stop that cover a boot's
+        retries, as every job's liveness does (``bound_passed``)."""
         if self.every_ms is None:
             return
+        if not bound_passed and not any(t.booted and t.holds_lease
+                                        for t in self.world.awake):
+            return  # no tab processes yet (a worker still booting): the wait is the boot's
         stored = self.world.store.raw_schedules().get(SCHEDULE)
         assert stored is not None, "the periodic schedule was lost"
         latest = slot_at(self.every_ms, self.world.clock.now())
