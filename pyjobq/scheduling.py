@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Awaitable, Callable, Coroutine, Generic, ParamSpec, Protocol, TypeVar
 
 from .abort import AbortSignal
-from .core.errors import InvalidJobError
+from .core.errors import InvalidJobError, PyjobqError
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.schedule import MIN_EVERY_MS, ScheduleDefinition
 
@@ -80,11 +80,20 @@ class Periodic(Generic[_P, _R]):
 
     def cancel(self) -> Coroutine[Any, Any, bool]:
         """Stop this schedule: forget it on this page and delete the stored one, so no tab
-        enqueues it any more (its jobs stay). Returns whether one was stored. Starts the queue
-        if it has not started. A page that still defines it stores it again when it loads:
-        remove the decorator too."""
+        enqueues it any more (its jobs stay). Returns whether one was stored. A page that still
+        defines it stores it again when it loads: remove the decorator too.
+
+        Raises:
+            PyjobqError: the queue has not started on this page (nothing could delete the
+                stored schedule): ``await pyjobq.unschedule(name)`` starts it and deletes it.
+        """
+        if _queue is None:
+            raise PyjobqError(
+                f"{self.name!r}.cancel(): the queue has not started on this page, so the stored "
+                f"schedule cannot be deleted; call `await pyjobq.unschedule({self.name!r})`, "
+                "which starts it")
         _defined.pop(self.name, None)
-        return unschedule(self.name)
+        return _queue.unschedule(self.name)
 
 
 def _register_reconstructor(queue: _Queue, schedule: "Periodic[..., Any]") -> None:
@@ -212,10 +221,3 @@ def started(queue: _Queue) -> None:
     for schedule in list(_defined.values()):
         schedule.attach(queue)
 
-
-def unschedule(name: str) -> Coroutine[Any, Any, bool]:
-    """Delete the stored schedule ``name`` (what :func:`pyjobq.unschedule` does); starts the
-    queue if it has not started."""
-    from . import queue as _running  # a deliberate call: the queue starts for it
-
-    return _running.unschedule(name)

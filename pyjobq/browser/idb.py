@@ -439,7 +439,100 @@ class _OneCalls:
         return None
 
 
-class IndexedDBStore:
+class _ScheduleStore:
+    """The :class:`~pyjobq.core.ports.ScheduleStore` half of :class:`IndexedDBStore`: the
+    ``schedules`` object store (schema version 2), and the advance over it and ``jobs``."""
+
+    async def _tx(self, mode: str, what: str, scope: Sequence[str] = (STORE,)) -> _Transaction:
+        raise NotImplementedError  # IndexedDBStore's: its connection, opened lazily
+
+    async def schedules(self) -> list[Schedule]:
+        t = await self._tx("readonly", "schedules", (SCHEDULES,))
+        found: list[Any] = []
+        t.then(t.store.getAll(), found.append)
+        await t
+        schedules = (_schedule(value) for value in (found[0] if found else []))
+        return [s for s in schedules if s is not None]
+
+    async def put_schedule(self, name: str,
+                           apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
+        t = await self._tx("readwrite", "put_schedule", (SCHEDULES,))
+        stored: list[Schedule | None] = []
+
+        def read(value: Any) -> None:
+            current = _schedule(value)
+            if current is None and not _absent(value):
+                stored.append(None)  # not one of ours to overwrite (a newer pyjobq's, malformed)
+                return
+            new = apply(current)
+            if new is not None:
+                t.store.put(_to_js(new.to_dict()))
+            stored.append(current if new is None else new)
+
+        t.then(t.store.get(name), read)
+        await t
+        return stored[0] if stored else None
+
+    async def delete_schedule(self, name: str) -> Schedule | None:
+        t = await self._tx("readwrite", "delete_schedule", (SCHEDULES,))
+        deleted: list[Schedule] = []
+
+        def read(value: Any) -> None:
+            if _absent(value):
+                return
+            current = _schedule(value)
+            if current is not None or not _foreign_schedule(value):
+                t.store.delete(name)
+            if current is not None:
+                deleted.append(current)
+
+        t.then(t.store.get(name), read)
+        await t
+        return deleted[0] if deleted else None
+
+    async def advance_schedule(
+            self, name: str,
+            decide: Callable[[Schedule, JobRecord | None], Occurrence | None],
+    ) -> Occurrence | None:
+        # One transaction over both stores: the schedule read, then its last job read from the
+        # schedule's success event, then the decision and both writes from the job's — so the
+        # slot is decided on what this transaction read (pyjobq/core/ports.py, ScheduleStore).
+        t = await self._tx("readwrite", "advance_schedule", (STORE, SCHEDULES))
+        schedules = t.object_store(SCHEDULES)
+        applied: list[Occurrence] = []
+
+        def write(current: Schedule, previous: JobRecord | None) -> None:
+            decided = decide(current, previous)
+            if decided is None:
+                return
+            schedules.put(_to_js(decided.schedule.to_dict()))
+            if decided.job is not None:
+                t.store.add(_to_js(decided.job.to_dict()))  # an existing id aborts it all
+            applied.append(decided)
+
+        def read_schedule(value: Any) -> None:
+            current = _schedule(value)
+            if current is None:
+                return
+            if current.last_job_id is None:
+                write(current, None)
+                return
+            t.then(t.store.get(current.last_job_id),
+                   lambda job: write(current, _previous_job(job)))
+
+        t.then(schedules.get(name), read_schedule)
+        try:
+            await t
+        except StorageError as exc:
+            if "ConstraintError" in str(exc):
+                raise KeyError(f"advancing schedule {name!r}: its occurrence's job id already "
+                               "exists") from None
+            raise
+        return applied[0] if applied else None
+
+
+
+class IndexedDBStore(_ScheduleStore):
     """:class:`~pyjobq.core.ports.Store` over the application-named IndexedDB database.
 
     When another tab opens the database at a newer version (``versionchange``), the
@@ -789,92 +882,6 @@ class IndexedDBStore:
 
     async def all(self) -> list[JobRecord]:
         return await self._get_all(None, None, "all")
-
-    # ------------------------------------------------------------ the ScheduleStore contract
-
-    async def schedules(self) -> list[Schedule]:
-        t = await self._tx("readonly", "schedules", (SCHEDULES,))
-        found: list[Any] = []
-        t.then(t.store.getAll(), found.append)
-        await t
-        schedules = (_schedule(value) for value in (found[0] if found else []))
-        return [s for s in schedules if s is not None]
-
-    async def put_schedule(self, name: str,
-                           apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
-        t = await self._tx("readwrite", "put_schedule", (SCHEDULES,))
-        stored: list[Schedule | None] = []
-
-        def read(value: Any) -> None:
-            current = _schedule(value)
-            if current is None and not _absent(value):
-                stored.append(None)  # not one of ours to overwrite (a newer pyjobq's, malformed)
-                return
-            new = apply(current)
-            if new is not None:
-                t.store.put(_to_js(new.to_dict()))
-            stored.append(current if new is None else new)
-
-        t.then(t.store.get(name), read)
-        await t
-        return stored[0] if stored else None
-
-    async def delete_schedule(self, name: str) -> Schedule | None:
-        t = await self._tx("readwrite", "delete_schedule", (SCHEDULES,))
-        deleted: list[Schedule] = []
-
-        def read(value: Any) -> None:
-            if _absent(value):
-                return
-            current = _schedule(value)
-            if current is not None or not _foreign_schedule(value):
-                t.store.delete(name)
-            if current is not None:
-                deleted.append(current)
-
-        t.then(t.store.get(name), read)
-        await t
-        return deleted[0] if deleted else None
-
-    async def advance_schedule(
-            self, name: str,
-            decide: Callable[[Schedule, JobRecord | None], Occurrence | None],
-    ) -> Occurrence | None:
-        # One transaction over both stores: the schedule read, then its last job read from the
-        # schedule's success event, then the decision and both writes from the job's — so the
-        # slot is decided on what this transaction read (pyjobq/core/ports.py, ScheduleStore).
-        t = await self._tx("readwrite", "advance_schedule", (STORE, SCHEDULES))
-        schedules = t.object_store(SCHEDULES)
-        applied: list[Occurrence] = []
-
-        def write(current: Schedule, previous: JobRecord | None) -> None:
-            decided = decide(current, previous)
-            if decided is None:
-                return
-            schedules.put(_to_js(decided.schedule.to_dict()))
-            if decided.job is not None:
-                t.store.add(_to_js(decided.job.to_dict()))  # an existing id aborts it all
-            applied.append(decided)
-
-        def read_schedule(value: Any) -> None:
-            current = _schedule(value)
-            if current is None:
-                return
-            if current.last_job_id is None:
-                write(current, None)
-                return
-            t.then(t.store.get(current.last_job_id),
-                   lambda job: write(current, _previous_job(job)))
-
-        t.then(schedules.get(name), read_schedule)
-        try:
-            await t
-        except StorageError as exc:
-            if "ConstraintError" in str(exc):
-                raise KeyError(f"advancing schedule {name!r}: its occurrence's job id already "
-                               "exists") from None
-            raise
-        return applied[0] if applied else None
 
 
 def _absent(value: Any) -> bool:

@@ -457,8 +457,7 @@ class Scheduler:
             log.info("pyjobq: could not announce schedule %r: %s", name, exc)
 
     def _on_schedule_news(self, msg: dict[str, Any]) -> None:
-        """Another tab stored or deleted a schedule: the holder reads them again and wakes for
-        it; a tab in line queues up on the lease, as for news of pending work."""
+        # Another tab changed a schedule: the holder reads them again (a tab in line queues up).
         if msg["source"] != self._source:
             self._periodic.heard()
             self.wake()
