@@ -378,3 +378,40 @@ def test_a_stored_schedule_that_is_not_one_is_skipped_and_logged(
     with caplog.at_level(logging.ERROR, logger="pyjobq"):
         run(main)
     assert any("broken" in r.getMessage() for r in caplog.records)
+
+
+def test_in_a_notebook_a_cell_run_after_the_queue_started_takes_effect_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyjobq import scheduling
+
+    monkeypatch.setattr(scheduling, "_defined", {})
+    monkeypatch.setattr(scheduling, "_queue", None)
+
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab(page_lease=True)
+        scheduling.started(tab.side)  # the kernel imported the queue in an earlier cell
+        await settle()
+
+        def cell(minutes: int) -> Periodic[..., Any]:
+            @periodic(every=timedelta(minutes=minutes), name=NAME)
+            async def report() -> str:
+                return f"every {minutes}"
+            return report
+
+        cell(1)
+        await settle()
+        assert world.store.raw_schedules()[NAME]["every_ms"] == MINUTE
+        stored = world.store.raw_schedules()[NAME]
+        cell(1)  # the same cell run again: nothing changes
+        await settle()
+        assert world.store.raw_schedules()[NAME] == stored
+        cell(2)  # edited and run again: the stored schedule follows
+        await settle()
+        assert world.store.raw_schedules()[NAME]["every_ms"] == 2 * MINUTE
+        slot = await to_next_slot(world, 2 * MINUTE)
+        record = await world.store.get(slot_id(slot))
+        assert record.result == "every 2"
+        assert await cell(2).cancel() is True
+        assert world.store.raw_schedules() == {} and scheduling._defined == {}
+    run(main)

@@ -70,6 +70,22 @@ PROGRAMS = {
             reveal_type(asyncio.create_task(pyjobq.delete_group("doc")))
             reveal_type(await pyjobq.delete_job("x"))
     """,
+    "periodic": """
+        from datetime import timedelta
+        import pyjobq
+
+        @pyjobq.periodic(every=timedelta(minutes=15))
+        async def tidy(*, signal: pyjobq.AbortSignal) -> int:
+            return 3
+
+        async def main() -> None:
+            reveal_type(tidy)
+            reveal_type(await tidy(signal=pyjobq.AbortSignal()))
+            reveal_type(await pyjobq.unschedule(tidy.name))
+            tidy(signal=1)
+
+        pyjobq.periodic(every=15)
+    """,
     "every_name": "import pyjobq\n" + "".join(
         f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
 }
@@ -179,3 +195,13 @@ def test_what_type_checkers_see_is_what_the_package_hands_out() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str]]) -> None:
+    reveal, result, unscheduled, wrong_signal, wrong_every = mypy_output["periodic"]
+    assert reveal == ('note: Revealed type is "pyjobq.scheduling.Periodic[[*, signal: '
+                      'pyjobq.abort.AbortSignal], int]"')
+    assert result == 'note: Revealed type is "int"'
+    assert unscheduled == 'note: Revealed type is "bool"'
+    assert 'Argument "signal" to "__call__" of "Periodic" has incompatible type "int"' in wrong_signal
+    assert 'Argument "every" to "periodic" has incompatible type "int"' in wrong_every
