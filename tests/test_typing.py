@@ -203,5 +203,6 @@ def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str
                       'pyjobq.abort.AbortSignal], int]"')
     assert result == 'note: Revealed type is "int"'
     assert unscheduled == 'note: Revealed type is "bool"'
-    assert 'Argument "signal" to "__call__" of "Periodic" has incompatible type "int"' in wrong_signal
+    assert ('Argument "signal" to "__call__" of "Periodic" has incompatible type "int"'
+            in wrong_signal)
     assert 'Argument "every" to "periodic" has incompatible type "int"' in wrong_every
