@@ -207,8 +207,7 @@ class Scheduler:
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
-            control=self._control,
-            write=self.write, hand_off=self._handoff.hand_off))
+            control=self._control, write=self.write, hand_off=self._handoff.hand_off))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
