@@ -39,6 +39,7 @@ from .core.errors import (
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
 from .handle import Completion, Job, JobUpdate
+from .scheduling import Periodic, periodic
 from .tasks import Task, task
 
 if TYPE_CHECKING:
@@ -61,9 +62,11 @@ if TYPE_CHECKING:
         resume_type,
         retry_all,
         retry_job,
+        schedules,
         set_transport,
         stop,
         suspend_type,
+        unschedule,
         updates,
         wake,
     )
@@ -78,6 +81,7 @@ _QUEUE_NAMES = frozenset({
     "register_reconstructor", "set_transport", "job", "jobs", "query_all", "delete_job",
     "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "on_update", "updates", "wake", "stop",
+    "unschedule", "schedules",
 })
 
 # Called from inside an executor; reading them starts nothing (an outbox's handler may call them).
@@ -90,12 +94,12 @@ __all__ = [
     "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobFailed", "JobUpdate",
     "NoTransportError", "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome",
-    "Prune", "PyjobqError", "Status", "StorageError", "StoreInUseError", "Task", "Terminal",
-    "WorkerUnavailable", "cancel_job", "cleanup_old", "configure", "current_job_id",
+    "Periodic", "Prune", "PyjobqError", "Status", "StorageError", "StoreInUseError", "Task",
+    "Terminal", "WorkerUnavailable", "cancel_job", "cleanup_old", "configure", "current_job_id",
     "delete_group", "delete_job", "enqueue", "enqueue_fetch", "enqueue_persistent", "job",
-    "jobs", "on_update", "query_all", "register_reconstructor", "report_progress",
-    "resume_type", "retry_all", "retry_job", "set_transport", "stop", "suspend_type", "task",
-    "updates", "wake",
+    "jobs", "on_update", "periodic", "query_all", "register_reconstructor", "report_progress",
+    "resume_type", "retry_all", "retry_job", "schedules", "set_transport", "stop",
+    "suspend_type", "task", "unschedule", "updates", "wake",
 ]
 
 if not TYPE_CHECKING:

@@ -41,6 +41,7 @@ from typing import (
 from .core.errors import LockStolen
 from .core.ports import Change, Clock, Message, Unsubscribe, Updated
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
+from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from .core.status import CLAIMABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
 
@@ -115,6 +116,8 @@ class MemoryStore:
 
     def __init__(self, clock: Clock | None = None, *, yields: int = 0) -> None:
         self._rows: dict[Any, dict[str, Any]] = {}
+        #: The schedules object store (:class:`~pyjobq.core.ports.ScheduleStore`), by name.
+        self._schedule_rows: dict[Any, dict[str, Any]] = {}
         self._clock = clock
         if not isinstance(yields, int) or yields < 0:
             raise ValueError(f"yields must be an int >= 0 (or a bool), got {yields!r}")
@@ -271,6 +274,80 @@ class MemoryStore:
     async def all(self) -> list[JobRecord]:
         return self._sorted(list(self._rows))
 
+    # ------------------------------------------------------------ the ScheduleStore contract
+
+    def _schedule(self, name: Any) -> Schedule | None:
+        """The stored schedule ``name``; None when there is none, or it is not one (logged) or a
+        newer pyjobq's (left as it is)."""
+        row = self._schedule_rows.get(name)
+        if row is None:
+            return None
+        try:
+            return Schedule.from_dict(_copy(row))
+        except ScheduleError as exc:
+            if not exc.foreign:
+                log.error("pyjobq: skipping a stored schedule that is not one: %s", exc)
+            return None
+
+    @_transaction
+    async def schedules(self) -> list[Schedule]:
+        found = (self._schedule(name) for name in sorted(self._schedule_rows, key=str))
+        return [s for s in found if s is not None]
+
+    @_transaction
+    async def put_schedule(self, name: str,
+                           apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
+        current = self._schedule(name)
+        if current is None and name in self._schedule_rows:
+            return None  # not one of ours to overwrite (a newer pyjobq's, or malformed)
+        new = apply(current)
+        if new is None:
+            return current
+        self._schedule_rows[name] = _copy(new.to_dict())
+        return self._schedule(name)
+
+    @_transaction
+    async def delete_schedule(self, name: str) -> Schedule | None:
+        current = self._schedule(name)
+        if name in self._schedule_rows and (current is not None or not _foreign(
+                self._schedule_rows[name])):
+            del self._schedule_rows[name]
+        return current
+
+    @_transaction
+    async def advance_schedule(
+            self, name: str,
+            decide: Callable[[Schedule, JobRecord | None], Occurrence | None],
+    ) -> Occurrence | None:
+        current = self._schedule(name)
+        if current is None:
+            return None
+        previous: JobRecord | None = None
+        if current.last_job_id is not None and current.last_job_id in self._rows:
+            previous, failed = self._load(current.last_job_id)
+            if failed:
+                previous = None
+        decided = decide(current, previous)
+        if decided is None:
+            return None
+        if decided.job is not None and decided.job.id in self._rows:
+            raise KeyError(f"a job with id {decided.job.id!r} already exists")
+        # All or none: both rows are made before either is written.
+        schedule_row = _copy(decided.schedule.to_dict())
+        if decided.job is not None:
+            self._rows[decided.job.id] = _copy(decided.job.to_dict())
+        self._schedule_rows[name] = schedule_row
+        return decided
+
+    def raw_schedules(self) -> dict[str, dict[str, Any]]:
+        """The stored schedules' raw values, as DevTools would show them (a test helper)."""
+        rows: dict[str, dict[str, Any]] = _copy(self._schedule_rows)
+        return rows
+
+    def put_raw_schedule(self, value: dict[str, Any]) -> None:
+        """Store any value in the schedules store, as other code could (a test helper)."""
+        self._schedule_rows[value.get("name")] = _copy(value)
+
     # Test helpers: the raw stored values, as DevTools would show them.
     def raw(self) -> dict[str, dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = _copy(self._rows)
@@ -379,6 +456,13 @@ class VolatileStore:
 
     async def all(self) -> list[JobRecord]:
         return _oldest_first(self._records.values())
+
+
+def _foreign(row: dict[str, Any]) -> bool:
+    """Whether a stored schedule value is a newer pyjobq's (left as it is, even by a delete)."""
+    version = row.get("v")
+    return isinstance(version, (int, float)) and not isinstance(version, bool) \
+        and version > SCHEDULE_VERSION
 
 
 def _finite(value: Any) -> bool:

@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from . import config as _config
 from . import notebook as _notebook
+from . import scheduling as _scheduling
 from . import services as _services
 from .abort import AbortSignal
 from .core.errors import InvalidJobError
@@ -58,6 +59,7 @@ def _queue() -> ExecutorSide:
         _side = _host.start(_config.settings())
         _side.on_update(_remember)
         _services.register(SERVICE_NAME, _side)
+        _scheduling.started(_side)  # the @periodic schedules defined so far take effect
     return _side
 
 
@@ -458,6 +460,23 @@ def cleanup_old() -> Coroutine[Any, Any, int]:
     """Delete ``done`` records older than 7 days — and only those. Returns how many.
     Sent at the call."""
     return _queue().cleanup_old()
+
+
+def unschedule(name: str) -> Coroutine[Any, Any, bool]:
+    """Delete the stored periodic schedule ``name`` (``module:qualname`` of its function, or its
+    ``name=``): no tab enqueues it any more; its jobs stay. Returns whether one was stored.
+    Sent at the call. A page that still defines it stores it again when it loads.
+
+    Raises:
+        InvalidJobError: at the call, ``name`` is not a str.
+    """
+    return _queue().unschedule(name)
+
+
+def schedules() -> Coroutine[Any, Any, list[dict[str, Any]]]:
+    """Every stored periodic schedule: its definition, ``last_slot`` (every slot up to it was
+    enqueued or skipped) and ``last_job_id``. Sent at the call."""
+    return _queue().schedules()
 
 
 def on_update(callback: Callable[[JobUpdate], None]) -> Callable[[], None]:

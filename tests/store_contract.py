@@ -459,3 +459,136 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_update_by_status_all_or_none,
     check_update_by_status_and_calls_around_it_apply_in_call_order,
 ]
+
+
+# ---------------------------------------------------------------- the ScheduleStore contract
+# (pyjobq.core.ports.ScheduleStore): the stores that keep the job queue's schedules.
+
+def _definition(name: str = "s", every_ms: float = 60_000.0, **options: Any) -> Any:
+    from pyjobq.core.schedule import ScheduleDefinition
+
+    return ScheduleDefinition(name=name, every_ms=every_ms, type=options.pop("type", name),
+                              **options)
+
+
+def _define_at(now: float, definition: Any) -> Callable[[Any], Any]:
+    from pyjobq.core.schedule import define
+
+    return lambda current: define(current, definition, now)
+
+
+def _occur_at(now: float) -> Callable[[Any, Any], Any]:
+    from pyjobq.core.schedule import occurrence
+
+    return lambda current, previous: occurrence(current, previous, now)
+
+
+async def check_put_schedule_stores_reads_and_changes_it(store: Any) -> None:
+    assert await store.schedules() == []
+    stored = await store.put_schedule("s", _define_at(T0, _definition()))
+    assert stored.definition == _definition() and stored.last_slot == 1_699_999_980_000.0
+    assert [s.name for s in await store.schedules()] == ["s"]
+    same = await store.put_schedule("s", _define_at(T0 + 5, _definition()))
+    assert same == stored  # nothing changed: not written
+    changed = await store.put_schedule("s", _define_at(T0 + 9, _definition(every_ms=120_000.0)))
+    assert (changed.every_ms, changed.last_slot, changed.created_at, changed.updated_at) == (
+        120_000.0, stored.last_slot, T0, T0 + 9)
+    await store.put_schedule("a", _define_at(T0, _definition("a", label="first")))
+    assert [s.name for s in await store.schedules()] == ["a", "s"]
+
+
+async def check_delete_schedule_returns_what_it_deleted(store: Any) -> None:
+    stored = await store.put_schedule("s", _define_at(T0, _definition()))
+    assert await store.delete_schedule("s") == stored
+    assert await store.delete_schedule("s") is None
+    assert await store.schedules() == []
+
+
+async def check_advance_schedule_adds_the_job_with_the_advance(store: Any) -> None:
+    from pyjobq.core.schedule import occurrence_id
+
+    await store.put_schedule("s", _define_at(T0, _definition()))
+    assert await store.advance_schedule("s", _occur_at(T0 + 1)) is None  # no slot due yet
+    due = T0 + 60_000.0 * 3
+    advanced = await store.advance_schedule("s", _occur_at(due))
+    slot = 1_700_000_160_000.0  # the latest slot: the two before it are skipped
+    assert advanced.slot == slot and advanced.job.id == occurrence_id("s", slot)
+    assert await store.get(advanced.job.id) == advanced.job
+    [stored] = await store.schedules()
+    assert (stored.last_slot, stored.last_job_id) == (slot, advanced.job.id)
+    # The same slot decided again (a second tab, a thawed holder): accounted for, nothing added.
+    assert await store.advance_schedule("s", _occur_at(due)) is None
+    assert [r.id for r in await store.all()] == [advanced.job.id]
+    assert await store.advance_schedule("missing", _occur_at(due)) is None
+
+
+async def check_advance_schedule_sees_the_previous_job_in_its_transaction(store: Any) -> None:
+    await store.put_schedule("s", _define_at(T0, _definition()))
+    first = await store.advance_schedule("s", _occur_at(T0 + 60_000.0))
+    seen: list[Any] = []
+
+    def decide(current: Any, previous: Any) -> Any:
+        seen.append(previous)
+        return _occur_at(T0 + 120_000.0)(current, previous)
+
+    skipped = await store.advance_schedule("s", decide)
+    assert seen == [first.job] and skipped.job is None  # still pending: coalesced
+    await store.update(Change(first.job.id, lambda cur: cur.evolve(
+        status=Status.DONE, next_retry_at=None)))
+    after = await store.advance_schedule("s", _occur_at(T0 + 180_000.0))
+    assert after.job is not None and after.schedule.last_job_id == after.job.id
+    await store.delete_many([after.job.id])
+    seen.clear()
+    again = await store.advance_schedule("s", decide_at(T0 + 240_000.0, seen))
+    assert seen == [None] and again.job is not None  # its job deleted: runs again
+
+
+def decide_at(now: float, seen: list[Any]) -> Callable[[Any, Any], Any]:
+    def decide(current: Any, previous: Any) -> Any:
+        seen.append(previous)
+        return _occur_at(now)(current, previous)
+    return decide
+
+
+async def check_concurrent_advances_take_one_slot_once(store: Any) -> None:
+    import asyncio
+
+    await store.put_schedule("s", _define_at(T0, _definition()))
+    due = T0 + 60_000.0
+    results = await asyncio.gather(*[store.advance_schedule("s", _occur_at(due))
+                                     for _ in range(5)])
+    assert sum(r is not None for r in results) == 1
+    assert len(await store.all()) == 1
+
+
+async def check_an_advance_that_raises_changes_nothing(store: Any) -> None:
+    await store.put_schedule("s", _define_at(T0, _definition()))
+    first = await store.advance_schedule("s", _occur_at(T0 + 60_000.0))
+    [before] = await store.schedules()
+
+    def boom(current: Any, previous: Any) -> Any:
+        raise RuntimeError("boom")
+
+    await _raises(RuntimeError, store.advance_schedule("s", boom))
+    # A job id that exists already: the whole transaction fails, the schedule is not advanced.
+    from dataclasses import replace
+
+    from pyjobq.core.schedule import Occurrence
+
+    def clash(current: Any, previous: Any) -> Any:
+        return Occurrence(replace(current, last_slot=current.last_slot + 60_000.0),
+                          first.job, current.last_slot + 60_000.0)
+
+    await _raises(KeyError, store.advance_schedule("s", clash))
+    assert await store.schedules() == [before]
+    assert [r.id for r in await store.all()] == [first.job.id]
+
+
+SCHEDULE_CHECKS: list[Callable[[Any], Awaitable[None]]] = [
+    check_put_schedule_stores_reads_and_changes_it,
+    check_delete_schedule_returns_what_it_deleted,
+    check_advance_schedule_adds_the_job_with_the_advance,
+    check_advance_schedule_sees_the_previous_job_in_its_transaction,
+    check_concurrent_advances_take_one_slot_once,
+    check_an_advance_that_raises_changes_nothing,
+]

@@ -48,7 +48,7 @@ def test_volatile_store_forgets_done_records_and_keeps_failed_ones() -> None:
 
 def test_every_check_is_listed() -> None:
     names = {n for n in dir(store_contract) if n.startswith("check_")}
-    assert names == {c.__name__ for c in store_contract.CHECKS}
+    assert names == {c.__name__ for c in store_contract.CHECKS + store_contract.SCHEDULE_CHECKS}
 
 
 def test_raw_shows_the_stored_json() -> None:
@@ -130,3 +130,9 @@ def test_next_due_at_skips_a_foreign_status_and_a_time_that_is_no_moment() -> No
         await store.add([store_contract.make_record("due", next_retry_at=store_contract.T0 + 5)])
         assert await store.next_due_at() == store_contract.T0 + 5
     run(main)
+
+
+@pytest.mark.parametrize("yields", [0, 3], ids=["at_once", "yielding"])
+@pytest.mark.parametrize("check", store_contract.SCHEDULE_CHECKS, ids=lambda c: c.__name__)
+def test_memory_store_meets_the_schedule_contract(check, yields: int) -> None:
+    run(check(MemoryStore(yields=yields)))

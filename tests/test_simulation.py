@@ -29,7 +29,12 @@ terminal status within pyjobq's stated bounds, its ``done`` resolved) and **trut
 what its transport's answers call for, and its code names the cause that happened: never one
 that costs no attempt, never a handshake failure a page that answers cannot have), and **no
 spin** (the world goes quiet while the clock stands still, and an idle tab looks at the queue
-only a few times a simulated minute). Nothing
+only a few times a simulated minute). Half the seeds also run a periodic schedule
+(``@pyjobq.periodic``) that every tab's page defines: its oracles are **once per occurrence**
+(no slot is enqueued twice, however many tabs decide on it, and slots are enqueued in order) and
+**periodic liveness** (once the faults stop, every slot is accounted for — enqueued, or skipped
+behind an unfinished occurrence — by the time the world goes quiet after its moment, and while
+frozen tabs stay frozen, once the others took the lease). Nothing
 reads the wall clock, so a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
@@ -52,10 +57,14 @@ from typing import Any
 
 import pytest
 
+from pyjobq.abort import AbortSignal
 from pyjobq.core.messages import RECHECK_MS
+from pyjobq.core.schedule import ScheduleDefinition, slot_at
 from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.errors import Interrupted, Terminal
+from pyjobq.executor.current import current_job_id
+from pyjobq.scheduling import Periodic
 from pyjobq.testing import CHANNEL, LOCK, BootFault, Response, Tab, World, sequential_ids, settle
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
@@ -80,6 +89,11 @@ BOOT_FAULT_KINDS = (BootFault("fetch"), BootFault("fetch", stall=True),
                     BootFault("load", stall=True, for_ms=20_000.0))
 #: Codes that say an attempt cost nothing (a 401, no network, a run given back): never a failure's.
 UNCOUNTED_CODES = {"s401", "offline", "lease_revoked", "already_running"}
+#: The periodic schedule half the seeds run (every tab's page defines it), and its slot lengths.
+SCHEDULE = "sim:tick"
+EVERY_CHOICES = (60_000.0, 90_000.0)
+#: Looks an occurrence may cost the holder (enqueue and claim, the settle, the last read).
+LOOKS_AN_OCCURRENCE = 4
 
 
 @dataclass
@@ -110,6 +124,10 @@ class Sim:
     paths: int = 0
     unannounced: dict[str, float] = field(default_factory=dict)  # job id -> until when
     answered: dict[str, Any] = field(default_factory=dict)  # job id -> the transport's last answer
+    #: The periodic schedule's slot length; None: this seed runs none.
+    every_ms: float | None = None
+    #: Each periodic run: (job id, tab).
+    ticks: list[tuple[str | None, str]] = field(default_factory=list)
 
     # ------------------------------------------------------------ the fake transport
 
@@ -242,7 +260,18 @@ class Sim:
         if faults:
             self.trace.append(f"boot-faults {tab.name} {', '.join(map(str, faults))}")
         transport.bind(tab)
+        if self.every_ms is not None:
+            self.schedule(tab).attach(tab.side)  # the page's @periodic, as it loads
         return tab
+
+    def schedule(self, tab: Tab) -> Periodic[..., Any]:
+        async def tick(*, signal: AbortSignal) -> str:
+            self.ticks.append((current_job_id(), tab.name))
+            return "ticked"
+
+        assert self.every_ms is not None
+        return Periodic(tick, ScheduleDefinition(name=SCHEDULE, every_ms=self.every_ms,
+                                                 type=SCHEDULE, max_attempts=3))
 
     def crash(self, tab: Tab) -> None:
         tab.crash()
@@ -351,6 +380,7 @@ class Sim:
     async def check(self) -> None:
         world = self.world
         assert world.violations == [], world.violations
+        self.check_once()
         # the stored values as they are; decoding each step costs too much
         stored = world.store.raw()
         for job in self.jobs.values():
@@ -417,6 +447,8 @@ class Sim:
         for _ in range(4):
             await advance_timer_by_timer(self, 61_000)
             await self.check()
+            self.check_periodic_liveness()
+        self.check_periodic_liveness(bound_passed=True)
         for tab in self.world.live:
             # Every boot got there once faults healed: a tab holding the lease processes with it.
             assert tab.boot is None or tab.boot.retrying is None, (
@@ -427,6 +459,9 @@ class Sim:
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
         assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
         for record in records:
+            if record.id.startswith(f"periodic:{SCHEDULE}:"):
+                self.check_occurrence_truth(record)
+                continue
             self.check_truth(record)
             job = self.jobs[record.id]
             if job.tab.alive and not job.deleted:
@@ -462,6 +497,7 @@ class Sim:
         for _ in range(4):
             await advance_timer_by_timer(self, 61_000)
             await self.check()
+            self.check_periodic_liveness()
         frozen = [t for t in world.live if t.frozen]
         prefix = f"{LOCK}:run:"
         pinned: set[str] = set()
@@ -485,13 +521,60 @@ class Sim:
                     for t in self.world.live}
 
         before = looks()
+        start = self.world.clock.now()
         for _ in range(180):
             self.world.clock.advance(1_000)
             await quiet(self)
         after = looks()
+        # Each slot of a periodic schedule is work: the holder wakes for it and runs it.
+        slots = 0 if self.every_ms is None else int(
+            (slot_at(self.every_ms, self.world.clock.now()) - slot_at(self.every_ms, start))
+            // self.every_ms)
+        allowed = 3 * MAX_LOOKS_A_MINUTE + LOOKS_AN_OCCURRENCE * slots
         spinning = {name: after[name] - before.get(name, 0) for name in after
-                    if after[name] - before.get(name, 0) > 3 * MAX_LOOKS_A_MINUTE}
+                    if after[name] - before.get(name, 0) > allowed}
         assert not spinning, f"looks in three idle minutes, per tab (no spin): {spinning}"
+
+    # ------------------------------------------------------------ the periodic oracles
+
+    def check_once(self) -> None:
+        """Once per occurrence: no slot of the schedule was enqueued twice, and slots were
+        enqueued in order (a later slot never before an earlier one), whoever enqueued them."""
+        slots = [slot for name, slot, _ in self.world.occurrences if name == SCHEDULE]
+        assert slots == sorted(set(slots)), (
+            f"a periodic slot was enqueued twice or out of order (once per occurrence): "
+            f"{self.world.occurrences}")
+
+    def check_periodic_liveness(self, *, bound_passed: bool = False) -> None:
+        """Every slot due by now is accounted for (enqueued, or skipped behind an unfinished
+        occurrence, or — missed while no awake tab held the lease — covered by the latest): the
+        stored schedule's ``last_slot`` is the latest slot. The bound: at once (the world quiet
+        after the slot's moment) while an awake tab holds the lease with its worker booted; and
+        in any case by the end of the four minutes after the faults stop that cover a boot's
+        retries, as every job's liveness does (``bound_passed``)."""
+        if self.every_ms is None:
+            return
+        if not bound_passed and not any(t.booted and t.holds_lease
+                                        for t in self.world.awake):
+            return  # no tab processes yet (a worker still booting): the wait is the boot's
+        stored = self.world.store.raw_schedules().get(SCHEDULE)
+        assert stored is not None, "the periodic schedule was lost"
+        latest = slot_at(self.every_ms, self.world.clock.now())
+        assert stored["last_slot"] == latest, (
+            f"periodic liveness: the latest slot {latest:.0f} is not accounted for at "
+            f"{self.world.clock.now():.0f} (last_slot {stored['last_slot']:.0f})")
+
+    def check_occurrence_truth(self, record: Any) -> None:
+        """An occurrence's function always succeeds: it ends done, or failed only because the
+        pages running it died on its last attempts. Each was enqueued once."""
+        assert record._reconstructor == SCHEDULE and record._params["schedule"] == SCHEDULE
+        enqueued = [t for n, s, t in self.world.occurrences
+                    if f"periodic:{n}:{int(s)}" == record.id]
+        assert len(enqueued) == 1, f"{record.id} enqueued {enqueued}"
+        if str(record.status) == "failed":
+            assert record.code in ("page_gone", "attempts_exhausted"), (
+                f"{record.id} failed {record.code!r} ({record.error}): its function never fails "
+                "(truth)")
 
     def check_truth(self, record: Any) -> None:
         """A failure is the end its transport's answers call for, and its code says what caused it.
@@ -582,6 +665,11 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     # Half the seeds on a store that yields between requests and commits as IndexedDB does.
     world = World(random=rng.random, yields=rng.choice([0, 0, 1, 2]))
     sim = Sim(seed, rng, world)
+    # Half the seeds run a periodic schedule every page defines; drawn apart from the steps, so a
+    # seed without one replays the steps it always did.
+    periodic = random.Random(f"periodic-{seed}")
+    if periodic.random() < 0.5:
+        sim.every_ms = periodic.choice(EVERY_CHOICES)
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
     spy = world.channels.channel(CHANNEL)
@@ -685,8 +773,10 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     steps: set[str] = set()
     booted: set[str] = set()
     retried = 0
+    occurrences: list[tuple[str, float, str]] = []
     for seed in range(40):
         sim = run_seed(seed)
+        occurrences += sim.world.occurrences
         for tab in sim.world.tabs:
             retried += tab.workers_started > 1
             booted |= {what for line in tab.boot_log
@@ -702,3 +792,5 @@ def test_the_simulation_exercises_what_it_claims() -> None:
             "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults"} <= steps
     assert {"failed at fetch", "stalled at fetch", "stalled at load"} <= booted, booted
     assert retried, "no boot failed and was retried"
+    # Periodic schedules ran, and the lease moved between tabs while they did.
+    assert len(occurrences) > 40 and len({tab for _, _, tab in occurrences}) > 3

@@ -116,6 +116,22 @@ PROGRAMS = {
         @pyjobq.task
         async def no_signal(doc_id: str) -> None: ...
     """,
+    "periodic": """
+        from datetime import timedelta
+        import pyjobq
+
+        @pyjobq.periodic(every=timedelta(minutes=15))
+        async def tidy(*, signal: pyjobq.AbortSignal) -> int:
+            return 3
+
+        async def main() -> None:
+            reveal_type(tidy)
+            reveal_type(await tidy(signal=pyjobq.AbortSignal()))
+            reveal_type(await pyjobq.unschedule(tidy.name))
+            tidy(signal=1)
+
+        pyjobq.periodic(every=15)
+    """,
     "every_name": "import pyjobq\n" + "".join(
         f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
 }
@@ -261,3 +277,12 @@ def test_a_wrong_missing_or_unknown_task_argument_is_a_type_error(
         assert [e for e in errors if message in e], (message, errors)
     assert all(e.startswith(("error:", "note:")) for e in errors), errors
     assert len([e for e in errors if e.startswith("error:")]) == len(expected), errors
+def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str]]) -> None:
+    reveal, result, unscheduled, wrong_signal, wrong_every = mypy_output["periodic"]
+    assert reveal == ('note: Revealed type is "pyjobq.scheduling.Periodic[[*, signal: '
+                      'pyjobq.abort.AbortSignal], int]"')
+    assert result == 'note: Revealed type is "int"'
+    assert unscheduled == 'note: Revealed type is "bool"'
+    assert ('Argument "signal" to "__call__" of "Periodic" has incompatible type "int"'
+            in wrong_signal)
+    assert 'Argument "every" to "periodic" has incompatible type "int"' in wrong_every

@@ -19,10 +19,12 @@ calls back once more in the event that ends the transaction, where the awaiting 
 (:func:`pyjobq.browser.drain.run_ready`). The decisions stay here; a transaction costs one
 call rather than a proxy per request, and no browser task of its own after it ends.
 
-Schema (spec: "The job record"): the application-named database, version 1,
-object store ``jobs`` keyed on ``id``, indexes ``by_status``, ``by_group``,
-``by_group_status`` (compound) and ``by_next_retry``. ``next_retry_at`` is set
-only on pending records, so ``by_next_retry`` lists exactly the waiting work.
+Schema (spec: "The job record"): the application-named database, object store ``jobs``
+keyed on ``id``, indexes ``by_status``, ``by_group``, ``by_group_status`` (compound) and
+``by_next_retry``. ``next_retry_at`` is set only on pending records, so ``by_next_retry``
+lists exactly the waiting work. Version 2 adds the object store ``schedules``, keyed on
+``name``: the periodic schedules (pyjobq/core/schedule.py). The upgrade step creates only what
+is missing, so a database of either version (or none) upgrades alike.
 """
 
 from __future__ import annotations
@@ -53,14 +55,17 @@ from ..core.records import (
     malformed,
     shallow_json,
 )
+from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
 from ..core.view import Entry
 from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
 
-DB_VERSION = 1
+DB_VERSION = 2
 STORE = "jobs"
+#: The periodic schedules, keyed on ``name`` (version 2).
+SCHEDULES = "schedules"
 INDEXES: dict[str, Any] = {
     "by_status": "status",
     "by_group": "group",
@@ -127,10 +132,11 @@ def _error(what: str, error: Any) -> StorageError:
 class _Transaction:
     """One transaction: requests issued synchronously, one future for its end."""
 
-    def __init__(self, db: Any, mode: str, what: str) -> None:
+    def __init__(self, db: Any, mode: str, what: str, scope: Sequence[str] = (STORE,)) -> None:
         self.what = what
-        self.tx = db.transaction(STORE, mode)
-        self.store = self.tx.objectStore(STORE)
+        self.tx = db.transaction(scope[0] if len(scope) == 1 else to_js(list(scope)), mode)
+        #: The first object store of the scope (``jobs``, unless it is another's alone).
+        self.store = self.tx.objectStore(scope[0])
         self.future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
         self._proxies: list[Any] = []
         self.tx.oncomplete = self._proxy(lambda _e: self._finish(None))
@@ -144,6 +150,10 @@ class _Transaction:
         proxy = proxies.create(fn)
         self._proxies.append(proxy)
         return proxy
+
+    def object_store(self, name: str) -> Any:
+        """Another object store of this transaction's scope."""
+        return self.tx.objectStore(name)
 
     def then(self, request: Any, fn: Callable[[Any], None]) -> None:
         """Run ``fn(result)`` synchronously in the request's success event."""
@@ -429,7 +439,100 @@ class _OneCalls:
         return None
 
 
-class IndexedDBStore:
+class _ScheduleStore:
+    """The :class:`~pyjobq.core.ports.ScheduleStore` half of :class:`IndexedDBStore`: the
+    ``schedules`` object store (schema version 2), and the advance over it and ``jobs``."""
+
+    async def _tx(self, mode: str, what: str, scope: Sequence[str] = (STORE,)) -> _Transaction:
+        raise NotImplementedError  # IndexedDBStore's: its connection, opened lazily
+
+    async def schedules(self) -> list[Schedule]:
+        t = await self._tx("readonly", "schedules", (SCHEDULES,))
+        found: list[Any] = []
+        t.then(t.store.getAll(), found.append)
+        await t
+        schedules = (_schedule(value) for value in (found[0] if found else []))
+        return [s for s in schedules if s is not None]
+
+    async def put_schedule(self, name: str,
+                           apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
+        t = await self._tx("readwrite", "put_schedule", (SCHEDULES,))
+        stored: list[Schedule | None] = []
+
+        def read(value: Any) -> None:
+            current = _schedule(value)
+            if current is None and not _absent(value):
+                stored.append(None)  # not one of ours to overwrite (a newer pyjobq's, malformed)
+                return
+            new = apply(current)
+            if new is not None:
+                t.store.put(_to_js(new.to_dict()))
+            stored.append(current if new is None else new)
+
+        t.then(t.store.get(name), read)
+        await t
+        return stored[0] if stored else None
+
+    async def delete_schedule(self, name: str) -> Schedule | None:
+        t = await self._tx("readwrite", "delete_schedule", (SCHEDULES,))
+        deleted: list[Schedule] = []
+
+        def read(value: Any) -> None:
+            if _absent(value):
+                return
+            current = _schedule(value)
+            if current is not None or not _foreign_schedule(value):
+                t.store.delete(name)
+            if current is not None:
+                deleted.append(current)
+
+        t.then(t.store.get(name), read)
+        await t
+        return deleted[0] if deleted else None
+
+    async def advance_schedule(
+            self, name: str,
+            decide: Callable[[Schedule, JobRecord | None], Occurrence | None],
+    ) -> Occurrence | None:
+        # One transaction over both stores: the schedule read, then its last job read from the
+        # schedule's success event, then the decision and both writes from the job's — so the
+        # slot is decided on what this transaction read (pyjobq/core/ports.py, ScheduleStore).
+        t = await self._tx("readwrite", "advance_schedule", (STORE, SCHEDULES))
+        schedules = t.object_store(SCHEDULES)
+        applied: list[Occurrence] = []
+
+        def write(current: Schedule, previous: JobRecord | None) -> None:
+            decided = decide(current, previous)
+            if decided is None:
+                return
+            schedules.put(_to_js(decided.schedule.to_dict()))
+            if decided.job is not None:
+                t.store.add(_to_js(decided.job.to_dict()))  # an existing id aborts it all
+            applied.append(decided)
+
+        def read_schedule(value: Any) -> None:
+            current = _schedule(value)
+            if current is None:
+                return
+            if current.last_job_id is None:
+                write(current, None)
+                return
+            t.then(t.store.get(current.last_job_id),
+                   lambda job: write(current, _previous_job(job)))
+
+        t.then(schedules.get(name), read_schedule)
+        try:
+            await t
+        except StorageError as exc:
+            if "ConstraintError" in str(exc):
+                raise KeyError(f"advancing schedule {name!r}: its occurrence's job id already "
+                               "exists") from None
+            raise
+        return applied[0] if applied else None
+
+
+
+class IndexedDBStore(_ScheduleStore):
     """:class:`~pyjobq.core.ports.Store` over the application-named IndexedDB database.
 
     When another tab opens the database at a newer version (``versionchange``), the
@@ -473,12 +576,15 @@ class IndexedDBStore:
             return p
 
         def upgrade(_event: Any) -> None:
+            # Each step creates only what is missing: from no database, version 1 or 2 alike.
             db = request.result
             if not db.objectStoreNames.contains(STORE):
                 store = db.createObjectStore(STORE, _to_js({"keyPath": "id"}))
                 for name, key_path in INDEXES.items():
                     store.createIndex(name,
                                       to_js(key_path) if isinstance(key_path, list) else key_path)
+            if not db.objectStoreNames.contains(SCHEDULES):
+                db.createObjectStore(SCHEDULES, _to_js({"keyPath": "name"}))
 
         def fail(_event: Any) -> None:
             if not opened.done():
@@ -543,11 +649,11 @@ class IndexedDBStore:
             raise DatabaseUpgradedError(self.upgraded)
         await self._one_calls.run(db, what, keys, values, decide)
 
-    async def _tx(self, mode: str, what: str) -> _Transaction:
+    async def _tx(self, mode: str, what: str, scope: Sequence[str] = (STORE,)) -> _Transaction:
         db = await self._open()
         if self.upgraded is not None:  # upgraded while this operation waited for the open
             raise DatabaseUpgradedError(self.upgraded)
-        return _Transaction(db, mode, what)
+        return _Transaction(db, mode, what, scope)
 
     # ------------------------------------------------------------ the Store contract
 
@@ -776,3 +882,43 @@ class IndexedDBStore:
 
     async def all(self) -> list[JobRecord]:
         return await self._get_all(None, None, "all")
+
+
+def _absent(value: Any) -> bool:
+    return value is None or value is jsnull
+
+
+def _schedule_data(value: Any) -> Any:
+    return _nulls_to_none(value.to_py()) if hasattr(value, "to_py") else value
+
+
+def _schedule(value: Any) -> Schedule | None:
+    """A stored schedule; None for none, a malformed value (logged) or a newer pyjobq's."""
+    if _absent(value):
+        return None
+    try:
+        return Schedule.from_dict(_schedule_data(value))
+    except ScheduleError as exc:
+        if not exc.foreign:
+            log.error("pyjobq: skipping a stored schedule that is not one: %s", exc)
+        return None
+    except Exception as exc:  # a value to_py cannot read
+        log.error("pyjobq: skipping a stored schedule that cannot be read: %s", exc)
+        return None
+
+
+def _foreign_schedule(value: Any) -> bool:
+    data = _schedule_data(value)
+    version = data.get("v") if isinstance(data, dict) else None
+    return isinstance(version, (int, float)) and not isinstance(version, bool) \
+        and version > SCHEDULE_VERSION
+
+
+def _previous_job(value: Any) -> JobRecord | None:
+    """The last occurrence's job as read in the advance; None for none, or one that is not a
+    record (failed by the next read that meets it) or a newer pyjobq's."""
+    if _absent(value):
+        return None
+    bad: list[tuple[Any, JobRecord]] = []
+    record = _decode(value, bad, quiet=True)
+    return None if bad else record

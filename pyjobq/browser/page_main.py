@@ -246,8 +246,9 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
             f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED,
             worker_message=reason))
 
+    store = IndexedDBStore(settings.db_name, on_upgraded=upgraded)
     requests = in_process(
-        store=IndexedDBStore(settings.db_name, on_upgraded=upgraded), source=requests_source,
+        store=store, schedules=store, source=requests_source,
         clock=LoopClock(), lock_name=settings.lock_name, locks=WebLocks(),
         # Its own channel object: the worker, in this tab, hears its news there too.
         channel=BroadcastChannelPort(settings.channel_name),

@@ -57,8 +57,10 @@ def start(params_json: str, early: Any) -> None:
     # Beside the scheduler on the same link: it logs what is not one of ours.
     link.subscribe(Router("pyjobq worker", {"debug_counts": lambda msg: _debug_counts(link, msg)},
                           quiet=True))
+    store = IndexedDBStore(params["db"], on_upgraded=lambda reason: _upgraded(link, reason))
     scheduler = Scheduler(
-        store=IndexedDBStore(params["db"], on_upgraded=lambda reason: _upgraded(link, reason)),
+        store=store,
+        schedules=store,
         locks=WebLocks(),
         channel=BroadcastChannelPort(params["channel"]),
         link=link,

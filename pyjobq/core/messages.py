@@ -96,6 +96,13 @@ SCHEMA: dict[str, MessageType] = {
                           "answered once that run settled.", job_type=_STR, request_id=_OPT_STR),
     "resume_type": _type(PAGE, "Unpark a suspended type's jobs.", job_type=_STR,
                          request_id=_OPT_STR),
+    "schedule": _type(PAGE, "Store a periodic schedule's definition (``ScheduleDefinition."
+                      "to_message``; pyjobq/core/schedule.py); answered with it as stored.",
+                      schedule=(dict,), request_id=_OPT_STR),
+    "unschedule": _type(PAGE, "Delete a periodic schedule by ``name`` (its jobs stay).",
+                        name=_STR, request_id=_OPT_STR),
+    "schedules": _type(PAGE, "Every stored periodic schedule; answered in a ``reply``.",
+                       request_id=_STR),
     "debug_counts": _type(PAGE, "A debugging aid: the worker's live proxy and listener counts "
                           "(pyjobq/browser/proxies.py); answered in a ``reply``.",
                           request_id=_STR, trace=(bool, type(None))),
@@ -134,6 +141,9 @@ SCHEMA: dict[str, MessageType] = {
     "job-update": _type(NEWS, "Records as just stored or deleted (``jobs``: one transaction's "
                         "batch, ``job`` its first for older receivers).",
                         job=(dict,), source=_STR, jobs=(list, type(None))),
+    "schedule-update": _type(NEWS, "A periodic schedule ``name`` was stored, changed or deleted: "
+                             "the lease holder reads the schedules again.",
+                             source=_STR, name=_STR),
     # ------------------------------------------------------------ the worker's life
     "worker_alive": _type(SCHEDULER, "The worker's script runs (no Pyodide yet): it fetches the "
                           "distribution's files now."),

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, S
 # import it from .errors.
 from .errors import LockStolen as LockStolen
 from .records import JobRecord
+from .schedule import Occurrence, Schedule
 from .status import Status
 from .view import Entry
 
@@ -143,6 +144,43 @@ class Store(Protocol):
 
     async def all(self) -> list[JobRecord]:
         """Every record, oldest first."""
+
+
+class ScheduleStore(Protocol):
+    """Stored periodic schedules (pyjobq/core/schedule.py), keyed on ``name``, beside the jobs.
+
+    The same contract as :class:`Store`: every method is one atomic transaction, records come
+    back as new objects, calls take effect in the order they were made. A stored value that is
+    not a schedule is skipped by every read (and logged); a newer pyjobq's is left as it is.
+    Both stores implement it (tests/store_contract.py).
+    """
+
+    async def schedules(self) -> list[Schedule]:
+        """Every stored schedule, by name; [] when none."""
+
+    async def put_schedule(self, name: str,
+                           apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
+        """One read-modify-write of schedule ``name``: ``apply`` gets the stored one (None: none)
+        and returns what to store, or None to leave it. Returns what is stored afterwards."""
+
+    async def delete_schedule(self, name: str) -> Schedule | None:
+        """Delete schedule ``name``; returns it as it was, or None when there was none. Its
+        jobs stay (they are jobs like any other)."""
+
+    async def advance_schedule(
+            self, name: str,
+            decide: Callable[[Schedule, JobRecord | None], Occurrence | None],
+    ) -> Occurrence | None:
+        """One transaction over the schedules and the jobs: read schedule ``name`` and the job
+        of its last occurrence (``last_job_id``; None when it has none or it is gone), call
+        ``decide`` with both, and store what it answers — the advanced schedule, and its job
+        added (an existing id raises ``KeyError`` and changes nothing). Returns the occurrence
+        applied; None when there is no such schedule or ``decide`` answered None.
+
+        This is what makes each slot enqueued once per origin: the decision is taken on what
+        this transaction read, so of two tabs deciding on one slot the second finds it
+        accounted for.
+        """
 
 
 class Clock(Protocol):

@@ -13,7 +13,8 @@ for what other tabs' news names — read again from the store, never taken from 
 news. Each time round its loop it
 
 1. reads again what news named, and the whole view once a recheck is due;
-2. sweeps old ``done`` records when a sweep is due (pyjobq/engine/sweeper.py);
+2. sweeps old ``done`` records when a sweep is due (pyjobq/engine/sweeper.py), and enqueues
+   the due slots of the stored schedules (pyjobq/engine/periodic.py);
 3. recovers running records no page of ours has in flight (not on leases);
 4. returns paused jobs whose yield lock nobody holds exclusively;
 5. starts the oldest due job of every idle lane (:func:`pyjobq.core.lanes.plan_starts`
@@ -50,6 +51,7 @@ from ..core.view import Entry, QueueView
 from .calls import EngineBasics, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
+from .periodic import Periodic
 from .runlocks import Release, RunLocks, WakeTimer, no_release
 from .sweeper import Sweeper
 
@@ -63,6 +65,8 @@ class PassEngine(EngineBasics):
     #: The engine's one retry timer: armed while lanes run (:meth:`Pass.wake_after` says when).
     retry_timer: WakeTimer
     sweeper: Sweeper
+    #: The stored schedules: each look enqueues their due slots (lease holder only).
+    periodic: Periodic
     control: PassControl
     write: Write
     #: Posts ``run`` for a claim that committed (pyjobq/engine/handoff.py).
@@ -128,6 +132,7 @@ class Pass:
                 self._looked_at = self._e.clock.now()
                 await self._catch_up()
                 await self._e.sweeper.look()
+                await self._e.periodic.look()
                 if self._e.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
@@ -147,6 +152,7 @@ class Pass:
                     await control.wait()
         finally:
             self._view = None
+            self._e.periodic.forget()
             self._e.run_locks.drop_prefetched()
 
     async def _read_view(self) -> bool:

@@ -39,6 +39,7 @@ what it uses — callables, or a frozen record of them (``PassEngine``, ``Reques
   :mod:`pyjobq.engine.requests`;
 * the news it publishes — :mod:`pyjobq.engine.publisher`;
 * the retention sweep — :mod:`pyjobq.engine.sweeper`;
+* periodic work: the stored schedules' looks, timer and requests — :mod:`pyjobq.engine.periodic`;
 * the mode, one frozen value — :mod:`pyjobq.core.mode`.
 
 What stays here: the lifecycle, the lease and the loop that holds it, the message router,
@@ -77,7 +78,17 @@ from ..core.backoff import make_backoff
 from ..core.messages import make
 from ..core.mode import JOB_QUEUE, Mode
 from ..core.mode import RETENTION_MS as RETENTION_MS  # re-exported (__all__)
-from ..core.ports import Change, Channel, Clock, Lease, Link, LockManager, Store, Updated
+from ..core.ports import (
+    Change,
+    Channel,
+    Clock,
+    Lease,
+    Link,
+    LockManager,
+    ScheduleStore,
+    Store,
+    Updated,
+)
 from ..core.records import JobRecord
 from ..core.router import Router
 from ..core.status import ONLY_PENDING, Status
@@ -86,6 +97,7 @@ from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
 from .lease import LEASE_MESSAGES, LockLease
 from .passes import Pass, PassEngine
+from .periodic import Periodic, PeriodicEngine
 from .publisher import Publisher
 from .requests import RequestEngine, RequestTable
 from .runlocks import RunLocks, WakeTimer
@@ -122,6 +134,7 @@ class Scheduler:
         mode: Mode = JOB_QUEUE,
         backoff: Callable[[int], float] | None = None,
         lease: Lease | None = None,
+        schedules: ScheduleStore | None = None,
     ) -> None:
         """The engine of one of pyjobq's queues, named by ``mode`` (pyjobq/core/mode.py).
 
@@ -132,6 +145,9 @@ class Scheduler:
             lease: the processor lease; default a :class:`~pyjobq.engine.lease.LockLease` on
                 ``lock_name`` held by this scheduler. A worker whose page has a document
                 gets a :class:`~pyjobq.engine.lease.LinkLease` (the page holds the lock).
+            schedules: where periodic schedules are stored (the job queue's store, as a
+                :class:`~pyjobq.core.ports.ScheduleStore`); None: this engine keeps none and
+                refuses the schedule requests (pyjobq/engine/periodic.py).
         """
         if not isinstance(mode, Mode):
             raise TypeError("mode must be a pyjobq.core.mode.Mode (JOB_QUEUE, VOLATILE or "
@@ -167,6 +183,10 @@ class Scheduler:
         #: mode.retention_ms.
         self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
+        #: The stored schedules' looks, timer and requests (pyjobq/engine/periodic.py).
+        self._periodic = Periodic(PeriodicEngine(
+            schedules, clock, publish=self.publish_many,
+            announce=self._announce_schedule, wake=self.wake))
         self._wire(handshake_timeout_ms)
 
     def _wire(self, handshake_ms: float) -> None:
@@ -181,12 +201,13 @@ class Scheduler:
             volatile=mode.volatile, clock=clock, store=store, flights=self.flights, send=link.send,
             write=self.write, publish=self.publish_many, wake=self.wake,
             abandon=self._handoff.abandon))
+        self._requests.table.update(self._periodic.handlers)
         #: The pass: its view of the queue, its looks, claims and parks (pyjobq/engine/passes.py).
         self._pass = Pass(PassEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
-            retry_timer=self._retry_timer, sweeper=self._sweeper, control=self._control,
-            write=self.write, hand_off=self._handoff.hand_off))
+            retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
+            control=self._control, write=self.write, hand_off=self._handoff.hand_off))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -210,8 +231,9 @@ class Scheduler:
                 **{kind: self._answer for kind in requests.table},
             }, ignore=LEASE_MESSAGES | {"debug_counts"},  # the LinkLease's; the worker host's
                 refuse=requests.refuse)),
-            self._channel.subscribe(Router("pyjobq scheduler", {"job-update": self._on_news},
-                                           kind="channel")),
+            self._channel.subscribe(Router("pyjobq scheduler", {
+                "job-update": self._on_news,
+                "schedule-update": self._live(self._on_schedule_news)}, kind="channel")),
         ]
         self.link.send(make("ready", source=self._source))
         self.wake()
@@ -227,6 +249,7 @@ class Scheduler:
         """
         self._control.stop()
         self._sweeper.stop()
+        self._periodic.stop()
         self._run_locks.drop_prefetched()
         self._retry_timer.clear()
         self._handoff.stop()
@@ -419,6 +442,23 @@ class Scheduler:
         # other tab finishes normally, our pass finds nothing to do and ends.
         if not self.mode.volatile and not job.get("volatile") and not job.get("progress_only") \
                 and job.get("status") in (Status.PENDING.value, Status.RUNNING.value):
+            self.wake()
+
+    @property
+    def periodic(self) -> Periodic:
+        """The stored schedules' part (its counts: ``enqueued``, ``skipped``)."""
+        return self._periodic
+
+    def _announce_schedule(self, name: str) -> None:
+        try:
+            self._channel.post(make("schedule-update", source=self._source, name=name))
+        except Exception as exc:  # a closed channel: other tabs find it at their next pass
+            log.info("pyjobq: could not announce schedule %r: %s", name, exc)
+
+    def _on_schedule_news(self, msg: dict[str, Any]) -> None:
+        # Another tab changed a schedule: the holder reads them again (a tab in line queues up).
+        if msg["source"] != self._source:
+            self._periodic.heard()
             self.wake()
 
     def _progress(self, msg: dict[str, Any]) -> None:

@@ -32,8 +32,9 @@ def start(settings: Settings) -> ExecutorSide:
 def start_memory(settings: Settings, source: str) -> ExecutorSide:
     """The queue on plain CPython: its scheduler in this process, on the process's store."""
     hub = _shared_hub()
+    store = hub.stores.setdefault(settings.db_name, MemoryStore())
     engine = in_process(
-        store=hub.stores.setdefault(settings.db_name, MemoryStore()), source=source,
+        store=store, schedules=store, source=source,
         clock=LoopClock(), lock_name=settings.lock_name, locks=hub.locks.client(),
         channel=hub.channels.channel(settings.channel_name),
         yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms)

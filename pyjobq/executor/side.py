@@ -52,6 +52,7 @@ from ..core.records import (
     new_id,
 )
 from ..core.router import Router
+from ..core.schedule import ScheduleDefinition
 from ..handle import Job, JobUpdate, known_status
 from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
 from .client import EngineClient
@@ -197,7 +198,8 @@ class ExecutorSide:
         for own in sorted(self._own_sources):
             channel.ignore_source(own)  # its news comes over the link; the channel's is an echo
         self._unsubscribe = [channel.subscribe(Router(
-            "pyjobq", {"job-update": self._news}, kind="channel"))]
+            "pyjobq", {"job-update": self._news}, kind="channel",
+            ignore={"schedule-update"}))]  # the schedulers' news
         self._channel_open = True
         #: The page-held processor lease when this side has a document and its worker is in
         #: line for it (a new one for each worker the page starts); None in a worker host, in
@@ -424,6 +426,22 @@ class ExecutorSide:
 
     def wake(self) -> None:
         self.persistent.send(make("wake"))
+
+    # ------------------------------------------------------------ periodic schedules
+
+    def schedule(self, definition: ScheduleDefinition) -> Coroutine[Any, Any, dict[str, Any]]:
+        """Store a periodic schedule's definition (pyjobq/scheduling.py); returns it as stored."""
+        return _reply(self.persistent.request(
+            make("schedule", schedule=definition.to_message())), dict)
+
+    def unschedule(self, name: str) -> Coroutine[Any, Any, bool]:
+        """Delete the stored schedule ``name``; returns whether there was one. Its jobs stay."""
+        check_str(name, "unschedule(name)", "a schedule's name, a str")
+        return _reply(self.persistent.request(make("unschedule", name=name)), bool)
+
+    def schedules(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+        """Every stored periodic schedule, as stored."""
+        return _reply(self.persistent.request(make("schedules")), list)
 
     def back_online(self) -> None:
         """The page came back online: jobs waiting out an offline failure become due now —

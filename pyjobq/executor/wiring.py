@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, TypedDict, Unpack
 
 from ..core.mode import Mode
-from ..core.ports import Channel, Clock, Lease, Link, LockManager, Store
+from ..core.ports import Channel, Clock, Lease, Link, LockManager, ScheduleStore, Store
 from ..engine.scheduler import Scheduler
 from ..memory import ChannelHub, LockHub, MemoryLink, link_pair
 
@@ -37,6 +37,7 @@ class SchedulerOptions(TypedDict, total=False):
     mode: Mode
     backoff: Callable[[int], float] | None
     lease: Lease | None
+    schedules: ScheduleStore | None
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,8 @@ class GuardedStore:
     """
 
     #: The store operations that write.
-    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status")
+    WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status",
+              "put_schedule", "delete_schedule", "advance_schedule")
 
     def __init__(self, store: MemoryStore, tab: "Tab") -> None:
         self._store, self._tab = store, tab
@@ -151,6 +152,10 @@ class GuardedStore:
                 self._tab.world.violations.append(
                     f"dead tab {self._tab.name} wrote to the store ({name})")
             result = await attr(*args, **kw)
+            if name == "advance_schedule" and result is not None and result.job is not None:
+                # Every periodic occurrence enqueued, by whom: the once-per-slot oracle's input.
+                self._tab.world.occurrences.append(
+                    (result.schedule.name, result.slot, self._tab.name))
             if hook is not None:  # ... or just after it, before the tab acts on what it did
                 await hook(self._tab, name, "after", args)
             return result
@@ -435,10 +440,12 @@ class Tab:
                    channel: FreezableChannel, source: str, lease: Lease | None, *,
                    clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
         world = self.world
+        store = GuardedStore(world.store, self)
         options: SchedulerOptions = {**self._worker_args, "random": world.random,
-                                     "is_online": lambda: world.online, "lease": lease}
+                                     "is_online": lambda: world.online, "lease": lease,
+                                     "schedules": store}
         scheduler = in_process(
-            store=GuardedStore(world.store, self), source=source, clock=clock or self.clock,
+            store=store, source=source, clock=clock or self.clock,
             lock_name=LOCK, locks=locks, channel=channel, ends=ends,
             wrap=lambda end: _TabLink(end, self, page=page),
             **options).scheduler
@@ -654,6 +661,9 @@ class World:
         #: Awaited around every store write of a tab (:class:`GuardedStore`): where a test freezes
         #: or crashes a tab in the middle of a pass. None: no hook.
         self.store_hook: StoreHook | None = None
+        #: Every periodic occurrence a tab's store call enqueued, in order: (schedule name, slot,
+        #: tab name). Each (name, slot) must appear once (once per origin).
+        self.occurrences: list[tuple[str, float, str]] = []
         #: Called as a tab's worker posts a message to its page (:data:`LinkHook`): where a test
         #: freezes a tab or blocks its page at the moment ``run`` is posted. None: no hook.
         self.link_hook: LinkHook | None = None

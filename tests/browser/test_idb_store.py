@@ -83,8 +83,9 @@ async def test_schema_and_indexes(selenium):
     store = IndexedDBStore("schema-check")
     await store.add([NewJob(id="a", reconstructor="fetch", params=None, group="g").to_record(5.0)])
     db = await store._open()
-    assert db.version == 1
-    assert list(db.objectStoreNames) == ["jobs"]
+    assert db.version == 2
+    assert list(db.objectStoreNames) == ["jobs", "schedules"]
+    assert db.transaction("schedules").objectStore("schedules").keyPath == "name"
     tx = db.transaction("jobs")
     jobs = tx.objectStore("jobs")
     assert jobs.keyPath == "id"
@@ -422,3 +423,67 @@ async def _contract_without_batches(selenium, contract_source):
     finally:
         idb._batch, idb._batch_refused = saved
     assert failures == [], "\n".join(failures)
+
+
+def test_indexeddb_store_meets_the_schedule_contract(selenium):
+    _schedule_contract_in_pyodide(selenium, CONTRACT)
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def _schedule_contract_in_pyodide(selenium, contract_source):
+    import types
+
+    from pyjobq.browser.idb import IndexedDBStore
+
+    contract = types.ModuleType("store_contract")
+    exec(compile(contract_source, "store_contract.py", "exec"), contract.__dict__)
+    failures = []
+    for n, check in enumerate(contract.SCHEDULE_CHECKS):
+        store = IndexedDBStore(f"schedule-contract-{n}")
+        try:
+            await check(store)
+        except Exception as exc:  # collect every broken clause, not just the first
+            failures.append(f"{check.__name__}: {type(exc).__name__}: {exc}")
+        finally:
+            store.close()
+    assert failures == [], "\n".join(failures)
+    assert len(contract.SCHEDULE_CHECKS) >= 6
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_a_version_1_database_upgrades_keeping_its_jobs(selenium):
+    """A database made by the version-1 schema (jobs only) opens at version 2: the upgrade adds
+    the schedules store and keeps every job."""
+    import asyncio
+
+    import js
+    from pyodide.ffi import create_proxy, to_js
+
+    from pyjobq.browser.idb import IndexedDBStore
+
+    opened = asyncio.get_event_loop().create_future()
+    request = js.indexedDB.open("v1-upgrade", 1)
+
+    def upgrade(_event):
+        store = request.result.createObjectStore("jobs", to_js({"keyPath": "id"},
+                                                               dict_converter=js.Object.fromEntries))
+        for name, path in (("by_status", "status"), ("by_group", "group"),
+                           ("by_next_retry", "next_retry_at")):
+            store.createIndex(name, path)
+        store.createIndex("by_group_status", to_js(["group", "status"]))
+        store.put(to_js({"id": "old", "type": "t", "status": "done", "attempts": 1,
+                         "max_attempts": 5, "created_at": 1.0, "updated_at": 2.0,
+                         "_reconstructor": "fetch", "_params": None},
+                        dict_converter=js.Object.fromEntries))
+
+    handlers = [create_proxy(upgrade), create_proxy(lambda _e: opened.set_result(request.result))]
+    request.onupgradeneeded, request.onsuccess = handlers
+    (await opened).close()
+    for proxy in handlers:
+        proxy.destroy()
+    store = IndexedDBStore("v1-upgrade")
+    try:
+        assert [r.id for r in await store.all()] == ["old"]
+        assert await store.schedules() == []
+    finally:
+        store.close()

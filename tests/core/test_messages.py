@@ -29,6 +29,10 @@ VALID = [
     make("reply", request_id="r", ok=True, value=3),
     make("ready", source="s"),
     make("job-update", job={"id": "j"}, source="s"),
+    make("schedule", schedule={"name": "tidy", "every_ms": 60_000}, request_id="r"),
+    make("unschedule", name="tidy", request_id=None),
+    make("schedules", request_id="r"),
+    make("schedule-update", source="s", name="tidy"),
     make("progress", job_id="j"),
     make("stopped", reason="reload this page"),
     make("debug_counts", request_id="r"),
@@ -119,7 +123,8 @@ def test_every_message_type_says_who_sends_it_and_what_it_says() -> None:
     for name, kind in SCHEMA.items():
         assert kind.sender in (PAGE, SCHEDULER, NEWS, WAITING, HOLDER), name
         assert kind.doc.strip().endswith("."), name
-    assert [name for name, kind in SCHEMA.items() if kind.sender == NEWS] == ["job-update"]
+    assert [name for name, kind in SCHEMA.items() if kind.sender == NEWS] == [
+        "job-update", "schedule-update"]
 
 
 def test_every_message_type_has_a_valid_example_here() -> None:

@@ -37,8 +37,8 @@ json.dumps({"id": job.id, "status": out.status, "result": out.result, "http_stat
     const record = await new Promise((resolve) => { const q = store.get(id); q.onsuccess = () => resolve(q.result); });
     return { version: db.version, names, indexes, record };
   }, outcome.id);
-  expect(stored.version).toBe(1);
-  expect(stored.names).toEqual(["jobs"]);
+  expect(stored.version).toBe(2);
+  expect(stored.names).toEqual(["jobs", "schedules"]);
   expect(stored.indexes).toEqual(["by_group", "by_group_status", "by_next_retry", "by_status"]);
   expect(stored.record.status).toBe("done");
   expect(stored.record._params).toEqual({ method: "POST", path: "/api/echo/notes", body: { text: "hello" } });

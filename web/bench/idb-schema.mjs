@@ -1,5 +1,6 @@
 // pyjobq's IndexedDB schema (pyjobq/browser/idb.py), restated in JS for the raw baselines
-// and for seeding: database version 1, store "jobs" keyed on id, four indexes.
+// and for seeding: database version 2, store "jobs" keyed on id, four indexes, and store
+// "schedules" keyed on name (each created only if missing, as the upgrade step there does).
 export const INDEXES = {
   by_status: "status",
   by_group: "group",
@@ -9,10 +10,14 @@ export const INDEXES = {
 
 export function openDb(name) {
   return new Promise((resolve, reject) => {
-    const req = indexedDB.open(name, 1);
+    const req = indexedDB.open(name, 2);
     req.onupgradeneeded = () => {
-      const store = req.result.createObjectStore("jobs", { keyPath: "id" });
-      for (const [index, keyPath] of Object.entries(INDEXES)) store.createIndex(index, keyPath);
+      const db = req.result;
+      if (!db.objectStoreNames.contains("jobs")) {
+        const store = db.createObjectStore("jobs", { keyPath: "id" });
+        for (const [index, keyPath] of Object.entries(INDEXES)) store.createIndex(index, keyPath);
+      }
+      if (!db.objectStoreNames.contains("schedules")) db.createObjectStore("schedules", { keyPath: "name" });
     };
     req.onsuccess = () => resolve(req.result);
     req.onerror = () => reject(req.error);

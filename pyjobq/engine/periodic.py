@@ -1,0 +1,206 @@
+"""Periodic work: the lease holder enqueues each due slot of the stored schedules, once.
+
+Where it runs: the looks (:meth:`Periodic.look`) only in the job queue's mode, on the lease
+holder — the scheduler worker that processes; the requests (``schedule``, ``unschedule``,
+``schedules``) on whichever engine answers a page's requests (the worker, or the waiting tab's
+request scheduler in the page). Inert where the engine was given no
+:class:`~pyjobq.core.ports.ScheduleStore` (volatile jobs, the outbox).
+
+Theory of operation
+-------------------
+The schedules are stored (pyjobq/core/schedule.py has the record and its rules). A page that
+defines one sends ``schedule``; whichever engine answers stores it (one read-modify-write: a new
+schedule starts at the next slot, a changed one keeps what was accounted for) and says so on the
+channel (``schedule-update``), so the lease holder — in any tab — reads the schedules again and
+wakes for the new one's first slot.
+
+The pass calls :meth:`Periodic.look` each time round its loop, as it calls the sweeper. A look
+reads the schedules (once a pass, and again after news of a change or an advance that found the
+store moved on), and for each one with a slot due takes it in one transaction with the
+schedule's advance (``ScheduleStore.advance_schedule``): the decision
+(:func:`~pyjobq.core.schedule.occurrence`) is made there on what that transaction read, so a
+slot is enqueued once per origin however many tabs decide on it — a tab that took the lease
+from a frozen holder, and the frozen holder when it thaws, both decide and one of them finds
+the slot accounted for. The occurrence's job is published like any enqueue (the table and
+``job-update`` show it) and the same look's claims start it.
+
+Then one timer is armed for the earliest next slot, which wakes the engine: the holder makes
+a pass at that moment, with no polling. Liveness: an awake holder enqueues a slot at its
+moment (its timer, then one look); a tab that takes the lease looks at once (its first pass
+reads the schedules), so a slot due during a takeover is enqueued when the lease moves — at
+most the lease watch's bound (about a minute) for a frozen worker host, at once for a page,
+which lets go when frozen. With no tab of the origin open nothing runs; the next one to open
+enqueues the latest missed slot once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from ..core.errors import PyjobqError
+from ..core.ports import Clock, ScheduleStore, Timer
+from ..core.records import JobRecord
+from ..core.schedule import (
+    Schedule,
+    ScheduleDefinition,
+    define,
+    due_slot,
+    earliest_wake,
+    occurrence,
+)
+from .calls import Publish
+
+log = logging.getLogger("pyjobq")
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class PeriodicEngine:
+    """What the periodic part uses of its engine (pyjobq/engine/scheduler.py makes it)."""
+
+    #: Where the schedules are stored; None: this engine keeps none (volatile jobs, the outbox).
+    schedules: ScheduleStore | None
+    clock: Clock
+    #: Publishes the jobs it enqueued (a ``job-update``, and the pass's view sees them).
+    publish: Publish
+    #: Says on the channel that schedule ``name`` changed (``schedule-update``).
+    announce: Callable[[str], None]
+    #: Process soon: a schedule changed, or a slot came due.
+    wake: Callable[[], None]
+
+
+class Periodic:
+    """The stored schedules' looks, timer and requests, for one engine."""
+
+    def __init__(self, engine: PeriodicEngine) -> None:
+        self._e = engine
+        #: The schedules as last read, by name; None: read them at the next look.
+        self._known: dict[str, Schedule] | None = None
+        self._timer: Timer | None = None
+        self._stopped = False
+        #: Occurrences this engine enqueued and slots it skipped (coalesced): for tests and logs.
+        self.enqueued = 0
+        self.skipped = 0
+        self.handlers: dict[str, Handler] = {
+            "schedule": self.schedule,
+            "unschedule": self.unschedule,
+            "schedules": self.list_schedules,
+        }
+
+    # ------------------------------------------------------------ what the engine tells it
+
+    def heard(self) -> None:
+        """A schedule changed (news, or a request here): read them again at the next look."""
+        self._known = None
+
+    def forget(self) -> None:
+        """The pass ended: the next pass reads the schedules again (the lease may have moved,
+        and another holder advanced them meanwhile)."""
+        self._known = None
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._clear_timer()
+
+    # ------------------------------------------------------------ the look (lease holder only)
+
+    async def look(self) -> None:
+        """From inside a pass: enqueue every due slot (each in its own transaction with its
+        schedule's advance), then arm the wake for the earliest next slot."""
+        store = self._e.schedules
+        if store is None or self._stopped:
+            return
+        if self._known is None:
+            self._known = {s.name: s for s in await store.schedules()}
+        now = self._e.clock.now()
+        moved = False
+        for name, schedule in sorted(self._known.items()):
+            if due_slot(schedule, now) is None:
+                continue
+            advanced = await store.advance_schedule(
+                name, lambda current, previous: occurrence(current, previous, now))
+            if advanced is None:
+                moved = True  # another tab took the slot, or the schedule went: read again
+                continue
+            self._known[name] = advanced.schedule
+            if advanced.job is not None:
+                self.enqueued += 1
+                log.info("pyjobq: periodic %r enqueued its occurrence at slot %d as %s", name,
+                         advanced.slot, advanced.job.id)
+                self._published(advanced.job)
+            else:
+                self.skipped += 1
+                log.info("pyjobq: periodic %r skipped slot %d: its previous occurrence %s is "
+                         "still unfinished", name, advanced.slot, schedule.last_job_id)
+        if moved:
+            self._known = {s.name: s for s in await store.schedules()}
+        self._arm(now)
+
+    def _published(self, job: JobRecord) -> None:
+        self._e.publish([job])
+
+    def _arm(self, now: float) -> None:
+        self._clear_timer()
+        if self._stopped or not self._known:
+            return
+        wake_at = earliest_wake(self._known)
+        if wake_at is not None:
+            # A slot the stored schedule still shows due (read again just now) fires at once
+            # only once: the next look advances it or reads it as moved on.
+            self._timer = self._e.clock.call_later(max(0.0, wake_at - now), self._due)
+
+    def _due(self) -> None:
+        self._timer = None
+        self._e.wake()
+
+    def _clear_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ------------------------------------------------------------ requests (any engine)
+
+    def _store(self, what: str) -> ScheduleStore:
+        if self._e.schedules is None:
+            raise PyjobqError(f"{what}: this queue keeps no schedules (periodic work is the "
+                              "persistent job queue's, not volatile jobs' or the outbox's)")
+        return self._e.schedules
+
+    async def schedule(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """Store a schedule's definition (``msg["schedule"]``); returns it as stored."""
+        store = self._store("schedule")
+        definition = ScheduleDefinition.from_message(msg["schedule"])
+        now = self._e.clock.now()
+        changed: list[Schedule] = []
+
+        def apply(current: Schedule | None) -> Schedule | None:
+            new = define(current, definition, now)
+            if new is not None:
+                changed.append(new)
+            return new
+
+        stored = await store.put_schedule(definition.name, apply)
+        if stored is None:
+            raise PyjobqError(f"schedule {definition.name!r} is stored by a newer pyjobq (or is "
+                              "not a schedule): left as it is; unschedule it to replace it")
+        if changed:
+            self._changed(definition.name)
+        return stored.to_dict()
+
+    async def unschedule(self, msg: dict[str, Any]) -> bool:
+        """Delete schedule ``msg["name"]``; returns whether there was one. Its jobs stay."""
+        deleted = await self._store("unschedule").delete_schedule(msg["name"])
+        if deleted is not None:
+            self._changed(msg["name"])
+        return deleted is not None
+
+    async def list_schedules(self, _msg: dict[str, Any]) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in await self._store("schedules").schedules()]
+
+    def _changed(self, name: str) -> None:
+        self.heard()
+        self._e.announce(name)
+        self._e.wake()

@@ -1,0 +1,223 @@
+"""``@pyjobq.periodic``: an ``async def`` run once per slot of ``every``, once per origin.
+
+Importable before the queue, like :func:`pyjobq.configure`: importing this module or applying
+the decorator neither imports :mod:`pyjobq.queue` nor reads the configured names. A schedule
+takes effect when the queue starts (:mod:`pyjobq.queue` calls :func:`started`), or at once if it
+has: its function is registered as the reconstructor of its jobs, and its definition is stored
+(the ``schedule`` request), whence the lease holder — in whichever tab — enqueues each due
+slot once (pyjobq/engine/periodic.py; the rules: pyjobq/core/schedule.py, docs/periodic.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, Coroutine, Generic, ParamSpec, Protocol, TypeVar
+
+from .abort import AbortSignal
+from .core.errors import InvalidJobError, PyjobqError
+from .core.records import DEFAULT_MAX_ATTEMPTS
+from .core.schedule import MIN_EVERY_MS, ScheduleDefinition
+
+__all__ = ["Periodic", "periodic", "started"]
+
+log = logging.getLogger("pyjobq")
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _Queue(Protocol):
+    """What a schedule uses of the running queue (an ExecutorSide)."""
+
+    def register_reconstructor(self, name: str, factory: Callable[[Any], Any]) -> None: ...
+
+    def schedule(self, definition: ScheduleDefinition) -> Coroutine[Any, Any, Any]: ...
+
+    def unschedule(self, name: str) -> Coroutine[Any, Any, bool]: ...
+
+
+#: The schedules this page defined, by name, in the order they were defined.
+_defined: dict[str, "Periodic[..., Any]"] = {}
+#: The running queue, once it started (:func:`started`).
+_queue: _Queue | None = None
+
+
+class Periodic(Generic[_P, _R]):
+    """A periodic function: calling it calls the function itself; the queue runs it once per
+    slot (:func:`periodic`).
+
+    Attributes:
+        name: the schedule's name (``module:qualname``, or the ``name=`` given); also the
+            reconstructor its jobs are rebuilt with.
+        definition: what is stored (:class:`~pyjobq.core.schedule.ScheduleDefinition`).
+    """
+
+    def __init__(self, fn: Callable[_P, Awaitable[_R]], definition: ScheduleDefinition) -> None:
+        self.fn = fn
+        self.definition = definition
+        self.name = definition.name
+        self.__wrapped__ = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", definition.name)
+        self.__qualname__ = getattr(fn, "__qualname__", definition.name)
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[_R]:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"<pyjobq.periodic {self.name!r} every "
+                f"{timedelta(milliseconds=self.definition.every_ms)}>")
+
+    def attach(self, queue: _Queue) -> None:
+        """Register this schedule's function on ``queue`` and store its definition there (the
+        request goes out now). What :func:`started` does for each schedule; a test kit calls
+        it on a simulated tab's queue."""
+        _register_reconstructor(queue, self)
+        _store(queue.schedule(self.definition), self.name)
+
+    def cancel(self) -> Coroutine[Any, Any, bool]:
+        """Stop this schedule: forget it on this page and delete the stored one, so no tab
+        enqueues it any more (its jobs stay). Returns whether one was stored. A page that still
+        defines it stores it again when it loads: remove the decorator too.
+
+        Raises:
+            PyjobqError: the queue has not started on this page (nothing could delete the
+                stored schedule): ``await pyjobq.unschedule(name)`` starts it and deletes it.
+        """
+        if _queue is None:
+            raise PyjobqError(
+                f"{self.name!r}.cancel(): the queue has not started on this page, so the stored "
+                f"schedule cannot be deleted; call `await pyjobq.unschedule({self.name!r})`, "
+                "which starts it")
+        _defined.pop(self.name, None)
+        return _queue.unschedule(self.name)
+
+
+def _register_reconstructor(queue: _Queue, schedule: "Periodic[..., Any]") -> None:
+    """The schedule's jobs are rebuilt by its function: ``factory(params)`` returns
+    ``run(signal)``, which calls the function with ``signal=`` when it takes one."""
+    fn = schedule.fn
+    takes_signal = _takes_signal(fn)
+
+    def factory(_params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
+        def run(signal: AbortSignal) -> Awaitable[Any]:
+            return fn(signal=signal) if takes_signal else fn()
+        return run
+
+    queue.register_reconstructor(schedule.name, factory)
+
+
+def _takes_signal(fn: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "signal" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _store(request: Coroutine[Any, Any, Any], name: str) -> None:
+    """Wait for the ``schedule`` request's answer in the background; a refusal is logged (the
+    request went out already: its order among this page's calls is kept)."""
+    try:
+        task = asyncio.ensure_future(request)
+    except RuntimeError:  # no event loop here (plain CPython outside asyncio): nobody to wait
+        request.close()
+        return
+
+    def logged(done: asyncio.Future[Any]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            log.error("pyjobq: periodic %r could not be stored: %s", name, done.exception())
+
+    task.add_done_callback(logged)
+
+
+def _every_ms(every: Any) -> float:
+    if not isinstance(every, timedelta):
+        raise InvalidJobError(
+            f"periodic(every=...): expected a datetime.timedelta such as "
+            f"timedelta(minutes=15), got {every!r} ({type(every).__name__})")
+    ms = every / timedelta(milliseconds=1)
+    if ms < MIN_EVERY_MS or ms != int(ms):
+        raise InvalidJobError(
+            f"periodic(every=...): expected at least a second, in whole milliseconds, got "
+            f"{every!r}; shorter periodic work belongs in a loop of its own")
+    return float(ms)
+
+
+def periodic(
+    every: timedelta,
+    *,
+    name: str | None = None,
+    type: str | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    label: str | None = None,
+    group: str | None = None,
+) -> Callable[[Callable[_P, Awaitable[_R]]], Periodic[_P, _R]]:
+    """Run the decorated ``async def f(*, signal)`` once per slot of ``every``, once per origin.
+
+    Slots are the multiples of ``every`` since the UNIX epoch (15 minutes: :00, :15, :30, :45 of
+    each hour, UTC). Whichever tab holds the processor lease enqueues each due slot once, as a
+    persistent job of this schedule, however many tabs are open. A new schedule's first slot is
+    the next one. A slot missed while no tab was open runs once when one opens (the latest;
+    the others are skipped). A slot that comes due while the previous occurrence's job is
+    unfinished is skipped. docs/periodic.md has the rules and their limits.
+
+    Importable and applicable before the queue: it takes effect when the queue starts (or at
+    once, if it has). The schedule is stored, so other tabs and later sessions keep running it;
+    :meth:`Periodic.cancel` or :func:`pyjobq.unschedule` deletes it.
+
+    Args:
+        every: a :class:`~datetime.timedelta` of at least a second.
+        name: the schedule's name, stored, and the reconstructor its jobs are rebuilt by;
+            default ``module:qualname`` of the function. Keep it stable across releases.
+        type: the jobs' lane; default the schedule's name (its own lane).
+        max_attempts, label, group: as for ``enqueue_fetch`` (the label defaults to the name).
+
+    Raises:
+        InvalidJobError: ``every`` is not a timedelta of at least a second, an option is out
+            of range, the function is not an ``async def`` that can be called with no
+            arguments (or only ``signal=``), or another function was defined under its name.
+    """
+    every_ms = _every_ms(every)
+
+    def decorate(fn: Callable[_P, Awaitable[_R]]) -> Periodic[_P, _R]:
+        if not inspect.iscoroutinefunction(fn):
+            raise InvalidJobError(
+                f"@periodic decorates an async def, got {fn!r}: write `async def "
+                f"{getattr(fn, '__name__', 'f')}(*, signal): ...`")
+        try:
+            inspect.signature(fn).bind(**({"signal": None} if _takes_signal(fn) else {}))
+        except TypeError as exc:
+            raise InvalidJobError(
+                f"@periodic: {fn.__qualname__} must be callable with no arguments but the "
+                f"keyword `signal` (its jobs have none): {exc}") from None
+        schedule_name = name if name is not None else f"{fn.__module__}:{fn.__qualname__}"
+        definition = ScheduleDefinition(
+            name=schedule_name, every_ms=every_ms,
+            type=type if type is not None else schedule_name, max_attempts=max_attempts,
+            label=label, group=group)
+        existing = _defined.get(schedule_name)
+        if existing is not None and getattr(existing.fn, "__qualname__", None) != fn.__qualname__:
+            raise InvalidJobError(
+                f"@periodic: {schedule_name!r} already names {existing.fn!r}; give one of them "
+                "another name=")
+        schedule = Periodic(fn, definition)
+        _defined[schedule_name] = schedule  # a cell run again replaces its own definition
+        if _queue is not None:
+            schedule.attach(_queue)
+        return schedule
+
+    return decorate
+
+
+def started(queue: _Queue) -> None:
+    """The queue started (called by :mod:`pyjobq.queue`): every schedule defined so far takes
+    effect on it, and later ones at once."""
+    global _queue
+    _queue = queue
+    for schedule in list(_defined.values()):
+        schedule.attach(queue)
+
