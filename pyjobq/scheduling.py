@@ -1,11 +1,17 @@
 """``@pyjobq.periodic``: an ``async def`` run once per slot of ``every``, once per origin.
 
+The function has the shape of a ``@pyjobq.task`` with no arguments: ``async def tidy(signal)``,
+the job's :class:`~pyjobq.AbortSignal` first (pyjobq/tasks.py's "Typing" says why), so one
+convention serves both decorators and ``await tidy(AbortSignal())`` is typed.
+
 Importable before the queue, like :func:`pyjobq.configure`: importing this module or applying
-the decorator neither imports :mod:`pyjobq.queue` nor reads the configured names. A schedule
-takes effect when the queue starts (:mod:`pyjobq.queue` calls :func:`started`), or at once if it
-has: its function is registered as the reconstructor of its jobs, and its definition is stored
-(the ``schedule`` request), whence the lease holder — in whichever tab — enqueues each due
-slot once (pyjobq/engine/periodic.py; the rules: pyjobq/core/schedule.py, docs/periodic.md).
+the decorator neither imports :mod:`pyjobq.queue` nor reads the configured names. Applying it
+registers the function as the reconstructor of its jobs as ``@pyjobq.task`` does
+(:func:`pyjobq.config.add_reconstructor`, with the function's module, which the Service Worker
+imports to run them). Its definition is stored (the ``schedule`` request) when the queue starts
+(:mod:`pyjobq.queue` calls :func:`started`), or at once if it has, whence the lease holder — in
+whichever tab — enqueues each due slot once (pyjobq/engine/periodic.py; the rules:
+pyjobq/core/schedule.py, docs/periodic.md).
 """
 
 from __future__ import annotations
@@ -14,18 +20,19 @@ import asyncio
 import inspect
 import logging
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, Coroutine, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Generic, Protocol, TypeVar
 
+from . import config as _config
 from .abort import AbortSignal
 from .core.errors import InvalidJobError, PyjobqError
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.schedule import MIN_EVERY_MS, ScheduleDefinition
+from .tasks import check_signal_first
 
 __all__ = ["Periodic", "periodic", "started"]
 
 log = logging.getLogger("pyjobq")
 
-_P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
@@ -40,14 +47,14 @@ class _Queue(Protocol):
 
 
 #: The schedules this page defined, by name, in the order they were defined.
-_defined: dict[str, "Periodic[..., Any]"] = {}
+_defined: dict[str, "Periodic[Any]"] = {}
 #: The running queue, once it started (:func:`started`).
 _queue: _Queue | None = None
 
 
-class Periodic(Generic[_P, _R]):
-    """A periodic function: calling it calls the function itself; the queue runs it once per
-    slot (:func:`periodic`).
+class Periodic(Generic[_R]):
+    """A periodic function: ``await tidy(signal)`` calls the function itself; the queue runs it
+    once per slot, with its job's signal (:func:`periodic`).
 
     Attributes:
         name: the schedule's name (``module:qualname``, or the ``name=`` given); also the
@@ -55,7 +62,8 @@ class Periodic(Generic[_P, _R]):
         definition: what is stored (:class:`~pyjobq.core.schedule.ScheduleDefinition`).
     """
 
-    def __init__(self, fn: Callable[_P, Awaitable[_R]], definition: ScheduleDefinition) -> None:
+    def __init__(self, fn: Callable[[AbortSignal], Awaitable[_R]],
+                 definition: ScheduleDefinition) -> None:
         self.fn = fn
         self.definition = definition
         self.name = definition.name
@@ -64,18 +72,24 @@ class Periodic(Generic[_P, _R]):
         self.__name__ = getattr(fn, "__name__", definition.name)
         self.__qualname__ = getattr(fn, "__qualname__", definition.name)
 
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[_R]:
-        return self.fn(*args, **kwargs)
+    def __call__(self, signal: AbortSignal, /) -> Awaitable[_R]:
+        return self.fn(signal)
+
+    def factory(self, _params: Any) -> Callable[[AbortSignal], Awaitable[_R]]:
+        """The reconstructor of this schedule's jobs (they store no params): the function,
+        called with the job's signal."""
+        return self.fn
 
     def __repr__(self) -> str:
         return (f"<pyjobq.periodic {self.name!r} every "
                 f"{timedelta(milliseconds=self.definition.every_ms)}>")
 
     def attach(self, queue: _Queue) -> None:
-        """Register this schedule's function on ``queue`` and store its definition there (the
-        request goes out now). What :func:`started` does for each schedule; a test kit calls
-        it on a simulated tab's queue."""
-        _register_reconstructor(queue, self)
+        """Register this schedule's reconstructor on ``queue`` and store its definition there
+        (the request goes out now). What :func:`started` does for each schedule (the real
+        queue has the reconstructor from the settings already); a test kit calls it on a
+        simulated tab's queue, which does not read them."""
+        queue.register_reconstructor(self.name, self.factory)
         _store(queue.schedule(self.definition), self.name)
 
     def cancel(self) -> Coroutine[Any, Any, bool]:
@@ -94,28 +108,6 @@ class Periodic(Generic[_P, _R]):
                 "which starts it")
         _defined.pop(self.name, None)
         return _queue.unschedule(self.name)
-
-
-def _register_reconstructor(queue: _Queue, schedule: "Periodic[..., Any]") -> None:
-    """The schedule's jobs are rebuilt by its function: ``factory(params)`` returns
-    ``run(signal)``, which calls the function with ``signal=`` when it takes one."""
-    fn = schedule.fn
-    takes_signal = _takes_signal(fn)
-
-    def factory(_params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
-        def run(signal: AbortSignal) -> Awaitable[Any]:
-            return fn(signal=signal) if takes_signal else fn()
-        return run
-
-    queue.register_reconstructor(schedule.name, factory)
-
-
-def _takes_signal(fn: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == "signal" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _store(request: Coroutine[Any, Any, Any], name: str) -> None:
@@ -155,8 +147,11 @@ def periodic(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     label: str | None = None,
     group: str | None = None,
-) -> Callable[[Callable[_P, Awaitable[_R]]], Periodic[_P, _R]]:
-    """Run the decorated ``async def f(*, signal)`` once per slot of ``every``, once per origin.
+) -> Callable[[Callable[[AbortSignal], Awaitable[_R]]], Periodic[_R]]:
+    """Run the decorated ``async def f(signal)`` once per slot of ``every``, once per origin.
+
+    The function's one parameter receives its job's :class:`~pyjobq.AbortSignal`, as a
+    ``@pyjobq.task``'s first parameter does; its return value (JSON-like) is the job's result.
 
     Slots are the multiples of ``every`` since the UNIX epoch (15 minutes: :00, :15, :30, :45 of
     each hour, UTC). Whichever tab holds the processor lease enqueues each due slot once, as a
@@ -165,9 +160,10 @@ def periodic(
     the others are skipped). A slot that comes due while the previous occurrence's job is
     unfinished is skipped. docs/periodic.md has the rules and their limits.
 
-    Importable and applicable before the queue: it takes effect when the queue starts (or at
-    once, if it has). The schedule is stored, so other tabs and later sessions keep running it;
-    :meth:`Periodic.cancel` or :func:`pyjobq.unschedule` deletes it.
+    Importable and applicable before the queue: the reconstructor of its jobs is registered at
+    once (in the settings, as ``@pyjobq.task`` does), and the schedule takes effect when the
+    queue starts (or at once, if it has). The schedule is stored, so other tabs and later
+    sessions keep running it; :meth:`Periodic.cancel` or :func:`pyjobq.unschedule` deletes it.
 
     Args:
         every: a :class:`~datetime.timedelta` of at least a second.
@@ -178,22 +174,23 @@ def periodic(
 
     Raises:
         InvalidJobError: ``every`` is not a timedelta of at least a second, an option is out
-            of range, the function is not an ``async def`` that can be called with no
-            arguments (or only ``signal=``), or another function was defined under its name.
+            of range, the function cannot be called as ``f(signal)`` (an ``async def`` whose
+            first parameter takes the signal and that needs no other), another function was
+            defined under its name, or the name is a reconstructor not made by ``@periodic``
+            (a task's, or one given to :func:`pyjobq.configure`).
     """
     every_ms = _every_ms(every)
 
-    def decorate(fn: Callable[_P, Awaitable[_R]]) -> Periodic[_P, _R]:
-        if not inspect.iscoroutinefunction(fn):
-            raise InvalidJobError(
-                f"@periodic decorates an async def, got {fn!r}: write `async def "
-                f"{getattr(fn, '__name__', 'f')}(*, signal): ...`")
+    def decorate(fn: Callable[[AbortSignal], Awaitable[_R]]) -> Periodic[_R]:
+        check_signal_first(fn, decorator="@pyjobq.periodic", kind="periodic function",
+                           arguments=False, error=InvalidJobError)
         try:
-            inspect.signature(fn).bind(**({"signal": None} if _takes_signal(fn) else {}))
+            inspect.signature(fn).bind(None)
         except TypeError as exc:
             raise InvalidJobError(
-                f"@periodic: {fn.__qualname__} must be callable with no arguments but the "
-                f"keyword `signal` (its jobs have none): {exc}") from None
+                f"@pyjobq.periodic: {fn.__qualname__} must be callable with the job's "
+                f"AbortSignal alone (its jobs have no arguments): {exc}; write `async def "
+                f"{fn.__name__}(signal): ...`") from None
         schedule_name = name if name is not None else f"{fn.__module__}:{fn.__qualname__}"
         definition = ScheduleDefinition(
             name=schedule_name, every_ms=every_ms,
@@ -202,10 +199,19 @@ def periodic(
         existing = _defined.get(schedule_name)
         if existing is not None and getattr(existing.fn, "__qualname__", None) != fn.__qualname__:
             raise InvalidJobError(
-                f"@periodic: {schedule_name!r} already names {existing.fn!r}; give one of them "
-                "another name=")
+                f"@pyjobq.periodic: {schedule_name!r} already names {existing.fn!r}; give one "
+                "of them another name=")
+        registered = _config.settings().reconstructors.get(schedule_name)
+        if registered is not None and not isinstance(getattr(registered, "__self__", None),
+                                                     Periodic):
+            raise InvalidJobError(
+                f"@pyjobq.periodic: {schedule_name!r} is already a reconstructor (a task's, or "
+                "one given to pyjobq.configure(reconstructors=...)); its jobs would be run as "
+                "the other's. Give the schedule another name=")
         schedule = Periodic(fn, definition)
         _defined[schedule_name] = schedule  # a cell run again replaces its own definition
+        _config.add_reconstructor(schedule_name, schedule.factory,
+                                  module=getattr(fn, "__module__", None))
         if _queue is not None:
             schedule.attach(_queue)
         return schedule

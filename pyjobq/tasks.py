@@ -59,13 +59,13 @@ from typing import (
 
 from . import config as _config
 from .abort import AbortSignal
-from .core.errors import ConfigurationError, InvalidJobError
+from .core.errors import ConfigurationError, InvalidJobError, PyjobqError
 from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, check_json
 
 if TYPE_CHECKING:
     from .handle import Job
 
-__all__ = ["Task", "TaskQueue", "task"]
+__all__ = ["Task", "TaskQueue", "check_signal_first", "task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -272,12 +272,6 @@ class Task(Generic[P, R]):
         return f"<pyjobq.Task {self.name!r} {kind}>"
 
 
-def persistent_tasks() -> dict[str, Task[Any, Any]]:
-    """The persistent tasks declared in this process, by name (the Service Worker runs those
-    whose modules it can import: pyjobq/browser/sw_main.py)."""
-    return {name: t for name, t in _tasks.items() if t.persistent}
-
-
 def _keyed(key: str | None) -> dict[str, Any]:
     # TODO(merge with keys that replace): pass key=options.key at both call sites and drop this.
     return {} if key is None else {"key": key}
@@ -391,12 +385,42 @@ def _origin(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', None)}:{getattr(fn, '__qualname__', None)}"
 
 
+def check_signal_first(fn: Callable[..., Any], *, decorator: str, kind: str, arguments: bool,
+                       error: type[PyjobqError]) -> None:
+    """Refuse ``fn`` unless it is an ``async def`` whose first parameter can take the job's
+    :class:`~pyjobq.AbortSignal`: the shape of ``@pyjobq.task`` and of ``@pyjobq.periodic``.
+
+    Args:
+        decorator: how the error names the decorator (``"@pyjobq.task"``).
+        kind: what the error calls the decorated function (``"task"``).
+        arguments: whether arguments follow the signal (a task's, given to ``enqueue``).
+        error: the decorator's error class.
+    """
+    write = "(signal, ...)" if arguments else "(signal): ..."
+    if not inspect.iscoroutinefunction(fn):
+        raise error(
+            f"{decorator} needs an async def, got {fn!r}: write `async def "
+            f"{getattr(fn, '__name__', 'f')}{write}`")
+    parameters = list(inspect.signature(fn).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    if not parameters or parameters[0].kind not in positional:
+        raise error(
+            f"{decorator}: {fn.__qualname__}'s first parameter receives the job's "
+            f"AbortSignal; write `async def {fn.__name__}{write}`"
+            + (" (the arguments enqueue() takes come after it)" if arguments else ""))
+    if parameters[0].name in ("self", "cls"):
+        raise error(
+            f"{decorator}: {fn.__qualname__} looks like a method (its first parameter is "
+            f"{parameters[0].name!r}); a {kind}'s first parameter receives the job's AbortSignal "
+            f"and its object cannot be stored with the job. Declare the {kind} as a module-level "
+            "async def" + (" and pass what it needs as arguments" if arguments else ""))
+
+
 def _declare(fn: Callable[..., Any], *, name: str | None, options: _Options,
              persistent: bool) -> Task[Any, Any]:
-    if not inspect.iscoroutinefunction(fn):
-        raise ConfigurationError(
-            f"@pyjobq.task needs an async def, got {fn!r}: write `async def "
-            f"{getattr(fn, '__name__', 'f')}(signal, ...)`")
+    check_signal_first(fn, decorator="@pyjobq.task", kind="task", arguments=True,
+                       error=ConfigurationError)
     if not isinstance(persistent, bool):
         raise ConfigurationError(f"@pyjobq.task(persistent=...): expected True or False, "
                                  f"got {persistent!r}")
@@ -404,20 +428,6 @@ def _declare(fn: Callable[..., Any], *, name: str | None, options: _Options,
         raise ConfigurationError(
             f"@pyjobq.task(group={options.group!r}, persistent=False): groups are for "
             "persistent jobs (delete_group); drop group= or keep the task persistent")
-    parameters = list(inspect.signature(fn).parameters.values())
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                  inspect.Parameter.VAR_POSITIONAL)
-    if not parameters or parameters[0].kind not in positional:
-        raise ConfigurationError(
-            f"@pyjobq.task: {fn.__qualname__}'s first parameter receives the job's "
-            f"AbortSignal; write `async def {fn.__name__}(signal, ...)` (the arguments "
-            "enqueue() takes come after it)")
-    if parameters[0].name in ("self", "cls"):
-        raise ConfigurationError(
-            f"@pyjobq.task: {fn.__qualname__} looks like a method (its first parameter is "
-            f"{parameters[0].name!r}); a task's first parameter receives the job's AbortSignal "
-            "and its object cannot be stored with the job. Declare the task as a module-level "
-            "async def and pass what it needs as arguments")
     origin = _origin(fn)
     if name is None and not isinstance(getattr(fn, "__qualname__", None), str):
         raise ConfigurationError(

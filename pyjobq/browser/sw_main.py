@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import create_once_callable
 
-from ..config import import_transport
+from ..config import import_transport, settings
 from ..core.errors import Interrupted
 from ..core.records import service_worker_source
 from ..core.status import TERMINAL, Status
@@ -52,7 +52,6 @@ from ..executor.side import ExecutorSide
 from ..executor.wiring import in_process
 from ..memory import LoopClock
 from ..service_worker import ServiceWorkerConfig
-from ..tasks import persistent_tasks
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, WebLocks, js_object
 
@@ -221,15 +220,17 @@ async def _drain(config: ServiceWorkerConfig, budget_ms: float, report: DrainRep
 
 
 def _tasks(config: ServiceWorkerConfig) -> dict[str, Callable[[Any], Any]]:
-    """The reconstructors of the page's persistent tasks whose modules import here (declaring
-    a task registers it: pyjobq.tasks); one that does not import waits for a page."""
+    """The reconstructors of the page's persistent tasks and periodic functions whose modules
+    import here (declaring one registers it in the settings: pyjobq.tasks, pyjobq.scheduling);
+    one that does not import waits for a page."""
     for module in sorted(set(config.tasks.values())):
         try:
             importlib.import_module(module)
         except Exception:
             log.warning("pyjobq service worker: importing %s failed; its tasks wait for a page",
                         module, exc_info=True)
-    return {name: t.factory for name, t in persistent_tasks().items() if name in config.tasks}
+    registered = settings().reconstructors
+    return {name: registered[name] for name in config.tasks if name in registered}
 
 
 async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, store: IndexedDBStore,
