@@ -36,8 +36,8 @@ class Ticks:
         self.hold = hold
 
     def schedule(self, tab_name: str, every_ms: float = MINUTE,
-                 **options: Any) -> Periodic[..., Any]:
-        async def tick(*, signal: AbortSignal) -> str:
+                 **options: Any) -> Periodic[Any]:
+        async def tick(signal: AbortSignal) -> str:
             self.runs.append((tab_name, current_job_id()))
             if self.hold is not None:
                 await self.hold
@@ -249,8 +249,7 @@ def test_the_schedule_survives_a_restart_on_a_page_that_does_not_define_it() -> 
         # The next session: this page registers the function but never defines the schedule.
         schedule = ticks.schedule("later")
         runner = world.open_tab(page_lease=True,
-                                reconstructors={NAME: lambda _params: (
-                                    lambda signal: schedule.fn(signal=signal))})
+                                reconstructors={NAME: schedule.factory})
         await settle()
         ids = await occurrences(world)
         assert len(ids) == 1 and ticks.ids() == ids
@@ -290,23 +289,24 @@ def test_a_slot_due_while_the_previous_occurrence_runs_is_skipped() -> None:
 
 # ---------------------------------------------------------------- the decorator
 
-def test_the_decorator_checks_its_arguments_and_keeps_the_function_callable(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyjobq import scheduling
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No schedule defined, no queue started, and the settings' reconstructors as they were
+    (a decorator registers its reconstructor there)."""
+    from pyjobq import config, scheduling
 
     monkeypatch.setattr(scheduling, "_defined", {})
     monkeypatch.setattr(scheduling, "_queue", None)
+    monkeypatch.setattr(config, "_settings", config.settings())
+
+
+def test_the_decorator_checks_its_arguments_and_keeps_the_function_callable(fresh: None) -> None:
+    from pyjobq import scheduling
+
     with pytest.raises(InvalidJobError, match="timedelta"):
         periodic(every=900)  # type: ignore[arg-type]
     with pytest.raises(InvalidJobError, match="at least a second"):
         periodic(every=timedelta(milliseconds=10))
-    with pytest.raises(InvalidJobError, match="async def"):
-        periodic(every=timedelta(minutes=1))(lambda: None)  # type: ignore[arg-type, return-value]
-
-    async def needs_an_argument(doc: str, *, signal: AbortSignal) -> None: ...
-
-    with pytest.raises(InvalidJobError, match="no arguments"):
-        periodic(every=timedelta(minutes=1))(needs_an_argument)
     with pytest.raises(InvalidJobError, match="max_attempts"):
         periodic(every=timedelta(minutes=1), max_attempts=0)(tidy)
 
@@ -314,28 +314,86 @@ def test_the_decorator_checks_its_arguments_and_keeps_the_function_callable(
     assert tidy_every.name == f"{__name__}:tidy"
     assert tidy_every.definition.every_ms == 15 * MINUTE
     assert tidy_every.definition.type == tidy_every.name
-    assert asyncio.run(tidy_every(signal=AbortSignal())) == "tidied"  # still the function
+    assert asyncio.run(tidy_every(AbortSignal())) == "tidied"  # still the function
     assert scheduling._defined == {tidy_every.name: tidy_every}
 
 
-async def tidy(*, signal: AbortSignal) -> str:
+async def tidy(signal: AbortSignal) -> str:
     return "tidied"
 
 
-def test_a_schedule_defined_before_the_queue_takes_effect_when_it_starts(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyjobq import scheduling
+def test_a_function_that_cannot_be_called_with_the_signal_alone_is_refused_saying_how(
+        fresh: None) -> None:
+    from pyjobq import config, scheduling
 
-    monkeypatch.setattr(scheduling, "_defined", {})
-    monkeypatch.setattr(scheduling, "_queue", None)
+    async def keyword_signal(*, signal: AbortSignal) -> None: ...
+
+    async def no_parameter() -> None: ...
+
+    async def needs_an_argument(signal: AbortSignal, doc: str) -> None: ...
+
+    class Chores:
+        async def tidy(self) -> None: ...
+
+    every = periodic(every=timedelta(minutes=1))
+    with pytest.raises(InvalidJobError, match=r"needs an async def.*`async def <lambda>\(signal\)"):
+        every(lambda signal: None)  # type: ignore[arg-type, return-value]
+    for fn in (keyword_signal, no_parameter):
+        with pytest.raises(InvalidJobError, match=r"first parameter receives the job's "
+                                                  rf"AbortSignal; write `async def {fn.__name__}"
+                                                  r"\(signal\): ...`$"):
+            every(fn)  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobError, match=r"with the job's AbortSignal alone .*'doc'.*"
+                                              r"`async def needs_an_argument\(signal\): ...`"):
+        every(needs_an_argument)  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobError, match=r"Chores.tidy looks like a method .*'self'.*"
+                                              r"module-level async def$"):
+        every(Chores.tidy)  # type: ignore[arg-type]
+
+    async def optional_rest(signal: AbortSignal, limit: int = 3) -> int:
+        return limit
+
+    assert asyncio.run(every(optional_rest)(AbortSignal())) == 3
+    refused = {"keyword_signal", "no_parameter", "needs_an_argument", "tidy", "<lambda>"}
+    assert not [n for n in config.settings().reconstructors if n.rpartition(".")[2] in refused]
+    assert [n.rpartition(".")[2] for n in scheduling._defined] == ["optional_rest"]
+
+
+def test_the_reconstructor_is_registered_with_its_module_before_the_queue_starts(
+        fresh: None) -> None:
+    from pyjobq import config
+
+    tidy_every = periodic(every=timedelta(minutes=15))(tidy)
+    settings = config.settings()
+    assert settings.reconstructors[tidy_every.name] == tidy_every.factory
+    assert settings.reconstructor_modules[tidy_every.name] == __name__
+    run_job = tidy_every.factory(None)
+    assert asyncio.run(run_job(AbortSignal())) == "tidied"  # the job runs f(signal)
+
+
+def test_a_name_that_is_another_reconstructor_is_refused(fresh: None) -> None:
+    import pyjobq
+
+    async def rebuild(params: Any) -> None: ...
+
+    pyjobq.configure(reconstructors={"tests:taken": lambda params: rebuild})
+    with pytest.raises(InvalidJobError, match=r"'tests:taken' is already a reconstructor .*"
+                                              r"another name="):
+        periodic(every=timedelta(minutes=1), name="tests:taken")(tidy)
+    again = periodic(every=timedelta(minutes=1), name="tests:mine")(tidy)
+    assert periodic(every=timedelta(minutes=2), name="tests:mine")(tidy) is not again  # re-run
+
+
+def test_a_schedule_defined_before_the_queue_takes_effect_when_it_starts(fresh: None) -> None:
+    from pyjobq import scheduling
 
     async def main() -> None:
         world = World()
         tab = world.open_tab(page_lease=True)
 
         @periodic(every=timedelta(minutes=1), name=NAME, label="Tidy up")
-        async def no_signal() -> str:
-            return "no signal needed"
+        async def tidy_up(signal: AbortSignal) -> str:
+            return "tidied up"
 
         await settle()
         assert world.store.raw_schedules() == {}  # the queue has not started
@@ -345,7 +403,7 @@ def test_a_schedule_defined_before_the_queue_takes_effect_when_it_starts(
         slot = await to_next_slot(world)
         record = await world.store.get(slot_id(slot))
         assert (record.status.value, record.result, record.label) == (
-            "done", "no signal needed", "Tidy up")
+            "done", "tidied up", "Tidy up")
     run(main)
 
 
@@ -355,7 +413,7 @@ def test_importing_and_applying_the_decorator_does_not_start_the_queue() -> None
 
     code = ("import sys, datetime, pyjobq\n"
             "@pyjobq.periodic(every=datetime.timedelta(minutes=5))\n"
-            "async def f(*, signal): pass\n"
+            "async def f(signal): pass\n"
             "assert 'pyjobq.queue' not in sys.modules, 'the queue was imported'\n"
             "pyjobq.configure(db_name='after-periodic')\n"
             "print('ok')\n")
@@ -381,11 +439,8 @@ def test_a_stored_schedule_that_is_not_one_is_skipped_and_logged(
 
 
 def test_in_a_notebook_a_cell_run_after_the_queue_started_takes_effect_at_once(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        fresh: None) -> None:
     from pyjobq import scheduling
-
-    monkeypatch.setattr(scheduling, "_defined", {})
-    monkeypatch.setattr(scheduling, "_queue", None)
 
     async def main() -> None:
         world = World()
@@ -393,9 +448,9 @@ def test_in_a_notebook_a_cell_run_after_the_queue_started_takes_effect_at_once(
         scheduling.started(tab.side)  # the kernel imported the queue in an earlier cell
         await settle()
 
-        def cell(minutes: int) -> Periodic[..., Any]:
+        def cell(minutes: int) -> Periodic[Any]:
             @periodic(every=timedelta(minutes=minutes), name=NAME)
-            async def report() -> str:
+            async def report(signal: AbortSignal) -> str:
                 return f"every {minutes}"
             return report
 

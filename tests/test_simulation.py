@@ -264,8 +264,8 @@ class Sim:
             self.schedule(tab).attach(tab.side)  # the page's @periodic, as it loads
         return tab
 
-    def schedule(self, tab: Tab) -> Periodic[..., Any]:
-        async def tick(*, signal: AbortSignal) -> str:
+    def schedule(self, tab: Tab) -> Periodic[Any]:
+        async def tick(signal: AbortSignal) -> str:
             self.ticks.append((current_job_id(), tab.name))
             return "ticked"
 

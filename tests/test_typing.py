@@ -121,16 +121,19 @@ PROGRAMS = {
         import pyjobq
 
         @pyjobq.periodic(every=timedelta(minutes=15))
-        async def tidy(*, signal: pyjobq.AbortSignal) -> int:
+        async def tidy(signal: pyjobq.AbortSignal) -> int:
             return 3
 
         async def main() -> None:
             reveal_type(tidy)
-            reveal_type(await tidy(signal=pyjobq.AbortSignal()))
+            reveal_type(await tidy(pyjobq.AbortSignal()))
             reveal_type(await pyjobq.unschedule(tidy.name))
-            tidy(signal=1)
+            tidy(1)
 
         pyjobq.periodic(every=15)
+
+        @pyjobq.periodic(every=timedelta(minutes=15))
+        async def needs_more(signal: pyjobq.AbortSignal, doc_id: str) -> None: ...
     """,
     "every_name": "import pyjobq\n" + "".join(
         f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
@@ -278,11 +281,12 @@ def test_a_wrong_missing_or_unknown_task_argument_is_a_type_error(
     assert all(e.startswith(("error:", "note:")) for e in errors), errors
     assert len([e for e in errors if e.startswith("error:")]) == len(expected), errors
 def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str]]) -> None:
-    reveal, result, unscheduled, wrong_signal, wrong_every = mypy_output["periodic"]
-    assert reveal == ('note: Revealed type is "pyjobq.scheduling.Periodic[[*, signal: '
-                      'pyjobq.abort.AbortSignal], int]"')
+    reveal, result, unscheduled, wrong_signal, wrong_every, *more = mypy_output["periodic"]
+    assert reveal == 'note: Revealed type is "pyjobq.scheduling.Periodic[int]"'
     assert result == 'note: Revealed type is "int"'
     assert unscheduled == 'note: Revealed type is "bool"'
-    assert ('Argument "signal" to "__call__" of "Periodic" has incompatible type "int"'
-            in wrong_signal)
+    assert ('Argument 1 to "__call__" of "Periodic" has incompatible type "int"; expected '
+            '"AbortSignal"' in wrong_signal)
     assert 'Argument "every" to "periodic" has incompatible type "int"' in wrong_every
+    assert len(more) == 1 and ('has incompatible type "Callable[[AbortSignal, str], Coroutine['
+                               in more[0]), more
