@@ -27,7 +27,7 @@ from .abort import AbortSignal
 from .core.errors import InvalidJobError, PyjobqError
 from .core.records import DEFAULT_MAX_ATTEMPTS
 from .core.schedule import MIN_EVERY_MS, ScheduleDefinition
-from .tasks import check_signal_first
+from .decorated import check_signal_first
 
 __all__ = ["Periodic", "periodic", "started"]
 

@@ -17,7 +17,7 @@ const SCHEDULE = `
 from datetime import timedelta
 
 @pyjobq.periodic(every=timedelta(milliseconds=${EVERY_MS}), name="${NAME}", label="ping")
-async def ping(*, signal):
+async def ping(signal):
     job_id = pyjobq.current_job_id()
     response = await send("POST", f"/api/echo/periodic-ping/{js.document.title}/{job_id}", None)
     if not response.ok:
