@@ -10,6 +10,8 @@ schedules are tests/test_simulation.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -22,6 +24,7 @@ from pyjobq.core.schedule import ScheduleDefinition, occurrence_id, slot_at
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.executor.current import current_job_id
 from pyjobq.scheduling import Periodic, periodic
+from pyjobq.service_worker import config_json
 from pyjobq.testing import Tab, World, run, settle
 
 MINUTE = 60_000.0
@@ -369,6 +372,9 @@ def test_the_reconstructor_is_registered_with_its_module_before_the_queue_starts
     assert settings.reconstructor_modules[tidy_every.name] == __name__
     run_job = tidy_every.factory(None)
     assert asyncio.run(run_job(AbortSignal())) == "tidied"  # the job runs f(signal)
+    # What the Service Worker is told to import to run them, as for a task.
+    sw_config = json.loads(config_json(dataclasses.replace(settings, transport_path="app:send")))
+    assert sw_config["tasks"][tidy_every.name] == __name__
 
 
 def test_a_name_that_is_another_reconstructor_is_refused(fresh: None) -> None:
