@@ -794,6 +794,9 @@ class FakeLocks:
     async def held(self) -> dict[str, str]:
         return self._hub.held()
 
+    async def waiting(self) -> set[str]:
+        return {name for name, queue in self._hub._queue.items() if queue}
+
     async def request(
         self,
         name: str,

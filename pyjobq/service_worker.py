@@ -28,6 +28,8 @@ from .config import Settings
 CACHE = "pyjobq-service-worker"
 #: Background Sync tags are ``pyjobq:<db_name>``.
 SYNC_TAG_PREFIX = "pyjobq:"
+#: What JavaScript's ``encodeURIComponent`` leaves unescaped besides letters and digits.
+_URI_COMPONENT_SAFE = "-_.!~*'()"
 #: Stands for the Pyodide folder in the script's template.
 _INDEX = "PYODIDE_INDEX"
 
@@ -88,31 +90,36 @@ def bundle(pyjobq_files: bytes, transport_path: str, modules: Iterable[str] = ()
 def _add_module(archive: zipfile.ZipFile, top: str) -> None:
     module = sys.modules.get(top)
     file = getattr(module, "__file__", None)
-    if not file:
-        raise RuntimeError(f"the transport's module {top!r} has no file to send the Service Worker")
-    path = Path(file)
-    if path.name == "__init__.py":
-        for entry in sorted(path.parent.rglob("*.py")):
+    folders = [Path(p) for p in getattr(module, "__path__", None) or []]
+    if file and Path(file).name != "__init__.py":
+        archive.writestr(f"{top}.py", Path(file).read_bytes())
+        return
+    if not folders:
+        raise RuntimeError(
+            f"the module {top!r} (the transport's, or a task's) is not imported from files this "
+            "page can read, so the Service Worker cannot be given it: import it from a .py file "
+            "or a package folder (PyScript: its config's \"files\")")
+    for folder in folders:  # a package, or a namespace package's folders
+        for entry in sorted(folder.rglob("*.py")):
             if "__pycache__" not in entry.parts:
-                archive.writestr(f"{top}/{entry.relative_to(path.parent).as_posix()}",
+                archive.writestr(f"{top}/{entry.relative_to(folder).as_posix()}",
                                  entry.read_bytes())
-    else:
-        archive.writestr(f"{top}.py", path.read_bytes())
 
 
 def cache_path(db_name: str, name: str) -> str:
     """The path, on the origin, of the cached file ``name`` for the queue ``db_name``."""
     from urllib.parse import quote
 
-    return f"/__pyjobq-sw/{quote(db_name, safe='')}/{name}"
+    # The characters encodeURIComponent leaves as they are: the script finds the same path.
+    return f"/__pyjobq-sw/{quote(db_name, safe=_URI_COMPONENT_SAFE)}/{name}"
 
 
 def sync_tag(db_name: str) -> str:
     return SYNC_TAG_PREFIX + db_name
 
 
-#: The script's last line: it starts pyjobq's part for the Service Worker it is.
-_START = "pyjobqServiceWorker(self);\n"
+#: The script's tail: standalone, it takes over at once and starts pyjobq's part for itself.
+_START = "// Standalone: take over at once"
 
 
 def script(index: str, *, part: bool = False) -> str:
@@ -131,7 +138,7 @@ def script(index: str, *, part: bool = False) -> str:
         encoding="utf-8")
     text = template.replace(_INDEX, index)
     if part:
-        text = text.removesuffix(_START)
+        text = text[: text.index(_START)]
     return text
 
 

@@ -49,6 +49,7 @@ import io
 import json
 import zipfile
 from importlib import metadata, resources
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
@@ -154,9 +155,15 @@ def record_digest() -> str:
     itself only when its digest is this one (``worker.mjs``)."""
     global _record
     if _record is None:
+        text = ""
         try:
-            text = metadata.distribution("pyjobq").read_text("RECORD") or ""
-        except metadata.PackageNotFoundError:
+            dist = metadata.distribution("pyjobq")
+            imported = Path(str(resources.files("pyjobq").joinpath("__init__.py"))).resolve()
+            # Only when the pyjobq this page imported is that distribution's (not a source tree
+            # on sys.path ahead of an installed wheel): else the page sends its own files.
+            if Path(str(dist.locate_file("pyjobq/__init__.py"))).resolve() == imported:
+                text = dist.read_text("RECORD") or ""
+        except (metadata.PackageNotFoundError, OSError, TypeError):
             text = ""
         _record = hashlib.sha256(text.encode()).hexdigest() if text else ""
     return _record
@@ -520,8 +527,11 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
                                    "lockfile_base": lock_base, "params": url.split("#", 1)[1],
                                    "record": record_digest()}
         transfer = []
+        # No files only for the preloaded worker that said it installed these very ones: a
+        # worker started in its place (a retried boot) needs them.
         if settings.worker_packages is None and not (
-                preload is not None and preload.record == message["record"] != ""):
+                preload is not None and start.worker is preloaded
+                and preload.record == message["record"] != ""):
             data = to_js(pyjobq_bundle())  # a Uint8Array copy; its buffer moves to the worker
             message["bundle"] = data.buffer
             transfer.append(data.buffer)
@@ -529,6 +539,11 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
 
     watch = _StartWatch(url, lambda message, refused: start._watch_failed(message, refused))
     preloaded = take_preloaded()
+    if preloaded is not None and settings.worker_packages is not None:
+        # The preloaded worker installs the distribution's pyjobq; this page names its own
+        # packages (a self-hosted wheel), which loadPackage would not load over it.
+        preloaded.terminate()
+        preloaded = None
     preload: Preloaded | None = None
     try:
         worker: Any = preloaded or js.Worker.new(url, js_object({"type": "module"}))

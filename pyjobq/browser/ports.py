@@ -248,6 +248,10 @@ class WebLocks:
             proxies.destroy(proxy)
         return await outcome
 
+    async def waiting(self) -> set[str]:
+        state = await js.navigator.locks.query()
+        return {str(request.name) for request in state.pending}
+
     async def held(self) -> dict[str, str]:
         state = await js.navigator.locks.query()
         held: dict[str, str] = {}

@@ -24,9 +24,9 @@ import { loadPyodide } from "PYODIDE_INDEXpyodide.mjs";
 const INDEX = new URL("PYODIDE_INDEX", self.location.href).href;
 const CACHE = "pyjobq-service-worker";
 const TAG = "pyjobq:";
-// The browser ends a sync event after about 3 minutes: stop claiming well before, and end
-// what still runs (its attempt given back) before the end.
-const BUDGET_MS = 150_000;
+// The browser ends a sync event after about 3 minutes: from the event's start, stop claiming
+// after 120 s (booting Pyodide counts), and give what still runs 20 s more (sw_drain.GRACE_MS).
+const BUDGET_MS = 120_000;
 
 export function pyjobqServiceWorker(scope) {
   let loading = null;
@@ -47,13 +47,14 @@ export function pyjobqServiceWorker(scope) {
   }
 
   async function drain(db) {
+    const started = Date.now();
     const cache = await caches.open(CACHE);
     const config = await cache.match(new URL(`/__pyjobq-sw/${encodeURIComponent(db)}/config.json`, scope.location.origin));
     if (!config) return 0; // no page configured this queue with a Service Worker
     const pyodide = await boot(db);
     if (!pyodide) return 0;
     const main = pyodide.pyimport("pyjobq.browser.sw_main");
-    const report = JSON.parse(await main.drain(await config.text(), BUDGET_MS));
+    const report = JSON.parse(await main.drain(await config.text(), Math.max(0, BUDGET_MS - (Date.now() - started))));
     // For DevTools' console (and tests): how each drain of this Service Worker's life went.
     (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), ...report });
     return report.left;
@@ -74,8 +75,6 @@ export function pyjobqServiceWorker(scope) {
     if (left > 0 && !lastChance) throw new Error(`pyjobq: ${left} job(s) left for the next sync`);
   }
 
-  scope.addEventListener("install", (event) => event.waitUntil(scope.skipWaiting()));
-  scope.addEventListener("activate", (event) => event.waitUntil(scope.clients.claim()));
   scope.addEventListener("sync", (event) => {
     if (event.tag.startsWith(TAG)) event.waitUntil(said(event.tag.slice(TAG.length), event.lastChance));
   });
@@ -103,4 +102,7 @@ export function pyjobqServiceWorker(scope) {
   })();
 }
 
+// Standalone: take over at once (an app importing the part keeps its own install policy).
+self.addEventListener("install", (event) => event.waitUntil(self.skipWaiting()));
+self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
 pyjobqServiceWorker(self);

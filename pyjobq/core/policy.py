@@ -187,15 +187,22 @@ def back_online(record: JobRecord, now: float) -> JobRecord | None:
     return record.evolve(next_retry_at=now, updated_at=now)
 
 
+#: How many attempts given back a Service Worker's recovered run may still add to (:func:`recover`).
+SW_GIVE_BACKS = 3
+
+
 def recover(record: JobRecord, now: float) -> JobRecord:
     """A running record whose page went away: its attempt is spent; pending again,
     or failed at the ceiling.
 
-    A run a Service Worker held (:func:`~pyjobq.core.records.is_service_worker`) was cut short
-    by the browser — it ends a Service Worker at its event's limit, whatever the job does — so
-    its attempt is given back, as for an interrupted run: the job is pending again, due now,
-    and climbs the backoff ladder (``given_back``), not the ceiling."""
-    if is_service_worker(record.owner):
+    A run a Service Worker held (:func:`~pyjobq.core.records.is_service_worker`) was most
+    likely cut short by the browser — it ends a Service Worker at its event's limit, whatever
+    the job does — so its attempt is given back, as for an interrupted run: the job is pending
+    again, due now, and climbs the backoff ladder (``given_back``), not the ceiling. At most
+    :data:`SW_GIVE_BACKS` times over the job's attempts given back: a job that kills the
+    Service Worker every time spends its attempts then, and stops as one that crashes its page
+    every time does (spec: "eventually stops rather than coming back for ever")."""
+    if is_service_worker(record.owner) and record.given_back < SW_GIVE_BACKS:
         return _move(record, Event.RECOVER, now, next_retry_at=now,
                      attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if record.attempts >= record.max_attempts:

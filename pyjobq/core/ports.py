@@ -237,6 +237,10 @@ class LockManager(Protocol):
     async def held(self) -> dict[str, str]:
         """Lock names currently held, each mapped to ``"exclusive"`` or ``"shared"``."""
 
+    async def waiting(self) -> set[str]:
+        """Lock names some context of the origin is waiting for (``navigator.locks.query()``'s
+        ``pending``)."""
+
 
 class Lease(Protocol):
     """The processor lease (spec: "Preventing duplicate execution across tabs").

@@ -230,6 +230,10 @@ def test_recover_of_a_service_workers_run_gives_the_attempt_back_even_at_the_cei
         status=Status.PENDING, owner=None, updated_at=T0 + 50, next_retry_at=T0 + 50,
         attempts=0, given_back=1)
     assert not is_service_worker(new_id()) and not is_service_worker(None)
+    # A job that kills the Service Worker every time spends its attempts after a few.
+    worn = policy.claim(fresh(max_attempts=1).evolve(given_back=policy.SW_GIVE_BACKS), T0,
+                        service_worker_source())
+    assert policy.recover(worn, T0 + 50).status is Status.FAILED
 
 
 # ------------------------------------------------------------- a terminal record's cause (issue 22)

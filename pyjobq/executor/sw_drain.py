@@ -1,0 +1,251 @@
+"""The Service Worker's drain, on ports: :func:`drain`.
+
+Theory of operation
+-------------------
+pyjobq's Service Worker is a tab without a page. When the browser wakes it (a ``sync`` event,
+or its own start where Background Sync is refused) it runs this drain with the browser's ports
+(:mod:`pyjobq.browser.sw_main`); CPython tests run the very same drain on the memory adapters
+(``tests/test_sw_drain.py``). It runs the pages' engine — the scheduler and the executor side
+linked in this one context, on the origin's store, locks and channel — so the retry policy,
+lanes, run locks, the attempt ceiling and the ``job-update`` news are the pages' own. What
+differs is only when it holds the processor lease:
+
+* **Only if no page holds it.** It asks for the lock with ``if_available``: a page that holds
+  it is processing, and the Service Worker has nothing to do (``lease_held``).
+* **Never against a page.** While it holds the lease it looks every :data:`LOOK_MS` at the
+  origin's waiting lock requests; one for the lease is a page that opened, and the Service
+  Worker lets the lease go to it: it stops claiming at once, its runs finish under their run
+  locks (pyjobq/engine/lease.py: a run lock keeps a run from being recovered or doubled), then
+  it releases the lock — one processor throughout (``page``).
+* **Before the browser's limit.** A sync event may run about 3 minutes. At ``budget_ms`` (the
+  script gives 120 s, counted from the event) it stops claiming (``budget``); runs still going
+  :data:`GRACE_MS` later are abandoned — the jobs pending for the next sync. A Service Worker
+  the browser ends anyway (its run locks go with it) leaves running records that the next
+  holder recovers with the attempt given back (``policy.recover``: the owner is a Service
+  Worker's source), a bounded number of times, so being cut short does not spend attempts
+  while a job that kills the Service Worker every time still reaches its end.
+* **Only what it can run.** ``fetch`` jobs through the app's transport, and the reconstructors
+  it was given (the page's tasks whose modules import there). A job of another kind is given
+  back at once (interrupted, no attempt spent) and ends the drain (``refused``): it waits for
+  a page, which has the reconstructor — it is never failed as orphaned here.
+
+The drain ends on its own when nothing runs and nothing falls due before its budget ends
+(``done``) — a retry due in a few seconds is waited for. Its :class:`DrainReport` says how many
+pending jobs it left (due now or later), so the script can make the event fail and the browser
+fire it again later (Background Sync's retries): a job is never left waiting for a page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+from ..core.errors import Interrupted
+from ..core.ports import Channel, Clock, LockManager, Store
+from ..core.records import JobRecord
+from ..core.status import TERMINAL, Status
+from ..engine.scheduler import Scheduler
+from .side import ExecutorSide
+from .wiring import in_process
+
+log = logging.getLogger("pyjobq")
+
+#: How often the holder looks for a page waiting for the lease, and whether it is done.
+LOOK_MS = 250.0
+#: How long runs may go on after the drain stopped claiming before they are abandoned.
+GRACE_MS = 20_000.0
+
+
+@dataclass
+class DrainReport:
+    """How a drain went (``self.pyjobqDrains`` in the Service Worker's console lists them)."""
+
+    #: Why it stopped: ``lease_held`` (a page processes), ``done`` (nothing due), ``page`` (a
+    #: page asked for the lease), ``budget`` (the event's time was spent), ``refused`` (a job
+    #: of a kind only pages can run), ``upgraded`` (another tab upgraded the database).
+    stopped: str = "done"
+    #: Jobs that reached an end (done, failed, cancelled) during the drain.
+    ended: int = 0
+    #: Jobs due and still pending when it stopped: the sync is fired again later.
+    left: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps({"stopped": self.stopped, "ended": self.ended, "left": self.left})
+
+
+@dataclass(frozen=True)
+class DrainPorts:
+    """What the drain runs on: the origin's store, locks and channels, and this context's clock.
+
+    ``channel`` makes a new channel object for each user (the scheduler's and the executor
+    side's, as in a tab)."""
+
+    store: Store
+    locks: LockManager
+    channel: Callable[[], Channel]
+    clock: Clock
+    is_online: Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class DrainQueue:
+    """Which queue to drain, and with what (``ServiceWorkerConfig`` resolved)."""
+
+    lock_name: str
+    source: str
+    transport: Callable[..., Any]
+    reconstructors: Mapping[str, Callable[[Any], Any]]
+    yields: Mapping[str, str]
+    handshake_timeout_ms: float
+
+
+class ServiceWorkerLease:
+    """The lease as the Service Worker holds it: taken before the scheduler starts
+    (``if_available``), revoked when a page asks for it, when the budget ends or when the drain
+    is done. Once revoked it is never held again by this drain."""
+
+    def __init__(self) -> None:
+        self.revoked = False
+        self._on_revoked: Callable[[], None] | None = None
+        self._never: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+    async def hold(self, callback: Callable[[], Awaitable[None]],
+                   on_revoked: Callable[[], None]) -> bool:
+        if self.revoked:
+            await asyncio.shield(self._never)  # the drain stops this scheduler
+            return False
+        self._on_revoked = on_revoked
+        try:
+            await callback()
+        finally:
+            self._on_revoked = None
+        return not self.revoked
+
+    def revoke(self) -> None:
+        if not self.revoked:
+            self.revoked = True
+            if self._on_revoked is not None:
+                self._on_revoked()
+
+
+def _not_here(name: str) -> Callable[[Any], Callable[[Any], Awaitable[Any]]]:
+    """The factory of a kind this Service Worker cannot run: its run is given back."""
+    def factory(_params: Any) -> Callable[[Any], Awaitable[Any]]:
+        async def run(_signal: Any) -> Any:
+            raise Interrupted(f"the Service Worker has no reconstructor {name!r}: left for a page")
+        return run
+    return factory
+
+
+async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
+                report: DrainReport | None = None,
+                lease: ServiceWorkerLease | None = None) -> DrainReport:
+    """Run the due jobs of ``queue``, if no page processes it; see the module docstring.
+
+    ``report`` and ``lease`` may be given to watch or stop the drain from outside (the store's
+    ``versionchange`` revokes the lease; a test kit reads the report as it goes)."""
+    report = report if report is not None else DrainReport()
+    lease = lease if lease is not None else ServiceWorkerLease()
+
+    async def holding(lock: Any) -> None:
+        if lock is None:
+            log.info("pyjobq service worker: a page holds the processor lease; nothing to do")
+            report.stopped = "lease_held"
+            return
+        await _drain(ports, queue, budget_ms, report, lease)
+
+    await ports.locks.request(queue.lock_name, holding, if_available=True)
+    return report
+
+
+async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report: DrainReport,
+                 lease: ServiceWorkerLease) -> None:
+    clock = ports.clock
+    started = clock.now()
+    engine = in_process(
+        store=ports.store, source=queue.source, clock=clock, lock_name=queue.lock_name,
+        locks=ports.locks, channel=ports.channel(), yields=queue.yields,
+        handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease)
+    refused: list[str] = []
+
+    def unknown_kind(name: str) -> Callable[[Any], Any]:
+        refused.append(name)
+        if not lease.revoked:
+            report.stopped = "refused"
+        lease.revoke()  # claims nothing more: the pages have the reconstructors
+        return _not_here(name)
+
+    side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ports.channel(),
+                        source=queue.source, transport=queue.transport, locks=ports.locks,
+                        yields=queue.yields, reconstructors=queue.reconstructors,
+                        is_online=ports.is_online, unknown_kind=unknown_kind)
+    scheduler = engine.scheduler
+
+    def heard(update: Any) -> None:
+        if update.get("status") in TERMINAL and not update.get("deleted"):
+            report.ended += 1
+
+    side.on_update(heard)
+    try:
+        await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report)
+        grace_end = clock.now() + GRACE_MS
+        await _until(clock, lambda: not scheduler.in_flight, grace_end)
+    finally:
+        scheduler.stop()
+        side.stop()
+    # The abandoned runs' answers (interrupted) are stored before the lock goes, within the
+    # same grace: budget + grace stays inside the browser's limit on the event.
+    await _until(clock, lambda: not scheduler.flights.ending, grace_end)
+    await _sleep(clock, LOOK_MS)  # the last settles' news reach the report (the link is async)
+    if refused:
+        log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
+                    ", ".join(sorted(set(refused))))
+    # Every pending job, due now or later (a retry after a 503, a network error): the event
+    # fails and the browser fires it again later, so no job waits for a page to open.
+    report.left = len(await ports.store.by_status(Status.PENDING.value))
+
+
+async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPorts,
+                lock_name: str, budget_end: float, report: DrainReport) -> None:
+    """Hold the lease until a page asks for it, the budget ends, or nothing is due and running."""
+    while not lease.revoked:
+        await _sleep(ports.clock, LOOK_MS)
+        if lease.revoked:
+            break
+        if lock_name in await ports.locks.waiting():
+            log.info("pyjobq service worker: a page asks for the lease; letting it go")
+            report.stopped = "page"
+            lease.revoke()
+        elif ports.clock.now() >= budget_end:
+            log.info("pyjobq service worker: the budget is spent; stopping")
+            report.stopped = "budget"
+            lease.revoke()
+        elif not scheduler.in_flight and not await _due_by(ports.store, budget_end):
+            lease.revoke()  # done for now: nothing falls due before the budget ends
+
+
+async def _until(clock: Clock, condition: Callable[[], bool], deadline: float) -> None:
+    """Wait until ``condition()`` holds, or until ``deadline``."""
+    while not condition() and clock.now() < deadline:
+        await _sleep(clock, LOOK_MS)
+
+
+async def _sleep(clock: Clock, ms: float) -> None:
+    """Sleep on ``clock`` (a fake clock in tests moves only when told)."""
+    woken: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    clock.call_later(ms, wake)
+    await woken
+
+
+async def _due_by(store: Store, when: float) -> list[JobRecord]:
+    """The pending jobs that fall due by ``when``."""
+    return [r for r in await store.by_status(Status.PENDING.value)
+            if (r.next_retry_at or 0) <= when]

@@ -1,0 +1,197 @@
+"""The Service Worker's drain (pyjobq/executor/sw_drain.py) on the memory adapters: the same
+drain the browser runs (tests/e2e/service_worker.spec.js), a tab without a page."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pyjobq.core.records import service_worker_source
+from pyjobq.core.status import Status
+from pyjobq.executor import sw_drain
+from pyjobq.executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
+from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore
+from pyjobq.testing import Response, record
+
+LOCK = "q-lock"
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sw_drain, "LOOK_MS", 5.0)
+
+
+class Origin:
+    """One origin's store, locks and channel, and the requests its transport sent."""
+
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.locks = LockHub()
+        self.channels = ChannelHub()
+        self.sent: list[str] = []
+        self.hold: asyncio.Event | None = None  # set: requests wait for it
+
+    async def send(self, method: str, path: str, body: Any) -> Response:
+        self.sent.append(path)
+        if self.hold is not None:
+            await self.hold.wait()
+        return Response(200, {"path": path})
+
+    def ports(self) -> DrainPorts:
+        return DrainPorts(store=self.store, locks=self.locks.client(),
+                          channel=lambda: self.channels.channel("q"), clock=LoopClock(),
+                          is_online=lambda: True)
+
+    def queue(self, **reconstructors: Any) -> DrainQueue:
+        return DrainQueue(lock_name=LOCK, source=service_worker_source(), transport=self.send,
+                          reconstructors=reconstructors, yields={}, handshake_timeout_ms=10_000)
+
+
+async def statuses(store: MemoryStore) -> dict[str, tuple[str, int, int]]:
+    return {r.id: (r.status.value, r.attempts, r.given_back) for r in await store.all()}
+
+
+def test_it_runs_every_due_job_once_and_stops_when_nothing_is_due() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("a", type="x"), record("b", type="x"), record("c", type="y"),
+                                record("later", next_retry_at=9e15)])
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
+        # "later" is pending, not due: counted as left, so the browser fires the sync again.
+        assert (report.stopped, report.ended, report.left) == ("done", 3, 1)
+        assert sorted(origin.sent) == ["/a", "/b", "/c"]
+        assert (await statuses(origin.store))["later"] == ("pending", 0, 0)
+        assert {k: v for k, v in (await statuses(origin.store)).items() if k != "later"} == {
+            "a": ("done", 1, 0), "b": ("done", 1, 0), "c": ("done", 1, 0)}
+        assert await origin.locks.client().held() == {}  # the lease went back
+    asyncio.run(main())
+
+
+def test_it_does_nothing_while_a_page_holds_the_lease() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("a")])
+        page_holds = asyncio.Event()
+        page_done = asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            page_holds.set()
+            await page_done.wait()
+
+        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
+        await page_holds.wait()
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
+        assert report.to_json() == '{"stopped": "lease_held", "ended": 0, "left": 0}'
+        assert origin.sent == [] and (await statuses(origin.store))["a"] == ("pending", 0, 0)
+        page_done.set()
+        await page_task
+    asyncio.run(main())
+
+
+def test_a_page_that_asks_for_the_lease_gets_it_after_the_run_and_no_job_runs_twice() -> None:
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()
+        await origin.store.add([record("a", type="x"), record("b", type="x")])
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        while origin.sent != ["/a"]:
+            await asyncio.sleep(0.001)
+        page_has_it = asyncio.Event()
+
+        async def page(_lock: Any) -> None:  # a page opens: it waits in line for the lease
+            page_has_it.set()
+            assert not drain.done() or drain.result().stopped == "page"
+
+        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
+        for _ in range(20):  # the Service Worker notices, and keeps the lock while "a" runs
+            await asyncio.sleep(0.005)
+        assert not page_has_it.is_set()
+        origin.hold.set()
+        report = await drain
+        await page_task
+        assert (report.stopped, report.ended, report.left) == ("page", 1, 1)
+        assert origin.sent == ["/a"]  # "b" is the page's to run
+        assert (await statuses(origin.store)) == {"a": ("done", 1, 0), "b": ("pending", 0, 0)}
+    asyncio.run(main())
+
+
+def test_a_kind_only_pages_have_is_given_back_untouched_and_ends_the_drain() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("custom", type="x", reconstructor="resize", params={})])
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
+        assert report.stopped == "refused"
+        assert (await statuses(origin.store))["custom"][0] == "pending"
+        assert (await statuses(origin.store))["custom"][1] == 0  # no attempt spent
+    asyncio.run(main())
+
+
+def test_a_reconstructor_it_was_given_runs_there() -> None:
+    async def main() -> None:
+        origin = Origin()
+        ran: list[Any] = []
+
+        def resize(params: Any) -> Any:
+            async def run(signal: Any) -> str:
+                ran.append(params)
+                return "resized"
+            return run
+
+        await origin.store.add([record("custom", reconstructor="resize", params={"w": 64})])
+        report = await sw_drain.drain(origin.ports(), origin.queue(resize=resize), 60_000)
+        assert (report.stopped, report.ended, ran) == ("done", 1, [{"w": 64}])
+    asyncio.run(main())
+
+
+def test_at_the_budget_it_stops_claiming_and_leaves_a_run_past_the_grace_to_recovery(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
+
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()  # never set: the request outlives the drain
+        await origin.store.add([record("a-slow", type="x"), record("b-next", type="x")])
+        queue = origin.queue()
+        report = await sw_drain.drain(origin.ports(), queue, 30)
+        assert report.stopped == "budget" and report.left == 1
+        assert origin.sent == ["/a-slow"]  # the next was never claimed
+        slow = await origin.store.get("a-slow")
+        # Still running under the Service Worker's name: when the browser ends it, the next
+        # holder recovers the run with its attempt given back (tests/core/test_policy.py).
+        assert slow is not None and (slow.status, slow.owner) == (Status.RUNNING, queue.source)
+        assert (await statuses(origin.store))["b-next"] == ("pending", 0, 0)
+    asyncio.run(main())
+
+
+def test_a_retry_that_falls_due_within_the_budget_is_waited_for() -> None:
+    async def main() -> None:
+        origin = Origin()
+        answers = [503, 200]
+
+        async def flaky(method: str, path: str, body: Any) -> Response:
+            origin.sent.append(path)
+            return Response(answers.pop(0), {})
+
+        await origin.store.add([record("a")])
+        queue = origin.queue()
+        queue = DrainQueue(lock_name=queue.lock_name, source=queue.source, transport=flaky,
+                           reconstructors={}, yields={}, handshake_timeout_ms=10_000)
+        report = await sw_drain.drain(origin.ports(), queue, 60_000)
+        assert (report.stopped, report.ended, report.left) == ("done", 1, 0)
+        assert origin.sent == ["/a", "/a"]
+        assert (await statuses(origin.store))["a"] == ("done", 2, 0)
+    asyncio.run(main())
+
+
+def test_an_outside_revocation_stops_it_like_a_database_upgrade() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("a")])
+        lease = ServiceWorkerLease()
+        report = DrainReport()
+        lease.revoke()  # before it starts: claims nothing
+        await sw_drain.drain(origin.ports(), origin.queue(), 60_000, report=report, lease=lease)
+        assert origin.sent == [] and report.left == 1
+    asyncio.run(main())
