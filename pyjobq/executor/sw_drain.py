@@ -15,8 +15,9 @@ differs is only when it holds the processor lease:
 * **Never against a page.** While it holds the lease it looks every :data:`LOOK_MS` at the
   origin's waiting lock requests; one for the lease is a page that opened, and the Service
   Worker lets the lease go to it: it stops claiming at once, its runs finish under their run
-  locks (pyjobq/engine/lease.py: a run lock keeps a run from being recovered or doubled), then
-  it releases the lock — one processor throughout (``page``).
+  locks (pyjobq/engine/lease.py: a run lock keeps a run from being recovered or doubled) —
+  however long they take, up to the event's end — then it releases the lock: one processor
+  throughout (``page``).
 * **Before the browser's limit.** A sync event may run about 3 minutes. At ``budget_ms`` (the
   script gives 120 s, counted from the event) it stops claiming (``budget``); runs still going
   :data:`GRACE_MS` later are abandoned — the jobs pending for the next sync. A Service Worker
@@ -191,7 +192,11 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     side.on_update(heard)
     try:
         await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report)
-        grace_end = clock.now() + GRACE_MS
+        # Runs in flight finish under their run locks, however the drain stopped (a page that
+        # asked for the lease waits for them): abandoned only at the event's end — budget plus
+        # grace — since an abandoned request may still reach the server (its transport may not
+        # heed the signal), and the job's next run would send it again.
+        grace_end = max(clock.now(), started + budget_ms) + GRACE_MS
         await _until(clock, lambda: not scheduler.in_flight, grace_end)
     finally:
         scheduler.stop()
