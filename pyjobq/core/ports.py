@@ -62,8 +62,21 @@ class Store(Protocol):
     ``when``, ``delete_many``, ``delete_group``), never a read and then a blind write.
     """
 
-    async def add(self, records: Sequence[JobRecord]) -> None:
-        """Insert all of ``records`` or none. An existing id raises ``KeyError`` naming it."""
+    async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        """Insert all of ``records`` or none. An existing id raises ``KeyError`` naming it.
+
+        Keys that replace: a record with a ``key`` replaces, in this same transaction, every
+        *waiting* record of that key (:data:`~pyjobq.core.status.REPLACEABLE`) — ``pending``
+        (delayed, or in retry backoff: a debounce wants the latest change, not an older one
+        retried) or ``paused`` — which is deleted.
+        A running record of the key is left (the new one waits behind it: the view never starts
+        a keyed job while another of its key runs), and so are finished ones. Of several records
+        of one key in ``records`` only the last is stored (:func:`last_per_key`).
+
+        Returns what was replaced, to be published as deleted with the code ``replaced``: the
+        waiting records deleted, as they were, oldest first, then the records of ``records``
+        not stored; [] when nothing was (always, for records without a key).
+        """
 
     async def get(self, job_id: str) -> JobRecord | None:
         """The record, or None when there is none."""
@@ -105,11 +118,14 @@ class Store(Protocol):
         every read, and left out.
         """
 
-    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+    async def delete_many(self, job_ids: Sequence[str],
+                          when: Collection[Status] | None = None) -> list[JobRecord]:
         """Delete those of ``job_ids`` that exist, all or none, in one transaction that reads
         what it deletes; returns the records deleted, as they were, in the order of ``job_ids``
         (a malformed value as its failed form). Missing ids are ignored; a record of a newer
-        pyjobq (a status this version does not know) is left as it is and not returned.
+        pyjobq (a status this version does not know) is left as it is and not returned. With
+        ``when``, only a record whose status is one of those is deleted (the others are left and
+        not returned): what a pass replacing an outdated keyed job needs.
 
         One transaction: a change issued after it finds nothing; one issued before it is
         deleted with it (what a read in one transaction and a delete in another would lose).
@@ -143,6 +159,17 @@ class Store(Protocol):
 
     async def all(self) -> list[JobRecord]:
         """Every record, oldest first."""
+
+
+def last_per_key(records: Sequence[JobRecord]) -> tuple[list[JobRecord], list[JobRecord]]:
+    """(what ``Store.add`` stores, what it drops): of several records of one key in a burst,
+    the last one filed replaces the others before any is stored. Records without a key are
+    all kept."""
+    last: dict[str, str] = {r.key: r.id for r in records if r.key is not None}
+    kept = [r for r in records if r.key is None or last[r.key] == r.id]
+    if len(kept) == len(records):
+        return list(records), []
+    return kept, [r for r in records if r.key is not None and last[r.key] != r.id]
 
 
 class Clock(Protocol):

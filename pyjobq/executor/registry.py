@@ -21,7 +21,7 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator, Callable
 
-from ..core.codes import Code
+from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import RECHECK_MS
 from ..core.outcome import Outcome
 from ..core.ports import Clock, Timer
@@ -77,7 +77,13 @@ def _ended(job: dict[str, Any]) -> bool:
     return bool(job.get("deleted")) or job.get("status") in TERMINAL
 
 
-def _deleted(job_id: str) -> Outcome:
+def _deleted(job_id: str, news: dict[str, Any] | None = None) -> Outcome:
+    """The outcome of a job whose record is gone: cancelled, with the code ``deleted`` — or
+    ``replaced`` when the news of its deletion says a newer job of its key replaced it (the
+    store, which confirms the record is gone, cannot say why)."""
+    if news is not None and news.get("code") == Code.REPLACED.value:
+        return Outcome(id=job_id, status=Status.CANCELLED, error=REPLACED_ERROR,
+                       code=Code.REPLACED)
     return Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code=Code.DELETED)
 
 
@@ -146,15 +152,16 @@ class Handles:
         if not isinstance(job_id, str) or job_id not in self.jobs or not _ended(job):
             return
         if not trusted or job.get("result_truncated"):
-            self.confirm(job_id)
+            self.confirm(job_id, _deleted(job_id, job) if job.get("deleted") else None)
         elif job.get("deleted"):
-            self.settle(job_id, _deleted(job_id))
+            self.settle(job_id, _deleted(job_id, job))
         else:
             self.settle(job_id, Outcome.of(job))
 
-    def confirm(self, job_id: str) -> None:
+    def confirm(self, job_id: str, missing: Outcome | None = None) -> None:
         """Settle ``done`` from the stored record, which news said has ended: terminal → its
-        outcome; gone → deleted; anything else → the news was wrong, wait for more."""
+        outcome; gone → ``missing`` (default: deleted); anything else → the news was wrong,
+        wait for more."""
         if self.read is None or job_id in self._confirming or self.lost is not None:
             return
         self._confirming.add(job_id)
@@ -162,7 +169,7 @@ class Handles:
         def read(f: asyncio.Future[Any]) -> None:
             self._confirming.discard(job_id)
             if job_id in self.jobs and not f.cancelled() and f.exception() is None:
-                self.settle_from(job_id, f.result())
+                self.settle_from(job_id, f.result(), missing=missing)
 
         self.read(job_id).add_done_callback(read)
 
