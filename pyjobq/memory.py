@@ -39,7 +39,7 @@ from typing import (
 )
 
 from .core.errors import LockStolen
-from .core.ports import Change, Clock, Message, Unsubscribe, Updated, last_per_key
+from .core.ports import Change, Clock, Message, Unsubscribe, Updated, last_per_key, replaces
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
@@ -171,7 +171,7 @@ class MemoryStore:
             raise KeyError("the same id appears twice in one add")
         # A walk over every row per keyed add: this store is the tests' (IndexedDB reads its
         # by_key index).
-        keys = {r.key for r in kept if r.key is not None}
+        keys = {r.key for r in kept if replaces(r)}
         waiting = [k for k, r in self._rows.items()
                    if isinstance(r.get("key"), str) and r["key"] in keys
                    and _is(r.get("status"), REPLACEABLE)] if keys else []
@@ -333,7 +333,7 @@ class VolatileStore:
                 raise KeyError(f"a job with id {job_id!r} already exists and has not finished")
         if len(set(ids)) != len(ids):
             raise KeyError("the same id appears twice in one add")
-        keys = {r.key for r in kept if r.key is not None}
+        keys = {r.key for r in kept if replaces(r)}
         replaced = _oldest_first(r for r in self._records.values()
                                  if r.key in keys and r.status in REPLACEABLE) if keys else []
         for record in replaced:

@@ -47,7 +47,7 @@ from pyodide.ffi import jsnull, to_js
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
 from ..core.errors import DatabaseUpgradedError as DatabaseUpgradedError
 from ..core.errors import StorageError as StorageError
-from ..core.ports import Change, Updated, last_per_key
+from ..core.ports import Change, Updated, last_per_key, replaces
 from ..core.records import (
     MALFORMED,  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
     MAX_DEPTH,
@@ -609,7 +609,7 @@ class IndexedDBStore:
         # One conversion and one call for the whole batch.
         values = to_js([record.to_dict() for record in kept],
                        dict_converter=js.Object.fromEntries, create_pyproxies=False)
-        keys = sorted({r.key for r in kept if r.key is not None})
+        keys = sorted({r.key for r in kept if r.key is not None and replaces(r)})
         replaced: list[JobRecord] = []
         try:
             if keys:

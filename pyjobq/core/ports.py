@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, S
 # import it from .errors.
 from .errors import LockStolen as LockStolen
 from .records import JobRecord
-from .status import Status
+from .status import REPLACEABLE, Status
 from .view import Entry
 
 Message = dict[str, Any]
@@ -71,7 +71,8 @@ class Store(Protocol):
         retried) or ``paused`` — which is deleted.
         A running record of the key is left (the new one waits behind it: the view never starts
         a keyed job while another of its key runs), and so are finished ones. Of several records
-        of one key in ``records`` only the last is stored (:func:`last_per_key`).
+        of one key in ``records`` only the last is stored (:func:`last_per_key`). Only a record
+        that waits itself replaces (:func:`replaces`): one added as running or finished does not.
 
         Returns what was replaced, to be published as deleted with the code ``replaced``: the
         waiting records deleted, as they were, oldest first, then the records of ``records``
@@ -162,14 +163,19 @@ class Store(Protocol):
 
 
 def last_per_key(records: Sequence[JobRecord]) -> tuple[list[JobRecord], list[JobRecord]]:
-    """(what ``Store.add`` stores, what it drops): of several records of one key in a burst,
-    the last one filed replaces the others before any is stored. Records without a key are
-    all kept."""
-    last: dict[str, str] = {r.key: r.id for r in records if r.key is not None}
-    kept = [r for r in records if r.key is None or last[r.key] == r.id]
+    """(what ``Store.add`` stores, what it drops): of several waiting records of one key in a
+    burst, the last one filed replaces the others before any is stored. The rest are all kept."""
+    last = {r.key: r.id for r in records if replaces(r)}
+    kept = [r for r in records if not replaces(r) or last[r.key] == r.id]
     if len(kept) == len(records):
         return list(records), []
-    return kept, [r for r in records if r.key is not None and last[r.key] != r.id]
+    return kept, [r for r in records if replaces(r) and last[r.key] != r.id]
+
+
+def replaces(record: JobRecord) -> bool:
+    """Whether storing ``record`` replaces the waiting jobs of its key: it has a key and waits
+    itself (a new job does; a record written with another status — history — replaces none)."""
+    return record.key is not None and record.status in REPLACEABLE
 
 
 class Clock(Protocol):
