@@ -104,6 +104,9 @@ class Handles:
         self.read = read
         self.jobs: dict[str, Job] = {}
         self._confirming: set[str] = set()  # ids whose news of an end is being checked
+        #: What news said ended a job whose record it says is gone (``replaced``), until a read
+        #: confirms it: the store can say only that the record is gone.
+        self._gone_why: dict[str, Outcome] = {}
         self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
@@ -162,14 +165,18 @@ class Handles:
         """Settle ``done`` from the stored record, which news said has ended: terminal → its
         outcome; gone → ``missing`` (default: deleted); anything else → the news was wrong,
         wait for more."""
+        if missing is not None:
+            # Kept for a read already under way too (a recheck's): it may be what finds it gone.
+            self._gone_why[job_id] = missing
         if self.read is None or job_id in self._confirming or self.lost is not None:
             return
         self._confirming.add(job_id)
 
         def read(f: asyncio.Future[Any]) -> None:
             self._confirming.discard(job_id)
+            why = self._gone_why.pop(job_id, None)
             if job_id in self.jobs and not f.cancelled() and f.exception() is None:
-                self.settle_from(job_id, f.result(), missing=missing)
+                self.settle_from(job_id, f.result(), missing=why)
 
         self.read(job_id).add_done_callback(read)
 
