@@ -269,15 +269,15 @@ job = queue.enqueue_persistent("noop", {"i": 1}, label="before upgrade")
 await asyncio.wait_for(job.done, 90)
 job.id`);
   const db = await py(page, "queue.settings.db_name");
-  // What a page with newer code does: open at version 2 (the worker's connection is at 1).
+  // What a page with newer code does: open at version 3 (the worker's connection is at 2).
   const version = await page.evaluate(async (name) => {
-    const r = indexedDB.open(name, 2);
+    const r = indexedDB.open(name, 3);
     const db = await new Promise((resolve, reject) => { r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); r.onblocked = () => {}; });
     const v = db.version;
     db.close();
     return v;
   }, db);
-  expect(version).toBe(2); // not blocked: the old connection got out of the way
+  expect(version).toBe(3); // not blocked: the old connection got out of the way
 
   const after = await py(page, `
 out = {}
@@ -297,7 +297,7 @@ out["done"] = [o.status, o.code]
 v = queue.enqueue(lambda signal: asyncio.sleep(0, 3))  # volatile jobs need no database
 out["volatile"] = (await asyncio.wait_for(v.done, 60)).status
 json.dumps(out)`);
-  expect(after.query_all).toMatch(/upgraded to version 2 by another tab.*Reload this page/);
+  expect(after.query_all).toMatch(/upgraded to version 3 by another tab.*Reload this page/);
   expect(after.stored).toMatch(/Reload this page/);
   // Never stored, and the outcome names why: the worker stopped (pyjobq.WorkerUnavailable).
   expect(after.done).toEqual(["failed", "worker_stopped"]);
