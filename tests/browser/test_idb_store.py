@@ -141,13 +141,13 @@ async def test_a_version_1_database_is_upgraded_in_place_keeping_its_records(sel
     assert await store.add([keyed]) == []
     newer = NewJob(id="k2", reconstructor="fetch", params=None, key="doc").to_record(3.0)
     assert await store.add([newer]) == [keyed]
+    assert [r.id for r in await store.all()] == ["old", "k2"]
     db = await store._open()
     assert db.version == 2
     jobs = db.transaction("jobs").objectStore("jobs")
     assert "by_key" in list(jobs.indexNames)
-    assert [r.id for r in await store.all()] == ["old", "k2"]
     count = asyncio.get_event_loop().create_future()
-    counting = jobs.index("by_key").count()
+    counting = jobs.index("by_key").count()  # issued at once: the transaction is still active
     on_count = create_proxy(lambda _e: count.set_result(counting.result))
     counting.onsuccess = on_count
     assert await count == 1  # k2 alone: "old" has no key
