@@ -489,8 +489,9 @@ class Sim:
     def check_keys(self, records: list[Any]) -> None:
         """Keys that replace, once the faults stopped: at most one job of a key waits (none does:
         liveness ended them all); every replaced job's ``done`` resolved cancelled with the code
-        ``replaced`` (where its tab lives); and what the server received for a key ends with the
-        last version — the newest stored job of the key is the last one sent, when it was sent."""
+        ``replaced`` (where its tab lives); and what the server received for a key is in the
+        order the store took the jobs, ending with the last version — the newest stored job of
+        the key is the last one sent, when it was sent."""
         waiting = [r.key for r in records if r.key is not None and str(r.status) in ("pending",
                                                                                     "paused")]
         assert len(waiting) == len(set(waiting)), f"two waiting jobs of one key: {waiting}"
@@ -511,22 +512,23 @@ class Sim:
                     f"{job.job_id} was replaced (news heard: {heard}): {outcome}")
         order = {job_id: n for n, job_id in enumerate(self.added)}
         for key in KEYS:
-            mine = [r for r in records if r.key == key and not self.jobs[r.id].deleted]
-            if not mine:
-                continue
-            # The last stored: created_at is each engine's own stamp, so two tabs' jobs filed in
-            # one millisecond do not say which the store took last.
-            last = max(mine, key=lambda r: order[r.id])
             # A deleted job's run may still be on the wire in a frozen or busy page (deleting
             # is not replacing: the record went, the request may not have); the others' order is
-            # the oracle's.
+            # the oracle's, in the order the store took them (created_at is each engine's own
+            # stamp: two tabs' jobs filed in one millisecond do not say which came last).
             sent = [j for j in self.sent_by_key.get(key, []) if not self.jobs[j].deleted]
-            if last.id in sent:
-                assert sent[-1] == last.id, (
-                    f"key {key}: the server got {sent[-1]} after the last version {last.id} "
-                    f"(truth): {sent}")
-            else:
-                assert str(last.status) != "done", f"key {key}: {last.id} done and never sent"
+            for earlier, later in zip(sent, sent[1:]):
+                assert order[earlier] <= order[later], (
+                    f"key {key}: the server got {later} after the newer {earlier} (truth): {sent}")
+            mine = [r for r in records if r.key == key and not self.jobs[r.id].deleted]
+            if mine:
+                last = max(mine, key=lambda r: order[r.id])
+                assert str(last.status) != "done" or last.id in sent, (
+                    f"key {key}: {last.id} done and never sent")
+                if last.id in sent:
+                    assert sent[-1] == last.id, (
+                        f"key {key}: the server got {sent[-1]} after the last version {last.id} "
+                        f"(truth): {sent}")
 
     async def while_frozen(self, went_online: bool) -> None:
         """Every other fault heals, but the frozen tabs stay frozen — a worker host among them

@@ -28,9 +28,13 @@ Picks use a list per type, sorted by (created_at, id), and one sorted list of
 ``(next_retry_at, id)``: the look is O(types), the next wake-up a bisection.
 
 Keys that replace: a keyed job is never picked while a job of its key runs (a running record
-in the view, or one of ``exclude``: ours in flight), nor while an older job of its key waits
-(two can wait only when ``retry_job`` revived an old one beside the newest: they then run one
-after the other, oldest first, so the newest lands last). So at most one job of a key runs,
+in the view, or one of ``exclude``: ours in flight), nor while a newer job of its key exists
+(two wait only once an older one fell back to waiting behind the newer — a retry, a recovery,
+``retry_job`` — and the pass replaces the older; until then it is never started, not even by a
+settle's follow-on). "Newer" is (created_at, id): each engine stamps its own jobs, so two tabs'
+jobs of one key filed in one millisecond are ordered by that stamp, not by which the store took
+last (a known limit: it needs the earlier job's engine to have stamped ahead of its clock in a
+burst, within the millisecond the other tab files). So at most one job of a key runs,
 whatever lane each is in; the settle of a keyed run asks for a full look
 (pyjobq/engine/settle.py), which starts the key's next job in whichever lane it waits. A waiting
 record behind a newer one of its key (:meth:`superseded`) is replaced by the pass's next look.
@@ -191,14 +195,15 @@ class QueueView:
         return None
 
     def key_waits(self, entry: Entry, exclude: Collection[str] = ()) -> bool:
-        """Whether keyed ``entry`` must wait for another job of its key: one that runs (its
-        record running, or in ``exclude``: ours in flight) or an older one still waiting."""
+        """Whether keyed ``entry`` may not start: another job of its key runs (its record
+        running, or in ``exclude``: ours in flight), or a newer one exists — ``entry`` is
+        outdated, and the pass replaces it (:meth:`superseded`) rather than send it."""
         for created_at, job_id in self._keys.get(entry.key or "", ()):
             if job_id == entry.id:
                 continue
             other = self._entries[job_id]
             if job_id in exclude or other.status is Status.RUNNING \
-                    or (created_at, job_id) < (entry.created_at, entry.id):
+                    or (created_at, job_id) > (entry.created_at, entry.id):
                 return True
         return False
 
