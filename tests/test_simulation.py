@@ -98,6 +98,8 @@ class Expected:
     key: str | None = None
     #: A newer job of its key replaced it (heard, or its handle said so, or seen: see check).
     replaced: bool = False
+    #: Whether its page had heard "replaced" when its ``done`` resolved (keyed jobs).
+    heard_replaced: bool = False
 
 
 @dataclass
@@ -289,7 +291,14 @@ class Sim:
                                         {"method": "POST", "path": path,
                                          "body": {"n": self.paths}},
                                         tab, handle, key=key)
+        if key is not None:
+            handle.done.add_done_callback(
+                lambda _done, job=self.jobs[handle.id]: self.resolved(job))
         return handle.id
+
+    def resolved(self, job: Expected) -> None:
+        """A keyed job's ``done`` resolved: whether its page had heard it was replaced by then."""
+        job.heard_replaced = job.tab.published.get(job.job_id, {}).get("code") == "replaced"
 
     def heard_replaced(self, job_id: Any) -> None:
         job = self.jobs.get(job_id) if isinstance(job_id, str) else None
@@ -502,10 +511,11 @@ class Sim:
             if job.tab.alive:
                 assert job.handle.done.done(), f"{job.job_id} was replaced; its done never resolved"
                 outcome = job.handle.done.result()
-                # A page that heard the news says replaced; one that missed it (frozen through
-                # it, or the tab that stored the newer job crashed before broadcasting) reads the
-                # store on its recheck, which can only say the record is gone: deleted.
-                heard = job.tab.published.get(job.job_id, {}).get("code") == "replaced"
+                # A page that heard the news first says replaced; one that had not (frozen
+                # through it, or the tab that stored the newer job frozen or crashed before
+                # broadcasting) reads the store on its recheck, which can only say the record
+                # is gone: deleted.
+                heard = job.heard_replaced
                 assert (outcome.status, outcome.code) in (
                     [("cancelled", "replaced")] if heard
                     else [("cancelled", "replaced"), ("cancelled", "deleted")]), (
