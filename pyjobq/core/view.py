@@ -38,7 +38,7 @@ burst, within the millisecond the other tab files). So at most one job of a key 
 whatever lane each is in; the settle of a keyed run asks for a full look
 (pyjobq/engine/settle.py), which starts the key's next job in whichever lane it waits. A waiting
 record behind a newer one of its key (:meth:`superseded`) is replaced by the pass's next look.
-The view counts the keys of its running records, so the check costs one dict lookup.
+Per key the view keeps its unfinished records, so the check reads that key's row or two.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Entry(NamedTuple):
     owner: str | None = None
     updated_at: float = 0.0
     attempts: int = 0
-    #: The job's key (keys that replace): a keyed job starts only while no job of its key runs.
+    #: The job's key (keys that replace): a keyed job starts only while no other job of its key
+    #: runs and none newer exists (:meth:`QueueView.key_waits`).
     key: str | None = None
 
     @classmethod
@@ -189,7 +190,7 @@ class QueueView:
             if job_id in exclude or entry.next_retry_at is None or entry.next_retry_at > now:
                 continue
             if entry.key is not None and self.key_waits(entry, exclude):
-                continue  # its key's other job runs, or an older one waits: the lane goes on
+                continue  # another job of its key runs, or a newer one exists: the lane goes on
             if entry.status is Status.PENDING or (leases and entry.status is Status.RUNNING):
                 return entry
         return None
@@ -243,7 +244,7 @@ class QueueView:
             return [] if oldest is None else [oldest]
         found = [e for t in self._lanes if t not in busy_types
                  if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
-        # Two picks never share a key: of two waiting jobs of one key, the newer waits (key_waits).
+        # Two picks never share a key: of two waiting jobs of one key the older waits (key_waits).
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 

@@ -144,8 +144,8 @@ class RequestTable:
         # Keys that replace: the waiting job of each key goes in the transaction that stores
         # the new one (Store.add), so a debounce is one call and no moment holds both or neither.
         replaced = await engine.store.add(records)
-        stored = {r.id for r in replaced}
-        engine.publish([r for r in records if r.id not in stored])
+        gone = {r.id for r in replaced}  # a burst's own earlier jobs of a key are never stored
+        engine.publish([r for r in records if r.id not in gone])
         if replaced:  # waiting, never running: no run of them to abandon
             engine.publish(replaced, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
         engine.wake()
