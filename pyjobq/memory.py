@@ -39,10 +39,10 @@ from typing import (
 )
 
 from .core.errors import LockStolen
-from .core.ports import Change, Clock, Message, Unsubscribe, Updated
+from .core.ports import Change, Clock, Message, Unsubscribe, Updated, last_per_key, replaces
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
-from .core.status import CLAIMABLE, TERMINAL, UNFINISHED, Status
+from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
 
 log = logging.getLogger("pyjobq")
@@ -163,16 +163,28 @@ class MemoryStore:
         return _oldest_first(records)
 
     @_transaction
-    async def add(self, records: Sequence[JobRecord]) -> None:
-        rows = [_copy(r.to_dict()) for r in records]
-        ids = [r["id"] for r in rows]
+    async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        kept, dropped = last_per_key(records)
+        rows = [_copy(r.to_dict()) for r in kept]
+        ids = [r.id for r in records]
         for job_id in ids:
             if job_id in self._rows:
                 raise KeyError(f"a job with id {job_id!r} already exists")
         if len(set(ids)) != len(ids):
             raise KeyError("the same id appears twice in one add")
+        # A walk over every row per keyed add: this store is the tests' (IndexedDB reads its
+        # by_key index).
+        keys = {r.key for r in kept if replaces(r)}
+        waiting = [k for k, r in self._rows.items()
+                   if isinstance(r.get("key"), str) and r["key"] in keys
+                   and _is(r.get("status"), REPLACEABLE)] if keys else []
+        replaced = [r for r in (self._read(k) for k in waiting)
+                    if r is not None and r.status in REPLACEABLE]  # a malformed one is failed
+        for record in replaced:
+            del self._rows[record.id]
         for row in rows:
             self._rows[row["id"]] = row
+        return _oldest_first(replaced) + dropped
 
     @_transaction
     async def get(self, job_id: str) -> JobRecord | None:
@@ -236,19 +248,21 @@ class MemoryStore:
         return found
 
     @_transaction
-    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
-        return self._delete([i for i in dict.fromkeys(job_ids) if i in self._rows])
+    async def delete_many(self, job_ids: Sequence[str],
+                          when: Collection[Status] | None = None) -> list[JobRecord]:
+        return self._delete([i for i in dict.fromkeys(job_ids) if i in self._rows], when)
 
     @_transaction
     async def delete_group(self, group: str) -> list[JobRecord]:
         keys = [k for k, r in self._rows.items() if r.get("group") == group]
         return _oldest_first(self._delete(keys))
 
-    def _delete(self, keys: Sequence[Any]) -> list[JobRecord]:
+    def _delete(self, keys: Sequence[Any],
+                when: Collection[Status] | None = None) -> list[JobRecord]:
         deleted: list[JobRecord] = []
         for key in keys:
             record = self._read(key)  # a malformed value is failed first: deleted as that
-            if record is None:
+            if record is None or (when is not None and record.status not in when):
                 continue  # a newer pyjobq's record: left as it is
             self._rows.pop(key, None)
             self._rows.pop(record.id, None)
@@ -387,7 +401,8 @@ class VolatileStore:
         else:
             self._records[record.id] = record
 
-    async def add(self, records: Sequence[JobRecord]) -> None:
+    async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        kept, dropped = last_per_key(records)
         ids = [r.id for r in records]
         for job_id in ids:
             existing = self._records.get(job_id)
@@ -395,8 +410,14 @@ class VolatileStore:
                 raise KeyError(f"a job with id {job_id!r} already exists and has not finished")
         if len(set(ids)) != len(ids):
             raise KeyError("the same id appears twice in one add")
-        for record in records:
+        keys = {r.key for r in kept if replaces(r)}
+        replaced = _oldest_first(r for r in self._records.values()
+                                 if r.key in keys and r.status in REPLACEABLE) if keys else []
+        for record in replaced:
+            del self._records[record.id]
+        for record in kept:
             self._keep(record)
+        return replaced + dropped
 
     async def get(self, job_id: str) -> JobRecord | None:
         return self._records.get(job_id)
@@ -436,9 +457,13 @@ class VolatileStore:
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
-    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
-        found = (self._records.pop(i, None) for i in dict.fromkeys(job_ids))
-        return [r for r in found if r is not None]
+    async def delete_many(self, job_ids: Sequence[str],
+                          when: Collection[Status] | None = None) -> list[JobRecord]:
+        found = (self._records.get(i) for i in dict.fromkeys(job_ids))
+        deleted = [r for r in found if r is not None and (when is None or r.status in when)]
+        for record in deleted:
+            del self._records[record.id]
+        return deleted
 
     async def delete_group(self, group: str) -> list[JobRecord]:
         return await self.delete_many([

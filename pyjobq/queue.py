@@ -240,6 +240,7 @@ def enqueue_fetch(
     label: str | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
+    key: str | None = None,
 ) -> Job:
     """Queue a persistent request, replayed through the transport until it succeeds or must stop.
 
@@ -253,6 +254,17 @@ def enqueue_fetch(
         max_attempts: counted tries before the job fails (401, offline and
             yields are not counted). At least 1.
         delay_ms: wait this long before the first try (debouncing a save).
+        key: keys that replace (a debounce in one call): while a job filed with the same key
+            waits — pending, waiting out its delay or a retry backoff, or paused — this job
+            replaces it in the transaction that stores this one: the old record is deleted
+            and its ``done`` resolves cancelled with the code ``replaced``. While one runs,
+            this one waits behind it (one job of a key runs at a time, whatever its type).
+            Finished jobs of the key are left as they are. A non-empty str, or None.
+
+    Debouncing a save is one call: ``enqueue_fetch("PUT", "/doc/1", body, key="doc-1",
+    delay_ms=2000)`` on every change. The spec's two calls (``delete_group`` then enqueue)
+    still work, as long as the delete is *sent* first — each housekeeping call sends at the
+    call, awaited or not — but they are two transactions; the key is one.
 
     Returns:
         A :class:`Job`; ``await job.done`` gives the :class:`~pyjobq.Outcome`.
@@ -261,7 +273,7 @@ def enqueue_fetch(
         InvalidJobError: an argument is of the wrong type or range, or the body is not JSON-like.
     """
     return _queue().enqueue_fetch(method, path, body, type=type, group=group, label=label,
-                                  max_attempts=max_attempts, delay_ms=delay_ms)
+                                  max_attempts=max_attempts, delay_ms=delay_ms, key=key)
 
 
 def enqueue(
@@ -271,6 +283,7 @@ def enqueue(
     type: str = "default",
     label: str | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    key: str | None = None,
 ) -> Job:
     """Queue a volatile job: ``await executor(signal)`` runs in this tab with the same backoff.
 
@@ -288,11 +301,15 @@ def enqueue(
         type: the job's lane, and what :func:`suspend_type` pauses.
         label: a readable name for job tables.
         max_attempts: counted tries before the job fails.
+        key: as for :func:`enqueue_fetch`, among this tab's volatile jobs: a waiting volatile job
+            of the key is replaced (its ``done`` resolves cancelled, code ``replaced``, and its
+            executor is never called); a running one is followed.
 
     Raises:
         InvalidJobError: ``executor`` is not callable, or an argument is out of range.
     """
-    return _queue().enqueue(executor, id=id, type=type, label=label, max_attempts=max_attempts)
+    return _queue().enqueue(executor, id=id, type=type, label=label, max_attempts=max_attempts,
+                            key=key)
 
 
 # The housekeeping calls (suspend_type and resume_type, query_all, the deletes and retries,
@@ -332,14 +349,16 @@ def enqueue_persistent(
     label: str | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
+    key: str | None = None,
 ) -> Job:
     """Queue a persistent job of a registered kind, rebuilt from JSON-like ``params`` on every run.
 
-    ``enqueue_fetch`` is this call with the built-in ``fetch`` reconstructor.
+    ``enqueue_fetch`` is this call with the built-in ``fetch`` reconstructor, and ``key``
+    replaces as it does there (a waiting job of the key is replaced, a running one followed).
     A page that picks the job up without ``reconstructor`` registered fails it as orphaned.
     """
     return _queue().enqueue_persistent(reconstructor, params, type=type, group=group, label=label,
-                                       max_attempts=max_attempts, delay_ms=delay_ms)
+                                       max_attempts=max_attempts, delay_ms=delay_ms, key=key)
 
 
 def register_reconstructor(name: str, factory: Callable[[Any], Any]) -> None:

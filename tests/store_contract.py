@@ -19,6 +19,7 @@ from pyjobq.core.ports import (  # also store_contract.Change/Updated, for the s
 )
 from pyjobq.core.records import JobRecord
 from pyjobq.core.status import Status
+from pyjobq.core.view import Entry
 from pyjobq.testing import record
 
 T0 = 1_700_000_000_000.0
@@ -429,6 +430,95 @@ async def check_update_by_status_and_calls_around_it_apply_in_call_order(store: 
     assert [r.id for r in deleted] == ["x"] and retried == []
 
 
+# ---------------------------------------------------------------- keys that replace
+
+
+async def check_add_without_keys_replaces_nothing(store: Any) -> None:
+    assert await store.add([make_record("a"), make_record("b", created_at=T0 + 1)]) == []
+    assert _ids(await store.all()) == ["a", "b"]
+
+
+async def check_a_keyed_add_replaces_the_waiting_job_of_its_key_in_its_transaction(
+        store: Any) -> None:
+    """Pending (due, delayed, in retry backoff) and paused jobs of the key are deleted by the add
+    that stores the new one, and returned as they were; other keys, running and finished jobs
+    of the key, and jobs with no key are left."""
+    due = make_record("due", key="k1")
+    delayed = make_record("delayed", created_at=T0 + 1, key="k2", next_retry_at=T0 + 60_000)
+    backoff = make_record("backoff", created_at=T0 + 2, key="k3", attempts=2,
+                          next_retry_at=T0 + 4_000, error="HTTP 500", http_status=500)
+    paused = make_record("paused", created_at=T0 + 3, status="paused", key="k4",
+                         yield_lock="fg")
+    running = make_record("running", created_at=T0 + 4, status="running", key="k5", owner="s")
+    finished = [make_record(f"{s}5", created_at=T0 + 5, status=s, key="k5")
+                for s in ("done", "failed", "cancelled")]
+    other = make_record("other", created_at=T0 + 6, key="k-other")
+    plain = make_record("plain", created_at=T0 + 7)
+    before = [due, delayed, backoff, paused, running, *finished, other, plain]
+    assert await store.add(before) == []
+    new = [make_record(f"new{i}", created_at=T0 + 10 + i, key=f"k{i}") for i in range(1, 6)]
+    replaced = await store.add(new)
+    assert replaced == [due, delayed, backoff, paused]  # as they were, oldest first
+    assert _ids(await store.all()) == ["running", "cancelled5", "done5", "failed5", "other",
+                                       "plain", "new1", "new2", "new3", "new4", "new5"]
+    assert await store.get("new1") == new[0]
+    assert await store.entries(["due", "new1"]) == [Entry.of(new[0])]
+
+
+async def check_of_two_jobs_of_one_key_in_one_add_the_last_is_stored(store: Any) -> None:
+    old = make_record("old", key="k")
+    await store.add([old])
+    first = make_record("first", created_at=T0 + 1, key="k")
+    last = make_record("last", created_at=T0 + 2, key="k")
+    assert await store.add([first, make_record("x", created_at=T0 + 3), last]) == [old, first]
+    assert _ids(await store.all()) == ["last", "x"]
+
+
+async def check_a_keyed_add_that_fails_replaces_nothing(store: Any) -> None:
+    old = make_record("old", key="k")
+    taken = make_record("taken")
+    await store.add([old, taken])
+    await _raises(KeyError, store.add([make_record("new", created_at=T0 + 1, key="k"),
+                                       make_record("taken", created_at=T0 + 2)]))
+    assert await store.all() == [old, taken]
+
+
+async def check_a_replacement_and_a_claim_apply_in_call_order(store: Any) -> None:
+    """The claim first (not awaited): the old job is running when the add looks, so it is left
+    and the new one waits. The add first: the old job is gone when the claim looks, and the
+    claim does not apply."""
+    import asyncio
+
+    from pyjobq.core.status import ONLY_PENDING
+
+    def claim(cur: JobRecord) -> JobRecord:
+        return cur.evolve(status=Status.RUNNING, next_retry_at=None, owner="s", attempts=1)
+
+    a = make_record("a", key="k")
+    await store.add([a])
+    claimed, replaced = await asyncio.gather(
+        store.update(Change("a", claim, ONLY_PENDING)),
+        store.add([make_record("b", created_at=T0 + 1, key="k")]))
+    assert claimed.applied and replaced == []
+    assert [(r.id, r.status) for r in await store.all()] == [("a", Status.RUNNING),
+                                                              ("b", Status.PENDING)]
+    c = make_record("c", created_at=T0 + 2, key="k")
+    replaced, claimed = await asyncio.gather(
+        store.add([c]), store.update(Change("b", claim, ONLY_PENDING)))
+    assert _ids(replaced) == ["b"] and not claimed.applied and claimed.record is None
+    assert [(r.id, r.status) for r in await store.all()] == [("a", Status.RUNNING),
+                                                              ("c", Status.PENDING)]
+
+
+async def check_delete_many_when_deletes_only_records_of_those_statuses(store: Any) -> None:
+    from pyjobq.core.status import REPLACEABLE
+
+    a, b = make_record("a"), make_record("b", created_at=T0 + 1, status="running", owner="s")
+    await store.add([a, b])
+    assert await store.delete_many(["a", "b", "missing"], when=REPLACEABLE) == [a]
+    assert await store.all() == [b]
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -458,6 +548,12 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_update_by_status_changes_each_record_of_the_statuses_in_one_call,
     check_update_by_status_all_or_none,
     check_update_by_status_and_calls_around_it_apply_in_call_order,
+    check_add_without_keys_replaces_nothing,
+    check_a_keyed_add_replaces_the_waiting_job_of_its_key_in_its_transaction,
+    check_of_two_jobs_of_one_key_in_one_add_the_last_is_stored,
+    check_a_keyed_add_that_fails_replaces_nothing,
+    check_a_replacement_and_a_claim_apply_in_call_order,
+    check_delete_many_when_deletes_only_records_of_those_statuses,
 ]
 
 

@@ -73,6 +73,11 @@ STEPS = 30
 MAX_TABS = 4
 TYPES = ("save", "upload", "sync")
 UNCOUNTED = "uncounted"
+#: Keys that replace: a share of the filed jobs carry one of these keys.
+KEYS = ("doc-a", "doc-b", "doc-c")
+KEYED = 0.35
+#: A keyed job filed from a tab in the middle of a pass, at one of a tab's store operations.
+MID_PASS_ENQUEUE = 0.02
 #: Chances, at each of a tab's store operations while faults run, that the tab crashes or
 #: freezes right there (before the operation, or after it and before the tab acts on it).
 MID_PASS_CRASH = 0.004
@@ -104,6 +109,11 @@ class Expected:
     tab: Tab
     handle: Any
     deleted: bool = False
+    key: str | None = None
+    #: A newer job of its key replaced it (heard, or its handle said so, or seen: see check).
+    replaced: bool = False
+    #: Whether its page had heard "replaced" when its ``done`` resolved (keyed jobs).
+    heard_replaced: bool = False
 
 
 @dataclass
@@ -128,6 +138,10 @@ class Sim:
     every_ms: float | None = None
     #: Each periodic run: (job id, tab).
     ticks: list[tuple[str | None, str]] = field(default_factory=list)
+    # key -> the ids of its jobs, in the order the transport was called for them
+    sent_by_key: dict[str, list[str]] = field(default_factory=dict)
+    # every id, in the order the store first held it (AddOrder)
+    added: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------ the fake transport
 
@@ -164,6 +178,11 @@ class Sim:
             self.trace.append(f"freeze-mid {tab.name} {phase} {operation}")
             tab.freeze()
             await tab.thawed()
+        elif draw < MID_PASS_CRASH + MID_PASS_FREEZE + MID_PASS_ENQUEUE and self.world.awake:
+            filer = self.rng.choice(self.world.awake)
+            job_id = self.file(filer, key=self.rng.choice(KEYS))
+            self.trace.append(f"enqueue-mid {filer.name} {job_id} at {tab.name} {phase} "
+                              f"{operation}")
 
     def at_post(self, tab: Tab, message: dict[str, Any]) -> None:
         """The link hook: freeze ``tab``, or block its page, the moment its worker posts ``run``."""
@@ -194,6 +213,15 @@ class Sim:
                 self.world.violations.append(
                     f"{job_id} and {running_id} of type {job_type} run at once ({tab.name}, "
                     f"{where})")
+        key = self.jobs[job_id].key
+        for running_id, where in self.executing.items():
+            if where in frozen and self.jobs[running_id].deleted:
+                continue  # as above: its page drops the run on resume
+            if key is not None and self.jobs[running_id].key == key and running_id != job_id:
+                self.world.violations.append(
+                    f"{job_id} and {running_id} of key {key} run at once ({tab.name}, {where})")
+        if key is not None:
+            self.sent_by_key.setdefault(key, []).append(job_id)
         self.executing[job_id] = tab.name
         counted = True
         try:
@@ -277,6 +305,35 @@ class Sim:
         tab.crash()
         self.dead_sources.add(tab.name)
 
+    def file(self, tab: Tab, *, key: str | None) -> str:
+        """``enqueue_fetch`` one job from ``tab`` (with ``key``: keys that replace)."""
+        rng = self.rng
+        self.paths += 1
+        path = f"/items/{self.paths}"
+        job_type = rng.choice(TYPES)
+        max_attempts = rng.randint(1, 5)
+        delay = rng.choice([0, 0, 0, 500, 5000])
+        handle = tab.side.enqueue_fetch("POST", path, {"n": self.paths}, type=job_type,
+                                        max_attempts=max_attempts, delay_ms=delay, key=key)
+        self.by_path[path] = handle.id
+        self.jobs[handle.id] = Expected(handle.id, job_type,
+                                        {"method": "POST", "path": path,
+                                         "body": {"n": self.paths}},
+                                        tab, handle, key=key)
+        if key is not None:
+            handle.done.add_done_callback(
+                lambda _done, job=self.jobs[handle.id]: self.resolved(job))
+        return handle.id
+
+    def resolved(self, job: Expected) -> None:
+        """A keyed job's ``done`` resolved: whether its page had heard it was replaced by then."""
+        job.heard_replaced = job.tab.published.get(job.job_id, {}).get("code") == "replaced"
+
+    def heard_replaced(self, job_id: Any) -> None:
+        job = self.jobs.get(job_id) if isinstance(job_id, str) else None
+        if job is not None:
+            job.replaced = True
+
     # ------------------------------------------------------------ steps
 
     async def step(self) -> None:
@@ -296,18 +353,7 @@ class Sim:
         if kind == "enqueue":
             tab = rng.choice(live)
             for _ in range(rng.choice([1, 1, 2])):
-                self.paths += 1
-                path = f"/items/{self.paths}"
-                job_type = rng.choice(TYPES)
-                max_attempts = rng.randint(1, 5)
-                delay = rng.choice([0, 0, 0, 500, 5000])
-                handle = tab.side.enqueue_fetch("POST", path, {"n": self.paths}, type=job_type,
-                                                max_attempts=max_attempts, delay_ms=delay)
-                self.by_path[path] = handle.id
-                self.jobs[handle.id] = Expected(handle.id, job_type,
-                                                {"method": "POST", "path": path,
-                                                 "body": {"n": self.paths}},
-                                                tab, handle)
+                self.file(tab, key=rng.choice(KEYS) if rng.random() < KEYED else None)
             detail = f"{len(self.jobs)} jobs filed so far"
         elif kind == "release":
             pending = [(j, f) for j, f in self.slow if not f.done()]
@@ -383,10 +429,18 @@ class Sim:
         self.check_once()
         # the stored values as they are; decoding each step costs too much
         stored = world.store.raw()
+        stored_keys = {r.get("key") for r in stored.values()}
         for job in self.jobs.values():
             record = stored.get(job.job_id)
             if record is None:
-                if job.deleted:
+                outcome = job.handle.done.result() if job.handle.done.done() else None
+                if outcome is not None and outcome.code == "replaced":
+                    job.replaced = True
+                # The news of a replacement may die with the tab that stored it: a newer job of
+                # the key is in the store, and this one is not.
+                if job.key is not None and job.key in stored_keys:
+                    job.replaced = True
+                if job.deleted or job.replaced:
                     continue
                 stored_ok = job.handle.stored.done() and not job.handle.stored.cancelled() \
                     and job.handle.stored.exception() is None
@@ -397,6 +451,9 @@ class Sim:
                 f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts "
                 f"{record['max_attempts']}")
         running = {i for i, r in stored.items() if r["status"] == "running"}
+        keys_running = [stored[i].get("key") for i in running if stored[i].get("key")]
+        assert len(keys_running) == len(set(keys_running)), (
+            f"two running records of one key: {sorted(keys_running)}")
         # A frozen (or busy) page cannot hear that its job was deleted meanwhile: it drops the run
         # once it runs again.
         frozen = {t.name for t in world.live if t.frozen or t.blocked}
@@ -458,6 +515,7 @@ class Sim:
         records = await self.world.store.all()
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
         assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
+        self.check_keys(records)
         for record in records:
             if record.id.startswith(f"periodic:{SCHEDULE}:"):
                 self.check_occurrence_truth(record)
@@ -471,6 +529,49 @@ class Sim:
                 assert outcome.status == str(record.status), record.id
                 assert outcome.code == record.code, record.id
         await self.check_no_spin()
+
+    def check_keys(self, records: list[Any]) -> None:
+        """Keys that replace, once the faults stopped: at most one job of a key waits (none does:
+        liveness ended them all); every replaced job's ``done`` resolved cancelled with the code
+        ``replaced`` (where its tab lives); and what the server received for a key is in the
+        order the store took the jobs — never an older one after a newer one — and the newest
+        stored job of the key, when done, was sent."""
+        waiting = [r.key for r in records if r.key is not None and str(r.status) in ("pending",
+                                                                                    "paused")]
+        assert len(waiting) == len(set(waiting)), f"two waiting jobs of one key: {waiting}"
+        stored = {r.id for r in records}
+        for job in self.jobs.values():
+            if job.job_id in stored or job.deleted or job.key is None:
+                continue
+            if job.tab.alive:
+                assert job.handle.done.done(), f"{job.job_id} was replaced; its done never resolved"
+                outcome = job.handle.done.result()
+                # A page that heard the news first says replaced; one that had not (frozen
+                # through it, or the tab that stored the newer job frozen or crashed before
+                # broadcasting) reads the store on its recheck, which can only say the record
+                # is gone: deleted.
+                heard = job.heard_replaced
+                assert (outcome.status, outcome.code) in (
+                    [("cancelled", "replaced")] if heard
+                    else [("cancelled", "replaced"), ("cancelled", "deleted")]), (
+                    f"{job.job_id} was replaced (news heard: {heard}): {outcome}")
+        order = {job_id: n for n, job_id in enumerate(self.added)}
+        for key in KEYS:
+            # A deleted job's run may still be on the wire in a frozen or busy page (deleting
+            # is not replacing: the record went, the request may not have); the others' order is
+            # the oracle's, in the order the store took them (created_at is each engine's own
+            # stamp: two tabs' jobs filed in one millisecond do not say which came last).
+            sent = [j for j in self.sent_by_key.get(key, []) if not self.jobs[j].deleted]
+            for earlier, later in zip(sent, sent[1:]):
+                assert order[earlier] <= order[later], (
+                    f"key {key}: the server got {later} after the newer {earlier} (truth): {sent}")
+            mine = [r for r in records if r.key == key and not self.jobs[r.id].deleted]
+            if mine:
+                last = max(mine, key=lambda r: order[r.id])
+                # Sent, and (by the order above) nothing older after it. Something newer may
+                # follow it: a newer job sent, then replaced by one the user deleted since.
+                assert str(last.status) != "done" or last.id in sent, (
+                    f"key {key}: {last.id} done and never sent")
 
     async def while_frozen(self, went_online: bool) -> None:
         """Every other fault heals, but the frozen tabs stay frozen — a worker host among them
@@ -501,13 +602,20 @@ class Sim:
         frozen = [t for t in world.live if t.frozen]
         prefix = f"{LOCK}:run:"
         pinned: set[str] = set()
+        pinned_ids: set[str] = set()
         for tab in frozen:
             for name in tab.locks.held_names() | tab.page_locks.held_names():
                 if name.startswith(prefix + "["):
-                    pinned.add(json.loads(name[len(prefix):])[0])
+                    job_type, job_id = json.loads(name[len(prefix):])
+                    pinned.add(job_type)
+                    pinned_ids.add(job_id)
         records = await world.store.all()
+        # A key whose running job a frozen tab holds is pinned too: its next job waits behind it.
+        pinned_keys = {r.key for r in records if r.id in pinned_ids and r.key is not None
+                       and r.status not in TERMINAL}
         stuck = [(r.id, r.type, str(r.status), r.owner) for r in records
-                 if r.status not in TERMINAL and r.type not in pinned]
+                 if r.status not in TERMINAL and r.type not in pinned
+                 and r.key not in pinned_keys]
         assert stuck == [], (
             f"not terminal while {[t.name for t in frozen]} stayed frozen, types pinned "
             f"{sorted(pinned)} (liveness while frozen): {stuck}")
@@ -660,6 +768,21 @@ async def _quiet(awaitable: Any) -> None:
         pass
 
 
+class AddOrder(dict):  # type: ignore[type-arg]
+    """The memory store's rows, noting each id as a transaction first stores it: the order of
+    the adds as the store took them (a hook around the call would see them in the order their
+    tasks resumed)."""
+
+    def __init__(self, added: list[str]) -> None:
+        super().__init__()
+        self.added = added
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key not in self:
+            self.added.append(key)
+        super().__setitem__(key, value)
+
+
 async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     rng = random.Random(seed)
     # Half the seeds on a store that yields between requests and commits as IndexedDB does.
@@ -670,6 +793,7 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     periodic = random.Random(f"periodic-{seed}")
     if periodic.random() < 0.5:
         sim.every_ms = periodic.choice(EVERY_CHOICES)
+    world.store._rows = AddOrder(sim.added)  # the store is empty yet
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
     spy = world.channels.channel(CHANNEL)
@@ -678,6 +802,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
         if msg.get("source") in sim.dead_sources:
             world.violations.append(
                 f"a message from dead {msg['source']} arrived: {msg.get('type')}")
+        for job in msg.get("jobs") or ():
+            if isinstance(job, dict) and job.get("deleted") and job.get("code") == "replaced":
+                sim.heard_replaced(job.get("id"))
 
     spy.subscribe(heard)
     world.store_hook = sim.mid_pass
@@ -772,8 +899,8 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     codes: set[str | None] = set()
     steps: set[str] = set()
     booted: set[str] = set()
-    retried = 0
     occurrences: list[tuple[str, float, str]] = []
+    retried = replaced = 0
     for seed in range(40):
         sim = run_seed(seed)
         occurrences += sim.world.occurrences
@@ -784,12 +911,14 @@ def test_the_simulation_exercises_what_it_claims() -> None:
                        if what in line}
         raw = sim.world.store.raw().values()
         statuses |= {r["status"] for r in raw}
+        replaced += sum(job.replaced for job in sim.jobs.values())
         codes |= {r["code"] for r in raw}
         steps |= {line.split()[0] for line in sim.trace}
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
-            "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults"} <= steps
+            "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults", "enqueue-mid"} <= steps
+    assert replaced, "no keyed job was replaced"
     assert {"failed at fetch", "stalled at fetch", "stalled at load"} <= booted, booted
     assert retried, "no boot failed and was retried"
     # Periodic schedules ran, and the lease moved between tabs while they did.

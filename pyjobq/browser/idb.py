@@ -19,12 +19,15 @@ calls back once more in the event that ends the transaction, where the awaiting 
 (:func:`pyjobq.browser.drain.run_ready`). The decisions stay here; a transaction costs one
 call rather than a proxy per request, and no browser task of its own after it ends.
 
-Schema (spec: "The job record"): the application-named database, object store ``jobs``
-keyed on ``id``, indexes ``by_status``, ``by_group``, ``by_group_status`` (compound) and
-``by_next_retry``. ``next_retry_at`` is set only on pending records, so ``by_next_retry``
-lists exactly the waiting work. Version 2 adds the object store ``schedules``, keyed on
-``name``: the periodic schedules (pyjobq/core/schedule.py). The upgrade step creates only what
-is missing, so a database of either version (or none) upgrades alike.
+Schema (spec: "The job record"): the application-named database, version 2 — the spec's
+version 1 and two additions —, object store ``jobs`` keyed on ``id``, indexes ``by_status``,
+``by_group``, ``by_group_status`` (compound) and ``by_next_retry`` (the spec's), and ``by_key``
+(keys that replace: ``enqueue_fetch(..., key=)``); and the object store ``schedules``, keyed on
+``name``: the periodic schedules (pyjobq/core/schedule.py). ``next_retry_at`` is set only on
+pending records, so ``by_next_retry`` lists exactly the waiting work. The upgrade step creates
+only what is missing (:func:`upgrade_step`), so a database of version 1 (or none) upgrades in
+place; a page of an older pyjobq then holding it at version 1 gets ``versionchange``, stops and
+asks for a reload (:class:`IndexedDBStore`).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from pyodide.ffi import jsnull, to_js
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
 from ..core.errors import DatabaseUpgradedError as DatabaseUpgradedError
 from ..core.errors import StorageError as StorageError
-from ..core.ports import Change, Updated
+from ..core.ports import Change, Updated, last_per_key, replaces
 from ..core.records import (
     MALFORMED,  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
     MAX_DEPTH,
@@ -56,12 +59,14 @@ from ..core.records import (
     shallow_json,
 )
 from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
-from ..core.status import CLAIMABLE, KNOWN, UNFINISHED, Status
+from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
 from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
 
+#: Version 2 adds ``by_key`` (keys that replace) and the ``schedules`` store to the spec's
+#: version 1. The upgrade step only adds what is missing (:func:`upgrade_step`).
 DB_VERSION = 2
 STORE = "jobs"
 #: The periodic schedules, keyed on ``name`` (version 2).
@@ -71,7 +76,26 @@ INDEXES: dict[str, Any] = {
     "by_group": "group",
     "by_group_status": ["group", "status"],
     "by_next_retry": "next_retry_at",
+    # Only keyed records are in it: IndexedDB leaves out a record whose key path is null.
+    "by_key": "key",
 }
+
+
+def upgrade_step(db: Any, transaction: Any) -> None:
+    """The schema's upgrade step, run in ``upgradeneeded`` whatever version the database was at
+    (none, or 1): it adds what is missing and only that (``contains``), so the
+    records of a version-1 database stay, and are indexed as they are. Any later version's step
+    is written the same way: several additions merge without a step per version."""
+    if not db.objectStoreNames.contains(STORE):
+        store = db.createObjectStore(STORE, _to_js({"keyPath": "id"}))
+    else:
+        store = transaction.objectStore(STORE)
+    for name, key_path in INDEXES.items():
+        if not store.indexNames.contains(name):
+            store.createIndex(name, to_js(key_path) if isinstance(key_path, list) else key_path)
+    if not db.objectStoreNames.contains(SCHEDULES):
+        db.createObjectStore(SCHEDULES, _to_js({"keyPath": "name"}))
+
 
 
 def _to_js(value: dict[str, Any]) -> Any:
@@ -282,10 +306,13 @@ def _entry(value: Any, key: Any, bad: list[tuple[Any, JobRecord]]) -> Entry | No
             and attempts is not None \
             and (retry is None or retry is jsnull or _number(retry) is not None):
         lock, owner = getattr(value, "yield_lock", None), getattr(value, "owner", None)
-        return Entry(key, type_, Status(status), created,
-                     None if retry is None or retry is jsnull else float(retry),
-                     _text(lock), _text(owner),
-                     _number(getattr(value, "updated_at", None)) or created, int(attempts))
+        job_key = getattr(value, "key", None)
+        if job_key is None or job_key is jsnull or _text(job_key):
+            return Entry(key, type_, Status(status), created,
+                         None if retry is None or retry is jsnull else float(retry),
+                         _text(lock), _text(owner),
+                         _number(getattr(value, "updated_at", None)) or created, int(attempts),
+                         _text(job_key))
     record = _decode(value, bad)
     return None if record is None else Entry.of(record)
 
@@ -352,6 +379,36 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
         done.append(Updated(new, True))
     return to_js({"del": dels, "put": puts}, dict_converter=js.Object.fromEntries,
                  create_pyproxies=False)
+
+
+def _add_keyed(t: _Transaction, values: Any, keys: Sequence[str], adding: Collection[str],
+               replaced: list[JobRecord]) -> None:
+    """``add`` of records with keys, in ``t``: the adds, and, through the ``by_key`` index, the
+    deletes of the waiting records of their keys (into ``replaced``).
+
+    The index holds only keyed records (a record whose ``key`` is null is not in it), so
+    finding a key's waiting job reads that key's records alone — one live job or two, plus
+    the finished ones kept — never the store: a debounced save costs its add and one short
+    cursor, in the transaction that stores it (no schema change would find it as cheaply:
+    ``by_status`` walks every pending record). The adds go first; the cursors, issued after
+    them in the same transaction, see the new records too and step over them (``adding``)."""
+    for value in values:
+        t.store.add(value)
+
+    def step(cursor: Any) -> None:
+        if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+            return
+        status = getattr(cursor.value, "status", None)
+        if status in REPLACEABLE and cursor.primaryKey not in adding:
+            record = _deletable(cursor.value)
+            if record is not None and record.status in REPLACEABLE:
+                cursor.delete()
+                replaced.append(record)
+        cursor.continue_()  # fires the same request's success event again
+
+    index = t.store.index("by_key")
+    for key in keys:
+        t.then(index.openCursor(key), step)
 
 
 class _Pending:
@@ -539,7 +596,7 @@ class IndexedDBStore(_ScheduleStore):
     store closes its connection so that upgrade is not blocked, calls ``on_upgraded``
     with a message telling the user to reload, and from then on every operation raises
     :class:`DatabaseUpgradedError` with that message at once: the page with the newer
-    code owns the database now, and reopening it at version 1 could only fail.
+    code owns the database now, and reopening it at its own version could only fail.
     """
 
     def __init__(self, db_name: str, on_upgraded: Callable[[str], None] | None = None) -> None:
@@ -576,15 +633,7 @@ class IndexedDBStore(_ScheduleStore):
             return p
 
         def upgrade(_event: Any) -> None:
-            # Each step creates only what is missing: from no database, version 1 or 2 alike.
-            db = request.result
-            if not db.objectStoreNames.contains(STORE):
-                store = db.createObjectStore(STORE, _to_js({"keyPath": "id"}))
-                for name, key_path in INDEXES.items():
-                    store.createIndex(name,
-                                      to_js(key_path) if isinstance(key_path, list) else key_path)
-            if not db.objectStoreNames.contains(SCHEDULES):
-                db.createObjectStore(SCHEDULES, _to_js({"keyPath": "name"}))
+            upgrade_step(request.result, request.transaction)
 
         def fail(_event: Any) -> None:
             if not opened.done():
@@ -657,12 +706,21 @@ class IndexedDBStore(_ScheduleStore):
 
     # ------------------------------------------------------------ the Store contract
 
-    async def add(self, records: Sequence[JobRecord]) -> None:
+    async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        kept, dropped = last_per_key(records)
+        if len({r.id for r in records}) != len(records):
+            raise KeyError("the same id appears twice in one add")
         # One conversion and one call for the whole batch.
-        values = to_js([record.to_dict() for record in records],
+        values = to_js([record.to_dict() for record in kept],
                        dict_converter=js.Object.fromEntries, create_pyproxies=False)
+        keys = sorted({r.key for r in kept if r.key is not None and replaces(r)})
+        replaced: list[JobRecord] = []
         try:
-            if _batches() is not None:
+            if keys:
+                t = await self._tx("readwrite", "add")
+                _add_keyed(t, values, keys, {r.id for r in kept}, replaced)
+                await t
+            elif _batches() is not None:
                 await self._in_one_call("add", None, values)
             else:
                 t = await self._tx("readwrite", "add")
@@ -674,6 +732,8 @@ class IndexedDBStore(_ScheduleStore):
                 raise KeyError("a job with one of these ids already exists: "
                                f"{[r.id for r in records][:5]}") from None
             raise
+        replaced.sort(key=lambda r: (r.created_at, r.id))
+        return replaced + dropped
 
     async def get(self, job_id: str) -> JobRecord | None:
         t = await self._tx("readonly", "get")
@@ -774,7 +834,8 @@ class IndexedDBStore(_ScheduleStore):
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 
-    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+    async def delete_many(self, job_ids: Sequence[str],
+                          when: Collection[Status] | None = None) -> list[JobRecord]:
         if not job_ids:
             return []
         t = await self._tx("readwrite", "delete_many")
@@ -782,7 +843,7 @@ class IndexedDBStore(_ScheduleStore):
 
         def one(job_id: str, value: Any) -> None:
             record = _deletable(value)
-            if record is not None:
+            if record is not None and (when is None or record.status in when):
                 t.store.delete(job_id)
                 deleted.append(record)
 

@@ -104,6 +104,14 @@ class Code(str, enum.Enum):
         "The job was deleted while someone awaited it; `done` resolves cancelled (\"deleted\" "
         "is not a record status, so it rides on `code`).",
         "—")
+    REPLACED = (
+        "replaced",
+        "A newer job with the same `key` was enqueued while this one waited (pending, delayed, "
+        "in retry backoff or paused); its record was deleted in the transaction that stored the "
+        "newer one, and its `done` resolves cancelled (\"replaced\" is not a record status, so "
+        "it rides on `code`).",
+        "Nothing: the newer job (the last one enqueued with the key) carries the work. Await "
+        "that one's handle.")
     NOT_FOUND = (
         "not_found",
         "`job(id)` was given an id with no record (never stored, or deleted since).",
@@ -144,3 +152,6 @@ class Code(str, enum.Enum):
         "under `_params`.",
         "Inspect `_params` (other code wrote it?); `delete_job(id)`.")
 
+
+#: The ``error`` of a job a newer job of its key replaced (its ``code`` is :attr:`Code.REPLACED`).
+REPLACED_ERROR = "replaced by a newer job of its key"

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, S
 from .errors import LockStolen as LockStolen
 from .records import JobRecord
 from .schedule import Occurrence, Schedule
-from .status import Status
+from .status import REPLACEABLE, Status
 from .view import Entry
 
 Message = dict[str, Any]
@@ -63,8 +63,22 @@ class Store(Protocol):
     ``when``, ``delete_many``, ``delete_group``), never a read and then a blind write.
     """
 
-    async def add(self, records: Sequence[JobRecord]) -> None:
-        """Insert all of ``records`` or none. An existing id raises ``KeyError`` naming it."""
+    async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        """Insert all of ``records`` or none. An existing id raises ``KeyError`` naming it.
+
+        Keys that replace: a record with a ``key`` replaces, in this same transaction, every
+        *waiting* record of that key (:data:`~pyjobq.core.status.REPLACEABLE`) — ``pending``
+        (delayed, or in retry backoff: a debounce wants the latest change, not an older one
+        retried) or ``paused`` — which is deleted.
+        A running record of the key is left (the new one waits behind it: the view never starts
+        a keyed job while another of its key runs), and so are finished ones. Of several records
+        of one key in ``records`` only the last is stored (:func:`last_per_key`). Only a record
+        that waits itself replaces (:func:`replaces`): one added as running or finished does not.
+
+        Returns what was replaced, to be published as deleted with the code ``replaced``: the
+        waiting records deleted, as they were, oldest first, then the records of ``records``
+        not stored; [] when nothing was (always, for records without a key).
+        """
 
     async def get(self, job_id: str) -> JobRecord | None:
         """The record, or None when there is none."""
@@ -106,11 +120,14 @@ class Store(Protocol):
         every read, and left out.
         """
 
-    async def delete_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+    async def delete_many(self, job_ids: Sequence[str],
+                          when: Collection[Status] | None = None) -> list[JobRecord]:
         """Delete those of ``job_ids`` that exist, all or none, in one transaction that reads
         what it deletes; returns the records deleted, as they were, in the order of ``job_ids``
         (a malformed value as its failed form). Missing ids are ignored; a record of a newer
-        pyjobq (a status this version does not know) is left as it is and not returned.
+        pyjobq (a status this version does not know) is left as it is and not returned. With
+        ``when``, only a record whose status is one of those is deleted (the others are left and
+        not returned): what a pass replacing an outdated keyed job needs.
 
         One transaction: a change issued after it finds nothing; one issued before it is
         deleted with it (what a read in one transaction and a delete in another would lose).
@@ -181,6 +198,20 @@ class ScheduleStore(Protocol):
         this transaction read, so of two tabs deciding on one slot the second finds it
         accounted for.
         """
+def last_per_key(records: Sequence[JobRecord]) -> tuple[list[JobRecord], list[JobRecord]]:
+    """(what ``Store.add`` stores, what it drops): of several waiting records of one key in a
+    burst, the last one filed replaces the others before any is stored. The rest are all kept."""
+    last = {r.key: r.id for r in records if replaces(r)}
+    kept = [r for r in records if not replaces(r) or last[r.key] == r.id]
+    if len(kept) == len(records):
+        return list(records), []
+    return kept, [r for r in records if replaces(r) and last[r.key] != r.id]
+
+
+def replaces(record: JobRecord) -> bool:
+    """Whether storing ``record`` replaces the waiting jobs of its key: it has a key and waits
+    itself (a new job does; a record written with another status — history — replaces none)."""
+    return record.key is not None and record.status in REPLACEABLE
 
 
 class Clock(Protocol):

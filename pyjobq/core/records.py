@@ -94,6 +94,16 @@ def shallow_json(text: str, limit: int = MAX_DEPTH + 1) -> bool:
 A_JOB_ID = "a job's id, a str such as job.id or the id of a row of query_all()"
 A_GROUP = "a group name, a str: the group= the jobs were filed with"
 A_TYPE = "a job type, a str: the type= the jobs were filed with"
+A_KEY = "None, or a key: a non-empty str naming the one piece of work the job carries (\"doc-1\")"
+
+
+def check_key(value: Any, call: str) -> str | None:
+    """``value`` when it is None or a non-empty str; otherwise :class:`InvalidJobError` naming
+    the call (``"enqueue_fetch(key)"``), what it got, and what to pass."""
+    if value is None or (isinstance(value, str) and value != ""):
+        return value
+    raise InvalidJobError(
+        f"{call}: expected {A_KEY}; got {reprlib.repr(value)} ({type(value).__name__})")
 
 
 def check_str(value: Any, call: str, expected: str) -> str:
@@ -145,6 +155,9 @@ class NewJob:
     label: str | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     delay_ms: float = 0
+    #: Keys that replace: a job stored with a key replaces the waiting job of that key, in the
+    #: transaction that stores it (:meth:`pyjobq.core.ports.Store.add`).
+    key: str | None = None
 
     def __post_init__(self) -> None:
         # Each message is only made when its check fails (a burst files 10,000 jobs).
@@ -159,6 +172,8 @@ class NewJob:
               "group must be a str or None, got {}", self.group)
         _need(self.label is None or isinstance(self.label, str),
               "label must be a str or None, got {}", self.label)
+        _need(self.key is None or (isinstance(self.key, str) and self.key != ""),
+              "key must be a non-empty str or None, got {}", self.key)
         _need(
             isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
             and self.max_attempts >= 1,
@@ -196,6 +211,7 @@ class NewJob:
             next_retry_at=now + self.delay_ms,
             _reconstructor=self.reconstructor,
             _params=self.params,
+            key=self.key,
         )
 
 
@@ -236,6 +252,9 @@ class JobRecord:
     yield_lock: str | None = None
     #: Which scheduler handed the job to a page, while it is running.
     owner: str | None = None
+    #: The job's key (``enqueue_fetch(..., key=)``): at most one waiting and one running job
+    #: per key; a newer one replaces the waiting one (pyjobq/core/ports.py, ``Store.add``).
+    key: str | None = None
     #: Fields this version does not know (a newer pyjobq's), written back as they were.
     unknown_fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -416,9 +435,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "given_back": (int, float),
     "yield_lock": (str,),
     "owner": (str,),
+    "key": (str,),
 }
 _OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code",
-                       "yield_lock", "owner"})
+                       "yield_lock", "owner", "key"})
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,9 @@ REVIVABLE = frozenset(status for status, event in TRANSITIONS if event is Event.
 #: What a claim may take, and the statuses whose ``next_retry_at`` means "not before": pending,
 #: and (on leases, the outbox mode) a running record whose lease runs out then.
 CLAIMABLE = frozenset({Status.PENDING, Status.RUNNING})
+#: What a newer job of the same key replaces (keys that replace, ``Store.add``): a job that
+#: waits to run — pending (delayed, or in retry backoff too) or paused.
+REPLACEABLE = frozenset({Status.PENDING, Status.PAUSED})
 #: One status alone: the ``when`` of a :class:`~pyjobq.core.ports.Change` that expects it.
 ONLY_PENDING = frozenset({Status.PENDING})
 ONLY_RUNNING = frozenset({Status.RUNNING})

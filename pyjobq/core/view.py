@@ -26,6 +26,19 @@ can never claim a deleted or changed record: the write finds it changed and does
 
 Picks use a list per type, sorted by (created_at, id), and one sorted list of
 ``(next_retry_at, id)``: the look is O(types), the next wake-up a bisection.
+
+Keys that replace: a keyed job is never picked while a job of its key runs (a running record
+in the view, or one of ``exclude``: ours in flight), nor while a newer job of its key exists
+(two wait only once an older one fell back to waiting behind the newer — a retry, a recovery,
+``retry_job`` — and the pass replaces the older; until then it is never started, not even by a
+settle's follow-on). "Newer" is (created_at, id): each engine stamps its own jobs, so two tabs'
+jobs of one key filed in one millisecond are ordered by that stamp, not by which the store took
+last (a known limit: it needs the earlier job's engine to have stamped ahead of its clock in a
+burst, within the millisecond the other tab files). So at most one job of a key runs,
+whatever lane each is in; the settle of a keyed run asks for a full look
+(pyjobq/engine/settle.py), which starts the key's next job in whichever lane it waits. A waiting
+record behind a newer one of its key (:meth:`superseded`) is replaced by the pass's next look.
+Per key the view keeps its unfinished records, so the check reads that key's row or two.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ import bisect
 from typing import Collection, Iterable, Literal, NamedTuple
 
 from .records import JobRecord
-from .status import UNFINISHED, Status
+from .status import REPLACEABLE, UNFINISHED, Status
 
 
 class Entry(NamedTuple):
@@ -50,11 +63,15 @@ class Entry(NamedTuple):
     owner: str | None = None
     updated_at: float = 0.0
     attempts: int = 0
+    #: The job's key (keys that replace): a keyed job starts only while no other job of its key
+    #: runs and none newer exists (:meth:`QueueView.key_waits`).
+    key: str | None = None
 
     @classmethod
     def of(cls, record: JobRecord) -> "Entry":
         return cls(record.id, record.type, record.status, record.created_at, record.next_retry_at,
-                   record.yield_lock, record.owner, record.updated_at, record.attempts)
+                   record.yield_lock, record.owner, record.updated_at, record.attempts,
+                   record.key)
 
 
 class QueueView:
@@ -73,6 +90,8 @@ class QueueView:
         self._stale: set[str] = set()
         #: The ids of each status (a dict as an ordered set): a look reads only what it needs.
         self._by_status: dict[Status, dict[str, None]] = {s: {} for s in UNFINISHED}
+        #: Per key: the ids of its unfinished records, oldest (created_at, id) first.
+        self._keys: dict[str, list[tuple[float, str]]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -96,11 +115,14 @@ class QueueView:
         self._timed = []
         self._stale = set()
         self._by_status = {s: {} for s in UNFINISHED}
+        self._keys = {}
         rows = sorted((e for e in entries if e.status in UNFINISHED),
                       key=lambda e: (e.created_at, e.id))
         for entry in rows:
             self._entries[entry.id] = entry
             self._by_status[entry.status][entry.id] = None
+            if entry.key is not None:
+                self._keys.setdefault(entry.key, []).append((entry.created_at, entry.id))
             if entry.next_retry_at is not None:
                 self._lanes.setdefault(entry.type, []).append((entry.created_at, entry.id))
                 self._timed.append((entry.next_retry_at, entry.id))
@@ -115,6 +137,8 @@ class QueueView:
             return
         self._entries[entry.id] = entry
         self._by_status[entry.status][entry.id] = None
+        if entry.key is not None:
+            bisect.insort(self._keys.setdefault(entry.key, []), (entry.created_at, entry.id))
         if entry.next_retry_at is not None:
             bisect.insort(self._lanes.setdefault(entry.type, []), (entry.created_at, entry.id))
             bisect.insort(self._timed, (entry.next_retry_at, entry.id))
@@ -138,6 +162,10 @@ class QueueView:
         if old is None:
             return
         self._by_status[old.status].pop(job_id, None)
+        if old.key is not None:
+            _remove(self._keys.get(old.key, []), (old.created_at, old.id))
+            if not self._keys.get(old.key, True):
+                del self._keys[old.key]
         if old.next_retry_at is None:
             return
         _remove(self._lanes.get(old.type, []), (old.created_at, old.id))
@@ -161,9 +189,45 @@ class QueueView:
             entry = self._entries[job_id]
             if job_id in exclude or entry.next_retry_at is None or entry.next_retry_at > now:
                 continue
+            if entry.key is not None and self.key_waits(entry, exclude):
+                continue  # another job of its key runs, or a newer one exists: the lane goes on
             if entry.status is Status.PENDING or (leases and entry.status is Status.RUNNING):
                 return entry
         return None
+
+    def key_waits(self, entry: Entry, exclude: Collection[str] = ()) -> bool:
+        """Whether keyed ``entry`` may not start: another job of its key runs (its record
+        running, or in ``exclude``: ours in flight), or a newer one exists — ``entry`` is
+        outdated, and the pass replaces it (:meth:`superseded`) rather than send it."""
+        for created_at, job_id in self._keys.get(entry.key or "", ()):
+            if job_id == entry.id:
+                continue
+            other = self._entries[job_id]
+            if job_id in exclude or other.status is Status.RUNNING \
+                    or (created_at, job_id) > (entry.created_at, entry.id):
+                return True
+        return False
+
+    def superseded(self) -> list[Entry]:
+        """Waiting keyed records (pending or paused) with a newer unfinished record of their
+        key: outdated, to be replaced. ``Store.add`` replaces what waits when a new job comes;
+        this is what became waiting *behind* a newer one afterwards — a keyed run that settled
+        back to pending (retry backoff, a 401, offline, interrupted), a running record
+        recovered, a failed one revived by ``retry_job`` — and what a view learnt late."""
+        found = []
+        for rows in self._keys.values():
+            if len(rows) < 2:
+                continue
+            for _created, job_id in rows[:-1]:  # every one but the newest
+                entry = self._entries[job_id]
+                if entry.status in REPLACEABLE:
+                    found.append(entry)
+        found.sort(key=lambda e: (e.created_at, e.id))
+        return found
+
+    def keyed(self, key: str) -> list[Entry]:
+        """The unfinished records of ``key``, oldest first."""
+        return [self._entries[job_id] for _created, job_id in self._keys.get(key, ())]
 
     def picks(self, now: float, busy_types: Collection[str], exclude: Collection[str] = (), *,
               leases: bool = False, lanes: Literal["type", "fifo"] = "type") -> list[Entry]:
@@ -180,6 +244,7 @@ class QueueView:
             return [] if oldest is None else [oldest]
         found = [e for t in self._lanes if t not in busy_types
                  if (e := self.oldest_due(t, now, exclude, leases=leases)) is not None]
+        # Two picks never share a key: of two waiting jobs of one key the older waits (key_waits).
         found.sort(key=lambda e: (e.created_at, e.id))
         return found
 

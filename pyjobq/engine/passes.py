@@ -40,13 +40,20 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
 from ..core.ports import Change, Updated
 from ..core.records import JobRecord
-from ..core.status import CLAIMABLE, ONLY_PAUSED, ONLY_PENDING, ONLY_RUNNING, Status
+from ..core.status import (
+    CLAIMABLE,
+    ONLY_PAUSED,
+    ONLY_PENDING,
+    ONLY_RUNNING,
+    REPLACEABLE,
+    Status,
+)
 from ..core.view import Entry, QueueView
 from .calls import EngineBasics, Write
 from .control import PassControl
@@ -71,6 +78,8 @@ class PassEngine(EngineBasics):
     write: Write
     #: Posts ``run`` for a claim that committed (pyjobq/engine/handoff.py).
     hand_off: Callable[[JobRecord, Release | None], None]
+    #: Publishes records deleted because a newer job of their key replaced them.
+    replaced: Callable[[Sequence[JobRecord]], None]
 
 
 class Pass:
@@ -137,6 +146,7 @@ class Pass:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
                 await self._unpark_free()
+                await self._replace_superseded()
                 if control.revoked:
                     return
                 progressed = await self._start_ready()
@@ -237,6 +247,17 @@ class Pass:
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
                 self._e.run_locks.watch(entry.yield_lock or "")
+
+    async def _replace_superseded(self) -> None:
+        """Keys that replace: delete the waiting records a newer job of their key outdated
+        (:meth:`pyjobq.core.view.QueueView.superseded`), only while they still wait (the delete's
+        ``when``), and publish them deleted with the code ``replaced`` — before this look starts
+        anything, so an outdated job is never sent after the newer one is stored."""
+        outdated = self._require_view().superseded()
+        if not outdated or self._e.control.revoked:
+            return
+        deleted = await self._e.store.delete_many([e.id for e in outdated], when=REPLACEABLE)
+        self._e.replaced(deleted)
 
     def _busy(self) -> set[str]:
         return self._e.flights.busy_types() | self._busy_elsewhere

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable
 
 from ..core import policy
-from ..core.codes import Code
+from ..core.codes import REPLACED_ERROR, Code
 from ..core.errors import InvalidJobError
 from ..core.messages import make
 from ..core.mode import RETENTION_MS
@@ -142,8 +142,13 @@ class RequestTable:
         # the same millisecond as another would wait for the clock to pass its stamp.
         records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms)
                    for job in jobs]
-        await engine.store.add(records)
-        engine.publish(records)
+        # Keys that replace: the waiting job of each key goes in the transaction that stores
+        # the new one (Store.add), so a debounce is one call and no moment holds both or neither.
+        replaced = await engine.store.add(records)
+        gone = {r.id for r in replaced}  # a burst's own earlier jobs of a key are never stored
+        engine.publish([r for r in records if r.id not in gone])
+        if replaced:  # waiting, never running: no run of them to abandon
+            engine.publish(replaced, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
         engine.wake()
         return len(records)
 

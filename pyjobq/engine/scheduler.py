@@ -75,6 +75,7 @@ from typing import Any, Callable, Coroutine, Final, Mapping, Sequence
 
 from ..core import messages, policy
 from ..core.backoff import make_backoff
+from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import make
 from ..core.mode import JOB_QUEUE, Mode
 from ..core.mode import RETENTION_MS as RETENTION_MS  # re-exported (__all__)
@@ -207,7 +208,8 @@ class Scheduler:
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
-            control=self._control, write=self.write, hand_off=self._handoff.hand_off))
+            control=self._control, write=self.write, hand_off=self._handoff.hand_off,
+            replaced=self.publish_replaced))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -386,6 +388,12 @@ class Scheduler:
             else:
                 self._pass.saw(record)
         self._publisher.records(records, **extra)
+
+    def publish_replaced(self, records: Sequence[JobRecord]) -> None:
+        """Tell every page of records deleted because a newer job of their key replaced them:
+        each handle's ``done`` resolves cancelled with the code ``replaced``."""
+        if records:
+            self.publish_many(records, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
 
     # ------------------------------------------------------------ what the page and others say
 

@@ -109,15 +109,17 @@ class Settler:
             suspended=outcome.interrupted and flight.type in e.suspended)
         # Group commit: the settle and the claim of the lane's next job in one transaction.
         follow = await e.lanes.follow_on(flight, now)
-        followed = False
+        followed = keyed = False
         try:
             done, followed = await self._commit(flight.job_id, change, outcome, follow, now)
+            # A keyed run's end frees its key, whose next job may wait in another lane.
+            keyed = done[0].record is not None and done[0].record.key is not None
             await self._delete_if_done(done[0])
         finally:
             e.flights.finish(flight)
             # The lane went on with its next job: the pass need not look again for this one,
             # unless it has not looked for LOOK_EVERY_MS (recovery and unparking keep going).
-            if not followed or e.control.stopped \
+            if not followed or keyed or e.control.stopped \
                     or e.clock.now() - e.lanes.looked_at >= LOOK_EVERY_MS:
                 e.control.kick()
         if held_lock:

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from typing import Any, AsyncIterator, Callable
 
-from ..core.codes import Code
+from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import RECHECK_MS
 from ..core.outcome import Outcome
 from ..core.ports import Clock, Timer
@@ -77,7 +77,13 @@ def _ended(job: dict[str, Any]) -> bool:
     return bool(job.get("deleted")) or job.get("status") in TERMINAL
 
 
-def _deleted(job_id: str) -> Outcome:
+def _deleted(job_id: str, news: dict[str, Any] | None = None) -> Outcome:
+    """The outcome of a job whose record is gone: cancelled, with the code ``deleted`` — or
+    ``replaced`` when the news of its deletion says a newer job of its key replaced it (the
+    store, which confirms the record is gone, cannot say why)."""
+    if news is not None and news.get("code") == Code.REPLACED.value:
+        return Outcome(id=job_id, status=Status.CANCELLED, error=REPLACED_ERROR,
+                       code=Code.REPLACED)
     return Outcome(id=job_id, status=Status.CANCELLED, error="deleted", code=Code.DELETED)
 
 
@@ -103,6 +109,9 @@ class Handles:
         self.volatile = volatile
         self.jobs: dict[str, Job] = {}
         self._confirming: set[str] = set()  # ids whose news of an end is being checked
+        #: What news said ended a job whose record it says is gone (``replaced``), until a read
+        #: confirms it: the store can say only that the record is gone.
+        self._gone_why: dict[str, Outcome] = {}
         self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
@@ -151,23 +160,28 @@ class Handles:
         if not isinstance(job_id, str) or job_id not in self.jobs or not _ended(job):
             return
         if not trusted or job.get("result_truncated"):
-            self.confirm(job_id)
+            self.confirm(job_id, _deleted(job_id, job) if job.get("deleted") else None)
         elif job.get("deleted"):
-            self.settle(job_id, _deleted(job_id))
+            self.settle(job_id, _deleted(job_id, job))
         else:
             self.settle(job_id, Outcome.of(job))
 
-    def confirm(self, job_id: str) -> None:
+    def confirm(self, job_id: str, missing: Outcome | None = None) -> None:
         """Settle ``done`` from the stored record, which news said has ended: terminal → its
-        outcome; gone → deleted; anything else → the news was wrong, wait for more."""
+        outcome; gone → ``missing`` (default: deleted); anything else → the news was wrong,
+        wait for more."""
+        if missing is not None:
+            # Kept for a read already under way too (a recheck's): it may be what finds it gone.
+            self._gone_why[job_id] = missing
         if self.read is None or job_id in self._confirming or self.lost is not None:
             return
         self._confirming.add(job_id)
 
         def read(f: asyncio.Future[Any]) -> None:
             self._confirming.discard(job_id)
+            why = self._gone_why.pop(job_id, None)
             if job_id in self.jobs and not f.cancelled() and f.exception() is None:
-                self.settle_from(job_id, f.result())
+                self.settle_from(job_id, f.result(), missing=why)
 
         self.read(job_id).add_done_callback(read)
 

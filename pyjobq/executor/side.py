@@ -48,6 +48,7 @@ from ..core.records import (
     FETCH_METHODS,
     NewJob,
     check_json,
+    check_key,
     check_str,
     new_id,
 )
@@ -266,10 +267,12 @@ class ExecutorSide:
         label: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         delay_ms: float = 0,
+        key: str | None = None,
     ) -> Job:
+        check_key(key, "enqueue_persistent(key)")
         return self.persistent.file(NewJob(
             id=new_id(), reconstructor=reconstructor, params=params, type=type, group=group,
-            label=label, max_attempts=max_attempts, delay_ms=delay_ms))
+            label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key))
 
     def enqueue_fetch(
         self,
@@ -282,7 +285,9 @@ class ExecutorSide:
         label: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         delay_ms: float = 0,
+        key: str | None = None,
     ) -> Job:
+        check_key(key, "enqueue_fetch(key)")
         if not isinstance(method, str) or method.upper() not in FETCH_METHODS:
             raise InvalidJobError(
                 f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
@@ -291,7 +296,7 @@ class ExecutorSide:
         check_json(body, "body")
         return self.enqueue_persistent(
             FETCH, {"method": method.upper(), "path": path, "body": body}, type=type, group=group,
-            label=label, max_attempts=max_attempts, delay_ms=delay_ms,
+            label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
         )
 
     def job(self, job_id: str) -> Job:
@@ -339,7 +344,9 @@ class ExecutorSide:
         type: str = "default",
         label: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        key: str | None = None,
     ) -> Job:
+        check_key(key, "enqueue(key)")
         if not callable(executor):
             raise InvalidJobError(
                 f"executor must be an async callable taking the abort signal, got {executor!r}")
@@ -350,7 +357,7 @@ class ExecutorSide:
             # a duplicate outstanding id: the same job, the same done
             return volatile.handles.jobs[id]
         new = NewJob(id=id if id is not None else new_id(), reconstructor=VOLATILE, params=None,
-                     type=type, label=label, max_attempts=max_attempts)
+                     type=type, label=label, max_attempts=max_attempts, key=key)
         volatile.runner.closures[new.id] = executor
         return volatile.file(new)
 

@@ -83,18 +83,77 @@ async def test_schema_and_indexes(selenium):
     store = IndexedDBStore("schema-check")
     await store.add([NewJob(id="a", reconstructor="fetch", params=None, group="g").to_record(5.0)])
     db = await store._open()
-    assert db.version == 2
+    assert db.version == 2  # the spec's version 1, by_key (keys that replace), schedules
     assert list(db.objectStoreNames) == ["jobs", "schedules"]
     assert db.transaction("schedules").objectStore("schedules").keyPath == "name"
     tx = db.transaction("jobs")
     jobs = tx.objectStore("jobs")
     assert jobs.keyPath == "id"
-    assert sorted(jobs.indexNames) == ["by_group", "by_group_status", "by_next_retry", "by_status"]
+    assert sorted(jobs.indexNames) == ["by_group", "by_group_status", "by_key", "by_next_retry",
+                                       "by_status"]
     assert list(jobs.index("by_group_status").keyPath) == ["group", "status"]
     assert jobs.index("by_next_retry").keyPath == "next_retry_at"
+    assert jobs.index("by_key").keyPath == "key"
     assert await store.next_due_at() == 5.0
     store.close()
     assert js.indexedDB is not None
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_a_version_1_database_is_upgraded_in_place_keeping_its_records(selenium):
+    """A database an older pyjobq made (the spec's version 1: four indexes) opened by this one:
+    ``by_key`` is added, every record stays, and only keyed records are in the new index
+    (a record with no key, or one stored before keys existed, is not)."""
+    import asyncio
+
+    import js
+    from pyodide.ffi import create_proxy, to_js
+
+    from pyjobq.browser.idb import IndexedDBStore
+    from pyjobq.core.records import NewJob
+
+    name = "upgrade-from-1"
+    old = NewJob(id="old", reconstructor="fetch", params={"method": "PUT", "path": "/o",
+                                                           "body": None}).to_record(1.0)
+    stored = {k: v for k, v in old.to_dict().items() if k != "key"}  # as version 1 wrote it
+    opened = asyncio.get_event_loop().create_future()
+    request = js.indexedDB.open(name, 1)
+
+    def upgrade(_event):
+        jobs = request.result.createObjectStore(
+            "jobs", to_js({"keyPath": "id"}, dict_converter=js.Object.fromEntries))
+        for index, path in [("by_status", "status"), ("by_group", "group"),
+                            ("by_group_status", ["group", "status"]),
+                            ("by_next_retry", "next_retry_at")]:
+            jobs.createIndex(index, to_js(path) if isinstance(path, list) else path)
+        jobs.add(to_js(stored, dict_converter=js.Object.fromEntries))
+
+    on_upgrade = create_proxy(upgrade)
+    on_success = create_proxy(lambda _e: opened.set_result(request.result))
+    request.onupgradeneeded, request.onsuccess = on_upgrade, on_success
+    db = await opened
+    db.close()
+    on_upgrade.destroy()
+    on_success.destroy()
+
+    store = IndexedDBStore(name)
+    assert await store.get("old") == old  # read back with key None
+    keyed = NewJob(id="k1", reconstructor="fetch", params=None, key="doc").to_record(2.0)
+    assert await store.add([keyed]) == []
+    newer = NewJob(id="k2", reconstructor="fetch", params=None, key="doc").to_record(3.0)
+    assert await store.add([newer]) == [keyed]
+    assert [r.id for r in await store.all()] == ["old", "k2"]
+    db = await store._open()
+    assert db.version == 2
+    jobs = db.transaction("jobs").objectStore("jobs")
+    assert "by_key" in list(jobs.indexNames)
+    count = asyncio.get_event_loop().create_future()
+    counting = jobs.index("by_key").count()  # issued at once: the transaction is still active
+    on_count = create_proxy(lambda _e: count.set_result(counting.result))
+    counting.onsuccess = on_count
+    assert await count == 1  # k2 alone: "old" has no key
+    on_count.destroy()
+    store.close()
 
 
 @run_in_pyodide(packages=["pyjobq"])

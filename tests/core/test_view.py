@@ -102,3 +102,41 @@ def test_fifo_picks_the_one_oldest_due_record_of_any_type_and_nothing_while_one_
     # The settle's follow-on: the next oldest of any type (fifo), or of its own lane (type).
     assert view.follow_on("msg/send", T0, exclude={"send"}, lanes="fifo").id == "react"
     assert view.follow_on("msg/send", T0, exclude={"send"}).id == "send2"
+
+
+# ---------------------------------------------------------------- keys that replace
+
+
+def test_a_keyed_job_waits_while_its_key_runs_in_any_lane_and_its_lane_goes_on() -> None:
+    view = QueueView()
+    view.replace([entry("running", "a", Status.RUNNING, key="k"),
+                  entry("keyed", "b", created=T0 + 1, key="k"),
+                  entry("plain", "b", created=T0 + 2),
+                  entry("other-key", "c", created=T0 + 3, key="k2")])
+    assert [e.id for e in view.picks(T0, busy_types={"a"})] == ["plain", "other-key"]
+    view.apply(entry("running", "a", Status.DONE, key="k"))  # its run ended
+    assert [e.id for e in view.picks(T0, busy_types=set())] == ["keyed", "other-key"]
+
+
+def test_a_keyed_job_waits_while_a_run_of_its_key_is_ours_in_flight() -> None:
+    view = QueueView()
+    view.replace([entry("ours", "a", key="k"), entry("next", "b", created=T0 + 1, key="k")])
+    assert [e.id for e in view.picks(T0, busy_types={"a"}, exclude={"ours"})] == []
+
+
+def test_an_older_waiting_job_behind_a_newer_one_of_its_key_is_superseded_never_started() -> None:
+    """A keyed run that fell back to waiting (retry, recovery, retry_job) behind a newer job of
+    its key: the view never starts it — not as a pick, not as a settle's follow-on — and lists
+    it to be replaced; the newer one starts."""
+    view = QueueView()
+    old = entry("old", "a", created=T0, key="k", attempts=1)
+    new = entry("new", "b", created=T0 + 1, key="k")
+    view.replace([old, new, entry("paused-old", "c", Status.PAUSED, created=T0 - 1, key="k"),
+                  entry("alone", "a", created=T0 + 2, key="k2")])
+    assert [e.id for e in view.superseded()] == ["paused-old", "old"]
+    assert [e.id for e in view.picks(T0, busy_types=set())] == ["new", "alone"]
+    assert view.follow_on("a", T0) == entry("alone", "a", created=T0 + 2, key="k2")
+    view.forget("old")
+    view.forget("paused-old")
+    assert view.superseded() == []
+    assert [e.id for e in view.keyed("k")] == ["new"]

@@ -80,7 +80,7 @@ async function firstTab(context, baseURL, request) {
   await workerReady(a);
   expect(await py(a, `(await asyncio.wait_for(queue.enqueue_fetch("POST", "/api/echo/warm", None).done, 30)).status`))
     .toBe("done"); // the database exists now: opening it from the page creates nothing
-  expect(await a.evaluate((name) => window.durability.open(name), DB)).toBe(1);
+  expect(await a.evaluate((name) => window.durability.open(name), DB)).toBe(2); // schema version 2
   expect(await a.evaluate(() => window.durability.workers.length)).toBe(1);
   return a;
 }

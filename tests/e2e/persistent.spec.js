@@ -37,9 +37,9 @@ json.dumps({"id": job.id, "status": out.status, "result": out.result, "http_stat
     const record = await new Promise((resolve) => { const q = store.get(id); q.onsuccess = () => resolve(q.result); });
     return { version: db.version, names, indexes, record };
   }, outcome.id);
-  expect(stored.version).toBe(2);
+  expect(stored.version).toBe(2); // the spec's version 1, by_key (keys that replace), schedules
   expect(stored.names).toEqual(["jobs", "schedules"]);
-  expect(stored.indexes).toEqual(["by_group", "by_group_status", "by_next_retry", "by_status"]);
+  expect(stored.indexes).toEqual(["by_group", "by_group_status", "by_key", "by_next_retry", "by_status"]);
   expect(stored.record.status).toBe("done");
   expect(stored.record._params).toEqual({ method: "POST", path: "/api/echo/notes", body: { text: "hello" } });
 

@@ -1,0 +1,286 @@
+"""Keys that replace (``enqueue_fetch(..., key=)``, ``enqueue_persistent``, volatile ``enqueue``),
+on simulated tabs: a waiting job of the key is replaced in the transaction that stores the new
+one, a running one is followed, one job of a key runs at a time, and the replaced job's ``done``
+resolves cancelled with the code ``replaced`` in every tab."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from helpers import Server, serving
+from pyjobq import Code, InvalidJobError
+from pyjobq.core.status import Status
+from pyjobq.testing import Response, World, run, settle
+
+
+def paths_of(server: Server) -> list[str]:
+    return server.paths
+
+
+async def statuses(world: World) -> list[tuple[str, str, str | None]]:
+    """(path, status, key) of every stored record, oldest first."""
+    return [(r._params["path"], r.status.value, r.key) for r in await world.store.all()]
+
+
+def test_a_debounce_is_one_call_and_only_the_last_change_is_sent() -> None:
+    async def main() -> None:
+        world, server, tab = serving()
+        jobs = []
+        for n in range(3):
+            jobs.append(tab.side.enqueue_fetch("PUT", f"/doc/{n}", {"n": n}, key="doc-1",
+                                               delay_ms=2_000))
+            await settle()
+            await world.advance(500)  # each change well inside the last one's delay
+        assert await statuses(world) == [("/doc/2", "pending", "doc-1")]
+        for old in jobs[:2]:
+            outcome = await old.done
+            assert (outcome.status, outcome.code) == (Status.CANCELLED, Code.REPLACED)
+            assert tab.published[old.id]["deleted"] is True
+            assert tab.published[old.id]["code"] == "replaced"
+        assert server.calls == []
+        await world.advance(2_000)
+        assert server.calls == [("PUT", "/doc/2", {"n": 2})]
+        assert (await jobs[2].done).status == Status.DONE
+    run(main)
+
+
+def test_a_key_replaces_a_job_waiting_out_its_retry_backoff() -> None:
+    async def main() -> None:
+        world, server, tab = serving(Response(500, {"error": "busy"}))
+        old = tab.side.enqueue_fetch("PUT", "/old", key="k")
+        await settle()
+        assert (await world.store.get(old.id)).status is Status.PENDING  # backing off ~1 s
+        new = tab.side.enqueue_fetch("PUT", "/new", key="k")
+        await settle()
+        assert ((await old.done).code, (await new.done).status) == (Code.REPLACED, Status.DONE)
+        assert server.paths == ["/old", "/new"]
+        await world.advance(60_000)
+        assert server.paths == ["/old", "/new"]  # the old one never retried
+    run(main)
+
+
+def test_a_running_job_of_the_key_is_followed_not_replaced() -> None:
+    async def main() -> None:
+        world, server, tab = serving("hold")
+        old = tab.side.enqueue_fetch("PUT", "/old", key="k")
+        await settle()
+        assert server.holding == ["/old"]
+        new = tab.side.enqueue_fetch("PUT", "/new", key="k")
+        await settle()
+        assert await statuses(world) == [("/old", "running", "k"), ("/new", "pending", "k")]
+        server.release("/old")
+        await settle()
+        assert ((await old.done).status, (await new.done).status) == (Status.DONE, Status.DONE)
+        assert server.paths == ["/old", "/new"]
+    run(main)
+
+
+def test_one_job_of_a_key_runs_at_a_time_across_lanes_and_the_next_starts_at_once() -> None:
+    """The key's running job is in lane ``a``; the new one, in idle lane ``b``, waits for it and
+    starts as soon as it ends — no timer, no recheck."""
+    async def main() -> None:
+        world, server, tab = serving("hold")
+        tab.side.enqueue_fetch("PUT", "/a", key="k", type="a")
+        await settle()
+        new = tab.side.enqueue_fetch("PUT", "/b", key="k", type="b")
+        other = tab.side.enqueue_fetch("PUT", "/other", type="b")  # lane b goes on meanwhile
+        await settle()
+        assert server.paths == ["/a", "/other"]
+        assert (await world.store.get(new.id)).status is Status.PENDING
+        server.release("/a")
+        await settle()  # no clock moved
+        assert server.paths == ["/a", "/other", "/b"]
+        assert ((await new.done).status, (await other.done).status) == (Status.DONE, Status.DONE)
+    run(main)
+
+
+def test_a_keyed_run_that_falls_back_to_waiting_behind_a_newer_job_is_replaced() -> None:
+    """The old save was on the wire when the new one came; it failed and would retry: the newer
+    one carries the latest change, so the old one is replaced rather than sent again."""
+    async def main() -> None:
+        world, server, tab = serving("hold")
+        old = tab.side.enqueue_fetch("PUT", "/old", key="k")
+        await settle()
+        new = tab.side.enqueue_fetch("PUT", "/new", key="k")
+        await settle()
+        server.release("/old", Response(500, {"error": "busy"}))
+        await settle()
+        outcome = await old.done
+        assert (outcome.status, outcome.code) == (Status.CANCELLED, Code.REPLACED)
+        assert (await new.done).status == Status.DONE
+        await world.advance(120_000)
+        assert server.paths == ["/old", "/new"]
+        assert await statuses(world) == [("/new", "done", "k")]
+    run(main)
+
+
+def test_retry_job_of_an_old_keyed_job_behind_a_newer_one_is_replaced() -> None:
+    """At most one job of a key waits: a failed one revived beside a newer waiting one is
+    replaced by the next look (the newer carries the latest change)."""
+    async def main() -> None:
+        world, server, tab = serving(Response(422, {"code": "invalid"}), "hold")
+        failed = tab.side.enqueue_fetch("PUT", "/failed", key="k")
+        await settle()
+        assert (await world.store.get(failed.id)).status is Status.FAILED
+        blocker = tab.side.enqueue_fetch("PUT", "/blocker")  # holds lane default
+        newer = tab.side.enqueue_fetch("PUT", "/newer", key="k", delay_ms=10_000)
+        await settle()
+        assert await tab.side.retry_job(failed.id)
+        await settle()
+        keyed = [s for s in await statuses(world) if s[2] == "k"]
+        assert keyed == [("/newer", "pending", "k")]
+        server.release("/blocker")
+        await world.advance(10_000)
+        assert server.paths == ["/failed", "/blocker", "/newer"]
+        assert ((await blocker.done).status, (await newer.done).status) == ("done", "done")
+    run(main)
+
+
+def test_a_handle_in_another_tab_resolves_replaced() -> None:
+    async def main() -> None:
+        world, server = World(), Server()
+        a = world.open_tab(transport=server)
+        b = world.open_tab(transport=server)
+        old = a.side.enqueue_fetch("PUT", "/from-a", key="doc", delay_ms=5_000)
+        await settle()
+        new = b.side.enqueue_fetch("PUT", "/from-b", key="doc", delay_ms=5_000)
+        await settle()
+        outcome = await asyncio.wait_for(old.done, 1)
+        assert (outcome.status, outcome.code, outcome.error) == (
+            Status.CANCELLED, Code.REPLACED, "replaced by a newer job of its key")
+        await world.advance(5_000)
+        assert server.paths == ["/from-b"]
+        assert (await new.done).status == Status.DONE
+    run(main)
+
+
+def test_two_tabs_enqueueing_one_key_at_once_leave_exactly_one_waiting() -> None:
+    async def main() -> None:
+        world, server = World(yields=2), Server()
+        tabs = [world.open_tab(transport=server) for _ in range(3)]
+        jobs = [t.side.enqueue_fetch("PUT", f"/{t.name}", key="k", delay_ms=1_000)
+                for t in tabs]
+        await settle()
+        waiting = [s for s in await statuses(world) if s[1] == "pending"]
+        assert len(waiting) == 1
+        outcomes = [j.done.result() for j in jobs if j.done.done()]
+        assert sorted(o.code for o in outcomes) == [Code.REPLACED, Code.REPLACED]
+        await world.advance(1_000)
+        assert server.paths == [waiting[0][0]]
+    run(main)
+
+
+@pytest.mark.parametrize("turns", range(0, 14))
+def test_a_replacement_racing_a_claim_sends_the_old_job_at_most_once_and_the_new_one_last(
+        turns: int) -> None:
+    """The new job is filed ``turns`` event-loop turns after the old one, while the store yields
+    between requests as IndexedDB does: whichever wins — the claim of the old one or its
+    replacement — the server hears the new one last, the old one at most once, and each handle
+    says what happened."""
+    async def main() -> None:
+        world, server = World(yields=2), Server()
+        tab = world.open_tab(transport=server)
+        old = tab.side.enqueue_fetch("PUT", "/old", key="k")
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        new = tab.side.enqueue_fetch("PUT", "/new", key="k")
+        await settle()
+        await world.advance(60_000)
+        assert server.paths in (["/new"], ["/old", "/new"])
+        first = await old.done
+        if server.paths == ["/new"]:
+            assert (first.status, first.code) == (Status.CANCELLED, Code.REPLACED)
+        else:
+            assert first.status == Status.DONE
+        assert (await new.done).status == Status.DONE
+        assert [s for s in await statuses(world) if s[1] != "done"] == []
+    run(main)
+
+
+def test_both_orders_of_a_replacement_and_a_claim_happen_in_the_race() -> None:
+    """The race above is a race: some turns let the claim win, others the replacement."""
+    seen: set[tuple[str, ...]] = set()
+    for turns in range(0, 14):
+        async def main() -> None:
+            world, server = World(yields=2), Server()
+            tab = world.open_tab(transport=server)
+            tab.side.enqueue_fetch("PUT", "/old", key="k")
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            tab.side.enqueue_fetch("PUT", "/new", key="k")
+            await settle()
+            seen.add(tuple(server.paths))
+        run(main)
+    assert seen == {("/new",), ("/old", "/new")}
+
+
+def test_a_volatile_job_waiting_behind_its_lane_is_replaced_and_never_runs() -> None:
+    async def main() -> None:
+        world, tab = World(), None
+        tab = world.open_tab()
+        release = asyncio.Event()
+        calls: list[str] = []
+
+        def work(name: str, hold: bool = False) -> Any:
+            async def executor(signal: Any) -> str:
+                calls.append(name)
+                if hold:
+                    await release.wait()
+                return name
+            return executor
+
+        blocker = tab.side.enqueue(work("blocker", hold=True), type="save")
+        await settle()
+        old = tab.side.enqueue(work("old"), type="save", key="doc")
+        new = tab.side.enqueue(work("new"), type="save", key="doc")
+        await settle()
+        outcome = await old.done
+        assert (outcome.status, outcome.code) == (Status.CANCELLED, Code.REPLACED)
+        release.set()
+        await settle()
+        assert ((await blocker.done).result, (await new.done).result) == ("blocker", "new")
+        assert calls == ["blocker", "new"]
+        assert old.id not in tab.side.volatile.runner.closures
+    run(main)
+
+
+@pytest.mark.parametrize("key", ["", 5, b"k", ["k"]])
+def test_a_key_that_is_not_a_non_empty_str_is_refused_naming_the_call(key: Any) -> None:
+    async def main() -> None:
+        _world, _server, tab = serving()
+        for call, enqueue in [
+                ("enqueue_fetch(key)", lambda: tab.side.enqueue_fetch("PUT", "/x", key=key)),
+                ("enqueue_persistent(key)", lambda: tab.side.enqueue_persistent("x", key=key)),
+                ("enqueue(key)", lambda: tab.side.enqueue(lambda s: asyncio.sleep(0), key=key))]:
+            with pytest.raises(InvalidJobError, match=re.escape(call) + ".*non-empty str"):
+                enqueue()
+    run(main)
+
+
+def test_delete_group_then_enqueue_still_debounces_as_the_spec_says() -> None:
+    async def main() -> None:
+        world, server, tab = serving()
+        first = tab.side.enqueue_fetch("PUT", "/1", group="doc", delay_ms=1_000)
+        await settle()
+        asyncio.ensure_future(tab.side.delete_group("doc"))  # not awaited: sent at the call
+        second = tab.side.enqueue_fetch("PUT", "/2", group="doc", delay_ms=1_000)
+        await settle()
+        assert ((await first.done).code) == Code.DELETED
+        await world.advance(1_000)
+        assert server.paths == ["/2"] and (await second.done).status == Status.DONE
+    run(main)
+
+
+def test_the_key_is_stored_shown_in_news_and_in_query_all() -> None:
+    async def main() -> None:
+        _world, _server, tab = serving()
+        job = tab.side.enqueue_fetch("PUT", "/x", key="doc-1", delay_ms=1_000)
+        await settle()
+        assert tab.published[job.id]["key"] == "doc-1"
+        [row] = await tab.side.query_all()
+        assert row["key"] == "doc-1"
+    run(main)
