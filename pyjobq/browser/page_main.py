@@ -445,7 +445,7 @@ class _BrowserWorker:
 ATTACH_MS = 5_000.0
 
 
-def take_preloaded() -> Any:
+def take_preloaded(settings: Settings) -> Any:
     """The worker a plain page's preload line started (``globalThis.pyjobqWorker``), taken once;
     None where there is none, or on a worker host (a notebook kernel runs no preload line)."""
     if not lifecycle.has_document():
@@ -454,6 +454,11 @@ def take_preloaded() -> Any:
     if worker is None or not hasattr(worker, "postMessage"):
         return None
     js.globalThis.pyjobqWorker = None  # a second queue (after stop()) starts its own
+    if settings.worker_packages is not None:
+        # It installs the distribution's pyjobq; this page names its own packages (a
+        # self-hosted wheel), which loadPackage would not load over it.
+        worker.terminate()
+        return None
     return worker
 
 
@@ -538,12 +543,7 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         return js_object(message), to_js(transfer)
 
     watch = _StartWatch(url, lambda message, refused: start._watch_failed(message, refused))
-    preloaded = take_preloaded()
-    if preloaded is not None and settings.worker_packages is not None:
-        # The preloaded worker installs the distribution's pyjobq; this page names its own
-        # packages (a self-hosted wheel), which loadPackage would not load over it.
-        preloaded.terminate()
-        preloaded = None
+    preloaded = take_preloaded(settings)
     preload: Preloaded | None = None
     try:
         worker: Any = preloaded or js.Worker.new(url, js_object({"type": "module"}))

@@ -209,7 +209,7 @@ class Scheduler:
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
             control=self._control, write=self.write, hand_off=self._handoff.hand_off,
-            replaced=self.publish_replaced))
+            replaced=replaced_news(self.publish_many)))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -389,12 +389,6 @@ class Scheduler:
                 self._pass.saw(record)
         self._publisher.records(records, **extra)
 
-    def publish_replaced(self, records: Sequence[JobRecord]) -> None:
-        """Tell every page of records deleted because a newer job of their key replaced them:
-        each handle's ``done`` resolves cancelled with the code ``replaced``."""
-        if records:
-            self.publish_many(records, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
-
     # ------------------------------------------------------------ what the page and others say
 
     def _live(self, handler: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], None]:
@@ -473,3 +467,12 @@ class Scheduler:
         """Progress travels in a job-update and is not stored: it is only news."""
         if msg["job_id"] in self.flights:
             self._publisher.progress(msg["job_id"], msg.get("progress"), msg.get("note"))
+
+
+def replaced_news(publish: Callable[..., None]) -> Callable[[Sequence[JobRecord]], None]:
+    """What tells every page of records deleted because a newer job of their key replaced
+    them: each handle's ``done`` resolves cancelled with the code ``replaced``."""
+    def replaced(records: Sequence[JobRecord]) -> None:
+        if records:
+            publish(records, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
+    return replaced
