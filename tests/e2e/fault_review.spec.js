@@ -92,8 +92,8 @@ test("a database upgrade while a job runs: its run lock is held until the page's
   const db = await py(page, "queue.settings.db_name");
   const heldLocks = () => page.evaluate(async () => (await navigator.locks.query()).held.map((l) => l.name));
   expect(await heldLocks()).toContain(runLock);
-  await page.evaluate(async (name) => {  // what a page with newer code does
-    const r = indexedDB.open(name, 2);
+  await page.evaluate(async (name) => {  // what a page with newer code does (the schema is at 2)
+    const r = indexedDB.open(name, 3);
     const opened = await new Promise((resolve, reject) => { r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); });
     opened.close();
   }, db);

@@ -1,11 +1,13 @@
 // pyjobq's IndexedDB schema (pyjobq/browser/idb.py), restated in JS for the raw baselines
-// and for seeding: database version 2, store "jobs" keyed on id, four indexes, and store
-// "schedules" keyed on name (each created only if missing, as the upgrade step there does).
+// and for seeding: database version 2, store "jobs" keyed on id, five indexes (the spec's four
+// and by_key), and store "schedules" keyed on name (each created only if missing, as the
+// upgrade step there does).
 export const INDEXES = {
   by_status: "status",
   by_group: "group",
   by_group_status: ["group", "status"],
   by_next_retry: "next_retry_at",
+  by_key: "key",
 };
 
 export function openDb(name) {
@@ -13,9 +15,10 @@ export function openDb(name) {
     const req = indexedDB.open(name, 2);
     req.onupgradeneeded = () => {
       const db = req.result;
-      if (!db.objectStoreNames.contains("jobs")) {
-        const store = db.createObjectStore("jobs", { keyPath: "id" });
-        for (const [index, keyPath] of Object.entries(INDEXES)) store.createIndex(index, keyPath);
+      const store = db.objectStoreNames.contains("jobs")
+        ? req.transaction.objectStore("jobs") : db.createObjectStore("jobs", { keyPath: "id" });
+      for (const [index, keyPath] of Object.entries(INDEXES)) {
+        if (!store.indexNames.contains(index)) store.createIndex(index, keyPath);
       }
       if (!db.objectStoreNames.contains("schedules")) db.createObjectStore("schedules", { keyPath: "name" });
     };
