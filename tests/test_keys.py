@@ -13,7 +13,11 @@ import pytest
 
 from helpers import Server, serving
 from pyjobq import Code, InvalidJobError
+from pyjobq.core.codes import REPLACED_ERROR
+from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import Status
+from pyjobq.executor.registry import Handles, Listeners
+from pyjobq.memory import FakeClock
 from pyjobq.testing import Response, World, run, settle
 
 
@@ -283,4 +287,78 @@ def test_the_key_is_stored_shown_in_news_and_in_query_all() -> None:
         assert tab.published[job.id]["key"] == "doc-1"
         [row] = await tab.side.query_all()
         assert row["key"] == "doc-1"
+    run(main)
+
+
+class HeldReads:
+    """A page's store reads (:attr:`Handles.read`) that answer only when told: a read begun before
+    another tab's transaction committed answers what was there before it."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, asyncio.Future[Any]]] = []
+
+    def __call__(self, job_id: str) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.reads.append((job_id, future))
+        return future
+
+    def answer(self, n: int, record: dict[str, Any] | None) -> None:
+        self.reads[n][1].set_result(record)
+
+
+@pytest.mark.parametrize("news, last, expected", [
+    # Seed 3750 of the simulation: the replaced news came during a recheck's read begun before
+    # the replacing transaction committed; the stale "pending" dropped the news's reason and the
+    # next recheck, finding the record gone, said deleted.
+    ({"status": "pending", "deleted": True, "code": "replaced", "error": REPLACED_ERROR},
+     None, (Status.CANCELLED, Code.REPLACED)),
+    # The same race with another tab's news of an end: it resolves at once, not a recheck later.
+    ({"status": "done", "code": None}, {"status": "done", "result": 1},
+     (Status.DONE, None)),
+])
+def test_news_heard_while_a_stale_read_is_under_way_is_checked_by_a_read_after_it(
+        news: dict[str, Any], last: dict[str, Any] | None, expected: tuple[Any, Any]) -> None:
+    async def main() -> None:
+        clock, reads = FakeClock(), HeldReads()
+        handles = Handles(Listeners(), clock, reads)
+        job = handles.add("j1")
+        job._stored.set_result(None)
+        clock.advance(RECHECK_MS)  # the recheck's read begins: the record is still pending
+        assert [job_id for job_id, _ in reads.reads] == ["j1"]
+        handles.update({"id": "j1", **news}, trusted=False)  # another tab's news, mid-read
+        assert len(reads.reads) == 1  # one read of a record at a time
+        reads.answer(0, {"id": "j1", "status": "pending"})  # stale: begun before the commit
+        await asyncio.sleep(0)
+        assert not job.done.done()
+        assert len(reads.reads) == 2  # read again at once, not a recheck later
+        reads.answer(1, None if last is None else {"id": "j1", **last})
+        outcome = await asyncio.wait_for(job.done, 1)
+        assert (outcome.status, outcome.code) == expected
+        assert handles._gone_why == {} and handles._news_since_read == set()
+    run(main)
+
+
+def test_a_recheck_during_a_read_begun_after_the_news_reads_once_and_news_proven_wrong_is_dropped(
+) -> None:
+    """A read begun after the news that finds the record still there means the news was wrong:
+    its reason is dropped (a record deleted much later says deleted), and a recheck that comes
+    while a read is under way starts no second read."""
+    async def main() -> None:
+        clock, reads = FakeClock(), HeldReads()
+        handles = Handles(Listeners(), clock, reads)
+        job = handles.add("j1")
+        job._stored.set_result(None)
+        handles.update({"id": "j1", "status": "pending", "deleted": True, "code": "replaced"},
+                       trusted=False)
+        assert len(reads.reads) == 1
+        clock.advance(RECHECK_MS)  # a recheck while the news's read is under way
+        assert len(reads.reads) == 1
+        reads.answer(0, {"id": "j1", "status": "pending"})
+        await asyncio.sleep(0)
+        assert len(reads.reads) == 1 and not job.done.done()
+        assert handles._gone_why == {}
+        clock.advance(RECHECK_MS)
+        reads.answer(1, None)
+        outcome = await asyncio.wait_for(job.done, 1)
+        assert (outcome.status, outcome.code) == (Status.CANCELLED, Code.DELETED)
     run(main)

@@ -108,10 +108,15 @@ class Handles:
         self.control = control
         self.volatile = volatile
         self.jobs: dict[str, Job] = {}
-        self._confirming: set[str] = set()  # ids whose news of an end is being checked
+        self._confirming: set[str] = set()  # ids whose record is being read
         #: What news said ended a job whose record it says is gone (``replaced``), until a read
-        #: confirms it: the store can say only that the record is gone.
+        #: begun after that news settles the handle or finds the record still there (the news
+        #: was wrong): the store can say only that the record is gone.
         self._gone_why: dict[str, Outcome] = {}
+        #: Ids whose news of an end came while their record was being read: that read may have
+        #: begun before the change the news tells of (a transaction that had not committed yet),
+        #: so one that does not settle the handle is followed by another.
+        self._news_since_read: set[str] = set()
         self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
@@ -130,6 +135,8 @@ class Handles:
         return job
 
     def settle(self, job_id: str, outcome: Outcome) -> None:
+        self._gone_why.pop(job_id, None)
+        self._news_since_read.discard(job_id)
         handle = self.jobs.pop(job_id, None)
         if handle is not None:
             handle._settle(outcome)
@@ -147,6 +154,8 @@ class Handles:
         """This page can no longer learn these jobs' outcomes: each stored one's ``done`` raises
         ``error`` (one still being filed fails through its enqueue instead)."""
         self.lost = error
+        self._gone_why.clear()
+        self._news_since_read.clear()
         for job_id, handle in list(self.jobs.items()):
             if handle._stored.done():
                 del self.jobs[job_id]
@@ -166,22 +175,43 @@ class Handles:
         else:
             self.settle(job_id, Outcome.of(job))
 
-    def confirm(self, job_id: str, missing: Outcome | None = None) -> None:
+    def confirm(self, job_id: str, missing: Outcome | None = None, *, news: bool = True) -> None:
         """Settle ``done`` from the stored record, which news said has ended: terminal → its
         outcome; gone → ``missing`` (default: deleted); anything else → the news was wrong,
-        wait for more."""
+        wait for more. ``news=False``: a recheck's read, which no news prompted.
+
+        News that comes while a read of the record is under way (a recheck's, or one for
+        earlier news) does not start a second read at once, but that read may have begun
+        before the change the news tells of: when it ends without settling ``done``, the
+        record is read again, so the news is checked by a read begun after it — never dropped
+        for a stale answer (its ``replaced`` then lost to a later recheck, which can say only
+        ``deleted``, or its end heard only a recheck later)."""
         if missing is not None:
             # Kept for a read already under way too (a recheck's): it may be what finds it gone.
             self._gone_why[job_id] = missing
-        if self.read is None or job_id in self._confirming or self.lost is not None:
+        if self.read is None or self.lost is not None:
+            return
+        if job_id in self._confirming:
+            if news:
+                self._news_since_read.add(job_id)
             return
         self._confirming.add(job_id)
+        self._news_since_read.discard(job_id)  # this read begins after every news heard so far
 
         def read(f: asyncio.Future[Any]) -> None:
             self._confirming.discard(job_id)
-            why = self._gone_why.pop(job_id, None)
-            if job_id in self.jobs and not f.cancelled() and f.exception() is None:
-                self.settle_from(job_id, f.result(), missing=why)
+            if job_id not in self.jobs:  # settled meanwhile (settle dropped what was kept)
+                return
+            ok = not f.cancelled() and f.exception() is None
+            if ok:
+                self.settle_from(job_id, f.result(), missing=self._gone_why.get(job_id))
+            if job_id not in self.jobs:
+                return
+            if job_id in self._news_since_read:
+                self.confirm(job_id, news=False)  # news came during this read: read again
+            elif ok:
+                # A read begun after the news found the record still there: the news was wrong.
+                self._gone_why.pop(job_id, None)
 
         self.read(job_id).add_done_callback(read)
 
@@ -195,6 +225,6 @@ class Handles:
         outstanding = [job_id for job_id, handle in self.jobs.items() if not handle._done.done()]
         for job_id in outstanding:
             if self.jobs[job_id]._stored.done():
-                self.confirm(job_id)
+                self.confirm(job_id, news=False)
         if outstanding:
             self._arm_recheck()
