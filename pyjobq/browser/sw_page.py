@@ -78,9 +78,11 @@ class ServiceWorkerLink:
         await cache.put(origin + cache_path(settings.db_name, "config.json"),
                         js.Response.new(config_json(current), js_object({"headers": {
                             "Content-Type": "application/json"}})))
+        # No sync asked for here: this page is about to process the queue itself, and a
+        # Service Worker woken now could only hold the lease up while the page's worker boots.
+        # The next job stored pending asks for one.
         self._registration = await js.navigator.serviceWorker.register(
             self._url, js_object({"type": "module"}))
-        self.request_sync()  # jobs stored before the registration
 
     def _on_update(self, update: JobUpdate) -> None:
         if update.get("volatile") or update.get("deleted"):
