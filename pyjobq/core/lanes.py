@@ -36,6 +36,21 @@ def run_lock(lock_name: str, job_type: str, job_id: str) -> str:
     return f"{lock_name}:run:{json.dumps([job_type, job_id], separators=(',', ':'))}"
 
 
+def run_lock_job(lock_name: str, name: str) -> tuple[str, str] | None:
+    """The ``(type, job id)`` a :func:`run_lock` name says, or None for any other lock (a legacy
+    run lock says no type; any script of the origin may name a lock)."""
+    prefix = f"{lock_name}:run:["
+    if not name.startswith(prefix):
+        return None
+    try:
+        job_type, job_id = json.loads(name[len(prefix) - 1:])
+    except (ValueError, TypeError):
+        return None
+    if isinstance(job_type, str) and isinstance(job_id, str):
+        return job_type, job_id
+    return None
+
+
 def legacy_run_lock(lock_name: str, job_id: str) -> str:
     """The run lock's name before it carried the type (``<lock>:run:<id>``): a page of an older
     pyjobq during a deploy still takes this one, so recovery still honours it."""
@@ -51,18 +66,11 @@ def lanes_held(held: Mapping[str, str], lock_name: str, ours: Collection[str],
     or cancelled while its frozen page was sending it) is a request that may still be on the
     wire. One on an unfinished job is not counted here: a running record is judged by its own
     lock (recovery), and a pending one's lock was taken ahead of a claim, not for a run."""
-    prefix = f"{lock_name}:run:"
     busy: dict[str, str] = {}
     for name, mode in held.items():
-        if mode != "exclusive" or not name.startswith(prefix + "["):
-            continue
-        try:
-            job_type, job_id = json.loads(name[len(prefix):])
-        except (ValueError, TypeError):
-            continue  # not a run lock of ours: any script of the origin may name a lock
-        if isinstance(job_type, str) and isinstance(job_id, str) and job_id not in ours \
-                and job_id not in unfinished:
-            busy.setdefault(job_type, name)
+        run = run_lock_job(lock_name, name) if mode == "exclusive" else None
+        if run is not None and run[1] not in ours and run[1] not in unfinished:
+            busy.setdefault(run[0], name)
     return busy
 
 
@@ -73,17 +81,11 @@ def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -
     Asked after this page took its own claims' run locks: two pages that each believe they hold
     the lease (one whose silent lease was just taken, before it hears: pyjobq/engine/lease.py) and
     start one type at once each take, then look — so at least one sees the other's lock."""
-    prefix = f"{lock_name}:run:"
     busy: dict[str, str] = {}
     for name, mode in held.items():
-        if mode != "exclusive" or not name.startswith(prefix + "["):
-            continue
-        try:
-            job_type, job_id = json.loads(name[len(prefix):])
-        except (ValueError, TypeError):
-            continue
-        if isinstance(job_type, str) and isinstance(job_id, str) and job_id not in mine:
-            busy.setdefault(job_type, name)
+        run = run_lock_job(lock_name, name) if mode == "exclusive" else None
+        if run is not None and run[1] not in mine:
+            busy.setdefault(run[0], name)
     return busy
 
 

@@ -298,10 +298,18 @@ class Pass:
         mine = self._e.flights.ours() | set(releases) | self._e.run_locks.prefetched_ids()
         busy = lanes.types_held(held, self._e.run_locks.lock_name, mine)
         kept = []
+        view = self._require_view()
         for entry in claims:
             if entry.type in busy:
                 releases.pop(entry.id)()
                 self._e.run_locks.watch(busy[entry.type])
+                # Our view and the other page's disagree on the lane's next job (each took the
+                # one it believed oldest): both records are read again before the next look picks,
+                # or two pages with stale views give way to each other for ever (seed 16758).
+                view.mark_stale(entry.id)
+                other = lanes.run_lock_job(self._e.run_locks.lock_name, busy[entry.type])
+                if other is not None:
+                    view.mark_stale(other[1])
             else:
                 kept.append(entry)
         return kept
