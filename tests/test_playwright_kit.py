@@ -228,6 +228,8 @@ def test_a_cdn_page_runs_python_lists_its_records_and_waits_out_an_offline_spell
     assert tab.py("import asyncio\nawait asyncio.sleep(0)\njson.dumps({'n': [1, 2]})") == \
         {"n": [1, 2]}
     assert tab.run_python("'plain text'") == "plain text"
+    # A run longer than one look of the bounded wait gives its own value, not the look's "not yet".
+    assert tab.py("import asyncio\nawait asyncio.sleep(2.5)\n'much later'") == "much later"
     with pytest.raises(TabError, match="ZeroDivisionError"):
         tab.py("1 / 0")
     # What docs/testing.md tells a page without a JavaScript line of its own to expose.

@@ -53,9 +53,8 @@ async function py(page, code, { run, timeout } = {}) {
     const w = /** @type {any} */ (window);
     const all = w.__pyjobq || (w.__pyjobq = {});
     if (id in all) return true;
-    let wake;
-    const entry = all[id] = { settled: false, done: new Promise((ok) => { wake = ok; }) };
-    const settle = (fields) => { Object.assign(entry, fields, { settled: true }); wake(); };
+    const entry = all[id] = { settled: false };
+    const settle = (fields) => { Object.assign(entry, fields, { settled: true }); };
     let go;
     if (typeof w.py === "function") go = () => w.py(c);
     else if (w.pyodide) go = async () => String(await w.pyodide.runPythonAsync(c));
@@ -70,13 +69,12 @@ async function py(page, code, { run, timeout } = {}) {
     }, 0);
     return true;
   }, [code, n], timeout);
-  const outcome = await inPage(async (id) => {
+  const outcome = await inPage((id) => {
     const all = /** @type {any} */ (window).__pyjobq || {};
     const entry = all[id];
-    if (!entry) return false;
-    // Wakes as the run settles; the driver's timeout still bounds the wait.
-    if (!entry.settled) await Promise.race([entry.done, new Promise((ok) => setTimeout(ok, 1000))]);
-    if (!entry.settled) return false;
+    // Synchronous on purpose: waitForFunction takes a returned promise as a true value at once,
+    // so an async check would hand back `false` for any run longer than its first look.
+    if (!entry || !entry.settled) return false;
     delete all[id];
     return "error" in entry ? { error: entry.error } : { value: entry.value };
   }, n, end - Date.now(), { polling: 20 });

@@ -63,9 +63,8 @@ _START = """([code, n]) => {
   const w = window;
   const runs = w.__pyjobq || (w.__pyjobq = {});
   if (n in runs) return true;
-  let wake;
-  const entry = runs[n] = { settled: false, done: new Promise((ok) => { wake = ok; }) };
-  const settle = (fields) => { Object.assign(entry, fields, { settled: true }); wake(); };
+  const entry = runs[n] = { settled: false };
+  const settle = (fields) => { Object.assign(entry, fields, { settled: true }); };
   let run;
   if (typeof w.py === "function") {
     run = () => w.py(code);
@@ -92,13 +91,12 @@ _START = """([code, n]) => {
   }, 0);
   return true;
 }"""
-_SETTLED = """async (n) => {
+_SETTLED = """(n) => {
   const runs = window.__pyjobq || {};
   const entry = runs[n];
-  if (!entry) return false;
-  // Wakes as the run settles (no polling delay); the driver's timeout still bounds the wait.
-  if (!entry.settled) await Promise.race([entry.done, new Promise((ok) => setTimeout(ok, 1000))]);
-  if (!entry.settled) return false;
+  // Synchronous on purpose: wait_for_function takes a returned promise as a true value at once,
+  // so an async check would hand back `false` for any run longer than its first look.
+  if (!entry || !entry.settled) return false;
   delete runs[n];
   return "error" in entry ? { error: entry.error } : { value: entry.value };
 }"""

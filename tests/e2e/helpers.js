@@ -150,9 +150,10 @@ await asyncio.wait_for(_worker_ready(), ${timeoutSeconds})
 'ok'`);
 }
 
-/** Run Python on a page; a JSON string result comes back decoded. */
-async function py(page, code) {
-  return kit.py(page, code);
+/** Run Python on a page; a JSON string result comes back decoded. `options.timeout` (ms) bounds
+ * the run from Playwright's side, so a page whose thread is held says so instead of hanging. */
+async function py(page, code, options = {}) {
+  return kit.py(page, code, options);
 }
 
 async function resetServer(request) {

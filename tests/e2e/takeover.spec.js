@@ -130,6 +130,7 @@ test.describe("a silent lease holder is taken over", () => {
 
   test("a frozen worker host's lease is taken by a tab in line, and the host gets back in line on resume", async ({ baseURL, request }) => {
     await resetServer(request);
+    const opened = Date.now();
     const key = uniqueKey();
     const browser = await chromium.connectOverCDP(chrome.endpoint, { noDefaults: true });
     const context = browser.contexts()[0];
@@ -170,10 +171,21 @@ json.dumps(None if holder is None else
     // Freezing A's page freezes its workers: the pongs stop, and B takes the lease.
     await setState(context, a.page, "frozen");
     const started = Date.now();
-    const taken = await py(b, `
+    console.log(`A frozen ${started - opened} ms into the test`);
+    let taken;
+    try {
+      // Bounded from Playwright's side too: a held page thread is reported, not waited on.
+      taken = await py(b, `
 job = queue.enqueue_fetch("POST", "/api/echo/takeover-b-${key}", {"n": 2}, type="b", label="${key}")
 out = await asyncio.wait_for(job.done, 120)
-json.dumps([out.status, queue._queue().worker_ready])`);
+json.dumps([out.status, queue._queue().worker_ready])`, { timeout: 130_000 });
+    } finally {
+      // What B saw, whichever way that went: its watch, the lock's holders, the server's log.
+      console.log(`B after ${Date.now() - started} ms: watch ${JSON.stringify(await py(b, watchOfB, { timeout: 10_000 }).catch(String))}` +
+        `, lease ${JSON.stringify(await leaseState(b).catch(String))}, A's lifecycle ` +
+        `${JSON.stringify(await a.page.evaluate(() => /** @type {any} */ (window).lifecycle).catch(String))}` +
+        `, requests ${JSON.stringify((await serverLog(request)).map((r) => r.path).filter((p) => p.includes(key)))}`);
+    }
     console.log(`B's job done ${Date.now() - started} ms after A froze`);
     expect(taken).toEqual(["done", true]); // done, and run by B's own worker: B took the lease
     expect(await py(b, watchOfB)).toEqual([false, 0, 1, true, true]);

@@ -175,6 +175,8 @@ test("Python that holds the main thread is bounded by the driver", async ({ cont
   await tab.waitForTimeout(3_000);
   expect(await kit.py(tab, "json.dumps(6 * 7)", { timeout: 10_000 })).toBe(42);
   expect(await kit.py(tab, "import asyncio\nawait asyncio.sleep(0.1)\n'later'", { timeout: 10_000 })).toBe("later");
+  // A run longer than one look of the bounded wait gives its own value, not the look's "not yet".
+  expect(await kit.py(tab, "import asyncio\nawait asyncio.sleep(2.5)\n'much later'", { timeout: 10_000 })).toBe("much later");
   await expect(kit.py(tab, "1 / 0", { timeout: 10_000 })).rejects.toThrow(/ZeroDivisionError/);
   expect(await kit.py(tab, "json.dumps(1 + 1)")).toBe(2); // without a timeout: as before
   await expect(kit.py(tab, "1", { timeout: 0 })).rejects.toThrow(/timeout must be .* greater than 0/);
