@@ -4,7 +4,8 @@ Usage: ``python tests/server.py --port 8123 --root build/site``
 
 Static files come from ``--root`` with ``Cache-Control: no-store``. The fake API answers
 every method (GET/POST/PUT/PATCH/DELETE) and logs each request (time, method, path,
-status, ``X-Job-Id``, ``Idempotency-Key``):
+status, ``X-Job-Id``, ``Idempotency-Key``, ``X-Sender``: which context sent it, as the
+transport says):
 
 - ``/api/echo...``      200 ``{"method","path","body","job_id"}`` (``/api/notes...`` too: the
                         README's examples)
@@ -180,6 +181,7 @@ class Handler(StaticHandler):
             "status": status,
             "job_id": self.headers.get("X-Job-Id"),
             "idempotency_key": self.headers.get("Idempotency-Key"),
+            "sender": self.headers.get("X-Sender"),
             **extra,
         }
         with self.state.lock:

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from pyjobq.core.messages import make
 from pyjobq.core.records import service_worker_source
 from pyjobq.core.status import Status
+from pyjobq.engine.lease import lease_channel_name
 from pyjobq.executor import sw_drain
 from pyjobq.executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore
@@ -42,7 +44,8 @@ class Origin:
     def ports(self) -> DrainPorts:
         return DrainPorts(store=self.store, locks=self.locks.client(),
                           channel=lambda: self.channels.channel("q"), clock=LoopClock(),
-                          is_online=lambda: True)
+                          is_online=lambda: True,
+                          lease_channel=lambda: self.channels.channel(lease_channel_name("q")))
 
     def queue(self, **reconstructors: Any) -> DrainQueue:
         return DrainQueue(lock_name=LOCK, source=service_worker_source(), transport=self.send,
@@ -118,6 +121,30 @@ def test_a_page_that_asks_for_the_lease_gets_it_after_the_run_and_no_job_runs_tw
         await page_task
         assert (report.stopped, report.ended, report.left) == ("page", 1, 1)
         assert origin.sent == ["/a"]  # "b" is the page's to run
+        assert (await statuses(origin.store)) == {"a": ("done", 1, 0), "b": ("pending", 0, 0)}
+    asyncio.run(main())
+
+
+def test_a_page_that_pings_from_the_line_is_heard_at_once_and_answered() -> None:
+    # The page only pings (no lock request the drain's look could see): the ping alone stops
+    # the claims, before the run's settle could chain the lane's next job, and gets its pong.
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()
+        await origin.store.add([record("a", type="x"), record("b", type="x")])
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        while origin.sent != ["/a"]:
+            await asyncio.sleep(0.001)
+        page = origin.channels.channel(lease_channel_name("q"))
+        heard: list[str] = []
+        page.subscribe(lambda msg: heard.append(str(msg["type"])))
+        page.post(make("lease_ping", source="page-1"))
+        while "lease_pong" not in heard:
+            await asyncio.sleep(0.001)
+        origin.hold.set()  # "a" settles at once: its lane's next job is not chained
+        report = await drain
+        assert (report.stopped, report.ended, report.left) == ("page", 1, 1)
+        assert origin.sent == ["/a"]
         assert (await statuses(origin.store)) == {"a": ("done", 1, 0), "b": ("pending", 0, 0)}
     asyncio.run(main())
 

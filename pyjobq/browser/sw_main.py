@@ -18,6 +18,7 @@ import js  # type: ignore[import-not-found]
 
 from ..config import import_transport, settings
 from ..core.records import service_worker_source
+from ..engine.lease import lease_channel_name
 from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from ..executor.sw_drain import drain as drain_on
 from ..memory import LoopClock
@@ -44,7 +45,8 @@ async def drain(config_json: str, budget_ms: float) -> str:
     ports = DrainPorts(
         store=IndexedDBStore(config.db_name, on_upgraded=upgraded), locks=WebLocks(),
         channel=lambda: BroadcastChannelPort(config.channel_name), clock=LoopClock(),
-        is_online=lambda: bool(js.navigator.onLine))
+        is_online=lambda: bool(js.navigator.onLine),
+        lease_channel=lambda: BroadcastChannelPort(lease_channel_name(config.channel_name)))
     queue = DrainQueue(
         lock_name=config.lock_name, source=service_worker_source(),
         transport=import_transport(config.transport), reconstructors=_tasks(config),

@@ -12,9 +12,12 @@ differs is only when it holds the processor lease:
 
 * **Only if no page holds it.** It asks for the lock with ``if_available``: a page that holds
   it is processing, and the Service Worker has nothing to do (``lease_held``).
-* **Never against a page.** While it holds the lease it looks every :data:`LOOK_MS` at the
-  origin's waiting lock requests; one for the lease is a page that opened, and the Service
-  Worker lets the lease go to it: it stops claiming at once, its runs finish under their run
+* **Never against a page.** A page that opens gets in line for the lease and pings its holder
+  (the lease watch, pyjobq/engine/lease.py): the drain hears the ping, answers it (it is alive:
+  no page takes the lease from it while it finishes) and lets the lease go to the page; it also
+  looks every :data:`LOOK_MS` at the origin's waiting lock requests, for a page whose ping it
+  missed. It stops claiming at once — before its running job's settle could chain the lane's
+  next — its runs finish under their run
   locks (pyjobq/engine/lease.py: a run lock keeps a run from being recovered or doubled) —
   however long they take, up to the event's end — then it releases the lock: one processor
   throughout (``page``).
@@ -47,7 +50,9 @@ from typing import Any, Awaitable, Callable, Mapping
 from ..core.errors import Interrupted
 from ..core.ports import Channel, Clock, LockManager, Store
 from ..core.records import JobRecord
+from ..core.router import Router
 from ..core.status import TERMINAL, Status
+from ..engine.lease import answer_pings
 from ..engine.scheduler import Scheduler
 from .side import ExecutorSide
 from .wiring import in_process
@@ -82,13 +87,17 @@ class DrainPorts:
     """What the drain runs on: the origin's store, locks and channels, and this context's clock.
 
     ``channel`` makes a new channel object for each user (the scheduler's and the executor
-    side's, as in a tab)."""
+    side's, as in a tab); ``lease_channel`` one on the lease's channel
+    (:func:`pyjobq.engine.lease.lease_channel_name`), where a page in line pings the holder —
+    the drain hears a page that waits for the lease the moment it gets in line (None: only its
+    look every :data:`LOOK_MS` does)."""
 
     store: Store
     locks: LockManager
     channel: Callable[[], Channel]
     clock: Clock
     is_online: Callable[[], bool]
+    lease_channel: Callable[[], Channel] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,20 +199,24 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
             report.ended += 1
 
     side.on_update(heard)
+    unhear = _hear_pages(ports, queue.source, lease, report)
     try:
-        await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report)
-        # Runs in flight finish under their run locks, however the drain stopped (a page that
-        # asked for the lease waits for them): abandoned only at the event's end — budget plus
-        # grace — since an abandoned request may still reach the server (its transport may not
-        # heed the signal), and the job's next run would send it again.
-        grace_end = max(clock.now(), started + budget_ms) + GRACE_MS
-        await _until(clock, lambda: not scheduler.in_flight, grace_end)
+        try:
+            await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report)
+            # Runs in flight finish under their run locks, however the drain stopped (a page
+            # that asked for the lease waits for them): abandoned only at the event's end —
+            # budget plus grace — since an abandoned request may still reach the server (its
+            # transport may not heed the signal), and the job's next run would send it again.
+            grace_end = max(clock.now(), started + budget_ms) + GRACE_MS
+            await _until(clock, lambda: not scheduler.in_flight, grace_end)
+        finally:
+            scheduler.stop()
+            side.stop()
+        # The abandoned runs' answers (interrupted) are stored before the lock goes, within the
+        # same grace: budget + grace stays inside the browser's limit on the event.
+        await _until(clock, lambda: not scheduler.flights.ending, grace_end)
     finally:
-        scheduler.stop()
-        side.stop()
-    # The abandoned runs' answers (interrupted) are stored before the lock goes, within the
-    # same grace: budget + grace stays inside the browser's limit on the event.
-    await _until(clock, lambda: not scheduler.flights.ending, grace_end)
+        unhear()
     await _sleep(clock, LOOK_MS)  # the last settles' news reach the report (the link is async)
     if refused:
         log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
@@ -211,6 +224,34 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     # Every pending job, due now or later (a retry after a 503, a network error): the event
     # fails and the browser fires it again later, so no job waits for a page to open.
     report.left = len(await ports.store.by_status(Status.PENDING.value))
+
+
+def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
+                report: DrainReport) -> Callable[[], None]:
+    """While the drain holds the lease: a ping from a page in line (pyjobq/engine/lease.py, the
+    lease watch) is a page that waits for it — the drain claims nothing more from that moment,
+    not from its next look, so its run's settle does not chain the lane's next job — and it is
+    answered: the Service Worker is alive, finishing its runs, and no page takes the lease from
+    it. Returns what stops hearing."""
+    if ports.lease_channel is None:
+        return lambda: None
+    channel = ports.lease_channel()
+
+    def page_waits(_msg: Any) -> None:
+        if not lease.revoked:
+            log.info("pyjobq service worker: a page asks for the lease; letting it go")
+            report.stopped = "page"
+            lease.revoke()
+
+    unanswer = answer_pings(channel, source, lambda: True)
+    unhear = channel.subscribe(Router("pyjobq service worker lease", {"lease_ping": page_waits},
+                                      quiet=True))
+
+    def stop() -> None:
+        unhear()
+        unanswer()
+        channel.close()
+    return stop
 
 
 async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPorts,

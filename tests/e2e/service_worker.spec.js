@@ -23,10 +23,15 @@ open("/home/pyodide/sw_app/__init__.py", "w").close()
 with open("/home/pyodide/sw_app/transport.py", "w") as f:
     f.write('''
 import json
+import js
 from pyodide.http import pyfetch
 
+#: Which context sends (the server logs it): "ServiceWorkerGlobalScope", or "Window" on a page.
+SENDER = str(js.globalThis.constructor.name)
+
 async def send(method, path, body, *, idempotency_key=None):
-    headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key or ""}
+    headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key or "",
+               "X-Sender": SENDER}
     kw = {} if body is None else {"body": json.dumps(body)}
     return await pyfetch(path, method=method, headers=headers, **kw)
 ''')
@@ -153,7 +158,12 @@ async def _in_line():
         await asyncio.sleep(0.1)
 await asyncio.wait_for(_in_line(), 60)
 "ok"`);
-  await page.waitForTimeout(2_000); // the Service Worker looks every 250 ms
+  // The page's request for the lease is in the lock manager's queue (what the Service Worker
+  // looks at every 250 ms, its run of the held job still going).
+  await expect.poll(() => page.evaluate(async (lock) => {
+    const state = await navigator.locks.query();
+    return [state.held.some((l) => l.name === lock), state.pending.some((l) => l.name === lock)];
+  }, `${DB}-lock`), { timeout: 60_000, intervals: [100] }).toEqual([true, true]);
   // Nothing more was sent meanwhile: one lane, its job held by the Service Worker's run.
   expect((await serverLog(request)).filter((r) => r.path.startsWith("/api/echo/sw-rest"))).toHaveLength(0);
   const released = await request.post("/__control/release", { data: { key: "sw-first" } });
@@ -174,7 +184,11 @@ json.dumps([[str(_records[i]["status"]), _records[i]["attempts"]] for i in ${JSO
   const first = log.find((r) => r.path === paths[0]);
   const rest = log.filter((r) => r.path.startsWith("/api/echo/sw-rest"));
   for (const r of rest) expect(r.started).toBeGreaterThanOrEqual(first.time);
-  // The Service Worker ran the held job only; the page, once it had the lease, ran the rest.
+  // The Service Worker ran the held job only: it saw the page waiting and claimed nothing more
+  // (it would have run the rest itself, its lane free once the held job ended); the page, once
+  // it had the lease, ran the rest.
+  expect(first.sender).toBe("ServiceWorkerGlobalScope");
+  expect(rest.map((r) => r.sender)).toEqual(["Window", "Window"]);
 });
 
 test("Background Sync refused: the Service Worker drains when it starts", async ({ context, baseURL, request }) => {
