@@ -357,7 +357,7 @@ async function measure(browser, base, stamp) {
   const loads = { first_job: [], first_job_late: [], bare: [] };
   for (let i = 0; i < SIZES.loads; i++) {
     for (const [key, url] of [["bare", "bare-load.html"], ["first_job", "first-job.html"],
-                              ["first_job_late", "first-job-late.html"]]) {
+                              ["first_job_late", "first-job.html?preload=0"]]) {
       const lc = await browser.newContext();
       const p = await lc.newPage();
       await p.goto(`${base}/bench/${url}`);

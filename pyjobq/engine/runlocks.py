@@ -90,8 +90,22 @@ class RunLocks:
             ask = self._take_prefetched(entry)
             asks.append(ask if ask is not None else self._take_one(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
-        got = [ask.result() if isinstance(ask, asyncio.Future) and ask.done() else await ask
-               for ask in asks]
+        got: list[Release | None] = []
+        try:
+            for ask in asks:
+                got.append(ask.result() if isinstance(ask, asyncio.Future) and ask.done()
+                           else await ask)
+        except BaseException:
+            # Cut short (the pass cancelled): what was taken goes, what was not asked never is.
+            for release in got:
+                if release is not None:
+                    release()
+            for ask in asks[len(got) + 1:]:
+                if asyncio.iscoroutine(ask):
+                    ask.close()
+                else:
+                    _let_go(ask)
+            raise
         releases = {entry.id: release for entry, release in zip(entries, got)
                     if release is not None}
         if len(releases) < len(entries):
