@@ -138,13 +138,11 @@ def pyjobq_bundle() -> bytes:
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
             _add_tree(archive, resources.files("pyjobq"), "pyjobq")
-            try:
-                dist = metadata.distribution("pyjobq")
+            dist = _installed()
+            if dist is not None:  # None: imported from a source tree, the files are what counts
                 info = f"pyjobq-{dist.version}.dist-info"
                 archive.writestr(f"{info}/METADATA", dist.read_text("METADATA") or "")
                 archive.writestr(f"{info}/INSTALLER", "pyjobq-worker\n")
-            except metadata.PackageNotFoundError:
-                pass  # imported from a source tree: the files are what counts
         _bundle = buffer.getvalue()
     return _bundle
 
@@ -156,17 +154,26 @@ def record_digest() -> str:
     global _record
     if _record is None:
         text = ""
+        dist = _installed()
         try:
-            dist = metadata.distribution("pyjobq")
             imported = Path(str(resources.files("pyjobq").joinpath("__init__.py"))).resolve()
             # Only when the pyjobq this page imported is that distribution's (not a source tree
             # on sys.path ahead of an installed wheel): else the page sends its own files.
-            if Path(str(dist.locate_file("pyjobq/__init__.py"))).resolve() == imported:
+            if dist is not None and \
+                    Path(str(dist.locate_file("pyjobq/__init__.py"))).resolve() == imported:
                 text = dist.read_text("RECORD") or ""
-        except (metadata.PackageNotFoundError, OSError, TypeError):
+        except (OSError, TypeError):
             text = ""
         _record = hashlib.sha256(text.encode()).hexdigest() if text else ""
     return _record
+
+
+def _installed() -> metadata.Distribution | None:
+    """The installed pyjobq distribution, or None for pyjobq imported from a source tree."""
+    try:
+        return metadata.distribution("pyjobq")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _add_tree(archive: zipfile.ZipFile, folder: Any, prefix: str) -> None:
