@@ -7,9 +7,12 @@
 // - a second tab's preloaded worker starts no Pyodide while another tab holds the lease, and
 //   boots when the lease comes to it;
 // - a preload line of another distribution, or one whose path does not exist, costs the page
-//   nothing but the wait: it starts a worker of its own, and the console says why.
+//   nothing but the wait: it starts a worker of its own, and the console says why;
+// - a preload line whose index= is a CDN (another origin, a stock lock without pyjobq, pyjobq
+//   installed on the page from PyPI): the page adopts the worker and sends it its files.
 const { test, expect: baseExpect } = require("@playwright/test");
 const { configurePython, py, resetServer, serverLog, harnessReady } = require("./helpers");
+const { useRegistries } = require("./registries");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -80,4 +83,36 @@ test("a preload line whose path does not exist: the page starts its own worker a
   const { page, console } = await openPreloaded(context, baseURL, "/no-such-worker.mjs#preload&index=/pyodide/");
   expect(await runJob(page, "/api/echo/preload-missing")).toBe("done");
   expect(console.some((t) => t.includes("did not answer") && t.includes("check the path in the preload line"))).toBe(true);
+});
+
+test("a preload line whose index is a CDN: the page installs pyjobq from PyPI, adopts the worker and sends it its files", async ({ context, baseURL, request }) => {
+  const { leaks } = await useRegistries(context, /** @type {string} */ (baseURL));
+  const cdn = "https://cdn.jsdelivr.net/pyodide/v314.0.7/full/";
+  await context.route(`${baseURL}/preload-cdn.html`, (route) => route.fulfill({
+    status: 200, contentType: "text/html; charset=utf-8", body: `<!doctype html>
+<meta charset="utf-8">
+<script type="module">globalThis.pyjobqWorker = new Worker("/pyjobq-worker.mjs#preload&index=${cdn}", { type: "module" });</script>
+<script type="module">
+  const { loadPyodide } = await import("${cdn}pyodide.mjs");
+  const pyodide = await loadPyodide();
+  await pyodide.loadPackage("micropip");
+  await pyodide.pyimport("micropip").install("pyjobq");
+  window.pyodide = pyodide;
+  window.pyReady = true;
+</script>` }));
+  const page = await context.newPage();
+  const lines = [];
+  page.on("console", (msg) => lines.push(msg.text()));
+  await page.goto("/preload-cdn.html");
+  await harnessReady(page);
+  await py(page, configurePython());
+  expect(await runJob(page, "/api/echo/preload-cdn")).toBe("done");
+  // One scheduler worker: the preloaded one, adopted (no worker of the page's own, no complaint).
+  expect(pyjobqWorkers(page).map((w) => w.url())).toEqual([`${baseURL}/pyjobq-worker.mjs#preload&index=${cdn}`]);
+  expect(lines.filter((t) => t.includes("preload line"))).toEqual([]);
+  // The CDN's lock lists no pyjobq: the worker runs the files the page sent, not a wheel of its own.
+  const where = await pyjobqWorkers(page)[0].evaluate(() => self.pyodide.runPython("import pyjobq; pyjobq.__file__"));
+  expect(where).not.toContain("site-packages/pyjobq/");
+  expect((await serverLog(request)).filter((r) => r.path === "/api/echo/preload-cdn")).toHaveLength(1);
+  expect(leaks).toEqual([]);
 });
