@@ -428,7 +428,10 @@ class Tab:
     def _open_ports(self, world: "World") -> None:
         """The page's and the worker's links, lock contexts, clocks and channels."""
         self.page_link, self.worker_link = link_pair()
-        self.locks, self.page_locks = world.locks.client(), world.locks.client()
+        # A frozen page and its worker are granted the locks they wait for, and run the
+        # callbacks once they thaw.
+        self.locks = world.locks.client(thawed=self.thawed)
+        self.page_locks = world.locks.client(thawed=self.thawed)
         self.clock = FreezableClock(world.clock, self)
         self.page_clock = FreezableClock(world.clock, self)
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
