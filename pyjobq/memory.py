@@ -759,8 +759,9 @@ class LockHub:
         self._queue: dict[str, list[_Request]] = {}
         self._held: dict[str, list[_Request]] = {}
 
-    def client(self) -> "FakeLocks":
-        return FakeLocks(self)
+    def client(self, *, thawed: Callable[[], Awaitable[None]] | None = None) -> "FakeLocks":
+        """One more lock context; ``thawed``: see :class:`FakeLocks`."""
+        return FakeLocks(self, thawed=thawed)
 
     def held(self) -> dict[str, str]:
         return {name: holders[0].mode for name, holders in self._held.items() if holders}
@@ -810,11 +811,17 @@ class LockHub:
 
 
 class FakeLocks:
-    """One context's ``navigator.locks`` (a tab or its worker), on a shared :class:`LockHub`."""
+    """One context's ``navigator.locks`` (a tab or its worker), on a shared :class:`LockHub`.
 
-    def __init__(self, hub: LockHub) -> None:
+    ``thawed()``, if given, is awaited between a grant and its callback: a frozen page is granted
+    a lock it waited for (it holds it from then on), but its callback runs only once the page
+    runs again, as in Chromium."""
+
+    def __init__(self, hub: LockHub, *,
+                 thawed: Callable[[], Awaitable[None]] | None = None) -> None:
         self._hub = hub
         self._mine: set[_Request] = set()
+        self._thawed = thawed
 
     async def held(self) -> dict[str, str]:
         return self._hub.held()
@@ -847,6 +854,8 @@ class FakeLocks:
         self._mine.add(req)
         try:
             await req.granted
+            if self._thawed is not None:
+                await self._thawed()
             req.task = asyncio.ensure_future(callback(FakeLock(name, mode)))
             await asyncio.wait({req.task, req.stolen}, return_when=asyncio.FIRST_COMPLETED)
             # crash() cancels ``stolen`` too; a dead context's request ends cancelled, not stolen.

@@ -34,7 +34,20 @@ only a few times a simulated minute). Half the seeds also run a periodic schedul
 (no slot is enqueued twice, however many tabs decide on it, and slots are enqueued in order) and
 **periodic liveness** (once the faults stop, every slot is accounted for — enqueued, or skipped
 behind an unfinished occurrence — by the time the world goes quiet after its moment, and while
-frozen tabs stay frozen, once the others took the lease). Nothing
+frozen tabs stay frozen, once the others took the lease).
+
+Most seeds' origin also has **pyjobq's Service Worker**, a tab without a page
+(:class:`~pyjobq.testing.ServiceWorker`: the browser's own drain, pyjobq/executor/sw_drain.py, on
+the world's store, locks and channel). The browser wakes it with a ``sync`` at random moments —
+sometimes after the user closed every tab, so it drains with no page, sometimes while pages are
+open (it finds the lease held, or lets it go to a page that asks) — kills it mid-drain, at one of
+its store operations too, and lets its budget run out. Its oracles: **never two processors** (it
+claims only while it holds the lease and no page does: ``World.claimed``, at each claim's write);
+a run cut short by killing it **costs no attempt** up to ``SW_GIVE_BACKS`` (the attempt ceiling's
+count allows for them, and a job only Service Workers ran never fails ``page_gone`` before its
+give-backs are spent); and its drain **always ends**, with its report, within budget + grace +
+``SW_SLACK_MS`` unless killed. Some seeds' faults stop with every tab closed: the Service Worker,
+woken again while jobs are left, is the only processor, and every job must still end. Nothing
 reads the wall clock, so a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
@@ -59,13 +72,25 @@ import pytest
 
 from pyjobq.abort import AbortSignal
 from pyjobq.core.messages import RECHECK_MS
+from pyjobq.core.policy import SW_GIVE_BACKS
 from pyjobq.core.schedule import ScheduleDefinition, slot_at
 from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.executor.current import current_job_id
+from pyjobq.executor.sw_drain import GRACE_MS, LOOK_MS
 from pyjobq.scheduling import Periodic
-from pyjobq.testing import CHANNEL, LOCK, BootFault, Response, Tab, World, sequential_ids, settle
+from pyjobq.testing import (
+    CHANNEL,
+    LOCK,
+    BootFault,
+    Response,
+    ServiceWorker,
+    Tab,
+    World,
+    sequential_ids,
+    settle,
+)
 
 SEEDS = int(os.environ.get("PYJOBQ_SEEDS", "1000"))
 CHUNK = 100
@@ -99,6 +124,33 @@ SCHEDULE = "sim:tick"
 EVERY_CHOICES = (60_000.0, 90_000.0)
 #: Looks an occurrence may cost the holder (enqueue and claim, the settle, the last read).
 LOOKS_AN_OCCURRENCE = 4
+#: Share of seeds whose origin has pyjobq's Service Worker (drawn apart from the steps, as the
+#: periodic schedule is), and the share of their steps that are the browser's doing to it: a
+#: ``sync`` event that wakes it, killing it, its budget running out.
+SERVICE_WORKER = 0.6
+SW_STEP = 0.12
+#: The budgets a sync gives the drain (the script gives 120 s; shorter ones run out in a step).
+SW_BUDGETS = (10_000.0, 30_000.0, 120_000.0)
+#: Chance that the user closed every tab before a sync: the Service Worker drains with no page.
+SW_ALONE = 0.3
+#: Chance, at each of the Service Worker's store operations while faults run, that the browser
+#: kills it right there.
+SW_KILL_MID = 0.04
+#: Chance (seeds with a Service Worker and no periodic schedule, which only pages enqueue) that
+#: the faults stop with every tab closed: the Service Worker is the only processor left.
+SW_ONLY_FINISH = 0.5
+#: While a Service Worker drains, the clock moves at most this much at once, as a browser runs
+#: its timers on time (a fake clock's jump fires every timer it passes in one sweep).
+SW_CLOCK_STEP = 5_000.0
+#: The drain's bound: it returns within budget + grace + this slack — its deadlines are read at
+#: its looks, each up to one look and one clock step late (the budget's, the grace's, the last
+#: settles', and one to spare).
+SW_SLACK_MS = 4 * (LOOK_MS + SW_CLOCK_STEP)
+#: With only the Service Worker left, the syncs it may take to end every job (each one fails,
+#: and the browser fires it again ``SYNC_AGAIN_MS`` later, while jobs are left), and its budget.
+SW_ONLY_SYNCS = 3
+SYNC_AGAIN_MS = 60_000.0
+SW_SCRIPT_BUDGET = 120_000.0
 
 
 @dataclass
@@ -142,6 +194,18 @@ class Sim:
     sent_by_key: dict[str, list[str]] = field(default_factory=dict)
     # every id, in the order the store first held it (AddOrder)
     added: list[str] = field(default_factory=list)
+    #: The Service Worker's own chances; None: this seed's origin has none.
+    sw_rng: random.Random | None = None
+    # job id -> how often a Service Worker was killed with the job running on it, or with its
+    # request on the wire (each gives back an attempt, up to SW_GIVE_BACKS)
+    sw_killed: dict[str, int] = field(default_factory=dict)
+    # job id -> requests cut when a drain's event ended (abandoned at its grace's end: given back)
+    sw_abandoned: dict[str, int] = field(default_factory=dict)
+    # the Service Workers woken with no tab open; those whose drain has been judged
+    sw_alone: set[str] = field(default_factory=set)
+    sw_judged: set[str] = field(default_factory=set)
+    # drains with no tab open that ended a job
+    lone_ended: int = 0
 
     # ------------------------------------------------------------ the fake transport
 
@@ -158,8 +222,17 @@ class Sim:
         transport.bind = lambda t: holder.__setitem__("tab", t)  # type: ignore[attr-defined]
         return transport
 
-    async def mid_pass(self, tab: Tab, operation: str, phase: str, args: tuple) -> None:
-        """The store hook: crash or freeze ``tab`` right at one of its own store operations."""
+    async def mid_pass(self, tab: Tab | ServiceWorker, operation: str, phase: str,
+                       args: tuple) -> None:
+        """The store hook: crash or freeze ``tab`` right at one of its own store operations (the
+        Service Worker has no page to freeze: the browser may kill it there)."""
+        if isinstance(tab, ServiceWorker):
+            assert self.sw_rng is not None
+            if self.faults and tab.alive and self.sw_rng.random() < SW_KILL_MID:
+                self.trace.append(f"sw-kill-mid {tab.name} {phase} {operation}")
+                self.kill_sw(tab)
+                raise asyncio.CancelledError()  # its code stops right here
+            return
         if not self.faults or not tab.alive or tab.frozen:
             return
         draw = self.rng.random()
@@ -196,7 +269,8 @@ class Sim:
             self.trace.append(f"block-at-run {tab.name} {message['job_id']}")
             tab.block()
 
-    async def call(self, tab: Tab, method: str, path: str, body: Any, signal: Any = None) -> Any:
+    async def call(self, tab: Tab | ServiceWorker, method: str, path: str, body: Any,
+                   signal: Any = None) -> Any:
         job_id = self.by_path[path]
         other = self.executing.get(job_id)
         if other is not None:
@@ -224,6 +298,7 @@ class Sim:
             self.sent_by_key.setdefault(key, []).append(job_id)
         self.executing[job_id] = tab.name
         counted = True
+        heard = False  # whether an answer came (not cut short)
         try:
             if not self.world.online:
                 counted = False
@@ -242,6 +317,7 @@ class Sim:
                     self.answered[job_id] = "aborted"
                     await asyncio.sleep(0)
                     raise OSError("AbortError: the request was aborted")
+            heard = True
             self.answered[job_id] = answer
             # An HTTP status was answered by a server: it counts, whatever the network did since.
             if answer == "terminal":
@@ -258,6 +334,11 @@ class Sim:
                 del self.executing[job_id]
             if counted:
                 self.counted[job_id] = self.counted.get(job_id, 0) + 1
+            if isinstance(tab, ServiceWorker) and counted and not heard and not tab.killed:
+                # Abandoned by its drain at the grace's end (its signal fired, its task was
+                # cancelled, or the browser ended the Service Worker with the request on the
+                # wire): its answer stored as interrupted, the attempt given back.
+                self.sw_abandoned[job_id] = self.sw_abandoned.get(job_id, 0) + 1
 
     def draw(self) -> Any:
         if not self.faults:
@@ -305,6 +386,92 @@ class Sim:
         tab.crash()
         self.dead_sources.add(tab.name)
 
+    # ------------------------------------------------------------ the Service Worker
+
+    def start_sw(self, budget_ms: float) -> ServiceWorker:
+        """A ``sync`` event wakes pyjobq's Service Worker: it drains with a transport of its own."""
+        assert self.sw_rng is not None
+        transport = self.transport_for(heeds_signal=self.sw_rng.random() < 0.5)
+        worker = self.world.start_service_worker(transport=transport, budget_ms=budget_ms)
+        transport.bind(worker)
+        if not self.world.live:
+            self.sw_alone.add(worker.name)
+        return worker
+
+    def kill_sw(self, worker: ServiceWorker) -> None:
+        """The browser ends the Service Worker mid-drain: each job running on it, or whose
+        request is on the wire, may have its attempt given back (policy.recover)."""
+        cut = {job_id for job_id, row in self.world.store.raw().items()
+               if row["status"] == "running" and row["owner"] == worker.source}
+        cut |= {job_id for job_id, where in self.executing.items() if where == worker.name}
+        for job_id in cut:
+            self.sw_killed[job_id] = self.sw_killed.get(job_id, 0) + 1
+        worker.kill()
+        self.dead_sources.add(worker.source)
+
+    @property
+    def draining(self) -> list[ServiceWorker]:
+        return [w for w in self.world.service_workers if w.draining]
+
+    async def move_clock(self, ms: float) -> None:
+        """Move the clock by ``ms``: at once, or while a Service Worker drains, a step of at most
+        ``SW_CLOCK_STEP`` at a time, the world going quiet after each."""
+        target = self.world.clock.now() + ms
+        while self.draining and target - self.world.clock.now() > SW_CLOCK_STEP:
+            self.world.clock.advance(SW_CLOCK_STEP)
+            await quiet(self)
+        self.world.clock.advance(max(0.0, target - self.world.clock.now()))
+
+    async def sw_step(self) -> None:
+        """The browser's doing: a ``sync`` event (sometimes after the user closed every tab),
+        killing the Service Worker, or the drain's budget running out (the clock moves past it,
+        and sometimes past its grace too)."""
+        assert self.sw_rng is not None
+        rng, world = self.sw_rng, self.world
+        draining = self.draining  # one drain at a time: a registration's sync fires once
+        kind = rng.choice(["sw-kill", "sw-budget"]) if draining else "sw-sync"
+        if kind == "sw-sync":
+            if world.live and self.faults and rng.random() < SW_ALONE:
+                closed = [t.name for t in world.live]
+                for tab in world.live:
+                    self.crash(tab)
+                self.trace.append(f"close-all {' '.join(closed)}")
+            worker = self.start_sw(rng.choice(SW_BUDGETS))
+            detail = f"{worker.name} budget {worker.budget_ms:.0f} tabs {len(world.live)}"
+        elif kind == "sw-kill":
+            self.kill_sw(draining[0])
+            detail = draining[0].name
+        else:
+            worker = draining[0]
+            ms = max(0.0, worker.started_at + worker.budget_ms - world.clock.now()) + rng.choice(
+                [0.0, LOOK_MS, GRACE_MS / 2, GRACE_MS + 2 * LOOK_MS])
+            await self.move_clock(ms)
+            detail = f"{worker.name} +{ms:.0f} ms"
+        self.trace.append(f"{kind} {detail}")
+
+    def check_service_workers(self) -> None:
+        """The drain always ends: within budget + grace + ``SW_SLACK_MS`` unless killed, and
+        never two processors at once (a lock held by two, or a claim beside a page's lease:
+        World.claimed)."""
+        world, now = self.world, self.world.clock.now()
+        holders = [t.name for t in world.live if t.holds_lease] + [
+            w.name for w in world.service_workers if w.alive and w.holds_lease]
+        assert len(holders) <= 1, f"two processors hold the lease: {holders}"
+        for worker in world.service_workers:
+            if worker.killed:
+                continue
+            end = now if worker.ended_at is None else worker.ended_at
+            bound = worker.budget_ms + GRACE_MS + SW_SLACK_MS
+            assert end - worker.started_at <= bound, (
+                f"{worker.name}'s drain (budget {worker.budget_ms:.0f}) still ran "
+                f"{end - worker.started_at:.0f} ms after its event; bound {bound:.0f} ms "
+                f"(report so far {worker.report.to_json()})")
+            if worker.ended_at is not None and worker.name not in self.sw_judged:
+                self.sw_judged.add(worker.name)
+                self.trace.append(f"sw-end {worker.name} {worker.report.to_json()}")
+                if worker.name in self.sw_alone and worker.report.ended:
+                    self.lone_ended += 1
+
     def file(self, tab: Tab, *, key: str | None) -> str:
         """``enqueue_fetch`` one job from ``tab`` (with ``key``: keys that replace)."""
         rng = self.rng
@@ -337,6 +504,9 @@ class Sim:
     # ------------------------------------------------------------ steps
 
     async def step(self) -> None:
+        if self.sw_rng is not None and self.sw_rng.random() < SW_STEP:
+            await self.sw_step()
+            return
         rng, world = self.rng, self.world
         live = world.awake  # a frozen tab runs nothing: it is only resumed or discarded
         kind = rng.choices(
@@ -348,7 +518,10 @@ class Sim:
         blocked = [t for t in world.live if t.blocked]
         if (kind == "resume" and not frozen) or (kind == "unblock" and not blocked):
             return
-        if not live and kind not in ("resume", "unblock"):
+        # With no tab awake the world still turns while a Service Worker drains alone.
+        alone = self.draining and kind in ("release", "advance", "offline", "online", "storm",
+                                           "calm")
+        if not live and kind not in ("resume", "unblock") and not alone:
             kind = "open"
         if kind == "enqueue":
             tab = rng.choice(live)
@@ -366,7 +539,7 @@ class Sim:
             detail = f"{job_id} answered {answer}"
         elif kind == "advance":
             ms = rng.choice([10, 1000, 4000, 10_000, 30_000, 61_000])
-            world.clock.advance(ms)
+            await self.move_clock(ms)
             detail = f"+{ms} ms"
         elif kind == "offline":
             world.online = False
@@ -447,9 +620,13 @@ class Sim:
                 assert not stored_ok, f"{job.job_id} was stored and is lost"
                 continue
             check_record(record, job)
-            assert self.counted.get(job.job_id, 0) <= record["max_attempts"], (
+            # A run cut short by killing the Service Worker (up to SW_GIVE_BACKS of them), or
+            # abandoned at its drain's end, had its attempt given back: it may be sent again.
+            given_back = (min(self.sw_killed.get(job.job_id, 0), SW_GIVE_BACKS)
+                          + self.sw_abandoned.get(job.job_id, 0))
+            assert self.counted.get(job.job_id, 0) <= record["max_attempts"] + given_back, (
                 f"{job.job_id}: {self.counted[job.job_id]} counted tries, max_attempts "
-                f"{record['max_attempts']}")
+                f"{record['max_attempts']}, {given_back} given back for the Service Worker")
         running = {i for i, r in stored.items() if r["status"] == "running"}
         keys_running = [stored[i].get("key") for i in running if stored[i].get("key")]
         assert len(keys_running) == len(set(keys_running)), (
@@ -458,9 +635,15 @@ class Sim:
         # once it runs again.
         frozen = {t.name for t in world.live if t.frozen or t.blocked}
         now = world.clock.now()
+        # A drain past its budget and grace abandons its runs: their answers (interrupted) are
+        # stored while a request may still be on the wire until the browser ends the Service
+        # Worker, a moment later.
+        abandoning = {w.name for w in world.service_workers
+                      if w.alive and now >= w.started_at + w.budget_ms + GRACE_MS}
         executing = {j for j, where in self.executing.items()
-                     if where not in frozen and self.unannounced.get(j, 0) < now}
+                     if where not in frozen | abandoning and self.unannounced.get(j, 0) < now}
         assert executing <= running, f"executing {self.executing} but running records {running}"
+        self.check_service_workers()
         for tab in world.live:
             if tab.boot is None:
                 continue
@@ -481,7 +664,14 @@ class Sim:
         went_online = not self.world.online
         self.world.online = True
         self.trace.append("-- faults stop --")
-        if any(t.frozen for t in self.world.live) and self.rng.random() < 0.5:
+        # Some seeds end with every tab closed: the Service Worker alone must end every job.
+        alone = (self.sw_rng is not None and self.every_ms is None
+                 and self.sw_rng.random() < SW_ONLY_FINISH)
+        if alone:
+            self.trace.append("-- only the Service Worker --")
+            for tab in self.world.live:
+                self.crash(tab)
+        elif any(t.frozen for t in self.world.live) and self.rng.random() < 0.5:
             await self.while_frozen(went_online)
             went_online = False
         for tab in self.world.live:
@@ -493,7 +683,9 @@ class Sim:
         for _, future in self.slow:
             if not future.done():
                 future.set_result(200)
-        if not self.world.live:
+        if alone:
+            await self.only_service_worker()
+        elif not self.world.live:
             self.open_tab()
         if went_online:
             for tab in self.world.live:
@@ -529,6 +721,27 @@ class Sim:
                 assert outcome.status == str(record.status), record.id
                 assert outcome.code == record.code, record.id
         await self.check_no_spin()
+
+    async def only_service_worker(self) -> None:
+        """Every tab is closed once the faults stop: the Service Worker — woken by a sync, and
+        again ``SYNC_AGAIN_MS`` after each sync that ended with jobs unfinished (Background
+        Sync fires a failed event again) — is the only processor, and must end every job within
+        ``SW_ONLY_SYNCS`` syncs (the liveness check that follows asserts it)."""
+        await quiet(self)
+        for sync in range(SW_ONLY_SYNCS):
+            if self.draining:
+                worker = self.draining[0]
+            else:
+                worker = self.start_sw(SW_SCRIPT_BUDGET)
+                self.trace.append(f"sw-sync {worker.name} alone, sync {sync + 1}")
+            while worker.draining:
+                await self.move_clock(SW_CLOCK_STEP)
+                await quiet(self)
+                await self.check()  # the drain's bound fails the seed rather than loop for ever
+            if all(r.status in TERMINAL for r in await self.world.store.all()):
+                return
+            await self.move_clock(SYNC_AGAIN_MS)
+            await quiet(self)
 
     def check_keys(self, records: list[Any]) -> None:
         """Keys that replace, once the faults stopped: at most one job of a key waits (none does:
@@ -697,7 +910,15 @@ class Sim:
         assert code not in UNCOUNTED_CODES, f"{where}: a cause that costs no attempt (truth)"
         assert code != "handshake_timeout", f"{where}: every simulated page answers run (truth)"
         if code in ("page_gone", "attempts_exhausted"):
-            return  # a page died on the job's last allowed attempt (a crash while faults ran)
+            # A page died on the job's last allowed attempt (a crash while faults ran). Never a
+            # job only Service Workers ran, for runs it lost to their being killed, until those
+            # gave back SW_GIVE_BACKS attempts (policy.recover).
+            pages = {name for name, claimed in self.world.claims
+                     if claimed == job_id and not name.startswith("sw")}
+            assert pages or record.given_back >= SW_GIVE_BACKS, (
+                f"{where}: only Service Workers ran it ({self.sw_killed.get(job_id, 0)} killed "
+                f"with it), and {record.given_back} attempts were given back (truth)")
+            return
         if code is not None and code.startswith("s") and code[1:].isdigit():
             assert last == int(code[1:]), f"{where} (truth)"
         else:
@@ -793,6 +1014,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     periodic = random.Random(f"periodic-{seed}")
     if periodic.random() < 0.5:
         sim.every_ms = periodic.choice(EVERY_CHOICES)
+    service_worker = random.Random(f"service-worker-{seed}")
+    if service_worker.random() < SERVICE_WORKER:
+        sim.sw_rng = service_worker
     world.store._rows = AddOrder(sim.added)  # the store is empty yet
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
@@ -817,6 +1041,8 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
         await quiet(sim)
         await sim.check()
     await sim.finish()
+    for worker in world.service_workers:
+        worker.kill()
     for tab in world.live:
         sim.crash(tab)
     await settle()
@@ -911,7 +1137,7 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     steps: set[str] = set()
     booted: set[str] = set()
     occurrences: list[tuple[str, float, str]] = []
-    retried = replaced = 0
+    retried = replaced = lone_ended = sw_only = 0
     for seed in range(40):
         sim = run_seed(seed)
         occurrences += sim.world.occurrences
@@ -925,6 +1151,8 @@ def test_the_simulation_exercises_what_it_claims() -> None:
         replaced += sum(job.replaced for job in sim.jobs.values())
         codes |= {r["code"] for r in raw}
         steps |= {line.split()[0] for line in sim.trace}
+        lone_ended += sim.lone_ended
+        sw_only += "-- only the Service Worker --" in sim.trace
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
@@ -934,3 +1162,8 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert retried, "no boot failed and was retried"
     # Periodic schedules ran, and the lease moved between tabs while they did.
     assert len(occurrences) > 40 and len({tab for _, _, tab in occurrences}) > 3
+    # The Service Worker: woken, killed mid-drain, drained with no tab open and ended jobs
+    # there, and some seeds' faults stopped with it the only processor.
+    assert {"sw-sync", "sw-kill", "sw-budget", "sw-kill-mid", "close-all", "sw-end"} <= steps, steps
+    assert lone_ended, "no drain with no tab open ended a job"
+    assert sw_only, "no seed ended with the Service Worker the only processor"

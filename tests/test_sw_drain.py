@@ -227,3 +227,38 @@ def test_an_outside_revocation_stops_it_like_a_database_upgrade() -> None:
         await sw_drain.drain(origin.ports(), origin.queue(), 60_000, report=report, lease=lease)
         assert origin.sent == [] and report.left == 1
     asyncio.run(main())
+
+
+def test_a_page_that_takes_the_lease_over_gets_the_report_not_the_lock_error() -> None:
+    # A page in line finds the Service Worker silent (it answers no lease pings) and steals the
+    # lease while a run outlasts its wait (soak seed 333): the drain, which stopped claiming when
+    # the page asked, lets its run finish under its run lock and returns its report — before the
+    # fix the lock manager's LockStolen escaped drain() while its engine ran on.
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()
+        await origin.store.add([record("a", type="x"), record("b", type="x")])
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        while origin.sent != ["/a"]:
+            await asyncio.sleep(0.001)
+        page_locks = origin.locks.client()
+        in_line = asyncio.ensure_future(page_locks.request(LOCK, lambda _lock: asyncio.sleep(0)))
+        for _ in range(10):  # the Service Worker sees the page in line and stops claiming
+            await asyncio.sleep(0.005)
+        taken = asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            taken.set()
+
+        stolen = asyncio.ensure_future(page_locks.request(LOCK, page, steal=True))
+        await taken.wait()
+        await asyncio.sleep(0.02)
+        assert not drain.done()  # its run goes on, under its run lock
+        origin.hold.set()
+        report = await drain
+        assert (report.stopped, report.ended) == ("page", 1)
+        assert origin.sent == ["/a"]  # nothing claimed after the page asked
+        assert (await statuses(origin.store))["a"] == ("done", 1, 0)
+        await stolen
+        in_line.cancel()
+    asyncio.run(main())

@@ -136,6 +136,37 @@ def test_a_frozen_tab_hears_nothing_until_it_resumes() -> None:
     run(main)
 
 
+def test_a_frozen_tab_is_granted_a_lock_it_waited_for_and_runs_its_callback_on_resume() -> None:
+    # As in Chromium: the grant is the lock manager's (the lock is held, others wait behind it),
+    # the callback the page's, which runs nothing while frozen.
+    async def main() -> None:
+        world = World()
+        first, second = world.open_tab(), world.open_tab()
+        await settle()
+        release = asyncio.Event()
+        ran: list[str] = []
+
+        async def hold(_lock: Any) -> None:
+            await release.wait()
+
+        async def callback(_lock: Any) -> None:
+            ran.append("second")
+
+        holding = asyncio.ensure_future(first.page_locks.request("x", hold))
+        await settle()
+        waiting = asyncio.ensure_future(second.page_locks.request("x", callback))
+        await settle()
+        second.freeze()
+        release.set()
+        await settle()
+        assert second.page_locks.holds("x") and ran == []  # granted, not yet called back
+        second.resume()
+        await settle()
+        assert ran == ["second"] and not second.page_locks.holds("x")
+        await asyncio.gather(holding, waiting)
+    run(main)
+
+
 async def _ok() -> Response:
     return Response(200, {"ok": True})
 

@@ -47,7 +47,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
-from ..core.errors import Interrupted
+from ..core.errors import Interrupted, LockStolen
 from ..core.ports import Channel, Clock, LockManager, Store
 from ..core.records import JobRecord
 from ..core.router import Router
@@ -159,15 +159,31 @@ async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
     ``versionchange`` revokes the lease; a test kit reads the report as it goes)."""
     report = report if report is not None else DrainReport()
     lease = lease if lease is not None else ServiceWorkerLease()
+    ended: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
     async def holding(lock: Any) -> None:
-        if lock is None:
-            log.info("pyjobq service worker: a page holds the processor lease; nothing to do")
-            report.stopped = "lease_held"
-            return
-        await _drain(ports, queue, budget_ms, report, lease)
+        try:
+            if lock is None:
+                log.info("pyjobq service worker: a page holds the processor lease; nothing to do")
+                report.stopped = "lease_held"
+                return
+            await _drain(ports, queue, budget_ms, report, lease)
+        finally:
+            if not ended.done():
+                ended.set_result(None)
 
-    await ports.locks.request(queue.lock_name, holding, if_available=True)
+    try:
+        await ports.locks.request(queue.lock_name, holding, if_available=True)
+    except LockStolen:
+        # A page in line took the lease (its lease watch hears no answer to its pings from a
+        # Service Worker: pyjobq/engine/lease.py) while runs outlasted its wait. It asked first,
+        # so the drain had stopped claiming; its runs go on under their run locks, and the drain
+        # ends as it would have — with its report, not the lock manager's error.
+        log.info("pyjobq service worker: a page took the lease over; finishing the runs")
+        if not lease.revoked:
+            report.stopped = "page"
+        lease.revoke()
+        await ended
     return report
 
 

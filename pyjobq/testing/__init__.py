@@ -11,6 +11,9 @@ wall clock:
   tab can :meth:`~Tab.crash`, :meth:`~Tab.freeze` and :meth:`~Tab.resume`, and its page can be
   busy (:meth:`~Tab.block` / :meth:`~Tab.unblock`) while its worker runs on; the world can go
   offline (``world.online = False``) and move time (:meth:`World.advance`).
+- :class:`ServiceWorker` — pyjobq's Service Worker, a tab without a page
+  (:meth:`World.start_service_worker`: a ``sync`` event): it runs the browser's drain on the
+  world's store, locks and channel, and the browser may :meth:`~ServiceWorker.kill` it.
 - :class:`FakeClock` — the clock that moves only when told to.
 - :func:`record` — a stored job record with the fields you name; :func:`sequential_ids` —
   predictable job ids.
@@ -55,7 +58,7 @@ from ._boot import BootFault
 from ._records import record, sequential_ids
 from ._response import Response
 from ._run import UnretrievedError, run, settle
-from ._world import FreezableChannel, FreezableClock, GuardedStore, Tab, World
+from ._world import FreezableChannel, FreezableClock, GuardedStore, ServiceWorker, Tab, World
 
 T0 = _records.T0
 """The time :func:`record` stamps by default and :class:`FakeClock` starts at
@@ -66,7 +69,7 @@ CHANNEL = _world.CHANNEL
 """The channel a :class:`World`'s tabs share: pyjobq's default ``channel_name``."""
 StoreHook = _world.StoreHook
 """The type of :attr:`World.store_hook`:
-``async (tab, operation, "before" | "after", args) -> None``."""
+``async (tab or service worker, operation, "before" | "after", args) -> None``."""
 LinkHook = _world.LinkHook
 """The type of :attr:`World.link_hook`: ``(tab, message) -> None``,
 as a tab's worker posts to its page."""
@@ -76,7 +79,7 @@ PLAYWRIGHT_HELPER = str(Path(__file__).with_name("playwright.cjs"))
 
 __all__ = [
     "run", "settle", "UnretrievedError",
-    "World", "Tab", "FakeClock",
+    "World", "Tab", "ServiceWorker", "FakeClock",
     "record", "sequential_ids", "T0",
     "Response",
     "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook", "LinkHook",

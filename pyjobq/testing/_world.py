@@ -31,6 +31,10 @@ finds it silent and takes it (:class:`~pyjobq.engine.lease.LeaseWatch`). In both
 (pyjobq/testing/_boot.py): it fetches its files (failing while the world is offline), gets in line,
 boots once it holds the lease, and fails or stalls as :attr:`Tab.boot_faults` says; a failed or
 stalled boot lets the lease go and is retried.
+
+pyjobq's Service Worker is a :class:`ServiceWorker` (:meth:`World.start_service_worker`, a ``sync``
+event): a context with no page that runs the browser's drain (pyjobq/executor/sw_drain.py) on the
+world's store, locks, channel and clock until its drain returns or the browser kills it.
 """
 
 from __future__ import annotations
@@ -39,11 +43,13 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence, Union
 
 from ..config import DEFAULT_CHANNEL_NAME, DEFAULT_LOCK_NAME, Settings
 from ..core.backoff import make_backoff
-from ..core.ports import Lease, Message, Timer, Unsubscribe
+from ..core.ports import Change, Lease, Message, Timer, Unsubscribe
+from ..core.records import JobRecord, service_worker_source
+from ..core.status import Status
 from ..engine.lease import (
     HostLease,
     LeaseHolder,
@@ -53,8 +59,10 @@ from ..engine.lease import (
     lease_channel_name,
 )
 from ..engine.scheduler import Scheduler
+from ..executor import sw_drain
 from ..executor.boot import Boot
 from ..executor.side import ExecutorSide
+from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from ..executor.wiring import SchedulerOptions, in_process
 from ..memory import (
     ChannelHub,
@@ -69,8 +77,8 @@ from ..memory import (
 from ._boot import BootFault, SimulatedStart
 from ._run import settle
 
-__all__ = ["World", "Tab", "GuardedStore", "FreezableClock", "FreezableChannel", "StoreHook",
-           "BootFault", "LOCK", "CHANNEL"]
+__all__ = ["World", "Tab", "ServiceWorker", "GuardedStore", "FreezableClock", "FreezableChannel",
+           "StoreHook", "Context", "BootFault", "LOCK", "CHANNEL"]
 
 #: The lock electing the processing tab: pyjobq's default ``lock_name``.
 LOCK = DEFAULT_LOCK_NAME
@@ -79,20 +87,23 @@ CHANNEL = DEFAULT_CHANNEL_NAME
 #: The channel carrying the lease's pings (:class:`~pyjobq.engine.lease.LeaseWatch`).
 LEASE_CHANNEL = lease_channel_name(CHANNEL)
 
-#: ``await hook(tab, operation, "before" | "after", args)`` around every store write of a tab.
-StoreHook = Callable[["Tab", str, str, tuple[Any, ...]], Awaitable[None]]
+#: A context of the world that runs code: a tab (a page and its worker), or the Service Worker.
+Context = Union["Tab", "ServiceWorker"]
+#: ``await hook(context, operation, "before" | "after", args)`` around every store write of a tab
+#: or of the Service Worker.
+StoreHook = Callable[[Context, str, str, tuple[Any, ...]], Awaitable[None]]
 #: ``hook(tab, message)`` as a tab's worker posts ``message`` to its page, before it is delivered:
 #: where a test freezes the tab, or blocks its page, at the moment ``run`` is posted.
 LinkHook = Callable[["Tab", Message], None]
 
 #: The tab whose code is running (unset: the test's own code).
-_TAB: contextvars.ContextVar["Tab | None"] = contextvars.ContextVar(
+_TAB: contextvars.ContextVar["Context | None"] = contextvars.ContextVar(
     "pyjobq_testing_tab", default=None)
 _FACTORY_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 _ORDER = itertools.count()
 
 
-def _in_tab(tab: "Tab", fn: Callable[..., Any], *args: Any) -> Any:
+def _in_tab(tab: Context, fn: Callable[..., Any], *args: Any) -> Any:
     """Call ``fn(*args)`` as the tab's own code: tasks it starts belong to the tab."""
     def enter() -> Any:
         _TAB.set(tab)
@@ -108,15 +119,22 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
     previous = loop.get_task_factory()
 
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> "asyncio.Future[Any]":
+        context = kw.get("context")
+        tab = context.get(_TAB) if context is not None else _TAB.get()
+        # A message already on its way when the browser ended the Service Worker (its engine's
+        # links are the drain's own: nothing closes them) starts nothing: not even eagerly.
+        ended = isinstance(tab, ServiceWorker) and not tab.alive
+        if ended:
+            kw.pop("eager_start", None)
         task: asyncio.Future[Any]
         if previous is not None:
             task = previous(loop, coro, **kw)
         else:
             task = asyncio.Task(coro, loop=loop, **kw)
-        context = kw.get("context")
-        tab = context.get(_TAB) if context is not None else _TAB.get()
         if tab is not None:
             tab._tasks[task] = next(_ORDER)
+        if ended:
+            task.cancel()
         return task
 
     loop.set_task_factory(factory)
@@ -124,19 +142,21 @@ def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
 
 
 class GuardedStore:
-    """One tab's view of the shared store: a write after the tab died is a violation.
+    """One context's view of the shared store: a write after the context died is a violation.
 
     Reads pass through. Around each write (:attr:`WRITES`) the world's :attr:`World.store_hook` is
-    awaited, before and after: where a test freezes or crashes the tab in the middle of a pass. A
-    write from a dead tab is appended to :attr:`World.violations` (it still happens: the test then
-    fails on it).
+    awaited, before and after: where a test freezes or crashes the tab (or kills the Service
+    Worker) in the middle of a pass. A write from a dead context is appended to
+    :attr:`World.violations` (it still happens: the test then fails on it). Every claim — a
+    change that makes a record ``running`` — is reported to :meth:`World.claimed` inside its
+    transaction, the moment it is written: the two-processors oracle's input.
     """
 
     #: The store operations that write.
     WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status",
               "put_schedule", "delete_schedule", "advance_schedule")
 
-    def __init__(self, store: MemoryStore, tab: "Tab") -> None:
+    def __init__(self, store: MemoryStore, tab: Context) -> None:
         self._store, self._tab = store, tab
 
     def __getattr__(self, name: str) -> Any:
@@ -151,7 +171,12 @@ class GuardedStore:
             if not self._tab.alive:
                 self._tab.world.violations.append(
                     f"dead tab {self._tab.name} wrote to the store ({name})")
-            result = await attr(*args, **kw)
+            if name == "update":
+                result = await attr(self._watched(args[0]), *args[1:], **kw)
+            elif name == "update_many":
+                result = await attr([self._watched(c) for c in args[0]], *args[1:], **kw)
+            else:
+                result = await attr(*args, **kw)
             if name == "advance_schedule" and result is not None and result.job is not None:
                 # Every periodic occurrence enqueued, by whom: the once-per-slot oracle's input.
                 self._tab.world.occurrences.append(
@@ -161,6 +186,17 @@ class GuardedStore:
             return result
 
         return guarded
+
+    def _watched(self, change: Change) -> Change:
+        """``change``, telling the world when it claims (a record that becomes running)."""
+        def apply(current: JobRecord) -> JobRecord | None:
+            new = change.apply(current)
+            if new is not None and new.status is Status.RUNNING \
+                    and current.status is not Status.RUNNING:
+                self._tab.world.claimed(self._tab, new.id)
+            return new
+
+        return change._replace(apply=apply)
 
 
 class _DeferrableTimer:
@@ -180,7 +216,7 @@ class FreezableClock:
     Its callbacks run as the tab's own code (``tab`` given) — tasks they start die with it.
     """
 
-    def __init__(self, clock: FakeClock, tab: "Tab | None" = None) -> None:
+    def __init__(self, clock: FakeClock, tab: Context | None = None) -> None:
         self._clock = clock
         self._tab = tab
         #: Timer callbacks that came due while frozen; None when not frozen.
@@ -231,7 +267,7 @@ class FreezableChannel:
     Its listeners run as the tab's own code (``tab`` given).
     """
 
-    def __init__(self, channel: MemoryChannel, tab: "Tab | None" = None) -> None:
+    def __init__(self, channel: MemoryChannel, tab: Context | None = None) -> None:
         self._channel = channel
         self._tab = tab
         #: (listener, message) pairs that arrived while frozen; None when not frozen.
@@ -392,7 +428,10 @@ class Tab:
     def _open_ports(self, world: "World") -> None:
         """The page's and the worker's links, lock contexts, clocks and channels."""
         self.page_link, self.worker_link = link_pair()
-        self.locks, self.page_locks = world.locks.client(), world.locks.client()
+        # A frozen page and its worker are granted the locks they wait for, and run the
+        # callbacks once they thaw.
+        self.locks = world.locks.client(thawed=self.thawed)
+        self.page_locks = world.locks.client(thawed=self.thawed)
         self.clock = FreezableClock(world.clock, self)
         self.page_clock = FreezableClock(world.clock, self)
         self.page_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
@@ -624,6 +663,97 @@ class Tab:
             waiter.cancel()
 
 
+class ServiceWorker:
+    """pyjobq's Service Worker in a :class:`World`: a tab without a page, woken by a ``sync``.
+
+    Start one with :meth:`World.start_service_worker`. It runs the browser's very drain
+    (:func:`pyjobq.executor.sw_drain.drain`) on the world's store (through a
+    :class:`GuardedStore`), its own lock context on the world's locks, the world's channel and
+    clock (its timers and listeners run as its own code, like a tab's), with its own source
+    (:func:`~pyjobq.core.records.service_worker_source`), the transport and budget it was given.
+
+    It has no page, so nothing freezes it or keeps it busy. The browser ends it:
+
+    * at any moment, mid-run too (:meth:`kill`) — its locks, the lease and its run locks, are
+      released, every task its code started is cancelled, and nothing it had not stored is
+      stored, as :meth:`Tab.crash` does to a tab;
+    * when its event is over (the drain returned, :attr:`report` final, :attr:`ended_at` set):
+      the same end, with nothing left to cut short but a request the drain abandoned at its
+      grace's end, which dies with it.
+    """
+
+    def __init__(self, world: "World", name: str, *, transport: Any, budget_ms: float,
+                 reconstructors: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
+        _track_tasks(asyncio.get_running_loop())
+        #: The world it drains.
+        self.world = world
+        #: Its name in the world (``sw1``, ``sw2`` …), as a tab's.
+        self.name = name
+        #: Its scheduler's source: the owner of the records it runs.
+        self.source = service_worker_source()
+        #: False once the browser ended it (:meth:`kill`, or its event over).
+        self.alive = True
+        #: True if :meth:`kill` ended it (not its event's end).
+        self.killed = False
+        #: The drain's budget, from the event (ms), and when the event came (the world's time).
+        self.budget_ms, self.started_at = budget_ms, world.clock.now()
+        #: When the drain returned; None while it runs, or if it was killed.
+        self.ended_at: float | None = None
+        #: The drain's report, as it goes (:class:`~pyjobq.executor.sw_drain.DrainReport`).
+        self.report = DrainReport()
+        #: The lease as the drain holds it: revoked once it stops claiming.
+        self.lease = ServiceWorkerLease()
+        #: Its ``navigator.locks``: one lock context of the world's.
+        self.locks = world.locks.client()
+        self._clock = FreezableClock(world.clock, self)
+        self._channels: list[FreezableChannel] = []
+        self._tasks: "weakref.WeakKeyDictionary[asyncio.Future[Any], int]" = (
+            weakref.WeakKeyDictionary())
+        ports = DrainPorts(store=GuardedStore(world.store, self), locks=self.locks,
+                           channel=self._channel, clock=self._clock,
+                           is_online=lambda: world.online)
+        queue = DrainQueue(lock_name=LOCK, source=self.source, transport=transport,
+                           reconstructors=dict(reconstructors or {}), yields={},
+                           handshake_timeout_ms=10_000.0)
+        self._task: asyncio.Future[None] = _in_tab(self, asyncio.ensure_future,
+                                                   self._run(ports, queue))
+
+    def _channel(self) -> FreezableChannel:
+        channel = FreezableChannel(self.world.channels.channel(CHANNEL), self)
+        self._channels.append(channel)
+        return channel
+
+    async def _run(self, ports: DrainPorts, queue: DrainQueue) -> None:
+        await sw_drain.drain(ports, queue, self.budget_ms, report=self.report, lease=self.lease)
+        self.ended_at = self._clock.now()
+        self._end()  # the event is over: the browser ends the Service Worker
+
+    @property
+    def draining(self) -> bool:
+        """Whether its drain still runs (not ended, not killed)."""
+        return self.alive and self.ended_at is None
+
+    @property
+    def holds_lease(self) -> bool:
+        """Whether it holds the processor lease now."""
+        return self.locks.holds(LOCK)
+
+    def kill(self) -> None:
+        """The browser ends it now, mid-drain or mid-run: see the class docstring."""
+        if self.alive:
+            self.killed = True
+            self._end()
+
+    def _end(self) -> None:
+        self.alive = False
+        for task in sorted(self._tasks, key=self._tasks.__getitem__):
+            if task is not self._task or self.killed:
+                task.cancel()
+        self.locks.crash()
+        for channel in self._channels:
+            channel.crash()
+
+
 class World:
     """One browser origin on CPython: a store, locks, a channel and a clock its tabs share.
 
@@ -667,7 +797,12 @@ class World:
         #: Called as a tab's worker posts a message to its page (:data:`LinkHook`): where a test
         #: freezes a tab or blocks its page at the moment ``run`` is posted. None: no hook.
         self.link_hook: LinkHook | None = None
+        #: Every Service Worker started (:meth:`start_service_worker`), in order, ended ones too.
+        self.service_workers: list[ServiceWorker] = []
+        #: Every claim written, in order: (tab or Service Worker name, job id).
+        self.claims: list[tuple[str, str]] = []
         self._names = itertools.count(1)
+        self._sw_names = itertools.count(1)
 
     def open_tab(self, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
@@ -700,6 +835,36 @@ class World:
                   boot_faults=boot_faults, worker_start_timeout_ms=worker_start_timeout_ms)
         self.tabs.append(tab)
         return tab
+
+    def start_service_worker(self, *, transport: Any, budget_ms: float,
+                             reconstructors: Mapping[str, Callable[[Any], Any]] | None = None
+                             ) -> ServiceWorker:
+        """The browser wakes pyjobq's Service Worker (a ``sync`` event): it drains the queue with
+        ``transport`` for at most ``budget_ms`` (:class:`ServiceWorker`)."""
+        worker = ServiceWorker(self, f"sw{next(self._sw_names)}", transport=transport,
+                               budget_ms=budget_ms, reconstructors=reconstructors)
+        self.service_workers.append(worker)
+        return worker
+
+    def claimed(self, by: Context, job_id: str) -> None:
+        """A claim is being written (:class:`GuardedStore`): never two processors. The Service
+        Worker claims only while it holds the lease and no page does; a page never claims while
+        a Service Worker holds the lease and may still claim (a revoked one only lets its runs
+        finish)."""
+        self.claims.append((by.name, job_id))
+        if isinstance(by, ServiceWorker):
+            pages = [t.name for t in self.live if t.holds_lease]
+            if pages or not by.holds_lease:
+                self.violations.append(
+                    f"{by.name} claimed {job_id} holding the lease: {by.holds_lease}; pages "
+                    f"holding it: {pages} (never two processors)")
+        else:
+            claiming = [w.name for w in self.service_workers
+                        if w.alive and w.holds_lease and not w.lease.revoked]
+            if claiming:
+                self.violations.append(
+                    f"{by.name} claimed {job_id} while {claiming} held the lease and claimed "
+                    "(never two processors)")
 
     @property
     def live(self) -> list[Tab]:
