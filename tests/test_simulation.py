@@ -392,7 +392,8 @@ class Sim:
         """A ``sync`` event wakes pyjobq's Service Worker: it drains with a transport of its own."""
         assert self.sw_rng is not None
         transport = self.transport_for(heeds_signal=self.sw_rng.random() < 0.5)
-        worker = self.world.start_service_worker(transport=transport, budget_ms=budget_ms)
+        worker = self.world.start_service_worker(transport=transport, budget_ms=budget_ms,
+                                                 hears_pages=self.sw_rng.random() < 0.75)
         transport.bind(worker)
         if not self.world.live:
             self.sw_alone.add(worker.name)

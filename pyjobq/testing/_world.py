@@ -683,7 +683,8 @@ class ServiceWorker:
     """
 
     def __init__(self, world: "World", name: str, *, transport: Any, budget_ms: float,
-                 reconstructors: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
+                 reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+                 hears_pages: bool = True) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world it drains.
         self.world = world
@@ -711,7 +712,8 @@ class ServiceWorker:
             weakref.WeakKeyDictionary())
         ports = DrainPorts(store=GuardedStore(world.store, self), locks=self.locks,
                            channel=self._channel, clock=self._clock,
-                           is_online=lambda: world.online)
+                           is_online=lambda: world.online,
+                           lease_channel=self._lease_channel if hears_pages else None)
         queue = DrainQueue(lock_name=LOCK, source=self.source, transport=transport,
                            reconstructors=dict(reconstructors or {}), yields={},
                            handshake_timeout_ms=10_000.0)
@@ -720,6 +722,11 @@ class ServiceWorker:
 
     def _channel(self) -> FreezableChannel:
         channel = FreezableChannel(self.world.channels.channel(CHANNEL), self)
+        self._channels.append(channel)
+        return channel
+
+    def _lease_channel(self) -> FreezableChannel:
+        channel = FreezableChannel(self.world.channels.channel(LEASE_CHANNEL), self)
         self._channels.append(channel)
         return channel
 
@@ -837,12 +844,15 @@ class World:
         return tab
 
     def start_service_worker(self, *, transport: Any, budget_ms: float,
-                             reconstructors: Mapping[str, Callable[[Any], Any]] | None = None
-                             ) -> ServiceWorker:
+                             reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
+                             hears_pages: bool = True) -> ServiceWorker:
         """The browser wakes pyjobq's Service Worker (a ``sync`` event): it drains the queue with
-        ``transport`` for at most ``budget_ms`` (:class:`ServiceWorker`)."""
+        ``transport`` for at most ``budget_ms`` (:class:`ServiceWorker`). ``hears_pages=False``:
+        it hears no lease pings (a Service Worker too busy to answer them), so a page in line
+        finds it only by its look at the lock's queue, and takes the lease from it once silent."""
         worker = ServiceWorker(self, f"sw{next(self._sw_names)}", transport=transport,
-                               budget_ms=budget_ms, reconstructors=reconstructors)
+                               budget_ms=budget_ms, reconstructors=reconstructors,
+                               hears_pages=hears_pages)
         self.service_workers.append(worker)
         return worker
 
