@@ -45,7 +45,7 @@ class Origin:
         return DrainPorts(store=self.store, locks=self.locks.client(),
                           channel=lambda: self.channels.channel("q"), clock=LoopClock(),
                           is_online=lambda: True,
-                          lease_channel=lambda: self.channels.channel(lease_channel_name("q")))
+                          lease_channel=lambda: self.channels.channel(lease_channel_name(LOCK)))
 
     def queue(self, **reconstructors: Any) -> DrainQueue:
         return DrainQueue(lock_name=LOCK, source=service_worker_source(), transport=self.send,
@@ -135,7 +135,7 @@ def test_a_page_that_pings_from_the_line_is_heard_at_once_and_answered() -> None
         drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
         while origin.sent != ["/a"]:
             await asyncio.sleep(0.001)
-        page = origin.channels.channel(lease_channel_name("q"))
+        page = origin.channels.channel(lease_channel_name(LOCK))
         heard: list[str] = []
         page.subscribe(lambda msg: heard.append(str(msg["type"])))
         page.post(make("lease_ping", source="page-1"))
@@ -187,13 +187,63 @@ def test_at_the_budget_it_stops_claiming_and_leaves_a_run_past_the_grace_to_reco
         await origin.store.add([record("a-slow", type="x"), record("b-next", type="x")])
         queue = origin.queue()
         report = await sw_drain.drain(origin.ports(), queue, 30)
-        assert report.stopped == "budget" and report.left == 1
+        # Left for the next sync: the pending one and the abandoned run (its answer never came),
+        # so the event fails and the browser fires it again (service_worker.mjs).
+        assert report.stopped == "budget" and report.left == 2
         assert origin.sent == ["/a-slow"]  # the next was never claimed
         slow = await origin.store.get("a-slow")
         # Still running under the Service Worker's name: when the browser ends it, the next
         # holder recovers the run with its attempt given back (tests/core/test_policy.py).
         assert slow is not None and (slow.status, slow.owner) == (Status.RUNNING, queue.source)
         assert (await statuses(origin.store))["b-next"] == ("pending", 0, 0)
+    asyncio.run(main())
+
+
+def test_a_lone_abandoned_run_is_left_for_the_next_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing pending, one run whose request never answered: the report must still say a job is
+    # left, or the sync event succeeds and no sync comes back for it.
+    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
+
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()
+        await origin.store.add([record("only")])
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 30)
+        assert (report.stopped, report.ended, report.left) == ("budget", 0, 1)
+        assert (await statuses(origin.store))["only"] == ("running", 1, 0)
+    asyncio.run(main())
+
+
+def test_after_a_page_took_the_lease_the_drain_no_longer_answers_its_pings() -> None:
+    # A page stole the lease (it found the Service Worker silent) while a run went on: the
+    # pings are now the new holder's to answer, or a tab in line would never find that holder
+    # silent if it froze.
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()
+        await origin.store.add([record("a")])
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        while origin.sent != ["/a"]:
+            await asyncio.sleep(0.001)
+        took = asyncio.Event()
+
+        async def frozen_page(_lock: Any) -> None:
+            took.set()
+            await asyncio.Event().wait()
+
+        thief = asyncio.ensure_future(origin.locks.client().request(LOCK, frozen_page, steal=True))
+        await took.wait()
+        tab = origin.channels.channel(lease_channel_name(LOCK))
+        heard: list[str] = []
+        tab.subscribe(lambda msg: heard.append(str(msg["type"])))
+        tab.post(make("lease_ping", source="tab-3"))
+        for _ in range(20):
+            await asyncio.sleep(0.001)
+        assert heard == []  # no pong (a channel does not hear its own posts)
+        origin.hold.set()
+        report = await drain
+        assert (report.stopped, report.ended) == ("page", 1)
+        thief.cancel()
     asyncio.run(main())
 
 

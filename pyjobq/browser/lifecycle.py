@@ -33,7 +33,7 @@ def has_document() -> bool:
     return hasattr(js.globalThis, "document") and hasattr(js.globalThis, "addEventListener")
 
 
-def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str, channel_name: str,
+def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str,
                        on_first_grant: Callable[[], None] | None = None) -> Callable[[], None]:
     """Give ``side`` a :class:`~pyjobq.engine.lease.LeaseHolder`, in line for the lock at once, and
     wire it to the lifecycle events. ``on_first_grant`` runs when the page first holds it.
@@ -42,7 +42,7 @@ def hold_lease_on_page(side: ExecutorSide, link: Link, lock_name: str, channel_n
     back from ``side`` (its :attr:`~pyjobq.executor.side.ExecutorSide.lease_holder` is None
     again).
     """
-    channel = BroadcastChannelPort(lease_channel_name(channel_name))
+    channel = BroadcastChannelPort(lease_channel_name(lock_name))
     holder = LeaseHolder(link, web_grab, lock_name, on_first_grant=on_first_grant, eager=True,
                          channel=channel, clock=LoopClock(), source=side.source)
     side.lease_holder = holder

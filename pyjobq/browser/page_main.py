@@ -413,12 +413,12 @@ class _BrowserWorker:
             # The page holds the lease for its worker (it can be frozen) and boots the worker's
             # Pyodide only once it has it: a tab waiting in line costs no second Pyodide.
             self._unhold = lifecycle.hold_lease_on_page(
-                self._side, self._link, self._settings.lock_name, self._settings.channel_name,
+                self._side, self._link, self._settings.lock_name,
                 on_first_grant=self._post_boot)
         elif not self._on_page and self._unwatch is None:
             # A worker host's bootstrap waits in line with no Pyodide to ping the holder: this
             # side watches it, and tells the bootstrap to take the lock from a silent one.
-            channel = BroadcastChannelPort(lease_channel_name(self._settings.channel_name))
+            channel = BroadcastChannelPort(lease_channel_name(self._settings.lock_name))
             stop = watch_in_line(self._link, channel, LoopClock(), self._side.source)
 
             def unwatch() -> None:

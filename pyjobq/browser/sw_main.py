@@ -46,7 +46,7 @@ async def drain(config_json: str, budget_ms: float) -> str:
         store=IndexedDBStore(config.db_name, on_upgraded=upgraded), locks=WebLocks(),
         channel=lambda: BroadcastChannelPort(config.channel_name), clock=LoopClock(),
         is_online=lambda: bool(js.navigator.onLine),
-        lease_channel=lambda: BroadcastChannelPort(lease_channel_name(config.channel_name)))
+        lease_channel=lambda: BroadcastChannelPort(lease_channel_name(config.lock_name)))
     queue = DrainQueue(
         lock_name=config.lock_name, source=service_worker_source(),
         transport=import_transport(config.transport), reconstructors=_tasks(config),

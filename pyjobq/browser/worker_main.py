@@ -92,7 +92,7 @@ def _host_lease(params: dict[str, str]) -> HostLease:
     release = getattr(js.self, "pyjobqReleaseLease", None)
     let_go = (lambda: release()) if release is not None else (lambda: None)
     _host = HostLease(web_grab, params["lock"],
-                      BroadcastChannelPort(lease_channel_name(params["channel"])), LoopClock(),
+                      BroadcastChannelPort(lease_channel_name(params["lock"])), LoopClock(),
                       params["source"], held=not getattr(js.self, "pyjobqLeaseStolen", False),
                       release_bootstrap=let_go)
     proxies.listen(js.self, "pyjobq-lease-stolen", lambda _event: _host.stolen() if _host else None)

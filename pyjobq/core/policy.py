@@ -199,12 +199,15 @@ def recover(record: JobRecord, now: float) -> JobRecord:
     likely cut short by the browser — it ends a Service Worker at its event's limit, whatever
     the job does — so its attempt is given back, as for an interrupted run: the job is pending
     again, due now, and climbs the backoff ladder (``given_back``), not the ceiling. At most
-    :data:`SW_GIVE_BACKS` times over the job's attempts given back: a job that kills the
-    Service Worker every time spends its attempts then, and stops as one that crashes its page
-    every time does (spec: "eventually stops rather than coming back for ever")."""
-    if is_service_worker(record.owner) and record.given_back < SW_GIVE_BACKS:
+    :data:`SW_GIVE_BACKS` times (``cut_short``, counted apart from the attempts given back for
+    401s, offline failures and interruptions, which say nothing of the Service Worker): a job
+    that kills the Service Worker every time spends its attempts then, and stops as one that
+    crashes its page every time does (spec: "eventually stops rather than coming back for
+    ever")."""
+    if is_service_worker(record.owner) and record.cut_short < SW_GIVE_BACKS:
         return _move(record, Event.RECOVER, now, next_retry_at=now,
-                     attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
+                     attempts=max(0, record.attempts - 1), given_back=record.given_back + 1,
+                     cut_short=record.cut_short + 1)
     if record.attempts >= record.max_attempts:
         return _move(
             record, Event.FAIL, now,
@@ -255,5 +258,5 @@ def prunable(
 
 def revive(record: JobRecord, now: float) -> JobRecord:
     """retry_all(): a failed or cancelled job runs again with a fresh budget."""
-    return _move(record, Event.REVIVE, now, attempts=0, given_back=0, next_retry_at=now,
-                 error=None, code=None, http_status=None, result=None)
+    return _move(record, Event.REVIVE, now, attempts=0, given_back=0, cut_short=0,
+                 next_retry_at=now, error=None, code=None, http_status=None, result=None)

@@ -248,6 +248,10 @@ class JobRecord:
     code: str | None = None
     #: Attempts handed back (401, offline, interrupted): they climb the ladder, not the ceiling.
     given_back: int = 0
+    #: Runs a Service Worker held that the browser ended, their attempts given back
+    #: (``policy.recover``, at most ``SW_GIVE_BACKS``): counted apart from ``given_back``, so
+    #: offline and 401 give-backs never use up a job's allowance for being cut short.
+    cut_short: int = 0
     #: The lock a paused job waits on; None for a suspended (volatile) type.
     yield_lock: str | None = None
     #: Which scheduler handed the job to a page, while it is running.
@@ -342,10 +346,12 @@ class JobRecord:
                 values[name] = int(values[name])
         # A negative count would let a job past its ceiling (``attempts: -3, max_attempts: 1`` was
         # sent four times). One at or above its ceiling is harmless: the claim fails it unrun.
-        if values["attempts"] < 0 or values.get("given_back", 0) < 0:
+        if values["attempts"] < 0 or values.get("given_back", 0) < 0 \
+                or values.get("cut_short", 0) < 0:
             raise RecordError(
                 f"job record {name_id!r} has attempts={values['attempts']!r}, "
-                f"given_back={values.get('given_back', 0)!r}: expected counts >= 0")
+                f"given_back={values.get('given_back', 0)!r}, "
+                f"cut_short={values.get('cut_short', 0)!r}: expected counts >= 0")
         unknown = {k: v for k, v in data.items() if k not in known and isinstance(k, str)}
         return cls(**values, unknown_fields=unknown)
 
@@ -397,7 +403,7 @@ MALFORMED = Code.MALFORMED_RECORD
 #: The largest ``result`` (as JSON text) a ``job-update`` carries; a bigger one is read from
 #: the store.
 NEWS_RESULT_LIMIT = 16 * 1024
-_COUNTS = ("attempts", "max_attempts", "given_back", "http_status")
+_COUNTS = ("attempts", "max_attempts", "given_back", "cut_short", "http_status")
 _SAFE_REPR = reprlib.Repr()
 _SAFE_REPR.maxlevel = 4
 _SAFE_REPR.maxstring = 200
@@ -433,6 +439,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "http_status": (int, float),
     "code": (str,),
     "given_back": (int, float),
+    "cut_short": (int, float),
     "yield_lock": (str,),
     "owner": (str,),
     "key": (str,),

@@ -116,10 +116,12 @@ PING_MS = 10_000.0
 SILENT_PINGS = 6
 
 
-def lease_channel_name(channel_name: str) -> str:
-    """The channel the lease's pings travel on: beside the news channel, not on it (a tab of an
-    older pyjobq would log each ping it does not know)."""
-    return f"{channel_name}:lease"
+def lease_channel_name(lock_name: str) -> str:
+    """The channel the lease's pings travel on, named after the lease's lock: two queues of one
+    origin (their own locks, maybe one news channel) never hear each other's pings; and beside
+    the news channel, not on it (a tab of an older pyjobq would log each ping it does not
+    know)."""
+    return f"{lock_name}:lease"
 
 
 class Grab(Protocol):

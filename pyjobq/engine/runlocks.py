@@ -85,26 +85,23 @@ class RunLocks:
         by id; a held one is watched and left out. Without run locks, a no-op release each."""
         if not self._enabled:
             return {e.id: no_release for e in entries}
-        asks: list[Any] = []
+        asks: list[asyncio.Future[Release | None]] = []
         for entry in entries:
             ask = self._take_prefetched(entry)
-            asks.append(ask if ask is not None else self._take_one(entry))
+            asks.append(ask if ask is not None else self._ask(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got: list[Release | None] = []
         try:
             for ask in asks:
-                got.append(ask.result() if isinstance(ask, asyncio.Future) and ask.done()
-                           else await ask)
+                got.append(ask.result() if ask.done() else await ask)
         except BaseException:
-            # Cut short (the pass cancelled): what was taken goes, what was not asked never is.
+            # Cut short (the pass cancelled): what was taken goes, and so does what is granted
+            # later (the ask being awaited was cancelled with the pass: its grant lets go at once).
             for release in got:
                 if release is not None:
                     release()
-            for ask in asks[len(got) + 1:]:
-                if asyncio.iscoroutine(ask):
-                    ask.close()
-                else:
-                    _let_go(ask)
+            for ask in asks[len(got):]:
+                _let_go(ask)
             raise
         releases = {entry.id: release for entry, release in zip(entries, got)
                     if release is not None}
@@ -152,7 +149,7 @@ class RunLocks:
             return
         asked = self._prefetched.setdefault(entry.type, {})
         if entry.id not in asked and len(asked) < PREFETCH_DEPTH:
-            asked[entry.id] = asyncio.ensure_future(self._take_one(entry))
+            asked[entry.id] = self._ask(entry)
 
     def prefetched_ids(self) -> set[str]:
         """The jobs whose run locks were asked for ahead of their claims, less those found held
@@ -200,26 +197,29 @@ class RunLocks:
 
         self._spawn(watch())
 
-    async def _take_one(self, entry: Entry) -> Release | None:
-        """Take the job's run lock if it is free; returns what releases it,
-        or None if it is held."""
+    def _ask(self, entry: Entry) -> asyncio.Future[Release | None]:
+        """Ask for the job's run lock if it is free: the answer is what releases it, or None if
+        it is held. An ask cancelled before its grant (the pass was cut short) lets go of the
+        lock the moment it is granted."""
         loop = asyncio.get_event_loop()
-        granted: asyncio.Future[bool] = loop.create_future()
+        answer: asyncio.Future[Release | None] = loop.create_future()
         let_go: asyncio.Future[None] = loop.create_future()
-
-        async def hold(lock: Any) -> None:
-            if not lock:
-                granted.set_result(False)
-                return
-            granted.set_result(True)
-            await let_go
 
         def release() -> None:
             if not let_go.done():
                 let_go.set_result(None)
 
+        async def hold(lock: Any) -> None:
+            if answer.done():
+                return  # cancelled: nobody will release it
+            if not lock:
+                answer.set_result(None)
+                return
+            answer.set_result(release)
+            await let_go
+
         self._spawn(self._locks.request(self.name(entry), hold, if_available=True))
-        return release if await granted else None
+        return answer
 
 
 def _let_go(ask: "asyncio.Future[Release | None]") -> None:

@@ -115,10 +115,12 @@ class DrainQueue:
 class ServiceWorkerLease:
     """The lease as the Service Worker holds it: taken before the scheduler starts
     (``if_available``), revoked when a page asks for it, when the budget ends or when the drain
-    is done. Once revoked it is never held again by this drain."""
+    is done. Once revoked it is never held again by this drain. ``stolen``: a page took the
+    lock from it (the drain's runs may still be finishing, but it holds nothing)."""
 
     def __init__(self) -> None:
         self.revoked = False
+        self.stolen = False
         self._on_revoked: Callable[[], None] | None = None
         self._never: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
@@ -182,6 +184,7 @@ async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
         log.info("pyjobq service worker: a page took the lease over; finishing the runs")
         if not lease.revoked:
             report.stopped = "page"
+        lease.stolen = True  # its pings are the new holder's to answer
         lease.revoke()
         await ended
     return report
@@ -228,8 +231,9 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         finally:
             scheduler.stop()
             side.stop()
-        # The abandoned runs' answers (interrupted) are stored before the lock goes, within the
-        # same grace: budget + grace stays inside the browser's limit on the event.
+        # The abandoned runs' answers (interrupted) are being stored: wait for those stores, up
+        # to the same grace end, so budget + grace stays inside the browser's limit on the event.
+        # A run whose answer never came stays ``running`` under this source: counted in ``left``.
         await _until(clock, lambda: not scheduler.flights.ending, grace_end)
     finally:
         unhear()
@@ -237,9 +241,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     if refused:
         log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
                     ", ".join(sorted(set(refused))))
-    # Every pending job, due now or later (a retry after a 503, a network error): the event
-    # fails and the browser fires it again later, so no job waits for a page to open.
-    report.left = len(await ports.store.by_status(Status.PENDING.value))
+    report.left = await _left(ports.store, queue.source)
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
@@ -247,8 +249,9 @@ def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
     """While the drain holds the lease: a ping from a page in line (pyjobq/engine/lease.py, the
     lease watch) is a page that waits for it — the drain claims nothing more from that moment,
     not from its next look, so its run's settle does not chain the lane's next job — and it is
-    answered: the Service Worker is alive, finishing its runs, and no page takes the lease from
-    it. Returns what stops hearing."""
+    answered while the drain holds the lock: the Service Worker is alive, finishing its runs,
+    and no page takes the lease from it. Once a page took it (``lease.stolen``), the pings are
+    the new holder's: a silent one must be found silent. Returns what stops hearing."""
     if ports.lease_channel is None:
         return lambda: None
     channel = ports.lease_channel()
@@ -259,7 +262,7 @@ def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
             report.stopped = "page"
             lease.revoke()
 
-    unanswer = answer_pings(channel, source, lambda: True)
+    unanswer = answer_pings(channel, source, lambda: not lease.stolen)
     unhear = channel.subscribe(Router("pyjobq service worker lease", {"lease_ping": page_waits},
                                       quiet=True))
 
@@ -305,6 +308,17 @@ async def _sleep(clock: Clock, ms: float) -> None:
 
     clock.call_later(ms, wake)
     await woken
+
+
+async def _left(store: Store, source: str) -> int:
+    """What the drain leaves for the next sync: every pending job, due now or later (a retry
+    after a 503, a network error), and every run it abandoned whose answer was never stored
+    (still ``running`` under this Service Worker's source: the next holder recovers it with
+    the attempt given back). Any of them fails the event, and the browser fires it again
+    later, so no job waits for a page to open."""
+    pending = await store.by_status(Status.PENDING.value)
+    abandoned = [r for r in await store.by_status(Status.RUNNING.value) if r.owner == source]
+    return len(pending) + len(abandoned)
 
 
 async def _due_by(store: Store, when: float) -> list[JobRecord]:

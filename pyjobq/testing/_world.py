@@ -85,7 +85,7 @@ LOCK = DEFAULT_LOCK_NAME
 #: The channel carrying ``job-update``: pyjobq's default ``channel_name``.
 CHANNEL = DEFAULT_CHANNEL_NAME
 #: The channel carrying the lease's pings (:class:`~pyjobq.engine.lease.LeaseWatch`).
-LEASE_CHANNEL = lease_channel_name(CHANNEL)
+LEASE_CHANNEL = lease_channel_name(LOCK)
 
 #: A context of the world that runs code: a tab (a page and its worker), or the Service Worker.
 Context = Union["Tab", "ServiceWorker"]
@@ -868,6 +868,10 @@ class World:
                 self.violations.append(
                     f"{by.name} claimed {job_id} holding the lease: {by.holds_lease}; pages "
                     f"holding it: {pages} (never two processors)")
+            elif by.lease.revoked:
+                self.violations.append(
+                    f"{by.name} claimed {job_id} after its drain stopped claiming (a page asked, "
+                    "its budget ended, or it was done): it stops at once")
         else:
             claiming = [w.name for w in self.service_workers
                         if w.alive and w.holds_lease and not w.lease.revoked]

@@ -228,12 +228,24 @@ def test_recover_of_a_service_workers_run_gives_the_attempt_back_even_at_the_cei
     running = policy.claim(fresh(max_attempts=1), T0, service_worker_source())
     assert policy.recover(running, T0 + 50) == running.evolve(
         status=Status.PENDING, owner=None, updated_at=T0 + 50, next_retry_at=T0 + 50,
-        attempts=0, given_back=1)
+        attempts=0, given_back=1, cut_short=1)
     assert not is_service_worker(new_id()) and not is_service_worker(None)
     # A job that kills the Service Worker every time spends its attempts after a few.
-    worn = policy.claim(fresh(max_attempts=1).evolve(given_back=policy.SW_GIVE_BACKS), T0,
+    worn = policy.claim(fresh(max_attempts=1).evolve(cut_short=policy.SW_GIVE_BACKS), T0,
                         service_worker_source())
     assert policy.recover(worn, T0 + 50).status is Status.FAILED
+
+
+def test_attempts_given_back_for_other_causes_leave_the_service_workers_allowance_whole() -> None:
+    # The jobs Background Sync exists for failed offline first: those give-backs say nothing of
+    # the Service Worker, and must not use up what a run cut short by it may give back.
+    offline_thrice = fresh(max_attempts=1).evolve(given_back=3, code="offline")
+    running = policy.claim(offline_thrice, T0, service_worker_source())
+    recovered = policy.recover(running, T0 + 50)
+    assert (recovered.status, recovered.attempts, recovered.given_back, recovered.cut_short) == (
+        Status.PENDING, 0, 4, 1)
+    assert policy.revive(policy.claim(recovered, T0 + 60, "tab-a").evolve(
+        status=Status.FAILED), T0 + 70).cut_short == 0
 
 
 # ------------------------------------------------------------- a terminal record's cause (issue 22)
