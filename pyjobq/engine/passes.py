@@ -357,8 +357,10 @@ class Pass:
         return done
 
     def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
-        """The claim's one read-modify-write (never a job of ours already)."""
-        if cur.id in self._e.flights.ours():
+        """The claim's one read-modify-write (never a job of ours already, nor once the lease was
+        revoked: the revocation may land between the pass's decision and its transaction, and a
+        page in line, or the Service Worker's next holder, claims from that moment)."""
+        if cur.id in self._e.flights.ours() or self._e.control.revoked:
             return None
         return policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
 

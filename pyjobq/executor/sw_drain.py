@@ -126,14 +126,14 @@ class ServiceWorkerLease:
 
     async def hold(self, callback: Callable[[], Awaitable[None]],
                    on_revoked: Callable[[], None]) -> bool:
+        # Kept after the pass: a revocation between passes reaches the engine too, or a run's
+        # settle would still chain its lane's next claim.
+        self._on_revoked = on_revoked
         if self.revoked:
+            on_revoked()  # a new pass begins unrevoked: the settles must see it revoked again
             await asyncio.shield(self._never)  # the drain stops this scheduler
             return False
-        self._on_revoked = on_revoked
-        try:
-            await callback()
-        finally:
-            self._on_revoked = None
+        await callback()
         return not self.revoked
 
     def revoke(self) -> None:
@@ -241,7 +241,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     if refused:
         log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
                     ", ".join(sorted(set(refused))))
-    report.left = await _left(ports.store, queue.source)
+    report.left = await _left(ports.store)
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
@@ -310,15 +310,16 @@ async def _sleep(clock: Clock, ms: float) -> None:
     await woken
 
 
-async def _left(store: Store, source: str) -> int:
+async def _left(store: Store) -> int:
     """What the drain leaves for the next sync: every pending job, due now or later (a retry
-    after a 503, a network error), and every run it abandoned whose answer was never stored
-    (still ``running`` under this Service Worker's source: the next holder recovers it with
-    the attempt given back). Any of them fails the event, and the browser fires it again
-    later, so no job waits for a page to open."""
+    after a 503, a network error), and every running one — a run it abandoned whose answer was
+    never stored, or the run of a page that took the lease over and may close mid-run (the
+    next holder recovers either). Any of them fails the event, and the browser fires it again
+    later, so no job waits for a page to open; a page still processing then makes that
+    drain's answer ``lease_held``, with nothing left for it."""
     pending = await store.by_status(Status.PENDING.value)
-    abandoned = [r for r in await store.by_status(Status.RUNNING.value) if r.owner == source]
-    return len(pending) + len(abandoned)
+    running = await store.by_status(Status.RUNNING.value)
+    return len(pending) + len(running)
 
 
 async def _due_by(store: Store, when: float) -> list[JobRecord]:

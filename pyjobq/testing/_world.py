@@ -860,7 +860,10 @@ class World:
         """A claim is being written (:class:`GuardedStore`): never two processors. The Service
         Worker claims only while it holds the lease and no page does; a page never claims while
         a Service Worker holds the lease and may still claim (a revoked one only lets its runs
-        finish)."""
+        finish). A page's worker may still finish a claim it began before its page let the lease
+        go (it froze mid-write, and resumes): a stale claim, which the run lock it took first
+        keeps from running twice or beside its lane (pyjobq/engine/lease.py) — the transport's
+        oracles check that — and not a second processor."""
         self.claims.append((by.name, job_id))
         if isinstance(by, ServiceWorker):
             pages = [t.name for t in self.live if t.holds_lease]
@@ -872,7 +875,7 @@ class World:
                 self.violations.append(
                     f"{by.name} claimed {job_id} after its drain stopped claiming (a page asked, "
                     "its budget ended, or it was done): it stops at once")
-        else:
+        elif by.holds_lease:
             claiming = [w.name for w in self.service_workers
                         if w.alive and w.holds_lease and not w.lease.revoked]
             if claiming:
