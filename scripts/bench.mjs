@@ -702,14 +702,14 @@ def _trace_on():
             return await take(self, entries)
         RunLocks.take = peek_take
         marked(Settler, "settle"); marked(Pass, "follow_on"); marked(Pass, "group_commit"); marked(RunLocks, "take")
-        take_one = RunLocks._take_one
-        async def timed_take_one(self, entry):
+        ask = RunLocks._ask
+        def timed_ask(self, entry):
             t0 = js.performance.timeOrigin + js.performance.now()
-            try:
-                return await take_one(self, entry)
-            finally:
-                _trace.append((t0, "take_one", "ms", js.performance.timeOrigin + js.performance.now() - t0))
-        RunLocks._take_one = timed_take_one
+            answer = ask(self, entry)
+            answer.add_done_callback(lambda _a: _trace.append(
+                (t0, "take_one", "ms", js.performance.timeOrigin + js.performance.now() - t0)))
+            return answer
+        RunLocks._ask = timed_ask
     except Exception as exc:
         _trace.append((0, "marks", repr(exc), None))
     try:
@@ -717,9 +717,9 @@ def _trace_on():
     except ImportError:
         return "on"
     init, finish = _trace_idb._Transaction.__init__, _trace_idb._Transaction._finish
-    def traced_init(self, db, mode, what):
+    def traced_init(self, db, mode, what, *scope):
         _trace.append((js.performance.timeOrigin + js.performance.now(), "tx", what, None))
-        init(self, db, mode, what)
+        init(self, db, mode, what, *scope)
     def traced_finish(self, error):
         if not self.future.done():
             _trace.append((js.performance.timeOrigin + js.performance.now(), "tx-end", self.what, None))
