@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pyjobq.core.messages import make
+from pyjobq.core.ports import Change
 from pyjobq.core.records import service_worker_source
 from pyjobq.core.status import Status
 from pyjobq.engine.lease import lease_channel_name
@@ -23,6 +24,7 @@ LOCK = "q-lock"
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sw_drain, "LOOK_MS", 5.0)
+    monkeypatch.setattr(sw_drain, "WAIT_LOOK_MS", 5.0)
 
 
 class Origin:
@@ -72,7 +74,9 @@ def test_it_runs_every_due_job_once_and_stops_when_nothing_is_due() -> None:
     asyncio.run(main())
 
 
-def test_it_does_nothing_while_a_page_holds_the_lease() -> None:
+def test_it_runs_nothing_while_a_page_holds_the_lease_and_leaves_the_work_said() -> None:
+    # The page holds the lease for the whole budget: nothing is sent from here, and the job
+    # still unfinished is counted, so the event fails and the browser fires it again.
     async def main() -> None:
         origin = Origin()
         await origin.store.add([record("a")])
@@ -85,8 +89,8 @@ def test_it_does_nothing_while_a_page_holds_the_lease() -> None:
 
         page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
         await page_holds.wait()
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
-        assert report.to_json() == '{"stopped": "lease_held", "ended": 0, "left": 0}'
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 50)
+        assert report.to_json() == '{"stopped": "lease_held", "ended": 0, "left": 1}'
         assert origin.sent == [] and (await statuses(origin.store))["a"] == ("pending", 0, 0)
         page_done.set()
         await page_task
@@ -122,6 +126,59 @@ def test_a_page_that_asks_for_the_lease_gets_it_after_the_run_and_no_job_runs_tw
         assert (report.stopped, report.ended, report.left) == ("page", 1, 1)
         assert origin.sent == ["/a"]  # "b" is the page's to run
         assert (await statuses(origin.store)) == {"a": ("done", 1, 0), "b": ("pending", 0, 0)}
+    asyncio.run(main())
+
+
+def test_a_page_closed_mid_run_a_moment_after_saving_is_taken_over_within_the_budget() -> None:
+    # The save's sync fired while the page held the lease and ran the job; the user closed the
+    # tab mid-run. The Service Worker keeps looking while a job is unfinished, takes the lease
+    # once the page is gone, recovers the run (the page's attempt is spent) and sends it.
+    async def main() -> None:
+        origin = Origin()
+        running = record("a", status=Status.RUNNING, attempts=1, owner="page-1")
+        await origin.store.add([running])
+        page_holds, page_closes = asyncio.Event(), asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            page_holds.set()
+            await page_closes.wait()
+
+        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
+        await page_holds.wait()
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        await asyncio.sleep(0.05)
+        assert not drain.done() and origin.sent == []
+        page_closes.set()  # the tab is closed: its lock goes
+        await page_task
+        report = await drain
+        assert (report.stopped, report.ended, report.left) == ("done", 1, 0)
+        assert origin.sent == ["/a"]
+        assert (await statuses(origin.store))["a"] == ("done", 2, 0)
+    asyncio.run(main())
+
+
+def test_a_page_that_finishes_the_work_itself_ends_the_wait() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("a")])
+        page_holds, page_closes = asyncio.Event(), asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            page_holds.set()
+            await page_closes.wait()
+
+        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
+        await page_holds.wait()
+        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
+        await asyncio.sleep(0.03)
+        assert not drain.done()
+        # The page ran it.
+        await origin.store.update(Change("a", lambda r: r.evolve(status=Status.DONE)))
+        report = await drain
+        assert (report.stopped, report.ended, report.left) == ("lease_held", 0, 0)
+        assert origin.sent == []
+        page_closes.set()
+        await page_task
     asyncio.run(main())
 
 

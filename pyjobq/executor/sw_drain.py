@@ -11,7 +11,11 @@ lanes, run locks, the attempt ceiling and the ``job-update`` news are the pages'
 differs is only when it holds the processor lease:
 
 * **Only if no page holds it.** It asks for the lock with ``if_available``: a page that holds
-  it is processing, and the Service Worker has nothing to do (``lease_held``).
+  it is processing (``lease_held``). While jobs are unfinished it asks again every
+  :data:`WAIT_LOOK_MS` until its budget ends: a page closed a moment after saving leaves its
+  run ``running`` with no page to recover it, and the Service Worker takes the lease the
+  moment the page is gone (the sync that woke it was asked for by that save). When every job
+  has ended meanwhile, the page did the work, and it stops.
 * **Never against a page.** A page that opens gets in line for the lease and pings its holder
   (the lease watch, pyjobq/engine/lease.py): the drain hears the ping, answers it (it is alive:
   no page takes the lease from it while it finishes) and lets the lease go to the page; it also
@@ -42,6 +46,7 @@ fire it again later (Background Sync's retries): a job is never left waiting for
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -61,6 +66,8 @@ log = logging.getLogger("pyjobq")
 
 #: How often the holder looks for a page waiting for the lease, and whether it is done.
 LOOK_MS = 250.0
+#: How often a drain that found a page holding the lease looks again, while jobs are unfinished.
+WAIT_LOOK_MS = 1_000.0
 #: How long runs may go on after the drain stopped claiming before they are abandoned.
 GRACE_MS = 20_000.0
 
@@ -163,19 +170,35 @@ async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
     lease = lease if lease is not None else ServiceWorkerLease()
     ended: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
-    async def holding(lock: Any) -> None:
+    async def holding(budget_now: float, lock: Any) -> None:
         try:
             if lock is None:
-                log.info("pyjobq service worker: a page holds the processor lease; nothing to do")
+                if report.stopped != "lease_held":
+                    log.info("pyjobq service worker: a page holds the processor lease")
                 report.stopped = "lease_held"
                 return
-            await _drain(ports, queue, budget_ms, report, lease)
+            report.stopped, report.left = "done", 0
+            await _drain(ports, queue, budget_now, report, lease)
         finally:
             if not ended.done():
                 ended.set_result(None)
 
+    deadline = ports.clock.now() + budget_ms
     try:
-        await ports.locks.request(queue.lock_name, holding, if_available=True)
+        while True:
+            ended = asyncio.get_event_loop().create_future()
+            budget_now = max(0.0, deadline - ports.clock.now())
+            await ports.locks.request(queue.lock_name, functools.partial(holding, budget_now),
+                                      if_available=True)
+            if report.stopped != "lease_held":
+                break
+            # A page processes. Its jobs are its own while it lives; but a page closed mid-run
+            # (a moment after saving) leaves them running, with no page to recover them: while
+            # jobs are unfinished, look again for a free lease until the budget ends.
+            report.left = await _left(ports.store)
+            if report.left == 0 or ports.clock.now() + WAIT_LOOK_MS >= deadline:
+                break
+            await _sleep(ports.clock, WAIT_LOOK_MS)
     except LockStolen:
         # A page in line took the lease (its lease watch hears no answer to its pings from a
         # Service Worker: pyjobq/engine/lease.py) while runs outlasted its wait. It asked first,
