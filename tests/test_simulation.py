@@ -1124,10 +1124,10 @@ def test_simulation(seeds: range) -> None:
 #: stale views giving way to each other's run lock for ever (16758); a Service Worker's drain
 #: that said no job was left while a page that took the lease over then closed mid-run (2454);
 #: a Service Worker's claim written after its drain stopped claiming — a pass's claims decided
-#: before the revocation (4155), a settle's follow-on between passes (7488); a page resumed
-#: mid-claim beside a Service Worker's drain, a stale claim and not a second processor (7066,
-#: 9522).
-SOAKED_FAILURES = (3750, 10696, 16758, 2454, 4155, 7066, 7488, 9522)
+#: before the revocation (4155), a settle's follow-on between passes (7488, 15588); a page
+#: resumed mid-claim beside a Service Worker's drain, a stale claim and not a second processor
+#: (7066, 8313, 9522, 10988, 13477).
+SOAKED_FAILURES = (3750, 10696, 16758, 2454, 4155, 7066, 7488, 8313, 9522, 10988, 13477, 15588)
 
 
 @pytest.mark.parametrize("seed", SOAKED_FAILURES)
