@@ -193,13 +193,11 @@ class Job:
         self._control = control
         #: A volatile job's engine forgets it once done: ``status()`` then reads ``done``.
         self._volatile = volatile
+        # An error set on either is marked retrieved as it is set (_lose, _store_failed), not by
+        # a done-callback: that would cost a step of the event loop — a browser task under
+        # Pyodide's — per job, for jobs that never fail.
         self._done: asyncio.Future[Outcome] = loop.create_future()
         self._stored: asyncio.Future[None] = loop.create_future()
-        # An unobserved storage error is reported through done; don't warn twice.
-        self._stored.add_done_callback(_retrieve)
-        # done raises only when this page can no longer learn the outcome (WorkerUnavailable);
-        # an application that never awaits it must not get "exception never retrieved".
-        self._done.add_done_callback(_retrieve)
         self.done: Completion[Outcome] = Completion(self._done, f"job {job_id}'s done")
         self.stored: Completion[None] = Completion(self._stored, f"job {job_id}'s stored")
 
@@ -291,6 +289,10 @@ class Job:
         """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
         if not self._done.done():
             self._done.set_exception(error)
+            # done raises only when this page can no longer learn the outcome
+            # (WorkerUnavailable): an application that never awaits it must not get
+            # "exception never retrieved".
+            _retrieve(self._done)
             self.done._resolve()
 
     def _store_ok(self) -> None:
@@ -303,6 +305,7 @@ class Job:
         """The record could not be written: ``stored`` raises ``error``."""
         if not self._stored.done():
             self._stored.set_exception(error)
+            _retrieve(self._stored)  # reported through done too: don't warn twice
             self.stored._resolve()
 
     def __repr__(self) -> str:
