@@ -6,16 +6,25 @@ A job ends once, but any number of coroutines may wait for it: a page's
 ``await job``, a table's ``asyncio.wait_for(job.done, 5)``, a test's ``gather``.
 A bare :class:`asyncio.Future` shared by all of them is cancelled by the first
 waiter that gives up (``wait_for`` cancels what it awaits on timeout; so does
-cancelling the awaiting task), and the outcome is then lost to every other
-waiter. So ``job.done`` and ``job.stored`` are :class:`Completion` s: read-only
-views of one private future, where every ``await`` waits on a future of its own.
-Giving up cancels only that waiter's wait. Only the executor side settles the
-private future (``Job._settle``, ``_lose``, ``_store_ok``, ``_store_failed``), and
-settling it resolves every waiter's future in the same step — where
-:func:`asyncio.shield` took one event-loop step more, which under Pyodide's loop
-on a page is one browser task more for every awaited job. Nothing else settles the
-private futures (``tests/test_job_handle.py`` checks the source), so no waiter is
-left behind.
+cancelling the awaiting task, or a ``gather``), and the outcome is then lost to every
+other waiter. So each read of ``job.done`` or ``job.stored`` is a :class:`Completion`:
+a read-only view of one private future, through which every ``await`` waits on a
+future of its own and every done-callback is that view's. Giving up — cancelling the
+view, as ``gather`` does, or the awaiting task — ends only the waits made through it.
+Only the executor side settles the private future (``Job._settle``, ``_lose``,
+``_store_ok``, ``_store_failed``), and settling it resolves every waiting view in the
+same step — where :func:`asyncio.shield` took one event-loop step more, which under
+Pyodide's loop on a page is one browser task more for every awaited job. Nothing
+else settles the private futures (``tests/test_job_handle.py`` checks the source), so
+no waiter is left behind.
+
+*A future, to asyncio.* A view passes :func:`asyncio.isfuture`, so ``gather`` and
+``wait`` add their done-callback to it directly. Otherwise ``gather`` wraps each
+awaitable in a task — three event-loop steps a job (the task's first step, its wake-up,
+its end) — and a burst of 10,000 ``stored`` paid 30,000 browser tasks on a page. The
+done-callbacks of everything settled in one step are called together in one later step
+(:class:`_Batch`), in the order they became due: a burst's ``gather`` costs one step,
+not one a job.
 
 The handle's own calls — :meth:`Job.result`, :meth:`Job.status`, :meth:`Job.cancel`,
 :meth:`Job.retry`, :meth:`Job.delete` — ask the queue that made the handle (its
@@ -26,12 +35,15 @@ The handle's own calls — :meth:`Job.result`, :meth:`Job.status`, :meth:`Job.ca
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import weakref
 from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
 
 from .core.codes import Code
 from .core.errors import InvalidJobError, PyjobqError
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
+from .engine.tasks import new_future
 
 T = TypeVar("T")
 
@@ -52,113 +64,252 @@ class JobControl(Protocol):
         ...
 
 
+class _Once(Generic[T]):
+    """What happens once — a job's end, its record's write — and who waits for it: the shared
+    private future only :class:`Job` settles, and the :class:`Completion` views that have a wait
+    on it (an ``await`` or a done-callback)."""
+
+    __slots__ = ("future", "what", "views", "_prune_at")
+
+    def __init__(self, future: asyncio.Future[T], what: str) -> None:
+        self.future = future
+        self.what = what
+        #: Views with a wait on the future, until it happens.
+        self.views: list[Completion[T]] = []
+        self._prune_at = 64
+
+    def watch(self, view: Completion[T]) -> None:
+        self.views.append(view)
+        if len(self.views) >= self._prune_at:
+            # Waiters that gave up (a wait_for that timed out, again and again) are forgotten
+            # here rather than each paying an event-loop step to leave.
+            self.views = [v for v in self.views if v._waiting()]
+            self._prune_at = max(64, 2 * len(self.views))
+
+    def resolve(self) -> None:
+        """Hand the future's result to every view still waiting: :class:`Job` calls it as it
+        settles the future."""
+        if not self.future.done():
+            return
+        views, self.views = self.views, []
+        for view in views:
+            view._happened()
+
+
 class Completion(Generic[T]):
     """Something that happens once, awaitable by any number of waiters: ``job.done``,
     ``job.stored``.
 
     ``await completion`` (also through :func:`asyncio.wait_for`, :func:`asyncio.gather`
     or :func:`asyncio.wait`) returns its result or raises its error. A waiter
-    that gives up — a ``wait_for`` that times out, a cancelled task — stops only
-    its own wait: the completion stays pending, and every other waiter, earlier
-    or later, still gets the result. It also answers like a future:
-    :meth:`done`, :meth:`result`, :meth:`exception`, :meth:`add_done_callback`.
-    It cannot be cancelled (:meth:`cancel` raises): to stop a job, call
-    :func:`pyjobq.cancel_job` or :func:`pyjobq.delete_job`.
+    that gives up — a ``wait_for`` that times out, a cancelled task, a cancelled
+    ``gather`` — stops only its own wait: the job's completion stays pending, and every other
+    waiter, earlier or later, still gets the result. It answers like a future
+    (:func:`asyncio.isfuture` is true, so ``gather`` and ``wait`` take it as one, with no task
+    of their own per job): :meth:`done`, :meth:`result`, :meth:`exception`,
+    :meth:`add_done_callback`, :meth:`cancel`.
+
+    Each read of ``job.done`` is a view of its own on the job's one completion (views of the
+    same completion compare equal): :meth:`cancel` stops the waits made through that view —
+    what ``gather`` and ``wait_for`` do when they give up — and nothing else. A view no one
+    waits through has nothing to cancel, so its :meth:`cancel` raises: to stop a job, call
+    ``job.cancel()`` or :func:`pyjobq.cancel_job`.
+
+    Done-callbacks of completions that happen in one step are called together, in the order
+    they happened, in one step of the event loop after it (asyncio calls each in a step of its
+    own: under Pyodide's loop on a page, a browser task each).
     """
 
-    __slots__ = ("_future", "_what", "_callbacks", "_waiters")
+    __slots__ = ("_once", "_callbacks", "_awaits", "_gave_up", "_asyncio_future_blocking")
 
-    def __init__(self, future: asyncio.Future[T], what: str) -> None:
-        self._future = future
-        self._what = what
+    def __init__(self, once: _Once[T]) -> None:
+        self._once = once
+        #: Done-callbacks added through this view, with the context each runs in.
         self._callbacks: list[tuple[Callable[[Completion[T]], object],
-                                    Callable[[asyncio.Future[T]], None]]] = []
-        #: Each pending ``await``'s own future: cancelling one leaves the shared future alone.
-        self._waiters: list[asyncio.Future[T]] = []
+                                    contextvars.Context]] = []
+        #: Each pending ``await`` through this view: a future of its own.
+        self._awaits: list[asyncio.Future[T]] = []
+        #: The CancelledError this view's waits ended with (cancel()); None while it waits.
+        self._gave_up: asyncio.CancelledError | None = None
+        #: What asyncio.isfuture reads: a future-like object (gather takes it as it is).
+        self._asyncio_future_blocking = False
 
     def __await__(self) -> Generator[Any, None, T]:
-        if self._future.done():  # no step to wait: the result (or the error) at once
-            return self._future.__await__()
-        waiter: asyncio.Future[T] = self._future.get_loop().create_future()
-        self._waiters.append(waiter)
+        if self._gave_up is not None:
+            raise self._gave_up
+        future = self._once.future
+        if future.done():  # no step to wait: the result (or the error) at once
+            return future.__await__()
+        waiter: asyncio.Future[T] = new_future(future.get_loop())
+        if not self._awaits and not self._callbacks:
+            self._once.watch(self)
+        self._awaits.append(waiter)
         return waiter.__await__()
 
-    def _resolve(self) -> None:
-        """Hand the shared future's result to every waiter still waiting: :class:`Job` calls it
-        as it settles the shared future."""
-        if not self._future.done():
-            return
-        waiters, self._waiters = self._waiters, []
-        error = None if self._future.cancelled() else self._future.exception()
-        for waiter in waiters:
+    __iter__ = __await__  # as asyncio.Future: ``yield from`` in generator-based code
+
+    def _waiting(self) -> bool:
+        """Whether a wait through this view is still pending."""
+        return bool(self._callbacks) or any(not w.done() for w in self._awaits)
+
+    def _happened(self) -> None:
+        future = self._once.future
+        awaits, self._awaits = self._awaits, []
+        error = None if future.cancelled() else future.exception()
+        for waiter in awaits:
             if waiter.done():
                 continue  # its waiter gave up
-            if self._future.cancelled():
+            if future.cancelled():
                 waiter.cancel()
             elif error is not None:
                 waiter.set_exception(error)
             else:
-                waiter.set_result(self._future.result())
+                waiter.set_result(future.result())
+        callbacks, self._callbacks = self._callbacks, []
+        for fn, context in callbacks:
+            _call_soon(future.get_loop(), fn, self, context)
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop it belongs to (asyncio's future protocol)."""
+        return self._once.future.get_loop()
 
     def done(self) -> bool:
-        """Whether it happened (a result or an error is set)."""
-        return self._future.done()
+        """Whether it happened (a result or an error is set), or this view's waits were
+        cancelled."""
+        return self._gave_up is not None or self._once.future.done()
 
     def result(self) -> T:
         """The result; raises the error if it failed.
 
         Raises:
             asyncio.InvalidStateError: it has not happened yet (``await`` it instead).
+            asyncio.CancelledError: this view's waits were cancelled (:meth:`cancel`).
         """
-        return self._future.result()
+        if self._gave_up is not None:
+            raise self._gave_up
+        return self._once.future.result()
 
     def exception(self) -> BaseException | None:
         """The error it failed with, or None.
 
         Raises:
             asyncio.InvalidStateError: it has not happened yet.
+            asyncio.CancelledError: this view's waits were cancelled (:meth:`cancel`).
         """
-        return self._future.exception()
+        if self._gave_up is not None:
+            raise self._gave_up
+        return self._once.future.exception()
 
     def cancelled(self) -> bool:
-        """Always False: a completion is never cancelled (a waiter's wait may be)."""
-        return self._future.cancelled()
+        """Whether this view's waits were cancelled (the job's completion never is)."""
+        return self._gave_up is not None
 
     def cancel(self, msg: Any = None) -> bool:
-        """Refused: the completion is shared by every waiter of the job.
+        """Stop the waits made through this view — its ``await`` s end with CancelledError, its
+        done-callbacks are called as cancelled — and nothing else: the job's completion stays
+        pending for every other waiter. What ``gather`` and ``wait_for`` do when they give up.
+        Returns False if it had already happened.
 
         Raises:
-            PyjobqError: always. Cancel the task that awaits it (or let ``wait_for``
-                time out) to stop waiting; call ``pyjobq.cancel_job(job.id)`` to stop the job.
+            PyjobqError: no one waits through this view, so there is nothing to cancel; to
+                stop the job, call ``job.cancel()`` or ``pyjobq.cancel_job(job.id)``.
         """
-        raise PyjobqError(
-            f"{self._what} is shared by every waiter and cannot be cancelled: cancel the task "
-            f"that awaits it (or use asyncio.wait_for) to stop waiting, or call "
-            f"pyjobq.cancel_job(job.id) to stop the job")
+        if self.done():
+            return False
+        if not self._awaits and not self._callbacks:
+            raise PyjobqError(
+                f"{self._once.what} is shared by every waiter and cannot be cancelled: cancel "
+                f"the task that awaits it (or use asyncio.wait_for) to stop waiting, or call "
+                f"pyjobq.cancel_job(job.id) to stop the job")
+        self._gave_up = asyncio.CancelledError() if msg is None else asyncio.CancelledError(msg)
+        awaits, self._awaits = self._awaits, []
+        for waiter in awaits:
+            waiter.cancel(msg)
+        callbacks, self._callbacks = self._callbacks, []
+        loop = self.get_loop()
+        for fn, context in callbacks:
+            _call_soon(loop, fn, self, context)
+        return True
 
-    def add_done_callback(self, fn: Callable[[Completion[T]], object]) -> None:
-        """Call ``fn(completion)`` soon after it happens (at once if it already has)."""
-        def call(_future: asyncio.Future[T]) -> None:
-            fn(self)
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        """The CancelledError this view's waits ended with (what ``gather`` raises)."""
+        return self._gave_up if self._gave_up is not None else asyncio.CancelledError()
 
-        self._callbacks.append((fn, call))
-        self._future.add_done_callback(call)
+    def add_done_callback(self, fn: Callable[[Completion[T]], object], *,
+                          context: contextvars.Context | None = None) -> None:
+        """Call ``fn(completion)`` soon after it happens (soon, if it already has)."""
+        if context is None:
+            context = contextvars.copy_context()
+        if self.done():
+            _call_soon(self.get_loop(), fn, self, context)
+            return
+        if not self._awaits and not self._callbacks:
+            self._once.watch(self)
+        self._callbacks.append((fn, context))
 
     def remove_done_callback(self, fn: Callable[[Completion[T]], object]) -> int:
-        """Forget every ``fn`` added by :meth:`add_done_callback`; returns how many."""
-        kept = [(f, c) for f, c in self._callbacks if f != fn]
+        """Forget every ``fn`` added by :meth:`add_done_callback` to this completion, through
+        any view of it; returns how many."""
         removed = 0
-        for f, call in self._callbacks:
-            if f == fn:
-                removed += self._future.remove_done_callback(call)
-        self._callbacks = kept
+        views = list(self._once.views)
+        if not any(view is self for view in views):
+            views.append(self)
+        for view in views:
+            kept = [(f, c) for f, c in view._callbacks if f != fn]
+            removed += len(view._callbacks) - len(kept)
+            view._callbacks = kept
         return removed
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Completion) and other._once is self._once
+
+    def __hash__(self) -> int:
+        return id(self._once)
+
     def __repr__(self) -> str:
-        if not self._future.done():
-            return f"<Completion {self._what} pending>"
-        error = self._future.exception()
-        return f"<Completion {self._what} {'raised ' + repr(error) if error else 'done'}>"
+        what = self._once.what
+        if self._gave_up is not None:
+            return f"<Completion {what}: this wait cancelled>"
+        future = self._once.future
+        if not future.done():
+            return f"<Completion {what} pending>"
+        error = future.exception()
+        return f"<Completion {what} {'raised ' + repr(error) if error else 'done'}>"
+
+
+class _Batch:
+    """The done-callbacks due on one event loop, called together in one step of it."""
+
+    __slots__ = ("loop", "calls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.calls: list[tuple[Callable[[Any], object], Any, contextvars.Context]] = []
+
+    def run(self) -> None:
+        if _batches.get(self.loop) is self:
+            del _batches[self.loop]  # what becomes due while these run waits for the next step
+        for fn, arg, context in self.calls:
+            try:
+                context.run(fn, arg)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # as asyncio reports an exception in a callback
+                self.loop.call_exception_handler({
+                    "message": f"Exception in callback {fn!r}", "exception": exc, "future": arg})
+
+
+#: The batch waiting for its step, per event loop.
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batch] = weakref.WeakKeyDictionary()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], object], arg: Any,
+               context: contextvars.Context) -> None:
+    batch = _batches.get(loop)
+    if batch is None:
+        batch = _batches[loop] = _Batch(loop)
+        loop.call_soon(batch.run)
+    batch.calls.append((fn, arg, context))
 
 
 class Job:
@@ -183,7 +334,7 @@ class Job:
     ``await job.retry()`` and ``await job.delete()`` — for volatile and persistent jobs alike.
     """
 
-    __slots__ = ("id", "_done", "_stored", "done", "stored", "_control", "_volatile")
+    __slots__ = ("id", "_done", "_stored", "_done_once", "_stored_once", "_control", "_volatile")
 
     def __init__(self, job_id: str, control: JobControl | None = None, *,
                  volatile: bool = False) -> None:
@@ -196,10 +347,22 @@ class Job:
         # An error set on either is marked retrieved as it is set (_lose, _store_failed), not by
         # a done-callback: that would cost a step of the event loop — a browser task under
         # Pyodide's — per job, for jobs that never fail.
-        self._done: asyncio.Future[Outcome] = loop.create_future()
-        self._stored: asyncio.Future[None] = loop.create_future()
-        self.done: Completion[Outcome] = Completion(self._done, f"job {job_id}'s done")
-        self.stored: Completion[None] = Completion(self._stored, f"job {job_id}'s stored")
+        self._done: asyncio.Future[Outcome] = new_future(loop)
+        self._stored: asyncio.Future[None] = new_future(loop)
+        self._done_once: _Once[Outcome] = _Once(self._done, f"job {job_id}'s done")
+        self._stored_once: _Once[None] = _Once(self._stored, f"job {job_id}'s stored")
+
+    @property
+    def done(self) -> Completion[Outcome]:
+        """A :class:`Completion` resolving to the job's :class:`~pyjobq.Outcome` (a view of its
+        own at each read: giving up on it stops only that wait)."""
+        return Completion(self._done_once)
+
+    @property
+    def stored(self) -> Completion[None]:
+        """A :class:`Completion` resolving to None once the record is written (a view of its
+        own at each read)."""
+        return Completion(self._stored_once)
 
     def __await__(self) -> Generator[Any, None, Outcome]:
         return self.done.__await__()
@@ -283,7 +446,7 @@ class Job:
     def _settle(self, outcome: Outcome) -> None:
         if not self._done.done():
             self._done.set_result(outcome)
-            self.done._resolve()
+            self._done_once.resolve()
 
     def _lose(self, error: BaseException) -> None:
         """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
@@ -293,20 +456,20 @@ class Job:
             # (WorkerUnavailable): an application that never awaits it must not get
             # "exception never retrieved".
             _retrieve(self._done)
-            self.done._resolve()
+            self._done_once.resolve()
 
     def _store_ok(self) -> None:
         """The record is written: ``stored`` resolves."""
         if not self._stored.done():
             self._stored.set_result(None)
-            self.stored._resolve()
+            self._stored_once.resolve()
 
     def _store_failed(self, error: BaseException) -> None:
         """The record could not be written: ``stored`` raises ``error``."""
         if not self._stored.done():
             self._stored.set_exception(error)
             _retrieve(self._stored)  # reported through done too: don't warn twice
-            self.stored._resolve()
+            self._stored_once.resolve()
 
     def __repr__(self) -> str:
         if not self._done.done():

@@ -189,3 +189,136 @@ def test_only_the_job_settles_its_private_futures() -> None:
              for path in sorted(package.rglob("*.py")) if path.name != "handle.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if setters.search(line)]
     assert found == []
+
+
+def _count_steps(loop: asyncio.AbstractEventLoop) -> list[int]:
+    """Counts the event loop's ``call_soon`` (under Pyodide's loop, a browser task each)."""
+    count = [0]
+    call_soon = loop.call_soon
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return call_soon(*args, **kwargs)
+
+    loop.call_soon = counted  # type: ignore[method-assign]
+    return count
+
+
+def test_gather_of_a_burst_costs_steps_per_burst_not_per_job() -> None:
+    """``gather`` takes a completion as a future (no task of its own per job), and the
+    done-callbacks of every job settled in one step run together in one step: a burst of
+    100 ``stored`` costs a handful of event-loop steps, where a task per job cost three."""
+    async def main() -> None:
+        jobs = [Job(f"j{i}") for i in range(100)]
+        assert all(asyncio.isfuture(job.stored) for job in jobs)
+        together = asyncio.ensure_future(asyncio.gather(*(job.stored for job in jobs)))
+        await asyncio.sleep(0)
+        steps = _count_steps(asyncio.get_running_loop())
+        for job in jobs:
+            job._store_ok()
+        assert await together == [None] * 100
+        assert steps[0] <= 3, steps[0]  # the batch's step, the gather's waiter's wake-up
+
+    run(main)
+
+
+def test_a_cancelled_gather_stops_only_its_own_waits() -> None:
+    async def main() -> None:
+        jobs = [Job(f"j{i}") for i in range(3)]
+        other = asyncio.ensure_future(asyncio.gather(*(job.done for job in jobs)))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(job.done for job in jobs)), 0.01)
+        doomed = asyncio.ensure_future(asyncio.gather(*(job.done for job in jobs)))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        assert not other.done() and not any(job.done.done() for job in jobs)
+        for job in jobs:
+            job._settle(Outcome(id=job.id, status=Status.DONE, result=job.id))
+        assert [o.result for o in await other] == ["j0", "j1", "j2"]
+        assert [o.result for o in await asyncio.gather(*(job.done for job in jobs))] == [
+            "j0", "j1", "j2"]
+
+    run(main)
+
+
+def test_cancelling_a_view_ends_the_waits_through_it_and_nothing_else() -> None:
+    async def main() -> None:
+        job = Job("j")
+        view, kept = job.done, job.done
+        assert view == kept and hash(view) == hash(job.done) and view is not kept
+        called: list[bool] = []
+        view.add_done_callback(lambda c: called.append(c.cancelled()))
+        waiting = asyncio.ensure_future(_await(view))
+        staying = asyncio.ensure_future(_await(kept))
+        await asyncio.sleep(0)
+        assert view.cancel("gave up") is True
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await settle()
+        assert called == [True] and view.cancelled() and view.done()
+        assert not kept.done() and not job.done.done() and not staying.done()
+        with pytest.raises(asyncio.CancelledError):
+            view.result()
+        job._settle(Outcome(id="j", status=Status.DONE))
+        assert (await staying).status is Status.DONE
+        assert view.cancel() is False and kept.cancel() is False  # done: nothing to cancel
+
+    run(main)
+
+
+async def _await(completion: Completion[Outcome]) -> Outcome:
+    return await completion
+
+
+def test_a_callback_that_raises_is_reported_and_the_rest_still_run() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reported: list[BaseException] = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["exception"]))
+        jobs = [Job("a"), Job("b")]
+        seen: list[str] = []
+
+        def bad(_c: Completion[None]) -> None:
+            raise ValueError("a broken callback")
+
+        jobs[0].stored.add_done_callback(bad)
+        jobs[1].stored.add_done_callback(lambda c: seen.append("b"))
+        for job in jobs:
+            job._store_ok()
+        await settle()
+        assert seen == ["b"] and [str(e) for e in reported] == ["a broken callback"]
+
+    run(main)
+
+
+def test_a_callback_runs_in_the_context_it_was_added_in() -> None:
+    import contextvars
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+    async def main() -> None:
+        job = Job("j")
+        seen: list[str] = []
+        token = who.set("the adder")
+        job.done.add_done_callback(lambda c: seen.append(who.get()))
+        who.reset(token)
+        job._settle(Outcome(id="j", status=Status.DONE))
+        await settle()
+        assert seen == ["the adder"]
+
+    run(main)
+
+
+def test_waiters_that_gave_up_do_not_pile_up_while_the_job_runs() -> None:
+    async def main() -> None:
+        job = Job("j")
+        for _ in range(1000):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(job.done, 0)
+        assert len(job._done_once.views) < 130
+        job._settle(Outcome(id="j", status=Status.DONE))
+        assert (await job).status is Status.DONE
+
+    run(main)

@@ -147,7 +147,7 @@ def test_a_duplicate_outstanding_id_returns_the_existing_job() -> None:
         first, second = Work(hold=True, result="first"), Work(result="second")
         job = tab.side.enqueue(first, id="render-42")
         again = tab.side.enqueue(second, id="render-42")
-        assert again is job and again.done is job.done
+        assert again is job and again.done == job.done  # views of the one completion
         await settle()
         assert len(await tab.side.volatile.engine.store.all()) == 1
         first.release()

@@ -61,6 +61,7 @@ from ..core.records import (
 from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
+from ..engine.tasks import new_future
 from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
@@ -161,7 +162,7 @@ class _Transaction:
         self.tx = db.transaction(scope[0] if len(scope) == 1 else to_js(list(scope)), mode)
         #: The first object store of the scope (``jobs``, unless it is another's alone).
         self.store = self.tx.objectStore(scope[0])
-        self.future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        self.future: asyncio.Future[None] = new_future()
         self._proxies: list[Any] = []
         self.tx.oncomplete = self._proxy(lambda _e: self._finish(None))
         # A request's error bubbles here before the transaction has its own .error set.
@@ -450,7 +451,7 @@ class _OneCalls:
         if self._callback is None:
             self._callback = proxies.create(self._called_back)
         token = next(self._tokens)
-        pending = _Pending(what, asyncio.get_event_loop().create_future(), decide)
+        pending = _Pending(what, new_future(), decide)
         self._pending[token] = pending
         try:
             if keys is None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ..core.ports import Clock, Timer
+from .tasks import new_future
 
 
 @dataclass(eq=False)
@@ -60,7 +61,7 @@ class Flight:
     def wait_settled(self) -> asyncio.Future[None]:
         """A future set once this run leaves the table (its outcome stored, or dropped)."""
         if self.settled is None:
-            self.settled = asyncio.get_event_loop().create_future()
+            self.settled = new_future()
         return self.settled
 
     def _stop_timer(self) -> None:

@@ -41,6 +41,7 @@ from ..core.ports import Clock, LockManager, Timer
 from ..core.records import JobRecord
 from ..core.view import Entry
 from .calls import Spawn
+from .tasks import new_future
 
 Release = Callable[[], None]
 
@@ -202,8 +203,8 @@ class RunLocks:
         it is held. An ask cancelled before its grant (the pass was cut short) lets go of the
         lock the moment it is granted."""
         loop = asyncio.get_event_loop()
-        answer: asyncio.Future[Release | None] = loop.create_future()
-        let_go: asyncio.Future[None] = loop.create_future()
+        answer: asyncio.Future[Release | None] = new_future(loop)
+        let_go: asyncio.Future[None] = new_future(loop)
 
         def release() -> None:
             if not let_go.done():

@@ -13,6 +13,18 @@ from typing import Any, Coroutine, Iterator, TypeVar
 _T = TypeVar("_T")
 
 
+def new_future(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[Any]:
+    """A future of ``loop`` (the current one by default) whose resolution costs no step of the
+    event loop when nobody waits on it.
+
+    Pyodide's ``WebLoop.create_future`` adds a done-callback of its own to every future it
+    makes (its count of work in progress), so resolving one is a browser task even when no
+    one awaits it: a page's burst of 10,000 jobs paid 10,000 of them for ``stored`` alone.
+    pyjobq's own futures are made here instead, as plain :class:`asyncio.Future` s.
+    """
+    return asyncio.Future(loop=loop if loop is not None else asyncio.get_event_loop())
+
+
 def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:
     """A task whose first step runs now, in the caller's event, up to its first ``await``.
 

@@ -31,6 +31,7 @@ from ..core.records import NewJob, new_id
 from ..core.router import Router
 from ..core.status import Status
 from ..engine.lease import LEASE_MESSAGES
+from ..engine.tasks import new_future
 from ..handle import Job
 from .registry import Handles
 from .runner import Runner
@@ -192,7 +193,7 @@ class EngineClient:
         self.link.send(msg)
 
     def _send(self, msg: dict[str, Any], link: Link) -> asyncio.Future[Any]:
-        future = asyncio.get_event_loop().create_future()
+        future = new_future()
         if self.unavailable is not None:
             future.set_exception(self.unavailable)
             return future
