@@ -16,7 +16,7 @@ import json
 import math
 import reprlib
 import uuid
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from .codes import Code
@@ -158,8 +158,12 @@ class NewJob:
     #: Keys that replace: a job stored with a key replaces the waiting job of that key, in the
     #: transaction that stores it (:meth:`pyjobq.core.ports.Store.add`).
     key: str | None = None
+    #: The caller checked ``params`` already (:func:`check_json`, with words of its own):
+    #: ``enqueue_fetch`` checks its body inside them, and an ``enqueue`` message's jobs were
+    #: checked where they were made (:meth:`from_message`). Not a field.
+    params_checked: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, params_checked: bool) -> None:
         # Each message is only made when its check fails (a burst files 10,000 jobs).
         _need(isinstance(self.id, str) and self.id != "",
               "id must be a non-empty str, got {}", self.id)
@@ -184,20 +188,28 @@ class NewJob:
             and math.isfinite(self.delay_ms) and self.delay_ms >= 0,
             "delay_ms must be a finite number >= 0, got {}", self.delay_ms,
         )
-        check_json(self.params, "the job's params")
+        if not params_checked:
+            check_json(self.params, "the job's params")
 
     def to_message(self) -> dict[str, Any]:
         """The job as ``enqueue`` carries it (shallow: every link copies what it sends)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in _NEW_JOB_FIELDS}
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "NewJob":
+        """A job of an ``enqueue`` message. Its fields are checked again; its params are not:
+        only the filing page's own client sends ``enqueue`` (``EngineClient.flush``), each job
+        a :class:`NewJob` whose params were checked as it was made — encoding them once more
+        was a tenth of a burst's time on the page."""
         try:
-            return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+            return cls(**{f.name: data[f.name] for f in _NEW_JOB_FIELDS if f.name in data},
+                       params_checked=True)
         except TypeError as exc:
             raise InvalidJobError(f"malformed job: {exc}") from None
 
-    def to_record(self, now: float) -> "JobRecord":
+    def to_record(self, now: float, *, due: float | None = None) -> "JobRecord":
+        """The record stored for it, created at ``now`` and due at ``due`` (by default
+        ``now`` plus its ``delay_ms``)."""
         return JobRecord(
             id=self.id,
             type=self.type,
@@ -208,12 +220,15 @@ class NewJob:
             max_attempts=self.max_attempts,
             created_at=now,
             updated_at=now,
-            next_retry_at=now + self.delay_ms,
+            next_retry_at=now + self.delay_ms if due is None else due,
             _reconstructor=self.reconstructor,
             _params=self.params,
             key=self.key,
         )
 
+
+#: NewJob's fields, read once (``dataclasses.fields`` builds its tuple at each call).
+_NEW_JOB_FIELDS = fields(NewJob)
 
 def _shown(value: Any) -> str:
     return reprlib.repr(value)

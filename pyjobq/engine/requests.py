@@ -140,8 +140,7 @@ class RequestTable:
         jobs = [NewJob.from_message(job) for job in msg["jobs"]]
         # The stamp only orders the burst; a job is due at now + delay_ms, or one filed in
         # the same millisecond as another would wait for the clock to pass its stamp.
-        records = [job.to_record(self._stamp()).evolve(next_retry_at=now + job.delay_ms)
-                   for job in jobs]
+        records = [job.to_record(self._stamp(), due=now + job.delay_ms) for job in jobs]
         # Keys that replace: the waiting job of each key goes in the transaction that stores
         # the new one (Store.add), so a debounce is one call and no moment holds both or neither.
         replaced = await engine.store.add(records)

@@ -293,11 +293,14 @@ class ExecutorSide:
                 f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
         if not isinstance(path, str) or not path:
             raise InvalidJobError(f"path must be a non-empty str, got {path!r}")
-        check_json(body, "body")
-        return self.enqueue_persistent(
-            FETCH, {"method": method.upper(), "path": path, "body": body}, type=type, group=group,
+        params = {"method": method.upper(), "path": path, "body": body}
+        # One JSON check, of everything stored, in the words of the call: the body nests a
+        # level below the params (a body at MAX_DEPTH makes params one deeper).
+        check_json(params, "body")
+        return self.persistent.file(NewJob(
+            id=new_id(), reconstructor=FETCH, params=params, type=type, group=group,
             label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
-        )
+            params_checked=True))
 
     def job(self, job_id: str) -> Job:
         """A handle on a job by id, e.g. a persistent one after a reload; ``done`` resolves as
