@@ -43,7 +43,7 @@ from .core.codes import Code
 from .core.errors import InvalidJobError, PyjobqError
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
-from .engine.tasks import new_future
+from .engine.tasks import new_future, soon
 
 T = TypeVar("T")
 
@@ -278,7 +278,9 @@ class Completion(Generic[T]):
 
 
 class _Batch:
-    """The done-callbacks due on one event loop, called together in one step of it."""
+    """The done-callbacks due on one event loop, called together in one step after they became
+    due (:func:`~pyjobq.engine.tasks.soon`: on a page, at the end of the event that settled
+    them)."""
 
     __slots__ = ("loop", "calls")
 
@@ -308,7 +310,7 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], object], arg
     batch = _batches.get(loop)
     if batch is None:
         batch = _batches[loop] = _Batch(loop)
-        loop.call_soon(batch.run)
+        soon(batch.run)
     batch.calls.append((fn, arg, context))
 
 

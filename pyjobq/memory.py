@@ -44,6 +44,7 @@ from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, dept
 from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
+from .engine.tasks import soon
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
@@ -656,9 +657,9 @@ class MemoryChannel(_Listeners):
 class MemoryLink(_Listeners):
     """One end of a worker ↔ page pair: messages are copied and delivered in a later task.
 
-    ``together``: what this end sends in one step travels in one later task, in order (the
-    volatile engine's link inside its page, where every task is a browser task: a job's
-    messages cost a task per step that sends, not one per message). Each direction keeps
+    ``together``: what this end sends in one step travels together, in order, in one later
+    call (the volatile engine's link inside its page: :func:`~pyjobq.engine.tasks.soon`, at
+    the end of the current event there, where every task is a browser task). Each direction keeps
     its order, as a worker's ``postMessage`` does; between the two directions a worker
     promises no order, and neither does this.
     """
@@ -679,7 +680,7 @@ class MemoryLink(_Listeners):
             asyncio.get_running_loop().call_soon(self.peer._receive, message)
             return
         if not self._outgoing:
-            asyncio.get_running_loop().call_soon(self._arrive)
+            soon(self._arrive)  # on a page: at the end of this event, not a browser task later
         self._outgoing.append(message)
 
     def _arrive(self) -> None:

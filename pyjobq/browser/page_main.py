@@ -61,6 +61,7 @@ from ..core.boot import BootFailure
 from ..core.codes import Code
 from ..core.errors import WorkerUnavailable
 from ..core.ports import Clock, Link, Message, Unsubscribe
+from ..engine import tasks
 from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
 from ..engine.scheduler import Scheduler
 from ..executor.boot import Boot
@@ -525,7 +526,24 @@ def _on_unavailable(start: _BrowserWorker, requests: Scheduler, error: WorkerUna
         requests.stop()
 
 
+#: The one proxy of :func:`~pyjobq.engine.tasks.run_soon`, made as this page's first queue
+#: starts and kept for the page's life.
+_run_soon_proxy: Any = None
+
+
+def wake_at_end_of_event() -> None:
+    """pyjobq's own follow-ups on this page (:func:`~pyjobq.engine.tasks.soon`: the volatile
+    engine's in-tab messages, the done-callbacks of jobs that just ended) run at the end of the
+    event that made them, as a microtask, not in a browser task each behind whatever the page
+    queued. The application's own event loop is left as it is."""
+    global _run_soon_proxy
+    if _run_soon_proxy is None:
+        _run_soon_proxy = proxy = proxies.create(tasks.run_soon)
+        tasks.use_waker(lambda: js.queueMicrotask(proxy))
+
+
 def start_browser(settings: Settings, source: str) -> ExecutorSide:
+    wake_at_end_of_event()
     try:
         index, lock_json, lock_base = distribution(settings)
         url = worker_url(settings, source, index)

@@ -8,9 +8,80 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Any, Coroutine, Iterator, TypeVar
+import weakref
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
 _T = TypeVar("_T")
+
+
+#: Arranges for :func:`run_soon` to be called at the end of the current event: the browser
+#: page's runtime sets it (pyjobq/browser/page_main.py, a microtask); None: each loop's
+#: ``call_soon``.
+_waker: Callable[[], None] | None = None
+
+
+def use_waker(waker: Callable[[], None] | None) -> None:
+    """How :func:`soon` wakes from now on in this Python context: ``waker()`` must arrange for
+    :func:`run_soon` to be called soon, without waiting for the event loop's next task
+    (None: each event loop's own ``call_soon``)."""
+    global _waker
+    _waker = waker
+
+
+class _SoonQueue:
+    """What :func:`soon` was given on one event loop, run together at its wake."""
+
+    __slots__ = ("loop", "calls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.calls: list[Callable[[], object]] = []
+
+    def post(self, fn: Callable[[], object]) -> None:
+        self.calls.append(fn)
+        if len(self.calls) == 1:
+            if _waker is None:
+                self.loop.call_soon(self.run)
+            else:
+                _waker()
+
+    def run(self) -> None:
+        calls, self.calls = self.calls, []  # what comes while these run wakes again
+        for fn in calls:
+            try:
+                fn()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # as asyncio reports an exception in a callback
+                self.loop.call_exception_handler({
+                    "message": f"Exception in pyjobq's callback {fn!r}", "exception": exc})
+
+
+_soon_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SoonQueue] = (
+    weakref.WeakKeyDictionary())
+
+
+def run_soon() -> None:
+    """Run what :func:`soon` was given, on every event loop (the waker's callback)."""
+    for queue in list(_soon_queues.values()):
+        if queue.calls:
+            queue.run()
+
+
+def soon(fn: Callable[[], object]) -> None:
+    """Run ``fn()`` soon, after the current step, with whatever else pyjobq gave here meanwhile,
+    in order: on a browser page at the end of the current event (a microtask: no browser task
+    of its own, where the page's ``call_soon`` is one each), elsewhere in one ``call_soon``.
+
+    For pyjobq's own follow-ups on a page — a message of the volatile engine's in-tab link, the
+    done-callbacks of jobs that just ended — never for the application's code, which keeps its
+    event loop's order. Anything ``fn`` raises is reported to the loop's exception handler.
+    """
+    loop = asyncio.get_event_loop()
+    queue = _soon_queues.get(loop)
+    if queue is None:
+        queue = _soon_queues[loop] = _SoonQueue(loop)
+    queue.post(fn)
 
 
 def new_future(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[Any]:
