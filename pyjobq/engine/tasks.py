@@ -126,8 +126,16 @@ class TaskSet:
         self._message = message
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, Any] | asyncio.Future[Any]) -> asyncio.Future[Any]:
-        task = asyncio.ensure_future(coro)
+    def spawn(self, coro: Coroutine[Any, Any, Any] | asyncio.Future[Any], *,
+              now: bool = False) -> asyncio.Future[Any]:
+        """Run ``coro`` as a task held here until it ends. ``now``: its first step runs at once,
+        in the caller's event (:func:`start_now`), where a task's first step is otherwise a
+        turn of the event loop later — a browser task of its own on a page."""
+        task = start_now(coro) if now and not isinstance(coro, asyncio.Future) \
+            else asyncio.ensure_future(coro)
+        if task.done():  # it ended in its first step, here: no turn of the event loop to reap it
+            self._reap(task)
+            return task
         self._tasks.add(task)
         task.add_done_callback(self._reap)
         return task
