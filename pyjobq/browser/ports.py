@@ -9,16 +9,20 @@ received that is not JSON text of an object is handed on as None, which
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+from importlib import resources
 from typing import Any, Awaitable, Callable
 
 import js  # type: ignore[import-not-found]
+from pyodide.code import run_js
 from pyodide.ffi import JsException, to_js
 
 from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
 from ..core.ports import Message, Unsubscribe
+from ..engine.tasks import new_future
 from . import drain, proxies
 
 log = logging.getLogger("pyjobq")
@@ -194,8 +198,64 @@ def web_grab(name: str, on_granted: Callable[[Callable[[], None]], None], *, ste
     return cancel
 
 
+class HeldLock:
+    """What a :meth:`WebLocks.request` callback gets for a granted lock (a ``Lock``'s name and
+    mode); None when ``if_available`` found it taken."""
+
+    __slots__ = ("name", "mode")
+
+    def __init__(self, name: str, mode: str) -> None:
+        self.name = name
+        self.mode = mode
+
+    def __repr__(self) -> str:
+        return f"<HeldLock {self.name!r} {self.mode}>"
+
+
+class _Ask:
+    """One request made through ``locks.js``: the holder's coroutine function, its outcome, and
+    the request's end (None, or the error's name and message)."""
+
+    __slots__ = ("name", "mode", "callback", "outcome", "ended")
+
+    def __init__(self, name: str, mode: str, callback: Callable[[Any], Awaitable[Any]]) -> None:
+        self.name = name
+        self.mode = mode
+        self.callback = callback
+        self.outcome: asyncio.Future[Any] = new_future()
+        self.ended: asyncio.Future[tuple[str, str] | None] = new_future()
+
+
+_locks_js: Any = None
+_locks_js_refused = False
+
+
+def _locks_helper() -> Any:
+    """``locks.js``, evaluated once per context; None where the page's Content-Security-Policy
+    forbids evaluating it (no ``'unsafe-eval'``): :class:`WebLocks` then asks from Python."""
+    global _locks_js, _locks_js_refused
+    if _locks_js is None and not _locks_js_refused:
+        try:
+            _locks_js = run_js(resources.files(__package__).joinpath("locks.js").read_text())
+        except Exception as exc:  # EvalError under a policy without 'unsafe-eval'
+            _locks_js_refused = True
+            log.info("pyjobq: Web Locks are asked from Python here (%s)", exc)
+    return _locks_js
+
+
 class WebLocks:
-    """``navigator.locks``: hold a lock while a Python coroutine runs."""
+    """``navigator.locks``: hold a lock while a Python coroutine runs.
+
+    Each request is one call into ``locks.js``, which calls back one proxy this object makes as
+    it is made and keeps for its life (the run locks ask one or two a job). Where ``locks.js``
+    cannot be evaluated, each request is made from Python with proxies of its own, as before.
+    """
+
+    def __init__(self) -> None:
+        self._helper = _locks_helper()
+        self._asks: dict[int, _Ask] = {}
+        self._tokens = itertools.count()
+        self._callback = proxies.create(self._called_back) if self._helper is not None else None
 
     async def request(
         self,
@@ -206,6 +266,61 @@ class WebLocks:
         if_available: bool = False,
         steal: bool = False,
     ) -> Any:
+        if self._helper is None:
+            return await self._request_from_python(name, callback, mode=mode,
+                                                   if_available=if_available, steal=steal)
+        token = next(self._tokens)
+        ask = self._asks[token] = _Ask(name, mode, callback)
+        try:
+            self._helper.request(name, mode, if_available, steal, token, self._callback)
+            error = await ask.ended
+        finally:
+            self._asks.pop(token, None)
+        if error is not None:
+            if error[0] == "AbortError":
+                raise LockStolen(f"lock {name!r} was stolen")
+            raise RuntimeError(f"navigator.locks.request({name!r}) failed: {error[0]}: {error[1]}")
+        return await ask.outcome
+
+    def _called_back(self, token: int, what: str, error_name: Any = None,
+                     error_message: Any = None) -> None:
+        """``locks.js`` calls this in the lock manager's events (it must never throw there)."""
+        ask = self._asks.get(token)
+        if ask is None:
+            return
+        try:
+            if what in ("granted", "unavailable"):
+                self._hold(token, ask, HeldLock(ask.name, ask.mode) if what == "granted" else None)
+            elif not ask.ended.done():
+                ask.ended.set_result(None if what == "ended" else
+                                     (str(error_name), str(error_message)))
+        except Exception as exc:  # never a request whose end is lost
+            if not ask.ended.done():
+                ask.ended.set_result(("Error", f"pyjobq could not follow the lock: {exc}"))
+        drain.run_ready()  # in the scheduler worker: what it made ready runs in this event
+
+    def _hold(self, token: int, ask: _Ask, lock: HeldLock | None) -> None:
+        task = asyncio.ensure_future(ask.callback(lock))
+
+        def ended(t: asyncio.Future[Any]) -> None:
+            if lock is not None:
+                self._helper.release(token)
+            if ask.outcome.done():
+                return
+            if t.cancelled():
+                ask.outcome.cancel()
+            elif t.exception() is not None:
+                ask.outcome.set_exception(t.exception())  # type: ignore[arg-type]
+            else:
+                ask.outcome.set_result(t.result())
+
+        task.add_done_callback(ended)
+
+    async def _request_from_python(
+        self, name: str, callback: Callable[[Any], Awaitable[Any]], *, mode: str,
+        if_available: bool, steal: bool,
+    ) -> Any:
+        """A request with proxies of its own, where ``locks.js`` cannot be evaluated."""
         loop = asyncio.get_event_loop()
         outcome: asyncio.Future[Any] = loop.create_future()
 

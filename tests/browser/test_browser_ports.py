@@ -5,58 +5,85 @@ from pytest_pyodide import run_in_pyodide
 
 @run_in_pyodide(packages=["pyjobq"])
 async def test_web_locks_exclusive_shared_steal_and_held(selenium):
+    """Both ways a request is made: through locks.js (one call, one long-lived proxy), and from
+    Python where a Content-Security-Policy forbids evaluating it."""
     import asyncio
 
+    from pyjobq.browser import ports
     from pyjobq.browser.ports import WebLocks
     from pyjobq.core.ports import LockStolen
 
-    locks = WebLocks()
-    order = []
-    release = asyncio.get_event_loop().create_future()
+    async def contract(locks, prefix):
+        order = []
+        release = asyncio.get_event_loop().create_future()
 
-    async def hold(lock):
-        order.append("held")
-        await release
-        order.append("victim kept running")
-        return "result"
+        async def hold(lock):
+            order.append("held")
+            await release
+            order.append("victim kept running")
+            return "result"
 
-    victim = asyncio.ensure_future(locks.request("L", hold))
-    await asyncio.sleep(0.05)
-    assert await locks.held() == {"L": "exclusive"}
+        victim = asyncio.ensure_future(locks.request(prefix + "L", hold))
+        await asyncio.sleep(0.05)
+        assert await locks.held() == {prefix + "L": "exclusive"}
 
-    # ifAvailable on a held lock hands the callback None.
-    async def probe(lock):
-        return lock
+        # ifAvailable on a held lock hands the callback None.
+        async def probe(lock):
+            return lock
 
-    assert await locks.request("L", probe, if_available=True) is None
+        assert await locks.request(prefix + "L", probe, if_available=True) is None
 
-    # steal: the victim's request raises LockStolen while its callback keeps running.
-    async def thief(lock):
-        return "stolen"
+        # steal: the victim's request raises LockStolen while its callback keeps running.
+        async def thief(lock):
+            return "stolen"
 
-    assert await locks.request("L", thief, steal=True) == "stolen"
+        assert await locks.request(prefix + "L", thief, steal=True) == "stolen"
+        try:
+            await victim
+        except LockStolen:
+            order.append("victim told")
+        release.set_result(None)
+        await asyncio.sleep(0.05)
+        assert order == ["held", "victim told", "victim kept running"]
+
+        # shared requests coexist.
+        gate = asyncio.get_event_loop().create_future()
+
+        async def shared(lock):
+            await gate
+            return lock is not None
+
+        a = asyncio.ensure_future(locks.request(prefix + "S", shared, mode="shared"))
+        b = asyncio.ensure_future(locks.request(prefix + "S", shared, mode="shared"))
+        await asyncio.sleep(0.05)
+        assert await locks.held() == {prefix + "S": "shared"}
+        gate.set_result(None)
+        assert await a is True and await b is True
+        assert await locks.held() == {}
+
+        # A holder that raises: its error is the request's, and the lock is let go.
+        async def broken(lock):
+            raise ValueError("the holder failed")
+
+        try:
+            await locks.request(prefix + "E", broken)
+        except ValueError as exc:
+            assert str(exc) == "the holder failed"
+        else:
+            raise AssertionError("the holder's error was lost")
+        assert await locks.held() == {}
+
+    with_helper = WebLocks()
+    assert with_helper._helper is not None
+    await contract(with_helper, "js-")
+    saved = ports._locks_js, ports._locks_js_refused
+    ports._locks_js, ports._locks_js_refused = None, True  # as a refused evaluation leaves it
     try:
-        await victim
-    except LockStolen:
-        order.append("victim told")
-    release.set_result(None)
-    await asyncio.sleep(0.05)
-    assert order == ["held", "victim told", "victim kept running"]
-
-    # shared requests coexist.
-    gate = asyncio.get_event_loop().create_future()
-
-    async def shared(lock):
-        await gate
-        return lock is not None
-
-    a = asyncio.ensure_future(locks.request("S", shared, mode="shared"))
-    b = asyncio.ensure_future(locks.request("S", shared, mode="shared"))
-    await asyncio.sleep(0.05)
-    assert await locks.held() == {"S": "shared"}
-    gate.set_result(None)
-    assert await a is True and await b is True
-    assert await locks.held() == {}
+        from_python = WebLocks()
+        assert from_python._helper is None
+        await contract(from_python, "py-")
+    finally:
+        ports._locks_js, ports._locks_js_refused = saved
 
 
 @run_in_pyodide(packages=["pyjobq"])
