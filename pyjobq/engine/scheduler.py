@@ -414,7 +414,7 @@ class Scheduler:
             # An answer is also a start, from this event on: a ``run_checked`` right behind it
             # must not find the run unstarted while the settle waits for its task to run.
             self.flights.started(flight)
-        self._tasks.spawn(self._settler.settle(msg), now=True)  # its first step: this event
+        self._tasks.spawn(self._settler.settle(msg), now=self.mode.volatile)  # Settler.settle
 
     def _on_ended(self) -> None:
         if self._control.stopped and not self.flights.ending:
