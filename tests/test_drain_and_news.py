@@ -61,6 +61,27 @@ def test_ready_callbacks_and_what_they_make_ready_run_in_one_browser_task_in_ord
     assert tasks.queued == [] and tasks.ran == 1
 
 
+def test_what_a_handler_makes_ready_runs_as_it_returns_and_asks_no_browser_task(
+        tasks: BrowserTasks) -> None:
+    """Inside pyjobq's event handler (drain.event) a call_soon asks no browser task: what it
+    made ready runs as the outermost handler returns, in the same event."""
+    loop = tasks.loop
+    seen: list[str] = []
+    asyncio.set_event_loop(loop)
+    try:
+        with drain.event():
+            loop.call_soon(seen.append, "made ready by the handler")
+            with drain.event():  # a handler inside a handler: the outer one runs it all
+                loop.call_soon(seen.append, "by the inner one")
+            assert seen == [] and tasks.queued == []
+        assert seen == ["made ready by the handler", "by the inner one"]
+        assert tasks.queued == [] and tasks.ran == 0
+        loop.call_soon(seen.append, "outside any handler")  # as before: a browser task
+        assert len(tasks.queued) == 1
+    finally:
+        asyncio.set_event_loop(None)
+
+
 def test_a_batch_gives_the_browser_its_turn_after_the_budget(tasks: BrowserTasks,
                                                              monkeypatch: Any) -> None:
     loop = tasks.loop

@@ -26,9 +26,10 @@ Only the scheduler's worker is changed — pyjobq owns that Pyodide. The page's 
 the application's and is left exactly as Pyodide made it.
 
 *In the event that delivers it.* A browser event pyjobq handles in the worker — a message
-from the page, a transaction's end (pyjobq/browser/idb.py) — calls :func:`run_ready` as its
-handler returns: what the event made ready runs there, in the same browser task, instead of
-in a task of its own queued behind the worker's other events (the trace,
+from the page, a transaction's end (pyjobq/browser/idb.py), a lock's grant — runs its
+handler inside :func:`event`: what the handler makes ready asks no browser task of its own
+(one would only find the queue empty), and runs as the handler returns, in the same
+browser task, instead of in a task of its own queued behind the worker's other events (the trace,
 ``bench.mjs --trace``, showed about a third of a job's worker time in such waits). It is the
 same first-in, first-out run of the same queue, only sooner, as a browser's microtask
 checkpoint runs promise callbacks at the end of each event; inside a running batch it does
@@ -39,9 +40,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 #: A batch gives the browser its turn after this long, so messages and events still come in.
 BUDGET_MS = 8.0
@@ -61,6 +63,9 @@ def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None 
     scheduled = False
 
     running = False
+    #: How many of pyjobq's event handlers are under way (:func:`event`): what they make ready
+    #: runs as the outermost ends, so it asks no browser task of its own.
+    holding = 0
 
     def drain() -> None:
         nonlocal scheduled, running
@@ -90,12 +95,24 @@ def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None 
         if ready and not running:
             drain()  # a browser task already queued for these finds the queue empty
 
+    def hold() -> None:
+        nonlocal holding
+        holding += 1
+
+    def let_go() -> None:
+        nonlocal holding
+        holding -= 1
+        if holding == 0:
+            run_now()  # what is left past the budget gets its browser task (drain's finally)
+
     def call_soon(callback: Callable[..., Any], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
         nonlocal scheduled
         handle = asyncio.Handle(callback, args, loop, context=context)
         ready.append(handle)
-        if not scheduled:
+        # A running batch, or a handler of pyjobq's that will run it as it ends, takes it:
+        # no browser task is asked for only to find the queue empty.
+        if not scheduled and not running and not holding:
             scheduled = True
             schedule(drain)
         return handle
@@ -104,6 +121,29 @@ def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None 
     loop.call_soon_threadsafe = call_soon
     loop._pyjobq_drain = True
     loop._pyjobq_run_ready = run_now
+    loop._pyjobq_hold = (hold, let_go)
+
+
+@contextlib.contextmanager
+def event() -> Iterator[None]:
+    """Around a browser event's handler of pyjobq's (a message, a transaction's end, a lock's
+    grant): what it makes ready runs as it returns, in this event, where batching is installed
+    (the scheduler worker); elsewhere, nothing changes."""
+    try:
+        loop = asyncio.get_event_loop()
+    except RuntimeError:
+        yield
+        return
+    hooks = getattr(loop, "_pyjobq_hold", None)
+    if hooks is None:
+        yield
+        return
+    hold, let_go = hooks
+    hold()
+    try:
+        yield
+    finally:
+        let_go()
 
 
 def run_ready() -> None:

@@ -487,13 +487,14 @@ class _OneCalls:
             return None
         if end is None or end is jsnull:  # JavaScript passes undefined (None); null is jsnull
             return pending.decide(values)
-        if not pending.ended.done():
-            try:
-                error = None if end.ok else _error(pending.what, end)
-            except Exception as exc:  # never a transaction whose end is lost: a clear error
-                error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
+        if pending.ended.done():
+            return None
+        try:
+            error = None if end.ok else _error(pending.what, end)
+        except Exception as exc:  # never a transaction whose end is lost: a clear error
+            error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
+        with drain.event():  # the awaiting code goes on in this event
             pending.ended.set_result(error)
-        drain.run_ready()
         return None
 
 

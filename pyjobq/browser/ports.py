@@ -76,8 +76,8 @@ class _Listeners:
         data = event.data
         if self.ignored and isinstance(data, str) and data.startswith(self.ignored):
             return
-        self.deliver(data)
-        drain.run_ready()  # in the scheduler worker: handled in the event that delivered it
+        with drain.event():  # in the scheduler worker: handled in the event that delivered it
+            self.deliver(data)
 
     def close(self) -> None:
         if self._unlisten is not None:
@@ -288,16 +288,17 @@ class WebLocks:
         ask = self._asks.get(token)
         if ask is None:
             return
-        try:
-            if what in ("granted", "unavailable"):
-                self._hold(token, ask, HeldLock(ask.name, ask.mode) if what == "granted" else None)
-            elif not ask.ended.done():
-                ask.ended.set_result(None if what == "ended" else
-                                     (str(error_name), str(error_message)))
-        except Exception as exc:  # never a request whose end is lost
-            if not ask.ended.done():
-                ask.ended.set_result(("Error", f"pyjobq could not follow the lock: {exc}"))
-        drain.run_ready()  # in the scheduler worker: what it made ready runs in this event
+        with drain.event():  # in the scheduler worker: what it makes ready runs in this event
+            try:
+                if what in ("granted", "unavailable"):
+                    self._hold(token, ask,
+                               HeldLock(ask.name, ask.mode) if what == "granted" else None)
+                elif not ask.ended.done():
+                    ask.ended.set_result(None if what == "ended" else
+                                         (str(error_name), str(error_message)))
+            except Exception as exc:  # never a request whose end is lost
+                if not ask.ended.done():
+                    ask.ended.set_result(("Error", f"pyjobq could not follow the lock: {exc}"))
 
     def _hold(self, token: int, ask: _Ask, lock: HeldLock | None) -> None:
         task = asyncio.ensure_future(ask.callback(lock))
@@ -325,6 +326,10 @@ class WebLocks:
         outcome: asyncio.Future[Any] = loop.create_future()
 
         def granted(lock: Any) -> Any:
+            with drain.event():  # in the scheduler worker: the holder starts in the grant's event
+                return grant(lock)
+
+        def grant(lock: Any) -> Any:
             # ifAvailable hands over null when the lock is taken (DESIGN: test `if not lock`).
             task = asyncio.ensure_future(callback(lock if lock else None))
 
@@ -348,7 +353,6 @@ class WebLocks:
                 promise = js.Promise.new(promise_executor)
             finally:
                 proxies.destroy(promise_executor)
-            drain.run_ready()  # in the scheduler worker: the holder starts in the grant's event
             return promise
 
         proxy = proxies.create(granted)
