@@ -57,26 +57,39 @@ def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None 
     """
     if getattr(loop, "_pyjobq_drain", False):
         return
-    if schedule is None:
-        schedule = _browser_task
-    ready: collections.deque[asyncio.Handle] = collections.deque()
-    scheduled = False
+    batching = _Batching(loop, schedule if schedule is not None else _browser_task)
+    loop.call_soon = batching.call_soon
+    loop.call_soon_threadsafe = batching.call_soon
+    loop._pyjobq_drain = True
+    loop._pyjobq_run_ready = batching.run_now
+    loop._pyjobq_hold = (batching.hold, batching.let_go)
 
-    running = False
-    #: How many of pyjobq's event handlers are under way (:func:`event`): what they make ready
-    #: runs as the outermost ends, so it asks no browser task of its own.
-    holding = 0
 
-    def drain() -> None:
-        nonlocal scheduled, running
-        if running:  # a batch is under way further up this stack: it runs what is ready
+class _Batching:
+    """One loop's ready callbacks, run together (:func:`install`)."""
+
+    def __init__(self, loop: Any, schedule: Callable[[Callable[[], None]], None]) -> None:
+        self.loop = loop
+        self.schedule = schedule
+        self.ready: collections.deque[asyncio.Handle] = collections.deque()
+        #: A browser task is asked for, to run :meth:`drain`.
+        self.scheduled = False
+        self.running = False
+        #: How many of pyjobq's event handlers are under way (:func:`event`): what they make
+        #: ready runs as the outermost ends, so it asks no browser task of its own.
+        self.holding = 0
+
+    def drain(self) -> None:
+        if self.running:  # a batch is under way further up this stack: it runs what is ready
             return
-        running = True
+        self.running = True
+        loop = self.loop
         install_running = getattr(loop, "_install_running_loop", None)
         if install_running is not None:
             install_running()
             loop._install_asyncgen_hooks()
         deadline = time.monotonic() + BUDGET_MS / 1000
+        ready = self.ready
         try:
             while ready:
                 handle = ready.popleft()
@@ -85,43 +98,34 @@ def install(loop: Any, *, schedule: Callable[[Callable[[], None]], None] | None 
                 if time.monotonic() >= deadline:
                     break
         finally:
-            running = False
-            scheduled = False
+            self.running = False
+            self.scheduled = False
             if ready:
-                scheduled = True
-                schedule(drain)
+                self.scheduled = True
+                self.schedule(self.drain)
 
-    def run_now() -> None:
-        if ready and not running:
-            drain()  # a browser task already queued for these finds the queue empty
+    def run_now(self) -> None:
+        if self.ready and not self.running:
+            self.drain()  # a browser task already queued for these finds the queue empty
 
-    def hold() -> None:
-        nonlocal holding
-        holding += 1
+    def hold(self) -> None:
+        self.holding += 1
 
-    def let_go() -> None:
-        nonlocal holding
-        holding -= 1
-        if holding == 0:
-            run_now()  # what is left past the budget gets its browser task (drain's finally)
+    def let_go(self) -> None:
+        self.holding -= 1
+        if self.holding == 0:
+            self.run_now()  # what is left past the budget gets its browser task (drain's end)
 
-    def call_soon(callback: Callable[..., Any], *args: Any,
+    def call_soon(self, callback: Callable[..., Any], *args: Any,
                   context: contextvars.Context | None = None) -> asyncio.Handle:
-        nonlocal scheduled
-        handle = asyncio.Handle(callback, args, loop, context=context)
-        ready.append(handle)
+        handle = asyncio.Handle(callback, args, self.loop, context=context)
+        self.ready.append(handle)
         # A running batch, or a handler of pyjobq's that will run it as it ends, takes it:
         # no browser task is asked for only to find the queue empty.
-        if not scheduled and not running and not holding:
-            scheduled = True
-            schedule(drain)
+        if not self.scheduled and not self.running and not self.holding:
+            self.scheduled = True
+            self.schedule(self.drain)
         return handle
-
-    loop.call_soon = call_soon
-    loop.call_soon_threadsafe = call_soon
-    loop._pyjobq_drain = True
-    loop._pyjobq_run_ready = run_now
-    loop._pyjobq_hold = (hold, let_go)
 
 
 @contextlib.contextmanager
