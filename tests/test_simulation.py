@@ -1126,8 +1126,9 @@ def test_simulation(seeds: range) -> None:
 #: a Service Worker's claim written after its drain stopped claiming — a pass's claims decided
 #: before the revocation (4155), a settle's follow-on between passes (7488, 15588); a page
 #: resumed mid-claim beside a Service Worker's drain, a stale claim and not a second processor
-#: (7066, 8313, 9522, 10988, 13477); two jobs left pending when the scheduler worker's settle
-#: started eagerly in the run_result's event (4829, so it does not: Settler.settle).
+#: (7066, 8313, 9522, 10988, 13477); a tab resumed a moment before it crashed, whose page's
+#: lease request — started from the test's context, not the tab's — outlived the crash and held
+#: the lease for the dead tab (4829: Tab.resume runs the page's handler as the tab's code).
 SOAKED_FAILURES = (3750, 10696, 16758, 2454, 4155, 7066, 7488, 8313, 9522, 10988, 13477, 15588,
                    4829)
 

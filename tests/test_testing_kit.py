@@ -176,3 +176,29 @@ def test_the_kit_imports_on_plain_cpython_without_pyodide() -> None:
             "assert 'js' not in sys.modules and 'pyodide' not in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_tab_resumed_a_moment_before_it_crashes_leaves_no_lease_request_behind() -> None:
+    """Tab.resume runs the page's handler as the tab's own code: the lease request it starts dies
+    with the tab. Started as the test's code, it outlived the crash, and the dead tab's page was
+    granted the lease once the holder let go — held for ever (the simulation's seed 4829)."""
+    from helpers import Server
+    from pyjobq.testing import LOCK
+    from pyjobq.testing import settle as settled
+
+    async def main() -> None:
+        world, server = World(), Server("hold")
+        holder = world.open_tab(transport=server, page_lease=True)
+        holder.side.enqueue_fetch("POST", "/held")  # the holder's run keeps the lease
+        await settled()
+        in_line = world.open_tab(transport=server, page_lease=True)
+        await settled()
+        assert holder.holds_lease and not in_line.holds_lease
+        in_line.freeze()
+        in_line.resume()  # its page asks for the lease again...
+        in_line.crash()  # ...and the tab is gone before that request ran
+        holder.crash()  # the lease is let go
+        await settled()
+        assert LOCK not in world.locks.held(), world.locks.held()
+
+    run(main)

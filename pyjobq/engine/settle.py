@@ -90,10 +90,9 @@ class Settler:
         """Handle a page's ``run_result``: settle its run, or end an abandoned one.
 
         The volatile engine starts it in the answer's own event (``spawn(now=True)``: on a page,
-        a browser task fewer a job). The persistent engine does not: with its settle started
-        eagerly the 20,000-seed soak met a liveness failure (seed 4829: two jobs left pending
-        behind a lease no live tab released), not yet understood; in its worker what the event
-        made ready runs in that event anyway (:func:`pyjobq.browser.drain.run_ready`)."""
+        a browser task fewer a job). The persistent engine's worker runs what the event made
+        ready in that event anyway (:func:`pyjobq.browser.drain.event`), so its settle stays an
+        ordinary task there."""
         e = self._e
         if e.flights.ended(msg.get("claim")):
             return  # an abandoned run's last word: its type and run lock are free

@@ -573,7 +573,7 @@ class Tab:
         frozen tab keeps its locks, as in Chromium."""
         self.frozen = True
         if self.queue.lease_holder is not None:
-            self.queue.lease_holder.freeze()
+            _in_tab(self, self.queue.lease_holder.freeze)  # the page's handler: the tab's code
         for part in (self.page_link, self.worker_link, self.clock, self.page_clock,
                      self.page_channel, self.worker_channel, self.request_channel,
                      self._requests_link, self._requests_end, self.page_lease_channel,
@@ -586,7 +586,10 @@ class Tab:
         then what waited is delivered."""
         self.frozen = False
         if self.queue.lease_holder is not None:
-            self.queue.lease_holder.resume()
+            # The page's handler is the tab's own code: what it starts dies with the tab (a lease
+            # request it made, filed under the test instead, outlived a crash and held the lease
+            # for the dead tab for ever: seed 4829).
+            _in_tab(self, self.queue.lease_holder.resume)
         page = (self.page_link, self._requests_link, self._requests_end, self.page_clock,
                 self.page_channel, self.request_channel, self.page_lease_channel)
         for part in (self.worker_link, self.page_link, self._requests_link, self._requests_end,
