@@ -56,3 +56,76 @@ def test_a_factory_that_takes_no_eager_start_gets_an_ordinary_task() -> None:
         assert log == []  # its first step waits for the next turn
         assert await task == "done" and log == ["first step", "second step"]
     asyncio.run(main())
+
+
+def test_soon_runs_what_it_was_given_together_in_order_in_one_step() -> None:
+    from pyjobq.engine import tasks
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        reported: list[BaseException] = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["exception"]))
+        seen: list[str] = []
+
+        def broken() -> None:
+            raise ValueError("a broken follow-up")
+
+        def later() -> None:
+            seen.append("second")
+            tasks.soon(lambda: seen.append("given while the first ran: next time"))
+
+        tasks.soon(lambda: seen.append("first"))
+        tasks.soon(broken)
+        tasks.soon(later)
+        assert seen == []  # soon, not now
+        await asyncio.sleep(0)
+        assert seen == ["first", "second"] and [str(e) for e in reported] == ["a broken follow-up"]
+        await asyncio.sleep(0)
+        assert seen[-1] == "given while the first ran: next time"
+    asyncio.run(main())
+
+
+def test_soon_wakes_through_the_waker_a_page_sets_once_per_run() -> None:
+    """On a page the waker is a microtask (pyjobq/browser/page_main.py): it is asked once for
+    everything given before it runs, and runs it all."""
+    from pyjobq.engine import tasks
+
+    woken: list[int] = []
+
+    async def main() -> None:
+        tasks.use_waker(lambda: woken.append(1))
+        try:
+            seen: list[int] = []
+            for i in range(3):
+                tasks.soon(lambda i=i: seen.append(i))
+            assert woken == [1] and seen == []
+            tasks.run_soon()  # what the microtask calls
+            assert seen == [0, 1, 2]
+            tasks.soon(lambda: seen.append(3))
+            assert woken == [1, 1]
+            tasks.run_soon()
+            assert seen == [0, 1, 2, 3]
+        finally:
+            tasks.use_waker(None)
+    asyncio.run(main())
+
+
+def test_a_spawned_task_that_ends_in_its_first_step_is_reaped_there() -> None:
+    import logging
+
+    from pyjobq.engine.tasks import TaskSet
+
+    async def main() -> None:
+        spawned = TaskSet(logging.getLogger("pyjobq"), "failed")
+
+        async def quick() -> str:
+            return "done at once"
+
+        task = spawned.spawn(quick(), now=True)
+        assert task.done() and task.result() == "done at once" and len(spawned) == 0
+        waits = spawned.spawn(asyncio.sleep(0), now=True)
+        assert not waits.done() and len(spawned) == 1
+        await waits
+        await asyncio.sleep(0)
+        assert len(spawned) == 0
+    asyncio.run(main())
