@@ -79,12 +79,22 @@ class _Once(Generic[T]):
         self._prune_at = 64
 
     def watch(self, view: Completion[T]) -> None:
+        """``view`` has a wait registered now (its ``await`` or callback already added)."""
+        if view._watched:
+            return
+        view._watched = True
         self.views.append(view)
         if len(self.views) >= self._prune_at:
             # Waiters that gave up (a wait_for that timed out, again and again) are forgotten
             # here rather than each paying an event-loop step to leave.
-            self.views = [v for v in self.views if v._waiting()]
-            self._prune_at = max(64, 2 * len(self.views))
+            kept = []
+            for v in self.views:
+                if v._waiting():
+                    kept.append(v)
+                else:
+                    v._watched = False  # a later wait through it watches it again
+            self.views = kept
+            self._prune_at = max(64, 2 * len(kept))
 
     def resolve(self) -> None:
         """Hand the future's result to every view still waiting: :class:`Job` calls it as it
@@ -93,6 +103,7 @@ class _Once(Generic[T]):
             return
         views, self.views = self.views, []
         for view in views:
+            view._watched = False
             view._happened()
 
 
@@ -111,16 +122,16 @@ class Completion(Generic[T]):
 
     Each read of ``job.done`` is a view of its own on the job's one completion (views of the
     same completion compare equal): :meth:`cancel` stops the waits made through that view —
-    what ``gather`` and ``wait_for`` do when they give up — and nothing else. A view no one
-    waits through has nothing to cancel, so its :meth:`cancel` raises: to stop a job, call
-    ``job.cancel()`` or :func:`pyjobq.cancel_job`.
+    what ``gather`` and ``wait_for`` do when they give up — and nothing else; the job runs on.
+    To stop a job, call ``job.cancel()`` or :func:`pyjobq.cancel_job`.
 
     Done-callbacks of completions that happen in one step are called together, in the order
     they happened, in one step of the event loop after it (asyncio calls each in a step of its
     own: under Pyodide's loop on a page, a browser task each).
     """
 
-    __slots__ = ("_once", "_callbacks", "_awaits", "_gave_up", "_asyncio_future_blocking")
+    __slots__ = ("_once", "_callbacks", "_awaits", "_gave_up", "_watched",
+                 "_asyncio_future_blocking")
 
     def __init__(self, once: _Once[T]) -> None:
         self._once = once
@@ -129,28 +140,32 @@ class Completion(Generic[T]):
                                     contextvars.Context]] = []
         #: Each pending ``await`` through this view: a future of its own.
         self._awaits: list[asyncio.Future[T]] = []
-        #: The CancelledError this view's waits ended with (cancel()); None while it waits.
+        #: The CancelledError this view's waits ended with (cancel()), until a new wait through
+        #: it begins; None otherwise.
         self._gave_up: asyncio.CancelledError | None = None
+        #: Listed in its completion's views (_Once.watch).
+        self._watched = False
         #: What asyncio.isfuture reads: a future-like object (gather takes it as it is).
         self._asyncio_future_blocking = False
 
     def __await__(self) -> Generator[Any, None, T]:
-        if self._gave_up is not None:
-            raise self._gave_up
+        # A new wait: a cancel() ended the waits before it, not this one.
+        self._gave_up = None
         future = self._once.future
         if future.done():  # no step to wait: the result (or the error) at once
             return future.__await__()
         waiter: asyncio.Future[T] = new_future(future.get_loop())
-        if not self._awaits and not self._callbacks:
-            self._once.watch(self)
         self._awaits.append(waiter)
+        self._once.watch(self)
         return waiter.__await__()
 
     __iter__ = __await__  # as asyncio.Future: ``yield from`` in generator-based code
 
     def _waiting(self) -> bool:
-        """Whether a wait through this view is still pending."""
-        return bool(self._callbacks) or any(not w.done() for w in self._awaits)
+        """Whether a wait through this view is still pending (the awaits given up are
+        forgotten)."""
+        self._awaits = [w for w in self._awaits if not w.done()]
+        return bool(self._callbacks or self._awaits)
 
     def _happened(self) -> None:
         future = self._once.future
@@ -206,21 +221,17 @@ class Completion(Generic[T]):
 
     def cancel(self, msg: Any = None) -> bool:
         """Stop the waits made through this view — its ``await`` s end with CancelledError, its
-        done-callbacks are called as cancelled — and nothing else: the job's completion stays
-        pending for every other waiter. What ``gather`` and ``wait_for`` do when they give up.
-        Returns False if it had already happened.
+        done-callbacks are called as cancelled — and nothing else: the job keeps running, and
+        its completion stays pending for every other view. What ``gather``, ``wait_for`` and
+        the cancelling of what ``asyncio.wait`` left pending do. Returns False if it had
+        already happened. The view reads as cancelled, as a future does, until a new wait
+        through it (``await``, a done-callback) begins; ``job.done`` read again is a new view.
 
-        Raises:
-            PyjobqError: no one waits through this view, so there is nothing to cancel; to
-                stop the job, call ``job.cancel()`` or ``pyjobq.cancel_job(job.id)``.
+        To stop the job itself: ``job.cancel()`` or ``pyjobq.cancel_job(job.id)``.
         """
         if self.done():
             return False
-        if not self._awaits and not self._callbacks:
-            raise PyjobqError(
-                f"{self._once.what} is shared by every waiter and cannot be cancelled: cancel "
-                f"the task that awaits it (or use asyncio.wait_for) to stop waiting, or call "
-                f"pyjobq.cancel_job(job.id) to stop the job")
+        self._waiting()  # the awaits given up already are not cancelled again
         self._gave_up = asyncio.CancelledError() if msg is None else asyncio.CancelledError(msg)
         awaits, self._awaits = self._awaits, []
         for waiter in awaits:
@@ -240,12 +251,12 @@ class Completion(Generic[T]):
         """Call ``fn(completion)`` soon after it happens (soon, if it already has)."""
         if context is None:
             context = contextvars.copy_context()
-        if self.done():
+        if self._once.future.done():
             _call_soon(self.get_loop(), fn, self, context)
             return
-        if not self._awaits and not self._callbacks:
-            self._once.watch(self)
+        self._gave_up = None  # a new wait: a cancel() ended the waits before it, not this one
         self._callbacks.append((fn, context))
+        self._once.watch(self)
 
     def remove_done_callback(self, fn: Callable[[Completion[T]], object]) -> int:
         """Forget every ``fn`` added by :meth:`add_done_callback` to this completion, through
@@ -310,7 +321,7 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], object], arg
     batch = _batches.get(loop)
     if batch is None:
         batch = _batches[loop] = _Batch(loop)
-        soon(batch.run)
+        soon(batch.run, loop)
     batch.calls.append((fn, arg, context))
 
 

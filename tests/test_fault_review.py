@@ -292,8 +292,11 @@ def test_a_body_too_deep_to_store_is_refused_at_the_call_and_its_batch_is_stored
     async def main() -> None:
         world, server, tab = serving()
         innocent = tab.side.enqueue_fetch("POST", "/innocent")
-        with pytest.raises(InvalidJobError, match=f"deeper than {MAX_DEPTH} levels"):
+        with pytest.raises(InvalidJobError, match=f"^body .*deeper than {MAX_DEPTH - 1} levels "
+                                                  f".*inside the job's params.*{MAX_DEPTH}"):
             tab.side.enqueue_fetch("POST", "/deep", nested(600))
+        with pytest.raises(InvalidJobError, match=f"deeper than {MAX_DEPTH - 1} levels"):
+            tab.side.enqueue_fetch("POST", "/one-too-deep", nested(MAX_DEPTH))
         tab.side.enqueue_fetch("POST", "/at-the-limit", nested(MAX_DEPTH - 1))
         await settle()
         assert (await asyncio.wait_for(innocent.stored, 5)) is None
@@ -509,4 +512,29 @@ def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_al
         b_server.release("/orphan")
         await settle()
         assert (await world.store.get("orphan")).status.value == "done"
+    run(main)
+
+
+def test_what_is_stored_is_the_body_checked_at_the_call() -> None:
+    """Found by review: the JSON check ran at the call, but the message was made a step later
+    from the caller's objects, so a body changed in between (a NaN appended, a list nested too
+    deep) was stored unchecked. The job carries the JSON text checked at the call."""
+    from pyjobq.testing import Response
+
+    async def main() -> None:
+        world = World()
+        seen: list[Any] = []
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            seen.append(body)
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server)
+        body: dict[str, Any] = {"items": [1]}
+        job = tab.queue.enqueue_fetch("POST", "/x", body)
+        body["items"].append(float("nan"))  # after the call, before the batch is sent
+        body["deep"] = nested(500)
+        assert (await asyncio.wait_for(job.done, 5)).status == "done"
+        assert seen == [{"items": [1]}]
+
     run(main)

@@ -117,11 +117,18 @@ def test_done_callbacks_get_the_completion_and_can_be_removed() -> None:
     run(main)
 
 
-def test_done_cannot_be_cancelled_and_says_what_to_do_instead() -> None:
+def test_cancelling_done_cancels_that_wait_only_never_the_job() -> None:
+    """``job.done.cancel()`` is a future's cancel, of that one view (what asyncio's idioms do:
+    cancel what ``asyncio.wait`` left pending); the job and every other view stay pending."""
     async def main() -> None:
         job = Job("j2")
-        with pytest.raises(PyjobqError, match=r"cannot be cancelled.*cancel_job"):
-            job.done.cancel()
+        view = job.done
+        assert view.cancel() is True and view.cancelled()
+        with pytest.raises(asyncio.CancelledError):
+            view.result()
+        assert not job.done.done() and not job._done.done()
+        finished, pending = await asyncio.wait([job.done], timeout=0)
+        assert not finished and all(p.cancel() for p in pending)  # the usual idiom
         assert not job.done.done()
         assert repr(job) == "<Job j2 outstanding>"
         job._settle(Outcome(id="j2", status="failed", error="no"))
@@ -322,3 +329,46 @@ def test_waiters_that_gave_up_do_not_pile_up_while_the_job_runs() -> None:
         assert (await job).status is Status.DONE
 
     run(main)
+
+
+def test_every_one_of_many_waiters_wakes_and_a_kept_view_waits_again() -> None:
+    """Found by review: the 64th waiter was pruned as it was added (its wait not yet
+    registered), and never woke; a view kept across a timed-out wait was never watched again."""
+    async def main() -> None:
+        job = Job("j")
+
+        async def waiter() -> Outcome:
+            return await job.done
+
+        waiters = [asyncio.ensure_future(waiter()) for _ in range(200)]
+        kept = job.done
+        for _ in range(70):  # polls that give up, as job.result(timeout=...) in a loop does
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(kept, 0.001)
+        await asyncio.sleep(0)
+        job._settle(Outcome(id="j", status=Status.DONE, result=1))
+        finished, pending = await asyncio.wait(waiters, timeout=1)
+        assert len(finished) == 200 and not pending
+        assert (await kept).result == 1
+
+    run(main)
+
+
+def test_run_until_complete_takes_a_completion_on_a_loop_that_is_not_current() -> None:
+    """Found by review: callbacks were posted to the current loop, not the completion's; one
+    misposted batch then held every later callback of that loop."""
+    import warnings
+
+    loop = asyncio.new_event_loop()
+    try:
+        async def make() -> Job:
+            job = Job("j")
+            job._settle(Outcome(id="j", status=Status.DONE, result=1))
+            return job
+
+        job = loop.run_until_complete(make())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            assert loop.run_until_complete(job.done).result == 1
+    finally:
+        loop.close()

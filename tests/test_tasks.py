@@ -129,3 +129,22 @@ def test_a_spawned_task_that_ends_in_its_first_step_is_reaped_there() -> None:
         await asyncio.sleep(0)
         assert len(spawned) == 0
     asyncio.run(main())
+
+
+def test_soon_runs_each_call_in_the_context_it_was_given_in() -> None:
+    """Found by review: a batch ran every call in the first poster's context — in the test kit
+    a tab's in-tab messages ran as another tab's code, and died with it."""
+    import contextvars
+
+    from pyjobq.engine import tasks
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+    seen: list[str] = []
+
+    async def main() -> None:
+        for name in ("a", "b"):
+            contextvars.copy_context().run(
+                lambda n=name: (who.set(n), tasks.soon(lambda: seen.append(who.get()))))
+        await asyncio.sleep(0)
+        assert seen == ["a", "b"]
+    asyncio.run(main())

@@ -287,6 +287,8 @@ class WebLocks:
         """``locks.js`` calls this in the lock manager's events (it must never throw there)."""
         ask = self._asks.get(token)
         if ask is None:
+            if what == "granted":  # its asker gave up (a cancelled request): let it go at once
+                self._helper.release(token)
             return
         with drain.event():  # in the scheduler worker: what it makes ready runs in this event
             try:
@@ -296,7 +298,8 @@ class WebLocks:
                 elif not ask.ended.done():
                     ask.ended.set_result(None if what == "ended" else
                                          (str(error_name), str(error_message)))
-            except Exception as exc:  # never a request whose end is lost
+            except Exception as exc:  # never a request whose end is lost, nor a lock kept
+                self._helper.release(token)
                 if not ask.ended.done():
                     ask.ended.set_result(("Error", f"pyjobq could not follow the lock: {exc}"))
 

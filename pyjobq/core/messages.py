@@ -74,7 +74,9 @@ def _type(sender: str, doc: str, **fields: tuple[type, ...]) -> MessageType:
 #: Every message type, by its ``type``.
 SCHEMA: dict[str, MessageType] = {
     # ------------------------------------------------------------ requests (a page's calls)
-    "enqueue": _type(PAGE, "New jobs (``NewJob.to_message``) to store in one transaction.",
+    "enqueue": _type(PAGE, "New jobs (``NewJob.to_message``) to store in one transaction; "
+                     "each job's ``params_json`` is its params' JSON text, checked when the job "
+                     "was made (a job with ``params`` instead is checked whole).",
                      jobs=(list,), request_id=_OPT_STR),
     "query_all": _type(PAGE, "Every record, oldest first; answered in a ``reply``. With "
                        "``status``, ``job_type`` or ``group``, only the records that match "

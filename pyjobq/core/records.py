@@ -123,24 +123,31 @@ def check_json(value: Any, what: str) -> Any:
     """Raise :class:`InvalidJobError` unless ``value`` survives JSON (what storage and messages
     hold) and nests no deeper than :data:`MAX_DEPTH`. The encoding is C's; the nesting is
     walked only when the text could nest too deep (:func:`shallow_json`)."""
+    json_text(value, what)
+    return value
+
+
+def json_text(value: Any, what: str, *, limit: int = MAX_DEPTH, why: str = "") -> str:
+    """``value``'s JSON text, as :func:`check_json` checks it (nesting at most ``limit`` levels;
+    ``why`` says why a lower limit, in the error)."""
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        _need_shallow(value, what)  # too deep says so, whatever else is wrong
+        _need_shallow(value, what, limit, why)  # too deep says so, whatever else is wrong
         raise InvalidJobError(
             f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
             f"stored and sent between tabs: {exc}"
         ) from None
-    if not shallow_json(text, MAX_DEPTH):
-        _need_shallow(value, what)
-    return value
+    if not shallow_json(text, limit):
+        _need_shallow(value, what, limit, why)
+    return text
 
 
-def _need_shallow(value: Any, what: str) -> None:
-    if depth(value) > MAX_DEPTH:
+def _need_shallow(value: Any, what: str, limit: int = MAX_DEPTH, why: str = "") -> None:
+    if depth(value) > limit:
         raise InvalidJobError(
             f"{what} must be JSON-like (dict, list, str, int, float, bool, None) so it can be "
-            f"stored and sent between tabs: it nests deeper than {MAX_DEPTH} levels"
+            f"stored and sent between tabs: it nests deeper than {limit} levels{why}"
         )
 
 
@@ -159,12 +166,14 @@ class NewJob:
     #: Keys that replace: a job stored with a key replaces the waiting job of that key, in the
     #: transaction that stores it (:meth:`pyjobq.core.ports.Store.add`).
     key: str | None = None
-    #: The caller checked ``params`` already (:func:`check_json`, with words of its own):
-    #: ``enqueue_fetch`` checks its body inside them, and an ``enqueue`` message's jobs were
-    #: checked where they were made (:meth:`from_message`). Not a field.
-    params_checked: InitVar[bool] = False
+    #: ``params``' JSON text when the caller has it, checked (:func:`json_text`, with words of
+    #: its own: ``enqueue_fetch`` checks its body): not encoded again. Not a field.
+    params_json: InitVar[str | None] = None
+    #: The JSON text of ``params`` as checked when the job was made: what ``enqueue`` carries, so
+    #: what is stored is what was checked, whatever the caller does to its objects afterwards.
+    _params_text: str = field(default="", init=False, repr=False, compare=False)
 
-    def __post_init__(self, params_checked: bool) -> None:
+    def __post_init__(self, params_json: str | None) -> None:
         # One expression for the usual job, the checks one by one only when it fails (a burst
         # files 10,000 jobs: each check a call cost more than the checking).
         delay = self.delay_ms
@@ -179,8 +188,8 @@ class NewJob:
                 and isinstance(delay, (int, float)) and not isinstance(delay, bool)
                 and math.isfinite(delay) and delay >= 0):
             self._explain()
-        if not params_checked:
-            check_json(self.params, "the job's params")
+        object.__setattr__(self, "_params_text", params_json if params_json is not None
+                           else json_text(self.params, "the job's params"))
 
     def _explain(self) -> None:
         """Raise :class:`InvalidJobError` naming the first field that is wrong."""
@@ -210,18 +219,30 @@ class NewJob:
         )
 
     def to_message(self) -> dict[str, Any]:
-        """The job as ``enqueue`` carries it (shallow: every link copies what it sends)."""
-        return dict(zip(_NEW_JOB_NAMES, _get_new_job(self)))
+        """The job as ``enqueue`` carries it: its fields, ``params`` as the JSON text checked
+        when the job was made (``params_json``)."""
+        message = dict(zip(_NEW_JOB_NAMES, _get_new_job(self)))
+        message["params_json"] = self._params_text
+        return message
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "NewJob":
-        """A job of an ``enqueue`` message. Its fields are checked again; its params are not:
-        only the filing page's own client sends ``enqueue`` (``EngineClient.flush``), each job
-        a :class:`NewJob` whose params were checked as it was made — encoding them once more
-        was a tenth of a burst's time on the page."""
+        """A job of an ``enqueue`` message. Its fields are checked again. Its params come as the
+        JSON text checked where the job was made (``params_json``): decoded, not encoded and
+        checked once more (that was a tenth of a burst's time on the page), their nesting
+        bounded by the text's brackets. A message with ``params`` itself is checked whole."""
+        fields_given = {name: data[name] for name in _NEW_JOB_NAMES if name in data}
+        text = data.get("params_json")
         try:
-            return cls(**{f.name: data[f.name] for f in _NEW_JOB_FIELDS if f.name in data},
-                       params_checked=True)
+            if not isinstance(text, str):
+                return cls(**fields_given)
+            try:
+                params = json.loads(text)
+            except ValueError as exc:
+                raise InvalidJobError(f"malformed job: params_json is not JSON: {exc}") from None
+            if not shallow_json(text, MAX_DEPTH):
+                _need_shallow(params, "the job's params")
+            return cls(**{**fields_given, "params": params}, params_json=text)
         except TypeError as exc:
             raise InvalidJobError(f"malformed job: {exc}") from None
 
@@ -246,7 +267,7 @@ class NewJob:
 
 
 #: NewJob's fields, read once (``dataclasses.fields`` builds its tuple at each call).
-_NEW_JOB_FIELDS = fields(NewJob)
+_NEW_JOB_FIELDS = tuple(f for f in fields(NewJob) if f.init)
 _NEW_JOB_NAMES = tuple(f.name for f in _NEW_JOB_FIELDS)
 _get_new_job = operator.attrgetter(*_NEW_JOB_NAMES)
 

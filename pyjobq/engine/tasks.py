@@ -6,6 +6,7 @@ Every engine's (in the scheduler worker and in the page), and the outbox's own.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sys
 import weakref
@@ -29,16 +30,17 @@ def use_waker(waker: Callable[[], None] | None) -> None:
 
 
 class _SoonQueue:
-    """What :func:`soon` was given on one event loop, run together at its wake."""
+    """What :func:`soon` was given on one event loop, run together at its wake, each call in
+    the context it was given in (as ``call_soon`` would)."""
 
     __slots__ = ("loop", "calls")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.calls: list[Callable[[], object]] = []
+        self.calls: list[tuple[Callable[[], object], contextvars.Context]] = []
 
     def post(self, fn: Callable[[], object]) -> None:
-        self.calls.append(fn)
+        self.calls.append((fn, contextvars.copy_context()))
         if len(self.calls) == 1:
             if _waker is None:
                 self.loop.call_soon(self.run)
@@ -47,9 +49,9 @@ class _SoonQueue:
 
     def run(self) -> None:
         calls, self.calls = self.calls, []  # what comes while these run wakes again
-        for fn in calls:
+        for fn, context in calls:
             try:
-                fn()
+                context.run(fn)
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:  # as asyncio reports an exception in a callback
@@ -68,16 +70,19 @@ def run_soon() -> None:
             queue.run()
 
 
-def soon(fn: Callable[[], object]) -> None:
+def soon(fn: Callable[[], object], loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Run ``fn()`` soon, after the current step, with whatever else pyjobq gave here meanwhile,
     in order: on a browser page at the end of the current event (a microtask: no browser task
     of its own, where the page's ``call_soon`` is one each), elsewhere in one ``call_soon``.
 
     For pyjobq's own follow-ups on a page — a message of the volatile engine's in-tab link, the
-    done-callbacks of jobs that just ended — never for the application's code, which keeps its
-    event loop's order. Anything ``fn`` raises is reported to the loop's exception handler.
+    done-callbacks of its completions (``job.done``: ``gather``'s, the application's) — never
+    for the application's tasks, which keep their event loop's order. ``fn`` runs in the
+    context it was given in, on ``loop`` (by default the current one). Anything it raises is
+    reported to the loop's exception handler.
     """
-    loop = asyncio.get_event_loop()
+    if loop is None:
+        loop = asyncio.get_event_loop()
     queue = _soon_queues.get(loop)
     if queue is None:
         queue = _soon_queues[loop] = _SoonQueue(loop)

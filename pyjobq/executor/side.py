@@ -20,6 +20,7 @@ in the CPython simulation.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -46,10 +47,11 @@ from ..core.records import (
     DEFAULT_MAX_ATTEMPTS,
     FETCH,
     FETCH_METHODS,
+    MAX_DEPTH,
     NewJob,
-    check_json,
     check_key,
     check_str,
+    json_text,
     new_id,
 )
 from ..core.router import Router
@@ -293,14 +295,17 @@ class ExecutorSide:
                 f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
         if not isinstance(path, str) or not path:
             raise InvalidJobError(f"path must be a non-empty str, got {path!r}")
-        params = {"method": method.upper(), "path": path, "body": body}
-        # One JSON check, of everything stored, in the words of the call: the body nests a
-        # level below the params (a body at MAX_DEPTH makes params one deeper).
-        check_json(params, "body")
+        # One JSON encoding of the body, checked in the words of the call; the params' text is
+        # built around it. The body nests a level below the params, so one level less.
+        body_text = json_text(body, "body", limit=MAX_DEPTH - 1,
+                              why=" (it is stored inside the job's params, which may nest "
+                                  f"{MAX_DEPTH})")
+        method = method.upper()
+        params_json = json.dumps({"method": method, "path": path})[:-1] + f', "body": {body_text}}}'
         return self.persistent.file(NewJob(
-            id=new_id(), reconstructor=FETCH, params=params, type=type, group=group,
-            label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
-            params_checked=True))
+            id=new_id(), reconstructor=FETCH, params={"method": method, "path": path, "body": body},
+            type=type, group=group, label=label, max_attempts=max_attempts, delay_ms=delay_ms,
+            key=key, params_json=params_json))
 
     def job(self, job_id: str) -> Job:
         """A handle on a job by id, e.g. a persistent one after a reload; ``done`` resolves as

@@ -73,6 +73,29 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
             raise AssertionError("the holder's error was lost")
         assert await locks.held() == {}
 
+        # A request given up while it waits in line: granted later, it is let go at once.
+        gate_c = asyncio.get_event_loop().create_future()
+
+        async def blocker(lock):
+            await gate_c
+
+        async def never(lock):
+            raise AssertionError("the holder of a request given up ran")
+
+        first = asyncio.ensure_future(locks.request(prefix + "C", blocker))
+        await asyncio.sleep(0.05)
+        queued = asyncio.ensure_future(locks.request(prefix + "C", never))
+        await asyncio.sleep(0.05)
+        queued.cancel()
+        await asyncio.sleep(0)
+        gate_c.set_result(None)
+        await first
+        for _ in range(50):
+            if await locks.held() == {}:
+                break
+            await asyncio.sleep(0.02)
+        assert await locks.held() == {}
+
     with_helper = WebLocks()
     assert with_helper._helper is not None
     await contract(with_helper, "js-")
