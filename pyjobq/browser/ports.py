@@ -228,6 +228,9 @@ class _Ask:
 
 _locks_js: Any = None
 _locks_js_refused = False
+#: Every request's token, unique in this context: ``locks.js`` keeps one table of held locks
+#: for every WebLocks of the context (a page has several), so tokens must never repeat.
+_lock_tokens = itertools.count()
 
 
 def _locks_helper() -> Any:
@@ -254,7 +257,6 @@ class WebLocks:
     def __init__(self) -> None:
         self._helper = _locks_helper()
         self._asks: dict[int, _Ask] = {}
-        self._tokens = itertools.count()
         self._callback = proxies.create(self._called_back) if self._helper is not None else None
 
     async def request(
@@ -269,7 +271,7 @@ class WebLocks:
         if self._helper is None:
             return await self._request_from_python(name, callback, mode=mode,
                                                    if_available=if_available, steal=steal)
-        token = next(self._tokens)
+        token = next(_lock_tokens)
         ask = self._asks[token] = _Ask(name, mode, callback)
         try:
             self._helper.request(name, mode, if_available, steal, token, self._callback)

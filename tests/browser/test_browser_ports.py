@@ -99,6 +99,28 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
     with_helper = WebLocks()
     assert with_helper._helper is not None
     await contract(with_helper, "js-")
+
+    # Two WebLocks of one context (a page has several): each request's lock is its own — a
+    # token repeated between them let one's release end the other's hold, and left its own
+    # lock held for ever (the Service Worker's run lock, seen in tests/e2e/service_worker).
+    first_gate, second_gate = (asyncio.get_event_loop().create_future() for _ in range(2))
+
+    async def until(gate):
+        await gate
+
+    one, two = WebLocks(), WebLocks()
+    held_one = asyncio.ensure_future(one.request("two-A", lambda lock: until(first_gate)))
+    held_two = asyncio.ensure_future(two.request("two-B", lambda lock: until(second_gate)))
+    await asyncio.sleep(0.05)
+    assert await one.held() == {"two-A": "exclusive", "two-B": "exclusive"}
+    first_gate.set_result(None)
+    await held_one
+    await asyncio.sleep(0.05)
+    assert await one.held() == {"two-B": "exclusive"}
+    second_gate.set_result(None)
+    await held_two
+    await asyncio.sleep(0.05)
+    assert await one.held() == {}
     saved = ports._locks_js, ports._locks_js_refused
     ports._locks_js, ports._locks_js_refused = None, True  # as a refused evaluation leaves it
     try:
