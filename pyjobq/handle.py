@@ -22,9 +22,9 @@ no waiter is left behind.
 ``wait`` add their done-callback to it directly. Otherwise ``gather`` wraps each
 awaitable in a task — three event-loop steps a job (the task's first step, its wake-up,
 its end) — and a burst of 10,000 ``stored`` paid 30,000 browser tasks on a page. The
-done-callbacks of everything settled in one step are called together in one later step
-(:class:`_Batch`), in the order they became due: a burst's ``gather`` costs one step,
-not one a job.
+done-callbacks of everything settled in one step are called together in one later
+step (:func:`~pyjobq.engine.tasks.soon`), in the order they became due: a burst's
+``gather`` costs one step, not one a job.
 
 The handle's own calls — :meth:`Job.result`, :meth:`Job.status`, :meth:`Job.cancel`,
 :meth:`Job.retry`, :meth:`Job.delete` — ask the queue that made the handle (its
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import weakref
+import functools
 from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
 
 from .core.codes import Code
@@ -288,41 +288,11 @@ class Completion(Generic[T]):
         return f"<Completion {what} {'raised ' + repr(error) if error else 'done'}>"
 
 
-class _Batch:
-    """The done-callbacks due on one event loop, called together in one step after they became
-    due (:func:`~pyjobq.engine.tasks.soon`: on a page, at the end of the event that settled
-    them)."""
-
-    __slots__ = ("loop", "calls")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.calls: list[tuple[Callable[[Any], object], Any, contextvars.Context]] = []
-
-    def run(self) -> None:
-        if _batches.get(self.loop) is self:
-            del _batches[self.loop]  # what becomes due while these run waits for the next step
-        for fn, arg, context in self.calls:
-            try:
-                context.run(fn, arg)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # as asyncio reports an exception in a callback
-                self.loop.call_exception_handler({
-                    "message": f"Exception in callback {fn!r}", "exception": exc, "future": arg})
-
-
-#: The batch waiting for its step, per event loop.
-_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batch] = weakref.WeakKeyDictionary()
-
-
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], object], arg: Any,
                context: contextvars.Context) -> None:
-    batch = _batches.get(loop)
-    if batch is None:
-        batch = _batches[loop] = _Batch(loop)
-        soon(batch.run, loop)
-    batch.calls.append((fn, arg, context))
+    """``fn(arg)`` in ``context``, with every other done-callback due on ``loop``, in one step
+    (:func:`~pyjobq.engine.tasks.soon`: on a page, at the end of the event that made it due)."""
+    soon(functools.partial(fn, arg), loop, context=context)
 
 
 class Job:

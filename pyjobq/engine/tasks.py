@@ -39,8 +39,8 @@ class _SoonQueue:
         self.loop = loop
         self.calls: list[tuple[Callable[[], object], contextvars.Context]] = []
 
-    def post(self, fn: Callable[[], object]) -> None:
-        self.calls.append((fn, contextvars.copy_context()))
+    def post(self, fn: Callable[[], object], context: contextvars.Context) -> None:
+        self.calls.append((fn, context))
         if len(self.calls) == 1:
             if _waker is None:
                 self.loop.call_soon(self.run)
@@ -70,7 +70,8 @@ def run_soon() -> None:
             queue.run()
 
 
-def soon(fn: Callable[[], object], loop: asyncio.AbstractEventLoop | None = None) -> None:
+def soon(fn: Callable[[], object], loop: asyncio.AbstractEventLoop | None = None, *,
+         context: contextvars.Context | None = None) -> None:
     """Run ``fn()`` soon, after the current step, with whatever else pyjobq gave here meanwhile,
     in order: on a browser page at the end of the current event (a microtask: no browser task
     of its own, where the page's ``call_soon`` is one each), elsewhere in one ``call_soon``.
@@ -78,15 +79,15 @@ def soon(fn: Callable[[], object], loop: asyncio.AbstractEventLoop | None = None
     For pyjobq's own follow-ups on a page — a message of the volatile engine's in-tab link, the
     done-callbacks of its completions (``job.done``: ``gather``'s, the application's) — never
     for the application's tasks, which keep their event loop's order. ``fn`` runs in the
-    context it was given in, on ``loop`` (by default the current one). Anything it raises is
-    reported to the loop's exception handler.
+    context it was given in (or ``context``), on ``loop`` (by default the current one).
+    Anything it raises is reported to the loop's exception handler.
     """
     if loop is None:
         loop = asyncio.get_event_loop()
     queue = _soon_queues.get(loop)
     if queue is None:
         queue = _soon_queues[loop] = _SoonQueue(loop)
-    queue.post(fn)
+    queue.post(fn, context if context is not None else contextvars.copy_context())
 
 
 def new_future(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[Any]:
