@@ -222,6 +222,7 @@ class NewJob:
         """The job as ``enqueue`` carries it: its fields, ``params`` as the JSON text checked
         when the job was made (``params_json``)."""
         message = dict(zip(_NEW_JOB_NAMES, _get_new_job(self)))
+        del message["params"]  # carried once, as the text (the link would copy both)
         message["params_json"] = self._params_text
         return message
 
