@@ -13,6 +13,14 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
     from pyjobq.browser.ports import WebLocks
     from pyjobq.core.ports import LockStolen
 
+    async def reach(what, want):
+        """Wait until ``await what()`` is ``want`` (the lock manager's state), at most ~10 s."""
+        for _ in range(500):
+            if await what() == want:
+                return
+            await asyncio.sleep(0.02)
+        assert await what() == want
+
     async def contract(locks, prefix):
         order = []
         release = asyncio.get_event_loop().create_future()
@@ -83,18 +91,14 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
             raise AssertionError("the holder of a request given up ran")
 
         first = asyncio.ensure_future(locks.request(prefix + "C", blocker))
-        await asyncio.sleep(0.05)
+        await reach(locks.held, {prefix + "C": "exclusive"})
         queued = asyncio.ensure_future(locks.request(prefix + "C", never))
-        await asyncio.sleep(0.05)
+        await reach(locks.waiting, {prefix + "C"})  # in line behind the holder
         queued.cancel()
         await asyncio.sleep(0)
         gate_c.set_result(None)
         await first
-        for _ in range(50):
-            if await locks.held() == {}:
-                break
-            await asyncio.sleep(0.02)
-        assert await locks.held() == {}
+        await reach(locks.held, {})
 
     with_helper = WebLocks()
     assert with_helper._helper is not None
@@ -111,16 +115,13 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
     one, two = WebLocks(), WebLocks()
     held_one = asyncio.ensure_future(one.request("two-A", lambda lock: until(first_gate)))
     held_two = asyncio.ensure_future(two.request("two-B", lambda lock: until(second_gate)))
-    await asyncio.sleep(0.05)
-    assert await one.held() == {"two-A": "exclusive", "two-B": "exclusive"}
+    await reach(one.held, {"two-A": "exclusive", "two-B": "exclusive"})
     first_gate.set_result(None)
     await held_one
-    await asyncio.sleep(0.05)
-    assert await one.held() == {"two-B": "exclusive"}
+    await reach(one.held, {"two-B": "exclusive"})
     second_gate.set_result(None)
     await held_two
-    await asyncio.sleep(0.05)
-    assert await one.held() == {}
+    await reach(one.held, {})
     saved = ports._locks_js, ports._locks_js_refused
     ports._locks_js, ports._locks_js_refused = None, True  # as a refused evaluation leaves it
     try:
