@@ -134,7 +134,8 @@ def _update_per_request(t: "_Transaction", changes: Sequence[Change],
         left[0] -= 1
         if left[0] == 0:
             # No JSON text here: each value is read as itself (""; None where none was read).
-            writes = _apply(changes, done, values, [None if v is None else "" for v in values])
+            writes = _apply(changes, done, values, [None if v is None else "" for v in values],
+                            _OwnWrites(), [])  # no texts, nothing taken on trust
             for key in getattr(writes, "del"):
                 t.store.delete(key)
             for put in writes.put:
@@ -341,12 +342,15 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
 
 
 def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
-           texts: Sequence[str | None]) -> Any:
+           texts: Sequence[str | None], own: _OwnWrites,
+           put_records: list[JobRecord | None]) -> Any:
     """``update_many``'s decision, made once every read has succeeded, in the transaction: each
     change applied in order — on what an earlier change of the same call wrote to its record —
     into ``done``; returns the writes, converted in one ``to_js``. ``values``: what was read
     (None: no record); ``texts``: each one's JSON text from ``idb_batch.js``, or "" to read the
-    value itself, None where there is none."""
+    value itself, None where there is none. A record read exactly as this store last wrote it
+    is that record (``own``), not decoded again; ``put_records`` gets each put's record (None
+    for a malformed one failed), for ``own`` once the transaction committed."""
     written: dict[str, JobRecord] = {}
     dels: list[Any] = []
     puts: list[dict[str, Any]] = []
@@ -358,6 +362,8 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
         elif text is None:  # no record: JavaScript's undefined
             done.append(Updated(None, False))
             continue
+        elif (mine := own.read(change.job_id, text)) is not None:
+            current = mine
         else:
             bad: list[tuple[Any, JobRecord]] = []
             current = _decode_text(text, values[i] if text == "" else None, bad)
@@ -366,6 +372,7 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
                 if key != failed.id and key is not None:
                     dels.append(key)  # a non-str key: the failed record is filed under its str
                 puts.append(failed.to_dict())
+                put_records.append(None)
                 done.append(Updated(failed, False))
                 continue
             if current is None:  # a newer pyjobq's record: left exactly as it is
@@ -376,6 +383,7 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
             done.append(Updated(current, False))
             continue
         puts.append(new.to_dict())
+        put_records.append(new)
         written[change.job_id] = new
         done.append(Updated(new, True))
     return to_js({"del": dels, "put": puts}, dict_converter=js.Object.fromEntries,
@@ -412,6 +420,43 @@ def _add_keyed(t: _Transaction, values: Any, keys: Sequence[str], adding: Collec
         t.then(index.openCursor(key), step)
 
 
+class _OwnWrites:
+    """The records this store wrote last, each with the JSON text ``idb_batch.js`` made of the
+    value it put (the same :func:`plainJson` that makes a read's text).
+
+    A record read back with exactly that text is exactly what was written, so it is taken as
+    the record written rather than decoded and checked again — the issue's "Python that trusts
+    what the engine wrote itself": the settle reads back the claim it stored one transaction
+    before. Any other text (another tab's write, a newer pyjobq's, a malformed value) is
+    decoded and checked as ever. At most :data:`OWN_WRITES` are kept, the oldest going first."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[str, JobRecord]] = {}
+
+    def read(self, job_id: str, text: str) -> JobRecord | None:
+        kept = self._kept.get(job_id)
+        return kept[1] if kept is not None and text and kept[0] == text else None
+
+    def committed(self, records: Sequence[JobRecord | None], texts: Sequence[str] | None) -> None:
+        """A transaction that put ``records`` (in the order of its puts; None: not to be kept)
+        committed; ``texts``: the JSON text of each value put, in order."""
+        if not records or texts is None or len(texts) != len(records):
+            return
+        kept = self._kept
+        for record, text in zip(records, texts):
+            if record is None:
+                continue
+            kept.pop(record.id, None)  # a later put of the same record is the one kept
+            if text:  # "" when the value is not plain JSON: never taken on trust
+                kept[record.id] = (text, record)
+        while len(kept) > OWN_WRITES:
+            del kept[next(iter(kept))]
+
+
+#: How many records :class:`_OwnWrites` keeps (a few lanes' worth is what pays).
+OWN_WRITES = 256
+
+
 class _Pending:
     """A one-call transaction under way: what it decides, its end, what its decision raised."""
 
@@ -421,6 +466,8 @@ class _Pending:
         self.ended = ended
         self._decide = decide
         self.raised: BaseException | None = None
+        #: What ``idb_batch.js`` said it put, once committed: each value's JSON text.
+        self.written: list[str] | None = None
 
     def decide(self, values: Any) -> Any:
         """The writes, for the values read; None (the transaction aborts) when deciding raised."""
@@ -443,10 +490,11 @@ class _OneCalls:
         self._closed = False
 
     async def run(self, db: Any, what: str, keys: Sequence[str] | None, values: Any,
-                  decide: Callable[[Any], Any] | None) -> None:
+                  decide: Callable[[Any], Any] | None) -> Any:
         """``update`` (read ``keys``, write what ``decide(values read)`` answers) or, with no
         keys, ``add`` of ``values``: one transaction. Raises what ``decide`` raised, or a
-        :class:`StorageError`."""
+        :class:`StorageError`. Returns, for an update, the JSON text of each value it put
+        (:class:`_OwnWrites`), when ``idb_batch.js`` said."""
         self._closed = False
         if self._callback is None:
             self._callback = proxies.create(self._called_back)
@@ -467,6 +515,7 @@ class _OneCalls:
             raise raised if isinstance(raised, Exception) else StorageError(str(raised))
         if error is not None:
             raise error
+        return pending.written
 
     def close(self) -> None:
         """The connection closed: the proxy goes once no transaction may still call it."""
@@ -491,6 +540,10 @@ class _OneCalls:
             return None
         try:
             error = None if end.ok else _error(pending.what, end)
+            if error is None:
+                written: Any = getattr(end, "written", None)
+                if written is not None and written is not jsnull:
+                    pending.written = written.to_py()
         except Exception as exc:  # never a transaction whose end is lost: a clear error
             error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
         with drain.event():  # the awaiting code goes on in this event
@@ -608,6 +661,8 @@ class IndexedDBStore(_ScheduleStore):
         self._opening: asyncio.Future[Any] | None = None
         self._unlisten: Callable[[], None] | None = None
         self._one_calls = _OneCalls()
+        #: What this store's own transactions wrote last: read back unchanged, trusted.
+        self._own = _OwnWrites()
         #: Why this store no longer works, once another tab upgraded the database.
         self.upgraded: str | None = None
 
@@ -694,11 +749,11 @@ class IndexedDBStore(_ScheduleStore):
         self._one_calls.close()
 
     async def _in_one_call(self, what: str, keys: Sequence[str] | None, values: Any,
-                           decide: Callable[[Any], Any] | None = None) -> None:
+                           decide: Callable[[Any], Any] | None = None) -> Any:
         db = await self._open()
         if self.upgraded is not None:  # upgraded while this operation waited for the open
             raise DatabaseUpgradedError(self.upgraded)
-        await self._one_calls.run(db, what, keys, values, decide)
+        return await self._one_calls.run(db, what, keys, values, decide)
 
     async def _tx(self, mode: str, what: str, scope: Sequence[str] = (STORE,)) -> _Transaction:
         db = await self._open()
@@ -763,9 +818,10 @@ class IndexedDBStore(_ScheduleStore):
             _update_per_request(t, changes, done)
             await t
             return done
-        await self._in_one_call(
+        put: list[JobRecord | None] = []
+        self._own.committed(put, await self._in_one_call(
             "update_many", [c.job_id for c in changes], None,
-            lambda read: _apply(changes, done, read.values, read.texts.to_py()))
+            lambda read: _apply(changes, done, read.values, read.texts.to_py(), self._own, put)))
         return done
 
     async def update_by_status(self, statuses: Collection[Status],

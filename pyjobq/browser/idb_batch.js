@@ -5,8 +5,9 @@
 // Both functions call `callback(token, read, end)` back, synchronously, in the transaction's
 // own events (the argument not given is undefined, which Python reads as None): with what was
 // read (update only; its answer is what to write), and once at its end, with {ok: true} when
-// it committed or {ok: false, name, message} when it failed or was aborted (the first reason
-// wins). So Python goes on in the event that ends the transaction.
+// it committed (an update's also with `written`: the JSON text of each value it put) or
+// {ok: false, name, message} when it failed or was aborted (the first reason wins). So Python
+// goes on in the event that ends the transaction.
 //
 // Evaluated once (run_js): the value is the object of the two functions; nothing is global.
 (() => {
@@ -30,7 +31,7 @@
       failed(error, "the transaction could not begin");
       return null;
     }
-    tx.oncomplete = () => end({ ok: true });
+    tx.oncomplete = () => end({ ok: true, written: tx.pyjobqWritten });
     // A request's error bubbles here before the transaction has its own .error set.
     tx.onerror = (event) => failed((event.target && event.target.error) || tx.error, "failed");
     tx.onabort = () => failed(tx.error, "aborted");
@@ -105,6 +106,9 @@
           try {
             for (const key of writes.del) store.delete(key);
             for (const value of writes.put) store.put(value);
+            // What was put, as the same JSON text a read makes: Python takes a record read back
+            // with exactly that text as the one it wrote (idb.py, _OwnWrites).
+            tx.pyjobqWritten = writes.put.map(plainJson);
           } catch (error) {
             tx.pyjobqFailed(error, "a value could not be stored");
           }

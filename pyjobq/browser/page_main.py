@@ -267,7 +267,11 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
         clock=LoopClock(), lock_name=settings.lock_name, locks=WebLocks(),
         # Its own channel object: the worker, in this tab, hears its news there too.
         channel=BroadcastChannelPort(settings.channel_name),
-        yields=settings.yields, lease=NeverLease(), start=False)
+        yields=settings.yields, lease=NeverLease(), start=False,
+        # One Python context, the page's: its messages are handed over as made, no JSON copy
+        # of each (a burst's enqueue was one dumps and one loads of every job), as the
+        # volatile engine's are.
+        copy=False)
     side = ExecutorSide(
         link=link,
         requests=requests.link,

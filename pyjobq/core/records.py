@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import math
 import operator
+import os
 import reprlib
-import uuid
 from dataclasses import InitVar, dataclass, field, fields, replace
 from typing import Any, Mapping
 
@@ -41,7 +41,12 @@ class ForeignRecord(RecordError):
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A random id: a version-4 UUID's 32 hex digits, as ``uuid.uuid4().hex`` makes, without
+    the ``UUID`` object (a tenth of an enqueue's own time in a burst)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return b.hex()
 
 
 #: The sources of the schedulers pyjobq's Service Worker runs begin with it (pages' are

@@ -19,6 +19,13 @@ goes into the settle's own transaction and it is handed off once that committed,
 lane with work goes on without waiting for a look. The pass still looks at least every
 :data:`LOOK_EVERY_MS` while lanes chain (recovery and unparking keep going).
 
+*Queued settles*: at most :data:`IN_FLIGHT` settle transactions are under way; the lanes'
+settles that arrive meanwhile wait, and the next transaction takes them all, each change
+with its lane's next claim (:meth:`Settler._queued`). IndexedDB runs readwrite
+transactions on one store one after another anyway, so several lanes' outcomes cost one
+transaction's turn instead of one each. Each settle ends exactly as it would alone: when
+the shared transaction fails, each is committed again on its own, without its claim.
+
 A success whose result the store refuses is failed, clearly (``result_not_storable``),
 rather than left running for recovery to run again. Under the outbox's mode a ``done``
 entry is deleted once its ``done`` was published, so whoever waits on it sees it succeed.
@@ -26,6 +33,7 @@ entry is deleted once its ``done`` was published, so whoever waits on it sees it
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from dataclasses import dataclass
@@ -41,12 +49,17 @@ from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
 from .runlocks import Release
+from .tasks import new_future
 
 log = logging.getLogger("pyjobq")
 
 #: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news)
 #: this often.
 LOOK_EVERY_MS = 1_000.0
+
+#: At most this many settle transactions under way: IndexedDB queues the second behind the
+#: first (no wait between them), and what arrives meanwhile goes together in the next.
+IN_FLIGHT = 2
 
 
 class Lanes(Protocol):
@@ -80,11 +93,30 @@ class SettleEngine(EngineBasics):
     watch: Callable[[str], None]
 
 
+@dataclass
+class _Queued:
+    """A settle waiting for its transaction (:meth:`Settler._queued`)."""
+
+    job_id: str
+    change: Callable[[RunResult], Change]
+    outcome: RunResult
+    #: The lane's next job and its run lock, claimed in the same transaction.
+    follow: tuple[Entry, Release] | None
+    now: float
+    #: What the transaction did (the settle's update) and whether the lane went on; None when
+    #: it is this settle's turn to commit the queue.
+    answer: asyncio.Future[tuple[list[Updated], bool] | None]
+
+
 class Settler:
     """Stores each run's outcome, and claims its lane's next job in the same transaction."""
 
     def __init__(self, engine: SettleEngine) -> None:
         self._e = engine
+        #: Settles waiting for the one committing now: the next transaction takes them all.
+        self._queue: list[_Queued] = []
+        #: How many transactions of settles are under way (at most IN_FLIGHT).
+        self._committing = 0
 
     async def settle(self, msg: dict[str, Any]) -> None:
         """Handle a page's ``run_result``: settle its run, or end an abandoned one.
@@ -112,11 +144,13 @@ class Settler:
             # The page's reading when the attempt failed; an older page sends none: ours, now.
             online=not outcome.offline if outcome.offline is not None else e.is_online(),
             suspended=outcome.interrupted and flight.type in e.suspended)
-        # Group commit: the settle and the claim of the lane's next job in one transaction.
+        # Group commit: the settle and the claim of the lane's next job in one transaction,
+        # with the other lanes' settles that arrived while the last one committed.
         follow = await e.lanes.follow_on(flight, now)
         followed = keyed = False
         try:
-            done, followed = await self._commit(flight.job_id, change, outcome, follow, now)
+            done, followed = await self._queued(_Queued(flight.job_id, change, outcome, follow,
+                                                        now, new_future()))
             # A keyed run's end frees its key, whose next job may wait in another lane.
             keyed = done[0].record is not None and done[0].record.key is not None
             await self._delete_if_done(done[0])
@@ -151,6 +185,84 @@ class Settler:
                                  http_status_rules=e.mode.http_status_rules)
 
         return Change(job_id, settle, ONLY_RUNNING)
+
+    async def _queued(self, item: _Queued) -> tuple[list[Updated], bool]:
+        """``item`` committed: at once while fewer than :data:`IN_FLIGHT` settle transactions are
+        under way; otherwise it waits, and goes with every settle that queued meanwhile, in one
+        transaction. Whoever commits hands the turn on to the first that queued meanwhile — no
+        task of its own, and no settle waits longer than a transaction before its own."""
+        if self._committing >= IN_FLIGHT:
+            self._queue.append(item)
+            try:
+                answer = await item.answer
+            except asyncio.CancelledError:
+                self._leave(item)
+                raise
+            if answer is not None:
+                return answer  # it went in another's transaction
+            item.answer = new_future()  # its turn, handed on: the count stays as it was
+        else:
+            self._committing += 1
+        batch, self._queue = [item, *self._queue], []
+        try:
+            await self._commit_all(batch)
+        finally:
+            for other in batch:  # cancelled mid-transaction: none of them waits for ever
+                if not other.answer.done():
+                    other.answer.cancel()
+            self._hand_on()
+        answer = item.answer.result()
+        assert answer is not None
+        return answer
+
+    def _hand_on(self) -> None:
+        """A settle transaction ended: the first settle waiting commits the queue next."""
+        if self._queue:
+            self._queue.pop(0).answer.set_result(None)
+        else:
+            self._committing -= 1
+
+    def _leave(self, item: _Queued) -> None:
+        """A waiting settle was cancelled: it leaves the queue, or, when the turn to commit it
+        was already handed to it, hands that on (the count never keeps a turn no one takes)."""
+        if item in self._queue:
+            self._queue.remove(item)
+        elif item.answer.done() and not item.answer.cancelled() and item.answer.result() is None:
+            self._hand_on()
+
+    async def _commit_all(self, batch: list[_Queued]) -> None:
+        """Every settle of ``batch`` and its lane's next claim, in one transaction: each item's
+        answer set. When that transaction fails (a result the store refuses, say), each is
+        committed alone, without its claim (the pass then claims it)."""
+        if len(batch) > 1:
+            claims: dict[str, tuple[Entry, Release]] = {}
+            for item in batch:
+                if item.follow is not None and item.follow[0].id not in claims:
+                    claims[item.follow[0].id] = item.follow
+                elif item.follow is not None:  # two lanes' next is one job: claimed once
+                    item.follow = None
+            try:
+                done = await self._e.lanes.group_commit(
+                    [item.change(item.outcome) for item in batch],
+                    [entry for entry, _ in claims.values()],
+                    {job_id: release for job_id, (_, release) in claims.items()},
+                    max(item.now for item in batch))
+            except Exception as exc:
+                log.debug("pyjobq: %d settles in one transaction failed (%s): each alone",
+                          len(batch), exc)
+                for item in batch:
+                    item.follow = None  # its run lock was let go with the transaction
+            else:
+                for i, item in enumerate(batch):
+                    item.answer.set_result(([done[i]], item.follow is not None
+                                            and item.follow[0].id in self._e.flights))
+                return
+        for item in batch:
+            try:
+                item.answer.set_result(await self._commit(item.job_id, item.change, item.outcome,
+                                                          item.follow, item.now))
+            except Exception as exc:
+                item.answer.set_exception(exc)
 
     async def _commit(self, job_id: str, change: Callable[[RunResult], Change],
                       outcome: RunResult, follow: tuple[Entry, Release] | None,

@@ -452,6 +452,74 @@ async def test_the_settles_json_read_decodes_each_value_as_the_value_itself(sele
     store.close()
 
 
+@run_in_pyodide(packages=["pyjobq"])
+async def test_a_record_read_back_as_this_store_wrote_it_is_not_decoded_again(selenium):
+    """The settle reads back the claim the store wrote one transaction before: read with
+    exactly the JSON text of what was put, it is that record, not decoded and checked again.
+    A record another writer changed meanwhile — even one field, even to what the same
+    change would write — is decoded as ever: the trust is in the text, never in the id."""
+    from pyodide.code import run_js
+
+    from pyjobq.browser import idb
+    from pyjobq.core.ports import Change
+    from pyjobq.core.records import JobRecord, NewJob
+
+    store = idb.IndexedDBStore("own-writes")
+    await store.add([NewJob(id=i, reconstructor="fetch",
+                            params={"method": "POST", "path": "/x", "body": {"n": 1}}
+                            ).to_record(1.0) for i in ("j", "k")])
+    decoded = []
+    from_dict = JobRecord.from_dict.__func__
+
+    def counting(cls, data, **kw):
+        decoded.append(data.get("id"))
+        return from_dict(cls, data, **kw)
+
+    JobRecord.from_dict = classmethod(counting)
+    try:
+        seen = []
+
+        def bump(cur):
+            seen.append(cur)
+            return cur.evolve(attempts=cur.attempts + 1, label=f"try {cur.attempts + 1}")
+
+        await store.update_many([Change("j", bump)])  # added, never read: decoded
+        assert decoded == ["j"]
+        await store.update_many([Change("j", bump)])  # read back as written: not decoded
+        assert decoded == ["j"] and seen[1].attempts == 1 and seen[1].label == "try 1"
+        written = seen[1]
+
+        # Another writer (a page of another tab, raw) changes one field behind this store.
+        db = await store._open()
+        await run_js("""(db) => new Promise((resolve) => {
+          const tx = db.transaction("jobs", "readwrite");
+          const s = tx.objectStore("jobs");
+          const r = s.get("j");
+          r.onsuccess = () => { const v = r.result; v.label = "changed elsewhere"; s.put(v); };
+          tx.oncomplete = () => resolve(null);
+        })""")(db)
+        await store.update_many([Change("j", bump)])
+        assert decoded == ["j", "j"] and seen[2].label == "changed elsewhere"
+        assert seen[2].attempts == 2 and seen[2] is not written
+
+        # What this store wrote in that last transaction is trusted again when read back.
+        await store.update_many([Change("j", bump)])
+        assert decoded == ["j", "j"]
+        last = (await store.get("j"))
+        assert (last.attempts, last.label) == (4, "try 4")
+
+        # A record deleted and added again by someone else is what is stored now, not the
+        # one this store wrote under that id.
+        await store.delete_many(["k"])
+        await store.add([NewJob(id="k", reconstructor="fetch", params={"other": True}
+                                ).to_record(5.0)])
+        await store.update_many([Change("k", bump)])
+        assert seen[-1]._params == {"other": True} and decoded[-1] == "k"
+    finally:
+        JobRecord.from_dict = classmethod(from_dict)
+    store.close()
+
+
 def test_the_store_meets_the_contract_where_a_policy_forbids_eval(selenium):
     """Under a Content-Security-Policy without 'unsafe-eval' ``idb_batch.js`` cannot be
     evaluated: the store issues each request from Python, and meets the same contract."""

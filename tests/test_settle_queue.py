@@ -1,0 +1,179 @@
+"""Settles that arrive while settle transactions are under way go together in the next one
+(pyjobq/engine/settle.py, ``Settler._queued``): each still ends exactly as it would alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from helpers import Server
+from pyjobq.core.errors import StorageError
+from pyjobq.core.messages import make
+from pyjobq.engine import settle as settle_module
+from pyjobq.testing import Response, World, run, settle
+from pyjobq.testing._world import Tab
+
+LANES = ("a", "b", "c", "d")
+
+
+def nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+async def _four_lanes_two_commits_held() -> tuple[World, Server, Tab, list[Any],
+                                                  list[list[str]], list[asyncio.Future[None]]]:
+    """Four lanes' jobs on the wire; a's and b's settles then commit slowly (each held until
+    its gate opens), so c's and d's arrive while IN_FLIGHT transactions are under way.
+    Returns every update_many's job ids, in order, from the first settle on."""
+    world, server = World(), Server(*["hold"] * len(LANES))
+    tab = world.open_tab(transport=server)
+    jobs = [tab.side.enqueue_fetch("POST", f"/{lane}", type=lane) for lane in LANES]
+    await settle()
+    assert server.holding == [f"/{lane}" for lane in LANES]
+    assert settle_module.IN_FLIGHT == 2
+    gates: list[asyncio.Future[None]] = [asyncio.get_running_loop().create_future()
+                                         for _ in range(settle_module.IN_FLIGHT)]
+    writes: list[list[str]] = []
+
+    async def slow(_tab: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
+        if operation == "update_many" and phase == "before":
+            writes.append([change.job_id for change in args[0]])
+            if len(writes) <= len(gates):
+                await gates[len(writes) - 1]
+
+    world.store_hook = slow
+    server.release("/a", Response(200, {"lane": "a"}))
+    server.release("/b", Response(200, {"lane": "b"}))
+    await settle()
+    assert writes == [[jobs[0].id], [jobs[1].id]]
+    return world, server, tab, jobs, writes, gates
+
+
+def test_settles_queued_behind_the_commits_under_way_go_in_one_transaction() -> None:
+    async def main() -> None:
+        world, server, _tab, jobs, writes, gates = await _four_lanes_two_commits_held()
+        server.release("/c", Response(500, {"lane": "c"}))
+        server.release("/d", Response(422, {"lane": "d"}))
+        await settle()
+        assert len(writes) == 2  # c's and d's settles wait for a transaction to end
+        gates[0].set_result(None)  # a's ends: the first waiting commits the queue
+        await settle()
+        assert writes[2:] == [[jobs[2].id, jobs[3].id]]  # together, in the order they came
+        gates[1].set_result(None)
+        await settle()
+        a, b, c, d = [await world.store.get(job.id) for job in jobs]
+        assert (a.status, a.result, b.status, b.result) == ("done", {"lane": "a"},
+                                                            "done", {"lane": "b"})
+        assert (c.status, c.attempts, c.http_status) == ("pending", 1, 500)  # retried later
+        assert (d.status, d.http_status) == ("failed", 422)  # failed at once, as alone
+        assert (await jobs[0].done).result == {"lane": "a"}
+        assert (await jobs[3].done).http_status == 422
+    run(main)
+
+
+def test_a_transaction_of_queued_settles_that_fails_commits_each_alone() -> None:
+    async def main() -> None:
+        world, server, tab, jobs, writes, gates = await _four_lanes_two_commits_held()
+        assert tab.scheduler is not None
+        claim = tab.scheduler.flights.get(jobs[2].id).claim
+        # An older page that checks no depth answers c with a result no store can keep.
+        tab.page_link.send(make("run_result", job_id=jobs[2].id, claim=claim, ok=True,
+                                result=nested(600)))
+        server.release("/d", Response(200, {"n": 3}))
+        await settle()
+        held = world.store_hook
+        assert held is not None
+
+        async def refuse_both(tab_: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
+            await held(tab_, operation, phase, args)
+            if operation == "update_many" and phase == "before" and len(args[0]) == 2:
+                raise StorageError("IndexedDB update_many failed: QuotaExceededError")
+
+        world.store_hook = refuse_both
+        gates[0].set_result(None)  # a's ends: c takes the turn, and d along
+        await settle()
+        gates[1].set_result(None)
+        await settle()
+        # The two together, refused whole; then each alone, as if they had never met.
+        assert writes[2] == [jobs[2].id, jobs[3].id]
+        assert sorted(writes[3:]) == sorted([[jobs[2].id], [jobs[3].id]])
+        c, d = [await world.store.get(job.id) for job in jobs[2:]]
+        assert (d.status, d.result) == ("done", {"n": 3})
+        assert (c.status, c.code) == ("failed", "result_not_storable")
+        assert (await jobs[3].done).result == {"n": 3}
+    run(main)
+
+
+def test_a_cancelled_settle_waiting_its_turn_hands_the_turn_on() -> None:
+    async def main() -> None:
+        settler = settle_module.Settler.__new__(settle_module.Settler)
+        settler._queue, settler._committing = [], 0
+        committed: list[list[str]] = []
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def commit_all(batch: list[Any]) -> None:
+            committed.append([item.job_id for item in batch])
+            if len(committed) <= 2:
+                await gate
+            for item in batch:
+                item.answer.set_result(([], False))
+
+        settler._commit_all = commit_all  # type: ignore[method-assign]
+
+        def item(job_id: str) -> Any:
+            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
+                                         None, None, 0.0,  # type: ignore[arg-type]
+                                         asyncio.get_running_loop().create_future())
+
+        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(5)]
+        await asyncio.sleep(0)
+        assert committed == [["j0"], ["j1"]]  # two transactions under way; j2, j3, j4 wait
+        tasks[2].cancel()  # waiting in the queue
+        await asyncio.sleep(0)
+        gate.set_result(None)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # j0's end hands the turn to j3, j1's to j4 (both ended before j3 woke to take j4).
+        assert committed == [["j0"], ["j1"], ["j3"], ["j4"]]
+        assert tasks[2].cancelled()
+        assert all(t.result() == ([], False) for i, t in enumerate(tasks) if i != 2)
+        assert settler._committing == 0 and settler._queue == []
+    run(main)
+
+
+def test_a_turn_handed_to_a_settle_cancelled_before_it_woke_goes_to_the_next() -> None:
+    async def main() -> None:
+        settler = settle_module.Settler.__new__(settle_module.Settler)
+        settler._queue, settler._committing = [], 0
+        committed: list[list[str]] = []
+        gates = [asyncio.get_running_loop().create_future() for _ in range(2)]
+
+        async def commit_all(batch: list[Any]) -> None:
+            committed.append([item.job_id for item in batch])
+            if len(committed) <= 2:
+                await gates[len(committed) - 1]
+            for item in batch:
+                item.answer.set_result(([], False))
+
+        settler._commit_all = commit_all  # type: ignore[method-assign]
+
+        def item(job_id: str) -> Any:
+            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
+                                         None, None, 0.0,  # type: ignore[arg-type]
+                                         asyncio.get_running_loop().create_future())
+
+        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(4)]
+        await asyncio.sleep(0)
+        gates[0].set_result(None)
+        await asyncio.sleep(0)  # j0 ends and hands the turn to j2 ...
+        tasks[2].cancel()  # ... which is cancelled before it wakes to take it
+        await asyncio.gather(tasks[0], tasks[2], return_exceptions=True)
+        await asyncio.sleep(0)
+        gates[1].set_result(None)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert tasks[2].cancelled() and ["j2"] not in committed
+        assert ["j3"] in committed  # the turn went on to j3: no settle waits for ever
+        assert settler._committing == 0 and settler._queue == []
+    run(main)
