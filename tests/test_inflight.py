@@ -125,3 +125,46 @@ def test_a_run_abandoned_while_its_outcome_was_being_stored_ends_when_that_store
     assert (flights.ending, flights.busy_types(), lock.released, ended[0]) == (False, set(), 1, 1)
     clock.advance(10_000)
     assert (lock.released, ended[0]) == (1, 1)
+
+
+def test_staggered_deadlines_are_each_met_on_time_by_the_one_timer() -> None:
+    flights, clock, expired, _ = table()
+    added = []
+    for i, job_id in enumerate("abc"):
+        added.append(flights.add(job_id, job_id, release_run_lock=None, deadline_ms=100,
+                                 on_deadline=lambda f: expired.append((f.job_id, clock.now()))))
+        clock.advance(30)  # a at 0, b at 30, c at 60: due at 100, 130, 160
+    start = clock.now() - 90
+    flights.started(added[1])  # b's deadline no longer applies
+    clock.advance(9)
+    assert expired == []
+    clock.advance(1)
+    assert expired == [("a", start + 100)]
+    clock.advance(59)
+    assert expired == [("a", start + 100)]
+    clock.advance(1)
+    assert expired == [("a", start + 100), ("c", start + 160)]
+    clock.advance(1_000)
+    assert len(expired) == 2  # each deadline is met once
+
+
+def armed(clock: FakeClock) -> list[object]:
+    """The clock's timers not cancelled."""
+    return [t for _at, _n, t, _cb in clock._timers if not t.cancelled]
+
+
+def test_many_runs_keep_one_timer_and_an_empty_table_keeps_none() -> None:
+    flights, clock, expired, _ = table()
+    runs = [flights.add(f"j{i}", "t", release_run_lock=None, deadline_ms=10_000,
+                        on_deadline=lambda f: expired.append(f.job_id)) for i in range(50)]
+    assert len(armed(clock)) == 1
+    for flight in runs:
+        flights.started(flight)
+        flights.finish(flight)
+    assert armed(clock) == [] and expired == []
+    late = flights.add("late", "t", release_run_lock=None, deadline_ms=10_000,
+                       on_deadline=lambda f: expired.append(f.job_id))
+    flights.abandon(late.job_id)  # dropped: out of the running table, no deadline left
+    assert armed(clock) == []
+    clock.advance(20_000)
+    assert expired == []

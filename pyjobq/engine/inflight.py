@@ -17,14 +17,16 @@ that: the page ends an abandoned run within its grace *from handling* ``abandon_
 whatever the page's load — a clock here, started when ``abandon_run`` was sent, ran out
 early on a busy page and put the type's next job on the wire beside the old one.
 
-Each flight has at most one timer: the handshake deadline until ``run_started`` arrives
-(on which the scheduler asks the page, ``run_check``). Every way out of the table stops it, lets
-go of the run lock and settles the flight's ``settled`` future (what
-``suspend_type`` waits on) in one place, so no path can leave a timer armed, a lock
-held or a waiter hanging. An abandoned run settles its waiters when it has *ended*
-(the page's last word, or the grace period), not when it is dropped: ``suspend_type``
-"resolves when that executor settles", and a deleted job's executor may still be
-saving its checkpoint.
+Each flight has at most one deadline: the handshake's, until ``run_started`` arrives (on
+which the scheduler asks the page, ``run_check``). The table keeps one timer for them all,
+armed for the earliest (a timer per run cost a JavaScript callback and a ``setTimeout`` a
+job, for a deadline that is almost never reached); it is let go when the table empties.
+Every way out of the table ends the flight's deadline, lets go of the run lock and settles
+the flight's ``settled`` future (what ``suspend_type`` waits on) in one place, so no path can
+leave a deadline standing, a lock held or a waiter hanging. An abandoned run settles its
+waiters when it has *ended* (the page's last word, or the grace period), not when it is
+dropped: ``suspend_type`` "resolves when that executor settles", and a deleted job's
+executor may still be saving its checkpoint.
 
 Answers are matched by *claim*: ``run`` carries the claim's identifier and the page
 echoes it, so an answer for an earlier claim of the same job is never taken for
@@ -51,8 +53,10 @@ class Flight:
     #: This claim's identifier: ``run`` carries it and the page echoes it.
     claim: str
     started: bool = False
-    #: The handshake deadline while not started.
-    timer: Timer | None = None
+    #: The handshake deadline (the clock's ms) while not started; None once it no longer applies.
+    deadline: float | None = None
+    #: Called when the deadline passes (:class:`FlightTable` keeps the one timer).
+    on_deadline: Callable[["Flight"], None] | None = None
     #: Set when the run leaves the table; created by whoever waits (``suspend_type``).
     settled: asyncio.Future[None] | None = None
     #: Lets go of ``<lock>:run:["<type>","<job id>"]``; None without run locks, or once let go.
@@ -65,9 +69,7 @@ class Flight:
         return self.settled
 
     def _stop_timer(self) -> None:
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.cancel()
+        self.deadline = None
 
     def _let_go(self) -> None:
         release, self.release_run_lock = self.release_run_lock, None
@@ -91,6 +93,9 @@ class FlightTable:
         self._running: dict[str, Flight] = {}
         self._ending: dict[str, Flight] = {}
         self._claims = itertools.count(1)
+        #: The one timer for the runs' handshake deadlines, and the moment it is armed for.
+        self._timer: Timer | None = None
+        self._timer_at = 0.0
 
     # ------------------------------------------------------------ reading
 
@@ -145,8 +150,39 @@ class FlightTable:
         flight = Flight(job_id, job_type, claim=f"{self._source}:{next(self._claims)}",
                         release_run_lock=release_run_lock)
         self._running[job_id] = flight
-        flight.timer = self._clock.call_later(deadline_ms, lambda: on_deadline(flight))
+        flight.deadline, flight.on_deadline = self._clock.now() + deadline_ms, on_deadline
+        if self._timer is None or self._timer_at > flight.deadline:
+            self._arm()
         return flight
+
+    def _arm(self) -> None:
+        """(Re)arm the one timer for the earliest deadline of the runs in flight, or none."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadlines = [f.deadline for f in self._running.values() if f.deadline is not None]
+        if deadlines:
+            self._timer_at = min(deadlines)
+            self._timer = self._clock.call_later(
+                max(0.0, self._timer_at - self._clock.now()), self._deadlines_passed)
+
+    def _deadlines_passed(self) -> None:
+        self._timer = None
+        now = self._clock.now()
+        for flight in list(self._running.values()):
+            if flight.deadline is not None and flight.deadline <= now \
+                    and self._running.get(flight.job_id) is flight:
+                on_deadline, flight.deadline = flight.on_deadline, None
+                if on_deadline is not None:
+                    on_deadline(flight)
+        if self._timer is None:
+            self._arm()
+
+    def _left(self) -> None:
+        """A flight left the table: an empty table keeps no timer."""
+        if not self._running and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def started(self, flight: Flight) -> None:
         """``run_started`` came: the handshake deadline no longer applies (runs are unbounded)."""
@@ -159,6 +195,7 @@ class FlightTable:
         if self._running.get(flight.job_id) is flight:
             del self._running[flight.job_id]
             flight._stop_timer()
+            self._left()
 
     def finish(self, flight: Flight) -> None:
         """The run's outcome is stored (or will never be): out of the table, timer stopped,
@@ -178,6 +215,7 @@ class FlightTable:
         if flight is None:
             return None
         flight._stop_timer()
+        self._left()
         self._ending[flight.claim] = flight
         return flight
 

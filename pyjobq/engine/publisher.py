@@ -20,8 +20,9 @@ news, which the page handles before the ``run`` queued behind it (0.4 ms a job o
 the page, ``bench.mjs --trace``). So what a step stored is queued and posted once
 that step is over — after the ``run`` went out — to the page first and then to
 the other tabs, merged with whatever else the step stored, in the order it was
-stored. Nothing waits for it: the store was written first, and news is never what
-anyone relies on. The volatile engine's page hears at once (its link is in the tab).
+stored; each record's summary is made then too (after the ``run``), once for both.
+Nothing waits for it: the store was written first, and news is never what anyone
+relies on. The volatile engine's page hears at once (its link is in the tab).
 
 Progress is news that is never stored (``progress_only``). The volatile engine's
 updates say ``volatile`` so tables mark the row as this tab's.
@@ -50,18 +51,19 @@ class Publisher:
         self._channel = channel
         self._source = source
         self._volatile = volatile
-        #: What is queued for the channel: (progress, its jobs), in the order it was stored.
-        self._pending: list[tuple[bool, list[dict[str, Any]]]] = []
-        #: What is queued for the page: its messages, in order.
-        self._for_page: list[dict[str, Any]] = []
+        #: What is queued, in the order it was stored: records one transaction stored with
+        #: their extra fields, or (None, a progress job). Summaries are made as it is posted —
+        #: after the step's ``run`` went out — once for the page and the channel both.
+        self._queued: list[tuple[Sequence[JobRecord] | None, dict[str, Any]]] = []
         self._flush_soon = False
 
     def records(self, records: Sequence[JobRecord], **extra: Any) -> None:
         """Records one transaction stored (or, ``deleted=True``, deleted): one message per batch."""
-        jobs = [self._summary(r, **extra) for r in records]
-        for start in range(0, len(jobs), NEWS_BATCH):
-            self._tell_page(_update(self._source, jobs[start:start + NEWS_BATCH]))
-        self._queue_for_channel(jobs)
+        if self._volatile:  # its page hears at once, and nothing goes on the channel
+            self._tell_page([self._summary(r, **extra) for r in records])
+            return
+        self._queued.append((records, extra))
+        self._flush_after_step()
 
     def progress(self, job_id: str, progress: Any, note: Any) -> None:
         """A running job's progress: a job-update that is not stored."""
@@ -69,15 +71,14 @@ class Publisher:
                "progress_note": note, "progress_only": True}
         if self._volatile:
             job["volatile"] = True
-        self._tell_page(_update(self._source, [job]))
-        self._queue_for_channel([job], alone=True)
-
-    def _tell_page(self, message: dict[str, Any]) -> None:
-        if self._volatile:
-            self._link.send(message)
+            self._tell_page([job])
             return
-        self._for_page.append(message)
+        self._queued.append((None, job))
         self._flush_after_step()
+
+    def _tell_page(self, jobs: list[dict[str, Any]]) -> None:
+        for start in range(0, len(jobs), NEWS_BATCH):
+            self._link.send(_update(self._source, jobs[start:start + NEWS_BATCH]))
 
     def _summary(self, record: JobRecord, **extra: Any) -> dict[str, Any]:
         summary = record.summary()
@@ -86,27 +87,24 @@ class Publisher:
         summary.update(extra)
         return summary
 
-    def _queue_for_channel(self, jobs: list[dict[str, Any]], *, alone: bool = False) -> None:
-        if self._volatile:
-            return  # volatile jobs are this tab's alone: no other tab hears of them
-        if alone or not self._pending or self._pending[-1][0]:
-            self._pending.append((alone, []))
-        self._pending[-1][1].extend(jobs)
-        self._flush_after_step()
-
     def _flush_after_step(self) -> None:
         if not self._flush_soon:
             self._flush_soon = True
             asyncio.get_event_loop().call_soon(self.flush)
 
     def flush(self) -> None:
-        """Post what is queued now: to the page, then to other tabs
-        (in order, at most NEWS_BATCH records a message)."""
-        for_page, self._for_page = self._for_page, []
-        pending, self._pending, self._flush_soon = self._pending, [], False
-        for message in for_page:
-            self._link.send(message)
-        for _alone, jobs in pending:
+        """Post what is queued now: to the page, then to other tabs (in order, at most
+        NEWS_BATCH records a message; a progress job alone)."""
+        queued, self._queued, self._flush_soon = self._queued, [], False
+        for_channel: list[tuple[bool, list[dict[str, Any]]]] = []
+        for records, what in queued:
+            alone = records is None
+            jobs = [what] if records is None else [self._summary(r, **what) for r in records]
+            self._tell_page(jobs)
+            if alone or not for_channel or for_channel[-1][0]:
+                for_channel.append((alone, []))
+            for_channel[-1][1].extend(jobs)
+        for _alone, jobs in for_channel:
             for start in range(0, len(jobs), NEWS_BATCH):
                 try:
                     self._channel.post(_update(self._source, jobs[start:start + NEWS_BATCH]))
