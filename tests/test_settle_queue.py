@@ -8,19 +8,11 @@ from typing import Any
 
 from helpers import Server
 from pyjobq.core.errors import StorageError
-from pyjobq.core.messages import make
 from pyjobq.engine import settle as settle_module
 from pyjobq.testing import Response, World, run, settle
 from pyjobq.testing._world import Tab
 
 LANES = ("a", "b", "c", "d")
-
-
-def nested(levels: int) -> Any:
-    value: Any = "leaf"
-    for _ in range(levels):
-        value = [value]
-    return value
 
 
 async def _four_lanes_two_commits_held() -> tuple[World, Server, Tab, list[Any],
@@ -76,34 +68,77 @@ def test_settles_queued_behind_the_commits_under_way_go_in_one_transaction() -> 
 
 def test_a_transaction_of_queued_settles_that_fails_commits_each_alone() -> None:
     async def main() -> None:
-        world, server, tab, jobs, writes, gates = await _four_lanes_two_commits_held()
-        assert tab.scheduler is not None
-        claim = tab.scheduler.flights.get(jobs[2].id).claim
-        # An older page that checks no depth answers c with a result no store can keep.
-        tab.page_link.send(make("run_result", job_id=jobs[2].id, claim=claim, ok=True,
-                                result=nested(600)))
+        world, server, _tab, jobs, writes, gates = await _four_lanes_two_commits_held()
+        server.release("/c", Response(200, {"n": "c"}))
         server.release("/d", Response(200, {"n": 3}))
         await settle()
         held = world.store_hook
         assert held is not None
+        refused: list[list[str]] = []
 
-        async def refuse_both(tab_: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
+        async def refuse_c(tab_: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
             await held(tab_, operation, phase, args)
-            if operation == "update_many" and phase == "before" and len(args[0]) == 2:
-                raise StorageError("IndexedDB update_many failed: QuotaExceededError")
+            ids = [change.job_id for change in args[0]] if operation == "update_many" else []
+            # The store refuses c's success together with d, then alone; its failure it takes.
+            if phase == "before" and jobs[2].id in ids and len(refused) < 2:
+                refused.append(ids)
+                raise StorageError("IndexedDB update_many failed: DataError")
 
-        world.store_hook = refuse_both
+        world.store_hook = refuse_c
         gates[0].set_result(None)  # a's ends: c takes the turn, and d along
         await settle()
         gates[1].set_result(None)
         await settle()
-        # The two together, refused whole; then each alone, as if they had never met.
-        assert writes[2] == [jobs[2].id, jobs[3].id]
-        assert sorted(writes[3:]) == sorted([[jobs[2].id], [jobs[3].id]])
+        # The two together, refused whole; then each alone, as if they had never met: c's
+        # success refused again and failed clearly, d's stored.
+        assert refused == [[jobs[2].id, jobs[3].id], [jobs[2].id]]
+        assert writes[2:] == [[jobs[2].id, jobs[3].id], [jobs[2].id], [jobs[2].id], [jobs[3].id]]
         c, d = [await world.store.get(job.id) for job in jobs[2:]]
+        assert c is not None and d is not None
         assert (d.status, d.result) == ("done", {"n": 3})
         assert (c.status, c.code) == ("failed", "result_not_storable")
+        assert "could not be stored" in (c.error or "")
         assert (await jobs[3].done).result == {"n": 3}
+    run(main)
+
+
+def test_queued_settles_claim_each_lanes_next_job_in_their_one_transaction() -> None:
+    async def main() -> None:
+        world, server = World(), Server(*["hold"] * (2 * len(LANES)))
+        tab = world.open_tab(transport=server)
+        firsts = [tab.side.enqueue_fetch("POST", f"/{lane}1", type=lane) for lane in LANES]
+        seconds = [tab.side.enqueue_fetch("POST", f"/{lane}2", type=lane) for lane in LANES]
+        await settle()
+        assert server.holding == [f"/{lane}1" for lane in LANES]
+        gates: list[asyncio.Future[None]] = [asyncio.get_running_loop().create_future()
+                                             for _ in range(2)]
+        writes: list[list[str]] = []
+
+        async def slow(_tab: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
+            if operation == "update_many" and phase == "before":
+                writes.append([change.job_id for change in args[0]])
+                if len(writes) <= len(gates):
+                    await gates[len(writes) - 1]
+
+        world.store_hook = slow
+        for lane in LANES:
+            server.release(f"/{lane}1", Response(200, {"first": lane}))
+        await settle()
+        gates[0].set_result(None)
+        await settle()
+        gates[1].set_result(None)
+        await settle()
+        # c's and d's settles and the claims of c2 and d2, in one transaction.
+        c1, d1, c2, d2 = firsts[2].id, firsts[3].id, seconds[2].id, seconds[3].id
+        assert [c1, d1, c2, d2] in writes
+        assert sorted(server.holding) == sorted(f"/{lane}2" for lane in LANES)
+        for lane in LANES:
+            server.release(f"/{lane}2", Response(200, {"second": lane}))
+        await settle()
+        results = [(await job.done).result for job in firsts + seconds]
+        assert results == [{"first": lane} for lane in LANES] + [{"second": lane}
+                                                                 for lane in LANES]
+        assert sorted(server.paths) == sorted(f"/{lane}{n}" for lane in LANES for n in (1, 2))
     run(main)
 
 
@@ -175,5 +210,40 @@ def test_a_turn_handed_to_a_settle_cancelled_before_it_woke_goes_to_the_next() -
         await asyncio.gather(*tasks, return_exceptions=True)
         assert tasks[2].cancelled() and ["j2"] not in committed
         assert ["j3"] in committed  # the turn went on to j3: no settle waits for ever
+        assert settler._committing == 0 and settler._queue == []
+    run(main)
+
+
+def test_a_settle_cancelled_just_before_its_turn_is_passed_over() -> None:
+    # The waiter's task is cancelled, and a transaction ends before that task runs to leave the
+    # queue: the turn goes to the next still waiting, and every other settle ends.
+    async def main() -> None:
+        settler = settle_module.Settler.__new__(settle_module.Settler)
+        settler._queue, settler._committing = [], 0
+        committed: list[list[str]] = []
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def commit_all(batch: list[Any]) -> None:
+            committed.append([item.job_id for item in batch])
+            if len(committed) <= 2:
+                await gate
+            for item in batch:
+                item.answer.set_result(([], False))
+
+        settler._commit_all = commit_all  # type: ignore[method-assign]
+
+        def item(job_id: str) -> Any:
+            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
+                                         None, None, 0.0,  # type: ignore[arg-type]
+                                         asyncio.get_running_loop().create_future())
+
+        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(4)]
+        await asyncio.sleep(0)
+        gate.set_result(None)  # the transactions end first ...
+        tasks[2].cancel()  # ... so j2's task has not yet run to leave when its turn comes
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert tasks[2].cancelled()
+        assert [r for i, r in enumerate(results) if i != 2] == [([], False)] * 3
+        assert ["j3"] in committed and not any("j2" in batch for batch in committed)
         assert settler._committing == 0 and settler._queue == []
     run(main)

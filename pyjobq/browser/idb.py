@@ -383,10 +383,13 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
             done.append(Updated(current, False))
             continue
         puts.append(new.to_dict())
-        put_records.append(new)
+        # Kept to be trusted when read back only while unfinished: a settle reads back the claim
+        # it stored; a finished record is seldom read by an update again.
+        put_records.append(None if new.terminal else new)
         written[change.job_id] = new
         done.append(Updated(new, True))
-    return to_js({"del": dels, "put": puts}, dict_converter=js.Object.fromEntries,
+    keep = [i for i, record in enumerate(put_records) if record is not None]
+    return to_js({"del": dels, "put": puts, "keep": keep}, dict_converter=js.Object.fromEntries,
                  create_pyproxies=False)
 
 
@@ -540,12 +543,15 @@ class _OneCalls:
             return None
         try:
             error = None if end.ok else _error(pending.what, end)
-            if error is None:
+        except Exception as exc:  # never a transaction whose end is lost: a clear error
+            error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
+        if error is None:
+            try:  # what it put, as text: only ever a shortcut, so never a reason to fail
                 written: Any = getattr(end, "written", None)
                 if written is not None and written is not jsnull:
                     pending.written = written.to_py()
-        except Exception as exc:  # never a transaction whose end is lost: a clear error
-            error = StorageError(f"IndexedDB {pending.what} ended unreadably: {exc}")
+            except Exception as exc:
+                log.debug("pyjobq: the texts of what %s put were unreadable: %s", pending.what, exc)
         with drain.event():  # the awaiting code goes on in this event
             pending.ended.set_result(error)
         return None

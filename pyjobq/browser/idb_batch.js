@@ -79,7 +79,8 @@
     /** Read `keys` (every request issued at once), then call back once, in the last read's
      *  success event while the transaction is active, with {values, texts}: each value read
      *  (undefined: none) and its JSON text (plainJson; undefined: none). The answer is
-     *  {del: [key, ...], put: [value, ...]} (deletes first, then puts, in order), or null to
+     *  {del: [key, ...], put: [value, ...], keep: [index, ...]} (deletes first, then puts, in
+     *  order; `keep`: the puts whose JSON text the end reports, in `written`), or null to
      *  abort (Python keeps its own reason). */
     update(db, storeName, keys, token, callback) {
       const tx = begin(db, storeName, token, callback);
@@ -106,9 +107,12 @@
           try {
             for (const key of writes.del) store.delete(key);
             for (const value of writes.put) store.put(value);
-            // What was put, as the same JSON text a read makes: Python takes a record read back
-            // with exactly that text as the one it wrote (idb.py, _OwnWrites).
-            tx.pyjobqWritten = writes.put.map(plainJson);
+            // What was put, as the same JSON text a read makes, for the puts Python keeps
+            // (writes.keep; "" for the others): Python takes a record read back with exactly
+            // that text as the one it wrote (idb.py, _OwnWrites).
+            const texts = writes.put.map(() => "");
+            for (const i of writes.keep || []) texts[i] = plainJson(writes.put[i]);
+            tx.pyjobqWritten = texts;
           } catch (error) {
             tx.pyjobqFailed(error, "a value could not be stored");
           }

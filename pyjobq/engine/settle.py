@@ -23,8 +23,9 @@ lane with work goes on without waiting for a look. The pass still looks at least
 settles that arrive meanwhile wait, and the next transaction takes them all, each change
 with its lane's next claim (:meth:`Settler._queued`). IndexedDB runs readwrite
 transactions on one store one after another anyway, so several lanes' outcomes cost one
-transaction's turn instead of one each. Each settle ends exactly as it would alone: when
-the shared transaction fails, each is committed again on its own, without its claim.
+transaction's turn instead of one each. Each is decided on its own record, as alone; when
+the shared transaction fails, each is committed again on its own, without its claim (as a
+settle alone is, once: a success whose result is still refused then fails).
 
 A success whose result the store refuses is failed, clearly (``result_not_storable``),
 rather than left running for recovery to run again. Under the outbox's mode a ``done``
@@ -203,7 +204,10 @@ class Settler:
             item.answer = new_future()  # its turn, handed on: the count stays as it was
         else:
             self._committing += 1
-        batch, self._queue = [item, *self._queue], []
+        # A waiter cancelled before its transaction began is left out: its settle never ran,
+        # as a cancelled settle's never did (its run is recovered like any unsettled run).
+        batch = [item, *(other for other in self._queue if not other.answer.done())]
+        self._queue = []
         try:
             await self._commit_all(batch)
         finally:
@@ -216,18 +220,22 @@ class Settler:
         return answer
 
     def _hand_on(self) -> None:
-        """A settle transaction ended: the first settle waiting commits the queue next."""
-        if self._queue:
-            self._queue.pop(0).answer.set_result(None)
-        else:
-            self._committing -= 1
+        """A settle transaction ended: the first settle still waiting commits the queue next
+        (one cancelled meanwhile, whose task has not yet run to leave, is passed over)."""
+        while self._queue:
+            waiting = self._queue.pop(0)
+            if not waiting.answer.done():
+                waiting.answer.set_result(None)
+                return
+        self._committing -= 1
 
     def _leave(self, item: _Queued) -> None:
         """A waiting settle was cancelled: it leaves the queue, or, when the turn to commit it
         was already handed to it, hands that on (the count never keeps a turn no one takes)."""
         if item in self._queue:
             self._queue.remove(item)
-        elif item.answer.done() and not item.answer.cancelled() and item.answer.result() is None:
+        elif item.answer.done() and not item.answer.cancelled() \
+                and item.answer.exception() is None and item.answer.result() is None:
             self._hand_on()
 
     async def _commit_all(self, batch: list[_Queued]) -> None:
@@ -254,15 +262,22 @@ class Settler:
                     item.follow = None  # its run lock was let go with the transaction
             else:
                 for i, item in enumerate(batch):
-                    item.answer.set_result(([done[i]], item.follow is not None
-                                            and item.follow[0].id in self._e.flights))
+                    if not item.answer.done():  # its settle cancelled meanwhile: stored anyway
+                        item.answer.set_result(([done[i]], item.follow is not None
+                                                and item.follow[0].id in self._e.flights))
                 return
-        for item in batch:
+        for item in batch:  # each alone, whatever the others did; one cancelled meanwhile not
+            if item.answer.done():
+                continue
             try:
-                item.answer.set_result(await self._commit(item.job_id, item.change, item.outcome,
-                                                          item.follow, item.now))
+                answer = await self._commit(item.job_id, item.change, item.outcome, item.follow,
+                                            item.now)
             except Exception as exc:
-                item.answer.set_exception(exc)
+                if not item.answer.done():
+                    item.answer.set_exception(exc)
+            else:
+                if not item.answer.done():
+                    item.answer.set_result(answer)
 
     async def _commit(self, job_id: str, change: Callable[[RunResult], Change],
                       outcome: RunResult, follow: tuple[Entry, Release] | None,

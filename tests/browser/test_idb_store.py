@@ -515,6 +515,14 @@ async def test_a_record_read_back_as_this_store_wrote_it_is_not_decoded_again(se
                                 ).to_record(5.0)])
         await store.update_many([Change("k", bump)])
         assert seen[-1]._params == {"other": True} and decoded[-1] == "k"
+
+        # A finished record is not kept: read back by an update, it is decoded.
+        from pyjobq.core.status import Status
+
+        await store.update_many([Change("j", lambda cur: cur.evolve(status=Status.DONE))])
+        count = len(decoded)
+        await store.update_many([Change("j", lambda cur: None)])
+        assert decoded[count:] == ["j"]
     finally:
         JobRecord.from_dict = classmethod(from_dict)
     store.close()
