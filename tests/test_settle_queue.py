@@ -1,5 +1,6 @@
 """Settles that arrive while settle transactions are under way go together in the next one
-(pyjobq/engine/settle.py, ``Settler._queued``): each still ends exactly as it would alone."""
+(pyjobq/engine/settle.py, ``Settler._queued``): each is still decided on its own record, as
+alone, and none waits for ever, whatever is cancelled."""
 
 from __future__ import annotations
 
