@@ -143,75 +143,71 @@ def test_queued_settles_claim_each_lanes_next_job_in_their_one_transaction() -> 
     run(main)
 
 
+class _Queue:
+    """A settler's queue alone, over a fake transaction: the first two transactions wait for
+    their gate (``gates[0]``, ``gates[1]``; one future for both when ``one_gate``)."""
+
+    def __init__(self, *, one_gate: bool = False) -> None:
+        loop = asyncio.get_running_loop()
+        self.settler = settle_module.Settler.__new__(settle_module.Settler)
+        self.settler._queue, self.settler._committing = [], 0
+        self.settler._commit_all = self._commit_all  # type: ignore[method-assign]
+        self.committed: list[list[str]] = []
+        gate: asyncio.Future[None] = loop.create_future()
+        self.gates = [gate, gate] if one_gate else [loop.create_future(), loop.create_future()]
+
+    async def _commit_all(self, batch: list[Any]) -> None:
+        self.committed.append([item.job_id for item in batch])
+        if len(self.committed) <= len(self.gates):
+            await self.gates[len(self.committed) - 1]
+        for item in batch:
+            item.answer.set_result(([], False))
+
+    def settles(self, n: int) -> list[asyncio.Future[Any]]:
+        """``n`` settles j0, j1 … queued in order."""
+        loop = asyncio.get_running_loop()
+        return [asyncio.ensure_future(self.settler._queued(settle_module._Queued(
+            f"j{i}", lambda _o: None,  # type: ignore[arg-type,return-value]
+            None, None, 0.0,  # type: ignore[arg-type]
+            loop.create_future()))) for i in range(n)]
+
+    def idle(self) -> bool:
+        return self.settler._committing == 0 and self.settler._queue == []
+
+
 def test_a_cancelled_settle_waiting_its_turn_hands_the_turn_on() -> None:
     async def main() -> None:
-        settler = settle_module.Settler.__new__(settle_module.Settler)
-        settler._queue, settler._committing = [], 0
-        committed: list[list[str]] = []
-        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def commit_all(batch: list[Any]) -> None:
-            committed.append([item.job_id for item in batch])
-            if len(committed) <= 2:
-                await gate
-            for item in batch:
-                item.answer.set_result(([], False))
-
-        settler._commit_all = commit_all  # type: ignore[method-assign]
-
-        def item(job_id: str) -> Any:
-            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
-                                         None, None, 0.0,  # type: ignore[arg-type]
-                                         asyncio.get_running_loop().create_future())
-
-        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(5)]
+        queue = _Queue(one_gate=True)
+        tasks = queue.settles(5)
         await asyncio.sleep(0)
-        assert committed == [["j0"], ["j1"]]  # two transactions under way; j2, j3, j4 wait
+        assert queue.committed == [["j0"], ["j1"]]  # two transactions under way; j2..j4 wait
         tasks[2].cancel()  # waiting in the queue
         await asyncio.sleep(0)
-        gate.set_result(None)
+        queue.gates[0].set_result(None)
         await asyncio.gather(*tasks, return_exceptions=True)
         # j0's end hands the turn to j3, j1's to j4 (both ended before j3 woke to take j4).
-        assert committed == [["j0"], ["j1"], ["j3"], ["j4"]]
+        assert queue.committed == [["j0"], ["j1"], ["j3"], ["j4"]]
         assert tasks[2].cancelled()
         assert all(t.result() == ([], False) for i, t in enumerate(tasks) if i != 2)
-        assert settler._committing == 0 and settler._queue == []
+        assert queue.idle()
     run(main)
 
 
 def test_a_turn_handed_to_a_settle_cancelled_before_it_woke_goes_to_the_next() -> None:
     async def main() -> None:
-        settler = settle_module.Settler.__new__(settle_module.Settler)
-        settler._queue, settler._committing = [], 0
-        committed: list[list[str]] = []
-        gates = [asyncio.get_running_loop().create_future() for _ in range(2)]
-
-        async def commit_all(batch: list[Any]) -> None:
-            committed.append([item.job_id for item in batch])
-            if len(committed) <= 2:
-                await gates[len(committed) - 1]
-            for item in batch:
-                item.answer.set_result(([], False))
-
-        settler._commit_all = commit_all  # type: ignore[method-assign]
-
-        def item(job_id: str) -> Any:
-            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
-                                         None, None, 0.0,  # type: ignore[arg-type]
-                                         asyncio.get_running_loop().create_future())
-
-        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(4)]
+        queue = _Queue()
+        tasks = queue.settles(4)
         await asyncio.sleep(0)
-        gates[0].set_result(None)
+        queue.gates[0].set_result(None)
         await asyncio.sleep(0)  # j0 ends and hands the turn to j2 ...
         tasks[2].cancel()  # ... which is cancelled before it wakes to take it
         await asyncio.gather(tasks[0], tasks[2], return_exceptions=True)
         await asyncio.sleep(0)
-        gates[1].set_result(None)
+        queue.gates[1].set_result(None)
         await asyncio.gather(*tasks, return_exceptions=True)
-        assert tasks[2].cancelled() and ["j2"] not in committed
-        assert ["j3"] in committed  # the turn went on to j3: no settle waits for ever
-        assert settler._committing == 0 and settler._queue == []
+        assert tasks[2].cancelled() and ["j2"] not in queue.committed
+        assert ["j3"] in queue.committed  # the turn went on to j3: no settle waits for ever
+        assert queue.idle()
     run(main)
 
 
@@ -219,32 +215,14 @@ def test_a_settle_cancelled_just_before_its_turn_is_passed_over() -> None:
     # The waiter's task is cancelled, and a transaction ends before that task runs to leave the
     # queue: the turn goes to the next still waiting, and every other settle ends.
     async def main() -> None:
-        settler = settle_module.Settler.__new__(settle_module.Settler)
-        settler._queue, settler._committing = [], 0
-        committed: list[list[str]] = []
-        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def commit_all(batch: list[Any]) -> None:
-            committed.append([item.job_id for item in batch])
-            if len(committed) <= 2:
-                await gate
-            for item in batch:
-                item.answer.set_result(([], False))
-
-        settler._commit_all = commit_all  # type: ignore[method-assign]
-
-        def item(job_id: str) -> Any:
-            return settle_module._Queued(job_id, lambda _o: None,  # type: ignore[arg-type,return-value]
-                                         None, None, 0.0,  # type: ignore[arg-type]
-                                         asyncio.get_running_loop().create_future())
-
-        tasks = [asyncio.ensure_future(settler._queued(item(f"j{i}"))) for i in range(4)]
+        queue = _Queue(one_gate=True)
+        tasks = queue.settles(4)
         await asyncio.sleep(0)
-        gate.set_result(None)  # the transactions end first ...
+        queue.gates[0].set_result(None)  # the transactions end first ...
         tasks[2].cancel()  # ... so j2's task has not yet run to leave when its turn comes
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert tasks[2].cancelled()
         assert [r for i, r in enumerate(results) if i != 2] == [([], False)] * 3
-        assert ["j3"] in committed and not any("j2" in batch for batch in committed)
-        assert settler._committing == 0 and settler._queue == []
+        assert ["j3"] in queue.committed and not any("j2" in b for b in queue.committed)
+        assert queue.idle()
     run(main)
