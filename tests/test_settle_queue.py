@@ -16,16 +16,9 @@ from pyjobq.testing._world import Tab
 LANES = ("a", "b", "c", "d")
 
 
-async def _four_lanes_two_commits_held() -> tuple[World, Server, Tab, list[Any],
-                                                  list[list[str]], list[asyncio.Future[None]]]:
-    """Four lanes' jobs on the wire; a's and b's settles then commit slowly (each held until
-    its gate opens), so c's and d's arrive while IN_FLIGHT transactions are under way.
-    Returns every update_many's job ids, in order, from the first settle on."""
-    world, server = World(), Server(*["hold"] * len(LANES))
-    tab = world.open_tab(transport=server)
-    jobs = [tab.side.enqueue_fetch("POST", f"/{lane}", type=lane) for lane in LANES]
-    await settle()
-    assert server.holding == [f"/{lane}" for lane in LANES]
+def _first_commits_held(world: World) -> tuple[list[list[str]], list[asyncio.Future[None]]]:
+    """From now on the world's first IN_FLIGHT settle transactions wait, each until its gate
+    opens. Returns every update_many's job ids (in order) and the gates."""
     assert settle_module.IN_FLIGHT == 2
     gates: list[asyncio.Future[None]] = [asyncio.get_running_loop().create_future()
                                          for _ in range(settle_module.IN_FLIGHT)]
@@ -38,6 +31,20 @@ async def _four_lanes_two_commits_held() -> tuple[World, Server, Tab, list[Any],
                 await gates[len(writes) - 1]
 
     world.store_hook = slow
+    return writes, gates
+
+
+async def _four_lanes_two_commits_held() -> tuple[World, Server, Tab, list[Any],
+                                                  list[list[str]], list[asyncio.Future[None]]]:
+    """Four lanes' jobs on the wire; a's and b's settles then commit slowly (each held until
+    its gate opens), so c's and d's arrive while IN_FLIGHT transactions are under way.
+    Returns every update_many's job ids, in order, from the first settle on."""
+    world, server = World(), Server(*["hold"] * len(LANES))
+    tab = world.open_tab(transport=server)
+    jobs = [tab.side.enqueue_fetch("POST", f"/{lane}", type=lane) for lane in LANES]
+    await settle()
+    assert server.holding == [f"/{lane}" for lane in LANES]
+    writes, gates = _first_commits_held(world)
     server.release("/a", Response(200, {"lane": "a"}))
     server.release("/b", Response(200, {"lane": "b"}))
     await settle()
@@ -111,17 +118,7 @@ def test_queued_settles_claim_each_lanes_next_job_in_their_one_transaction() -> 
         seconds = [tab.side.enqueue_fetch("POST", f"/{lane}2", type=lane) for lane in LANES]
         await settle()
         assert server.holding == [f"/{lane}1" for lane in LANES]
-        gates: list[asyncio.Future[None]] = [asyncio.get_running_loop().create_future()
-                                             for _ in range(2)]
-        writes: list[list[str]] = []
-
-        async def slow(_tab: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
-            if operation == "update_many" and phase == "before":
-                writes.append([change.job_id for change in args[0]])
-                if len(writes) <= len(gates):
-                    await gates[len(writes) - 1]
-
-        world.store_hook = slow
+        writes, gates = _first_commits_held(world)
         for lane in LANES:
             server.release(f"/{lane}1", Response(200, {"first": lane}))
         await settle()
@@ -143,6 +140,10 @@ def test_queued_settles_claim_each_lanes_next_job_in_their_one_transaction() -> 
     run(main)
 
 
+#: What the fake transaction answers every settle of its batch.
+STORED = settle_module._Stored([], False)
+
+
 class _Queue:
     """A settler's queue alone, over a fake transaction: the first two transactions wait for
     their gate (``gates[0]``, ``gates[1]``; one future for both when ``one_gate``)."""
@@ -161,7 +162,7 @@ class _Queue:
         if len(self.committed) <= len(self.gates):
             await self.gates[len(self.committed) - 1]
         for item in batch:
-            item.answer.set_result(([], False))
+            item.answer.set_result(STORED)
 
     def settles(self, n: int) -> list[asyncio.Future[Any]]:
         """``n`` settles j0, j1 … queued in order."""
@@ -188,7 +189,7 @@ def test_a_cancelled_settle_waiting_its_turn_hands_the_turn_on() -> None:
         # j0's end hands the turn to j3, j1's to j4 (both ended before j3 woke to take j4).
         assert queue.committed == [["j0"], ["j1"], ["j3"], ["j4"]]
         assert tasks[2].cancelled()
-        assert all(t.result() == ([], False) for i, t in enumerate(tasks) if i != 2)
+        assert all(t.result() is STORED for i, t in enumerate(tasks) if i != 2)
         assert queue.idle()
     run(main)
 
@@ -222,7 +223,7 @@ def test_a_settle_cancelled_just_before_its_turn_is_passed_over() -> None:
         tasks[2].cancel()  # ... so j2's task has not yet run to leave when its turn comes
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert tasks[2].cancelled()
-        assert [r for i, r in enumerate(results) if i != 2] == [([], False)] * 3
+        assert [r for i, r in enumerate(results) if i != 2] == [STORED] * 3
         assert ["j3"] in queue.committed and not any("j2" in b for b in queue.committed)
         assert queue.idle()
     run(main)

@@ -94,6 +94,23 @@ class SettleEngine(EngineBasics):
     watch: Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class _Stored:
+    """What a settle's transaction did: the settle's update, and whether its lane went on with
+    its next job (claimed in the same transaction)."""
+
+    done: list[Updated]
+    followed: bool
+
+
+class _Turn:
+    """The answer of a waiting settle whose turn it is to commit the queue (:data:`YOUR_TURN`)."""
+
+
+#: A waiting settle is handed the turn to commit the queue.
+YOUR_TURN = _Turn()
+
+
 @dataclass
 class _Queued:
     """A settle waiting for its transaction (:meth:`Settler._queued`)."""
@@ -104,9 +121,9 @@ class _Queued:
     #: The lane's next job and its run lock, claimed in the same transaction.
     follow: tuple[Entry, Release] | None
     now: float
-    #: What the transaction did (the settle's update) and whether the lane went on; None when
-    #: it is this settle's turn to commit the queue.
-    answer: asyncio.Future[tuple[list[Updated], bool] | None]
+    #: What the transaction did, or :data:`YOUR_TURN`: the waiting is over, and this settle
+    #: commits the queue.
+    answer: asyncio.Future[_Stored | _Turn]
 
 
 class Settler:
@@ -150,11 +167,13 @@ class Settler:
         follow = await e.lanes.follow_on(flight, now)
         followed = keyed = False
         try:
-            done, followed = await self._queued(_Queued(flight.job_id, change, outcome, follow,
-                                                        now, new_future()))
+            stored = await self._queued(_Queued(flight.job_id, change, outcome, follow, now,
+                                                new_future()))
+            followed = stored.followed
+            settled = stored.done[0]
             # A keyed run's end frees its key, whose next job may wait in another lane.
-            keyed = done[0].record is not None and done[0].record.key is not None
-            await self._delete_if_done(done[0])
+            keyed = settled.record is not None and settled.record.key is not None
+            await self._delete_if_done(settled)
         finally:
             e.flights.finish(flight)
             # The lane went on with its next job: the pass need not look again for this one,
@@ -187,7 +206,7 @@ class Settler:
 
         return Change(job_id, settle, ONLY_RUNNING)
 
-    async def _queued(self, item: _Queued) -> tuple[list[Updated], bool]:
+    async def _queued(self, item: _Queued) -> _Stored:
         """``item`` committed: at once while fewer than :data:`IN_FLIGHT` settle transactions are
         under way; otherwise it waits, and goes with every settle that queued meanwhile, in one
         transaction. Whoever commits hands the turn on to the first that queued meanwhile — no
@@ -199,7 +218,7 @@ class Settler:
             except asyncio.CancelledError:
                 self._leave(item)
                 raise
-            if answer is not None:
+            if isinstance(answer, _Stored):
                 return answer  # it went in another's transaction
             item.answer = new_future()  # its turn, handed on: the count stays as it was
         else:
@@ -216,7 +235,7 @@ class Settler:
                     other.answer.cancel()
             self._hand_on()
         answer = item.answer.result()
-        assert answer is not None
+        assert isinstance(answer, _Stored), "a settle's own transaction answers what it stored"
         return answer
 
     def _hand_on(self) -> None:
@@ -225,7 +244,7 @@ class Settler:
         while self._queue:
             waiting = self._queue.pop(0)
             if not waiting.answer.done():
-                waiting.answer.set_result(None)
+                waiting.answer.set_result(YOUR_TURN)
                 return
         self._committing -= 1
 
@@ -235,7 +254,7 @@ class Settler:
         if item in self._queue:
             self._queue.remove(item)
         elif item.answer.done() and not item.answer.cancelled() \
-                and item.answer.exception() is None and item.answer.result() is None:
+                and item.answer.exception() is None and item.answer.result() is YOUR_TURN:
             self._hand_on()
 
     async def _commit_all(self, batch: list[_Queued]) -> None:
@@ -263,8 +282,8 @@ class Settler:
             else:
                 for i, item in enumerate(batch):
                     if not item.answer.done():  # its settle cancelled meanwhile: stored anyway
-                        item.answer.set_result(([done[i]], item.follow is not None
-                                                and item.follow[0].id in self._e.flights))
+                        item.answer.set_result(_Stored([done[i]], item.follow is not None
+                                                       and item.follow[0].id in self._e.flights))
                 return
         for item in batch:  # each alone, whatever the others did; one cancelled meanwhile not
             if item.answer.done():
@@ -281,14 +300,14 @@ class Settler:
 
     async def _commit(self, job_id: str, change: Callable[[RunResult], Change],
                       outcome: RunResult, follow: tuple[Entry, Release] | None,
-                      now: float) -> tuple[list[Updated], bool]:
+                      now: float) -> _Stored:
         """Store ``outcome`` with the claim of ``follow``, one transaction: what each change did,
         the settle first, and whether the lane went on with ``follow``."""
         e = self._e
         try:
             done = await e.lanes.group_commit([change(outcome)], [follow[0]] if follow else [],
                                               {follow[0].id: follow[1]} if follow else {}, now)
-            return done, follow is not None and follow[0].id in e.flights
+            return _Stored(done, follow is not None and follow[0].id in e.flights)
         except Exception as exc:
             if not outcome.ok:
                 raise
@@ -297,7 +316,7 @@ class Settler:
             log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
             failed = RunResult(ok=False, error=f"the result could not be stored: {exc}",
                                status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
-            return await e.write([change(failed)]), False
+            return _Stored(await e.write([change(failed)]), False)
 
     async def _delete_if_done(self, settled: Updated) -> None:
         if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \
