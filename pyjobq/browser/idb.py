@@ -134,8 +134,7 @@ def _update_per_request(t: "_Transaction", changes: Sequence[Change],
         left[0] -= 1
         if left[0] == 0:
             # No JSON text here: each value is read as itself (""; None where none was read).
-            writes = _apply(changes, done, values, [None if v is None else "" for v in values],
-                            _OwnWrites(), [])  # no texts, nothing taken on trust
+            writes = _apply(changes, done, values, [None if v is None else "" for v in values])
             for key in getattr(writes, "del"):
                 t.store.delete(key)
             for put in writes.put:
@@ -342,15 +341,17 @@ def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
 
 
 def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
-           texts: Sequence[str | None], own: _OwnWrites,
-           put_records: list[JobRecord | None]) -> Any:
+           texts: Sequence[str | None], own: _OwnWrites | None = None,
+           put_records: list[JobRecord | None] | None = None) -> Any:
     """``update_many``'s decision, made once every read has succeeded, in the transaction: each
     change applied in order — on what an earlier change of the same call wrote to its record —
     into ``done``; returns the writes, converted in one ``to_js``. ``values``: what was read
     (None: no record); ``texts``: each one's JSON text from ``idb_batch.js``, or "" to read the
     value itself, None where there is none. A record read exactly as this store last wrote it
     is that record (``own``), not decoded again; ``put_records`` gets each put's record (None
-    for a malformed one failed), for ``own`` once the transaction committed."""
+    for a malformed one failed), for ``own`` once the transaction committed. Without ``own``
+    (no texts: :func:`_update_per_request`) nothing is taken on trust, and nothing is kept."""
+    kept: list[JobRecord | None] = [] if put_records is None else put_records
     written: dict[str, JobRecord] = {}
     dels: list[Any] = []
     puts: list[dict[str, Any]] = []
@@ -362,7 +363,7 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
         elif text is None:  # no record: JavaScript's undefined
             done.append(Updated(None, False))
             continue
-        elif (mine := own.read(change.job_id, text)) is not None:
+        elif own is not None and (mine := own.read(change.job_id, text)) is not None:
             current = mine
         else:
             bad: list[tuple[Any, JobRecord]] = []
@@ -372,7 +373,7 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
                 if key != failed.id and key is not None:
                     dels.append(key)  # a non-str key: the failed record is filed under its str
                 puts.append(failed.to_dict())
-                put_records.append(None)
+                kept.append(None)
                 done.append(Updated(failed, False))
                 continue
             if current is None:  # a newer pyjobq's record: left exactly as it is
@@ -385,10 +386,10 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
         puts.append(new.to_dict())
         # Kept to be trusted when read back only while unfinished: a settle reads back the claim
         # it stored; a finished record is seldom read by an update again.
-        put_records.append(None if new.terminal else new)
+        kept.append(None if new.terminal else new)
         written[change.job_id] = new
         done.append(Updated(new, True))
-    keep = [i for i, record in enumerate(put_records) if record is not None]
+    keep = [] if put_records is None else [i for i, r in enumerate(kept) if r is not None]
     return to_js({"del": dels, "put": puts, "keep": keep}, dict_converter=js.Object.fromEntries,
                  create_pyproxies=False)
 
