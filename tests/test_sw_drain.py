@@ -206,14 +206,33 @@ def test_a_page_that_pings_from_the_line_is_heard_at_once_and_answered() -> None
     asyncio.run(main())
 
 
-def test_a_kind_only_pages_have_is_given_back_untouched_and_ends_the_drain() -> None:
+def test_a_kind_only_pages_have_is_given_back_untouched_and_its_lane_waits_for_a_page() -> None:
     async def main() -> None:
         origin = Origin()
         await origin.store.add([record("custom", type="x", reconstructor="resize", params={})])
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
-        assert report.stopped == "refused"
-        assert (await statuses(origin.store))["custom"][0] == "pending"
-        assert (await statuses(origin.store))["custom"][1] == 0  # no attempt spent
+        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        assert (report.stopped, report.ended, report.left) == ("refused", 0, 1)
+        assert (await statuses(origin.store))["custom"] == ("pending", 0, 1)  # no attempt spent
+        assert origin.sent == []
+    asyncio.run(main())
+
+
+def test_the_other_lanes_drain_past_a_kind_only_pages_have() -> None:
+    # With no tab open, a job only a page can run must not hold back every other lane: its own
+    # lane waits for a page (in order: x's next job too), the others are sent, and the drain
+    # ends once nothing it can run is due — not at its budget.
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("custom", type="x", reconstructor="resize", params={}),
+                                record("x2", type="x"), record("y1", type="y"),
+                                record("z1", type="z"), record("y2", type="y")])
+        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        assert sorted(origin.sent) == ["/y1", "/y2", "/z1"]
+        assert (report.stopped, report.ended, report.left) == ("refused", 3, 2)
+        assert await statuses(origin.store) == {
+            "custom": ("pending", 0, 1), "x2": ("pending", 0, 0),
+            "y1": ("done", 1, 0), "y2": ("done", 1, 0), "z1": ("done", 1, 0)}
+        assert await origin.locks.client().held() == {}  # the lease went back
     asyncio.run(main())
 
 

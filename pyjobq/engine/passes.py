@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import AbstractSet, Callable, Sequence
 
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
@@ -80,6 +80,11 @@ class PassEngine(EngineBasics):
     hand_off: Callable[[JobRecord, Release | None], None]
     #: Publishes records deleted because a newer job of their key replaced them.
     replaced: Callable[[Sequence[JobRecord]], None]
+    #: Types whose jobs this context cannot run (the Service Worker meeting a kind only pages
+    #: have, pyjobq/executor/sw_drain.py): their lanes are busy here for good — never picked
+    #: nor chained, so each keeps its order (its next job waits behind it) for a page — while
+    #: the other lanes go on.
+    left_for_pages: AbstractSet[str]
 
 
 class Pass:
@@ -260,7 +265,7 @@ class Pass:
         self._e.replaced(deleted)
 
     def _busy(self) -> set[str]:
-        return self._e.flights.busy_types() | self._busy_elsewhere
+        return self._e.flights.busy_types() | self._busy_elsewhere | self._e.left_for_pages
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
@@ -383,7 +388,7 @@ class Pass:
 
     def _chains(self, job_type: str) -> bool:
         return lanes.chains(job_type, suspended=self._e.suspended, yields=self._e.yields,
-                            busy_elsewhere=self._busy_elsewhere)
+                            busy_elsewhere=self._busy_elsewhere | self._e.left_for_pages)
 
     def wake_after(self) -> float | None:
         """The moment the wake is armed after: the last look's (None before this pass's first

@@ -175,6 +175,7 @@ class Scheduler:
         self._loop_task: asyncio.Future[None] | None = None
         self._pass_failures = 0
         self._unsubscribe: list[Callable[[], None]] = []
+        self._left_for_pages: set[str] = set()
         self._publisher = Publisher(link=link, channel=channel, source=source,
                                     volatile=mode.volatile)
         self._retry_timer = WakeTimer(clock, self.wake)
@@ -187,7 +188,7 @@ class Scheduler:
         #: The stored schedules' looks, timer and requests (pyjobq/engine/periodic.py).
         self._periodic = Periodic(PeriodicEngine(
             schedules, clock, publish=self.publish_many,
-            announce=self._announce_schedule, wake=self.wake))
+            announce=schedule_news(channel, source), wake=self.wake))
         self._wire(handshake_timeout_ms)
 
     def _wire(self, handshake_ms: float) -> None:
@@ -209,7 +210,7 @@ class Scheduler:
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
             control=self._control, write=self.write, hand_off=self._handoff.hand_off,
-            replaced=replaced_news(self.publish_many)))
+            replaced=replaced_news(self.publish_many), left_for_pages=self._left_for_pages))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -286,6 +287,11 @@ class Scheduler:
     @property
     def in_flight(self) -> frozenset[str]:
         return self.flights.ids
+
+    def leave_for_pages(self, job_type: str) -> None:
+        """Claim no job of ``job_type`` from now on: this context cannot run its kind, so the
+        lane waits for a page while the others go on (PassEngine.left_for_pages)."""
+        self._left_for_pages.add(job_type)
 
     @property
     def passes(self) -> int:
@@ -451,12 +457,6 @@ class Scheduler:
         """The stored schedules' part (its counts: ``enqueued``, ``skipped``)."""
         return self._periodic
 
-    def _announce_schedule(self, name: str) -> None:
-        try:
-            self._channel.post(make("schedule-update", source=self._source, name=name))
-        except Exception as exc:  # a closed channel: other tabs find it at their next pass
-            log.info("pyjobq: could not announce schedule %r: %s", name, exc)
-
     def _on_schedule_news(self, msg: dict[str, Any]) -> None:
         # Another tab changed a schedule: the holder reads them again (a tab in line queues up).
         if msg["source"] != self._source:
@@ -467,6 +467,16 @@ class Scheduler:
         """Progress travels in a job-update and is not stored: it is only news."""
         if msg["job_id"] in self.flights:
             self._publisher.progress(msg["job_id"], msg.get("progress"), msg.get("note"))
+
+
+def schedule_news(channel: Channel, source: str) -> Callable[[str], None]:
+    """What tells the other tabs that this one changed a stored schedule."""
+    def announce(name: str) -> None:
+        try:
+            channel.post(make("schedule-update", source=source, name=name))
+        except Exception as exc:  # a closed channel: other tabs find it at their next pass
+            log.info("pyjobq: could not announce schedule %r: %s", name, exc)
+    return announce
 
 
 def replaced_news(publish: Callable[..., None]) -> Callable[[Sequence[JobRecord]], None]:

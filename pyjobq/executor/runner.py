@@ -95,11 +95,12 @@ class Runner:
         yields: Mapping[str, str] | None = None,
         is_online: Callable[[], bool] | None = None,
         refusing: Callable[[], bool] | None = None,
-        unknown_kind: Callable[[str], Callable[[Any], Executor] | None] | None = None,
+        unknown_kind: Callable[[str, str], Callable[[Any], Executor] | None] | None = None,
     ) -> None:
         self.link = link
-        #: The factory for a kind with no reconstructor here, or None: the job fails as orphaned
-        #: (the Service Worker gives such a job back to the pages: pyjobq/browser/sw_main.py).
+        #: The factory for a kind with no reconstructor here, given the kind and the job's type,
+        #: or None: the job fails as orphaned (the Service Worker gives such a job back to the
+        #: pages, and leaves its type to them: pyjobq/executor/sw_drain.py).
         self._unknown_kind = unknown_kind
         self.clock = clock
         self.registry: dict[str, Callable[[Any], Executor]] = dict(registry or {})
@@ -182,7 +183,7 @@ class Runner:
             return executor
         factory = self.registry.get(name)
         if factory is None and self._unknown_kind is not None:
-            factory = self._unknown_kind(name)
+            factory = self._unknown_kind(name, msg["job_type"])
         if factory is None:
             self._send_result(job_id,
                               _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))

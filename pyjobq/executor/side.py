@@ -176,7 +176,7 @@ class ExecutorSide:
         requests_source: str | None = None,
         is_online: Callable[[], bool] | None = None,
         engine: Scheduler | None = None,
-        unknown_kind: Callable[[str], Callable[[Any], Any] | None] | None = None,
+        unknown_kind: Callable[[str, str], Callable[[Any], Any] | None] | None = None,
     ) -> None:
         self.source = source
         self.transport = transport

@@ -34,8 +34,12 @@ differs is only when it holds the processor lease:
   while a job that kills the Service Worker every time still reaches its end.
 * **Only what it can run.** ``fetch`` jobs through the app's transport, and the reconstructors
   it was given (the page's tasks whose modules import there). A job of another kind is given
-  back at once (interrupted, no attempt spent) and ends the drain (``refused``): it waits for
-  a page, which has the reconstructor — it is never failed as orphaned here.
+  back at once (interrupted, no attempt spent) and its type is left to the pages
+  (:meth:`~pyjobq.engine.scheduler.Scheduler.leave_for_pages`): that lane waits for a page,
+  which has the reconstructor — the job is never failed as orphaned here, and its lane's later
+  jobs keep their place behind it — while every other lane drains. With no tab open, one job
+  only a page can run must not hold back the work the Service Worker can do. When what is left
+  due is only such lanes', the drain ends (``refused``).
 
 The drain ends on its own when nothing runs and nothing falls due before its budget ends
 (``done``) — a retry due in a few seconds is waited for. Its :class:`DrainReport` says how many
@@ -50,7 +54,7 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import AbstractSet, Any, Awaitable, Callable, Mapping
 
 from ..core.errors import Interrupted, LockStolen
 from ..core.ports import Channel, Clock, LockManager, Store
@@ -77,8 +81,9 @@ class DrainReport:
     """How a drain went (``self.pyjobqDrains`` in the Service Worker's console lists them)."""
 
     #: Why it stopped: ``lease_held`` (a page processes), ``done`` (nothing due), ``page`` (a
-    #: page asked for the lease), ``budget`` (the event's time was spent), ``refused`` (a job
-    #: of a kind only pages can run), ``upgraded`` (another tab upgraded the database).
+    #: page asked for the lease), ``budget`` (the event's time was spent), ``refused`` (what is
+    #: due is only in lanes of a kind only pages can run), ``upgraded`` (another tab upgraded
+    #: the database).
     stopped: str = "done"
     #: Jobs that reached an end (done, failed, cancelled) during the drain.
     ended: int = 0
@@ -222,12 +227,13 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         locks=ports.locks, channel=ports.channel(), yields=queue.yields,
         handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease)
     refused: list[str] = []
+    #: The types of the kinds it cannot run: their lanes wait for a page.
+    left: set[str] = set()
 
-    def unknown_kind(name: str) -> Callable[[Any], Any]:
+    def unknown_kind(name: str, job_type: str) -> Callable[[Any], Any]:
         refused.append(name)
-        if not lease.revoked:
-            report.stopped = "refused"
-        lease.revoke()  # claims nothing more: the pages have the reconstructors
+        left.add(job_type)
+        engine.scheduler.leave_for_pages(job_type)  # the pages have the reconstructor
         return _not_here(name)
 
     side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ports.channel(),
@@ -244,7 +250,8 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     unhear = _hear_pages(ports, queue.source, lease, report)
     try:
         try:
-            await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report)
+            await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report,
+                        left)
             # Runs in flight finish under their run locks, however the drain stopped (a page
             # that asked for the lease waits for them): abandoned only at the event's end —
             # budget plus grace — since an abandoned request may still reach the server (its
@@ -262,8 +269,10 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         unhear()
     await _sleep(clock, LOOK_MS)  # the last settles' news reach the report (the link is async)
     if refused:
-        log.warning("pyjobq service worker: left jobs of kind(s) %s for a page",
-                    ", ".join(sorted(set(refused))))
+        if report.stopped == "done":
+            report.stopped = "refused"
+        log.warning("pyjobq service worker: left jobs of kind(s) %s (type(s) %s) for a page",
+                    ", ".join(sorted(set(refused))), ", ".join(sorted(left)))
     report.left = await _left(ports.store)
 
 
@@ -297,8 +306,10 @@ def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
 
 
 async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPorts,
-                lock_name: str, budget_end: float, report: DrainReport) -> None:
-    """Hold the lease until a page asks for it, the budget ends, or nothing is due and running."""
+                lock_name: str, budget_end: float, report: DrainReport,
+                left: AbstractSet[str]) -> None:
+    """Hold the lease until a page asks for it, the budget ends, or nothing is due and running
+    (but in the lanes ``left`` to the pages)."""
     while not lease.revoked:
         await _sleep(ports.clock, LOOK_MS)
         if lease.revoked:
@@ -311,8 +322,8 @@ async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPor
             log.info("pyjobq service worker: the budget is spent; stopping")
             report.stopped = "budget"
             lease.revoke()
-        elif not scheduler.in_flight and not await _due_by(ports.store, budget_end):
-            lease.revoke()  # done for now: nothing falls due before the budget ends
+        elif not scheduler.in_flight and not await _due_by(ports.store, budget_end, left):
+            lease.revoke()  # done for now: nothing it can run falls due before the budget ends
 
 
 async def _until(clock: Clock, condition: Callable[[], bool], deadline: float) -> None:
@@ -345,7 +356,7 @@ async def _left(store: Store) -> int:
     return len(pending) + len(running)
 
 
-async def _due_by(store: Store, when: float) -> list[JobRecord]:
-    """The pending jobs that fall due by ``when``."""
+async def _due_by(store: Store, when: float, left: AbstractSet[str]) -> list[JobRecord]:
+    """The pending jobs that fall due by ``when``, but for the types ``left`` to the pages."""
     return [r for r in await store.by_status(Status.PENDING.value)
-            if (r.next_retry_at or 0) <= when]
+            if (r.next_retry_at or 0) <= when and r.type not in left]
