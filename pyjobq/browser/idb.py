@@ -38,11 +38,9 @@ import itertools
 import json
 import logging
 import math
-from importlib import resources
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 import js  # type: ignore[import-not-found]
-from pyodide.code import run_js
 from pyodide.ffi import jsnull, to_js
 
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
@@ -63,6 +61,7 @@ from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
 from ..engine.tasks import new_future
 from . import drain, proxies
+from .evaluated import Helper
 
 log = logging.getLogger("pyjobq")
 
@@ -103,23 +102,10 @@ def _to_js(value: dict[str, Any]) -> Any:
     return to_js(value, dict_converter=js.Object.fromEntries, create_pyproxies=False)
 
 
-_batch: Any = None
-_batch_refused = False
-
-
-def _batches() -> Any:
-    """The JavaScript half of a transaction made in one call (``idb_batch.js``: ``update``,
-    ``add``), evaluated once per context; None where the page's Content-Security-Policy
-    forbids evaluating it (no ``'unsafe-eval'``): the store then issues each request from
-    Python (:func:`_update_per_request`), as it always could."""
-    global _batch, _batch_refused
-    if _batch is None and not _batch_refused:
-        try:
-            _batch = run_js(resources.files(__package__).joinpath("idb_batch.js").read_text())
-        except Exception as exc:  # EvalError under a policy without 'unsafe-eval'
-            _batch_refused = True
-            log.info("pyjobq: IndexedDB requests go one by one from Python here (%s)", exc)
-    return _batch
+#: The JavaScript half of a transaction made in one call (``idb_batch.js``: ``update``, ``add``);
+#: where it cannot be evaluated the store issues each request from Python
+#: (:func:`_update_per_request`), as it always could.
+BATCHES = Helper("idb_batch.js", "IndexedDB requests go one by one from Python")
 
 
 def _update_per_request(t: "_Transaction", changes: Sequence[Change],
@@ -507,9 +493,9 @@ class _OneCalls:
         self._pending[token] = pending
         try:
             if keys is None:
-                _batches().add(db, STORE, values, token, self._callback)
+                BATCHES.get().add(db, STORE, values, token, self._callback)
             else:
-                _batches().update(db, STORE, to_js(list(keys)), token, self._callback)
+                BATCHES.get().update(db, STORE, to_js(list(keys)), token, self._callback)
             error = await pending.ended
         finally:
             del self._pending[token]
@@ -784,7 +770,7 @@ class IndexedDBStore(_ScheduleStore):
                 t = await self._tx("readwrite", "add")
                 _add_keyed(t, values, keys, {r.id for r in kept}, replaced)
                 await t
-            elif _batches() is not None:
+            elif BATCHES.get() is not None:
                 await self._in_one_call("add", None, values)
             else:
                 t = await self._tx("readwrite", "add")
@@ -820,7 +806,7 @@ class IndexedDBStore(_ScheduleStore):
         if not changes:
             return []
         done: list[Updated] = []
-        if _batches() is None:
+        if BATCHES.get() is None:
             t = await self._tx("readwrite", "update_many")
             _update_per_request(t, changes, done)
             await t

@@ -12,11 +12,9 @@ import asyncio
 import itertools
 import json
 import logging
-from importlib import resources
 from typing import Any, Awaitable, Callable
 
 import js  # type: ignore[import-not-found]
-from pyodide.code import run_js
 from pyodide.ffi import JsException, to_js
 
 from ..core.errors import LockStolen
@@ -24,6 +22,7 @@ from ..core.messages import job_update_prefix
 from ..core.ports import Message, Unsubscribe
 from ..engine.tasks import new_future
 from . import drain, proxies
+from .evaluated import Helper
 
 log = logging.getLogger("pyjobq")
 
@@ -226,24 +225,11 @@ class _Ask:
         self.ended: asyncio.Future[tuple[str, str] | None] = new_future()
 
 
-_locks_js: Any = None
-_locks_js_refused = False
+#: ``locks.js``: where it cannot be evaluated, :class:`WebLocks` asks from Python.
+LOCKS_JS = Helper("locks.js", "Web Locks are asked from Python")
 #: Every request's token, unique in this context: ``locks.js`` keeps one table of held locks
 #: for every WebLocks of the context (a page has several), so tokens must never repeat.
 _lock_tokens = itertools.count()
-
-
-def _locks_helper() -> Any:
-    """``locks.js``, evaluated once per context; None where the page's Content-Security-Policy
-    forbids evaluating it (no ``'unsafe-eval'``): :class:`WebLocks` then asks from Python."""
-    global _locks_js, _locks_js_refused
-    if _locks_js is None and not _locks_js_refused:
-        try:
-            _locks_js = run_js(resources.files(__package__).joinpath("locks.js").read_text())
-        except Exception as exc:  # EvalError under a policy without 'unsafe-eval'
-            _locks_js_refused = True
-            log.info("pyjobq: Web Locks are asked from Python here (%s)", exc)
-    return _locks_js
 
 
 class WebLocks:
@@ -255,7 +241,7 @@ class WebLocks:
     """
 
     def __init__(self) -> None:
-        self._helper = _locks_helper()
+        self._helper = LOCKS_JS.get()
         self._asks: dict[int, _Ask] = {}
         self._callback = proxies.create(self._called_back) if self._helper is not None else None
 

@@ -122,14 +122,10 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
     second_gate.set_result(None)
     await held_two
     await reach(one.held, {})
-    saved = ports._locks_js, ports._locks_js_refused
-    ports._locks_js, ports._locks_js_refused = None, True  # as a refused evaluation leaves it
-    try:
+    with ports.LOCKS_JS.refused():
         from_python = WebLocks()
         assert from_python._helper is None
         await contract(from_python, "py-")
-    finally:
-        ports._locks_js, ports._locks_js_refused = saved
 
 
 @run_in_pyodide(packages=["pyjobq"])

@@ -540,9 +540,7 @@ async def _contract_without_batches(selenium, contract_source):
 
     from pyjobq.browser import idb
 
-    saved = idb._batch, idb._batch_refused
-    idb._batch, idb._batch_refused = None, True  # as a refused evaluation leaves it
-    try:
+    with idb.BATCHES.refused():
         contract = types.ModuleType("store_contract")
         exec(compile(contract_source, "store_contract.py", "exec"), contract.__dict__)
         failures = []
@@ -554,9 +552,7 @@ async def _contract_without_batches(selenium, contract_source):
                 failures.append(f"{check.__name__}: {type(exc).__name__}: {exc}")
             finally:
                 store.close()
-        assert idb._batches() is None
-    finally:
-        idb._batch, idb._batch_refused = saved
+        assert idb.BATCHES.get() is None
     assert failures == [], "\n".join(failures)
 
 
