@@ -90,7 +90,8 @@ def test_it_runs_nothing_while_a_page_holds_the_lease_and_leaves_the_work_said()
         page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
         await page_holds.wait()
         report = await sw_drain.drain(origin.ports(), origin.queue(), 50)
-        assert report.to_json() == '{"stopped": "lease_held", "ended": 0, "left": 1}'
+        assert report.to_json() == ('{"stopped": "lease_held", "ended": 0, "left": 1, '
+                                    '"for_pages": 0}')
         assert origin.sent == [] and (await statuses(origin.store))["a"] == ("pending", 0, 0)
         page_done.set()
         await page_task
@@ -211,7 +212,9 @@ def test_a_kind_only_pages_have_is_given_back_untouched_and_its_lane_waits_for_a
         origin = Origin()
         await origin.store.add([record("custom", type="x", reconstructor="resize", params={})])
         report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
-        assert (report.stopped, report.ended, report.left) == ("refused", 0, 1)
+        # No sync can run it, so it fails no event (``left``); the next page that opens does.
+        assert (report.stopped, report.ended, report.left, report.for_pages) == (
+            "refused", 0, 0, 1)
         assert (await statuses(origin.store))["custom"] == ("pending", 0, 1)  # no attempt spent
         assert origin.sent == []
     asyncio.run(main())
@@ -228,11 +231,39 @@ def test_the_other_lanes_drain_past_a_kind_only_pages_have() -> None:
                                 record("z1", type="z"), record("y2", type="y")])
         report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
         assert sorted(origin.sent) == ["/y1", "/y2", "/z1"]
-        assert (report.stopped, report.ended, report.left) == ("refused", 3, 2)
+        assert (report.stopped, report.ended, report.left, report.for_pages) == (
+            "refused", 3, 0, 2)
         assert await statuses(origin.store) == {
             "custom": ("pending", 0, 1), "x2": ("pending", 0, 0),
             "y1": ("done", 1, 0), "y2": ("done", 1, 0), "z1": ("done", 1, 0)}
         assert await origin.locks.client().held() == {}  # the lease went back
+    asyncio.run(main())
+
+
+def test_a_job_it_can_run_left_pending_still_fails_the_event_beside_a_lane_for_pages() -> None:
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("custom", type="x", reconstructor="resize", params={}),
+                                record("later", type="y", next_retry_at=9e15)])
+        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        assert (report.stopped, report.left, report.for_pages) == ("refused", 1, 1)
+    asyncio.run(main())
+
+
+def test_only_a_mode_with_a_lane_per_type_leaves_a_type_to_the_pages() -> None:
+    # Under one lane for every type (the outbox's), leaving one type would stop them all.
+    async def main() -> None:
+        from pyjobq.core.mode import OUTBOX
+        from pyjobq.memory import ChannelHub as Hub
+        from pyjobq.memory import link_pair
+        from pyjobq.engine.scheduler import Scheduler
+
+        hub, locks = Hub(), LockHub()
+        scheduler = Scheduler(store=MemoryStore(), locks=locks.client(), channel=hub.channel("q"),
+                              link=link_pair()[0], clock=LoopClock(), lock_name=LOCK,
+                              source="s", mode=OUTBOX)
+        with pytest.raises(ValueError, match="one lane for every type"):
+            scheduler.leave_for_pages("x")
     asyncio.run(main())
 
 

@@ -290,7 +290,15 @@ class Scheduler:
 
     def leave_for_pages(self, job_type: str) -> None:
         """Claim no job of ``job_type`` from now on: this context cannot run its kind, so the
-        lane waits for a page while the others go on (PassEngine.left_for_pages)."""
+        lane waits for a page while the others go on (PassEngine.left_for_pages). Only where
+        each type is a lane: under one lane (the outbox's ``fifo``) it would stop them all.
+
+        Raises:
+            ValueError: this engine's mode has no lane per type.
+        """
+        if self.mode.lanes != "type":
+            raise ValueError(f"leave_for_pages({job_type!r}): the {self.mode.name} mode runs "
+                             "one lane for every type, so no type can be left to the pages alone")
         self._left_for_pages.add(job_type)
 
     @property

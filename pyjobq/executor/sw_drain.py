@@ -39,12 +39,13 @@ differs is only when it holds the processor lease:
   which has the reconstructor — the job is never failed as orphaned here, and its lane's later
   jobs keep their place behind it — while every other lane drains. With no tab open, one job
   only a page can run must not hold back the work the Service Worker can do. When what is left
-  due is only such lanes', the drain ends (``refused``).
+  due is only such lanes', the drain ends (``refused``); their jobs are reported apart
+  (``for_pages``) and fail no event — no sync could run them; the next page that opens does.
 
 The drain ends on its own when nothing runs and nothing falls due before its budget ends
 (``done``) — a retry due in a few seconds is waited for. Its :class:`DrainReport` says how many
 pending jobs it left (due now or later), so the script can make the event fail and the browser
-fire it again later (Background Sync's retries): a job is never left waiting for a page.
+fire it again later (Background Sync's retries): no job it can run is left waiting for a page.
 """
 
 from __future__ import annotations
@@ -87,11 +88,16 @@ class DrainReport:
     stopped: str = "done"
     #: Jobs that reached an end (done, failed, cancelled) during the drain.
     ended: int = 0
-    #: Jobs due and still pending when it stopped: the sync is fired again later.
+    #: Jobs still pending (due now or later) or running when it stopped, but for those in
+    #: lanes only a page can run (``for_pages``): the sync is fired again later.
     left: int = 0
+    #: Jobs pending in the lanes of a kind only pages can run (their first job's type): no
+    #: sync can run them, so they fail no event; the next page that opens runs them.
+    for_pages: int = 0
 
     def to_json(self) -> str:
-        return json.dumps({"stopped": self.stopped, "ended": self.ended, "left": self.left})
+        return json.dumps({"stopped": self.stopped, "ended": self.ended, "left": self.left,
+                           "for_pages": self.for_pages})
 
 
 @dataclass(frozen=True)
@@ -200,7 +206,7 @@ async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
             # A page processes. Its jobs are its own while it lives; but a page closed mid-run
             # (a moment after saving) leaves them running, with no page to recover them: while
             # jobs are unfinished, look again for a free lease until the budget ends.
-            report.left = await _left(ports.store)
+            report.left, report.for_pages = await _left(ports.store, frozenset())
             if report.left == 0 or ports.clock.now() + WAIT_LOOK_MS >= deadline:
                 break
             await _sleep(ports.clock, WAIT_LOOK_MS)
@@ -273,7 +279,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
             report.stopped = "refused"
         log.warning("pyjobq service worker: left jobs of kind(s) %s (type(s) %s) for a page",
                     ", ".join(sorted(set(refused))), ", ".join(sorted(left)))
-    report.left = await _left(ports.store)
+    report.left, report.for_pages = await _left(ports.store, left)
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
@@ -344,16 +350,18 @@ async def _sleep(clock: Clock, ms: float) -> None:
     await woken
 
 
-async def _left(store: Store) -> int:
+async def _left(store: Store, for_pages: AbstractSet[str]) -> tuple[int, int]:
     """What the drain leaves for the next sync: every pending job, due now or later (a retry
     after a 503, a network error), and every running one — a run it abandoned whose answer was
     never stored, or the run of a page that took the lease over and may close mid-run (the
     next holder recovers either). Any of them fails the event, and the browser fires it again
     later, so no job waits for a page to open; a page still processing then makes that
-    drain's answer ``lease_held``, with nothing left for it."""
+    drain's answer ``lease_held``, with nothing left for it. Apart, second: the pending jobs of
+    the types ``for_pages`` (lanes only a page can run), which no sync could run."""
     pending = await store.by_status(Status.PENDING.value)
     running = await store.by_status(Status.RUNNING.value)
-    return len(pending) + len(running)
+    waiting = sum(r.type in for_pages for r in pending)
+    return len(pending) - waiting + len(running), waiting
 
 
 async def _due_by(store: Store, when: float, left: AbstractSet[str]) -> list[JobRecord]:
