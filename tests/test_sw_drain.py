@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 
 from pyjobq.core.messages import make
+from pyjobq.core.mode import OUTBOX
 from pyjobq.core.ports import Change
 from pyjobq.core.records import service_worker_source
 from pyjobq.core.status import Status
 from pyjobq.engine.lease import lease_channel_name
+from pyjobq.engine.scheduler import Scheduler
 from pyjobq.executor import sw_drain
 from pyjobq.executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
-from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore
+from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore, link_pair
 from pyjobq.testing import Response, record
 
 LOCK = "q-lock"
@@ -253,12 +255,7 @@ def test_a_job_it_can_run_left_pending_still_fails_the_event_beside_a_lane_for_p
 def test_only_a_mode_with_a_lane_per_type_leaves_a_type_to_the_pages() -> None:
     # Under one lane for every type (the outbox's), leaving one type would stop them all.
     async def main() -> None:
-        from pyjobq.core.mode import OUTBOX
-        from pyjobq.memory import ChannelHub as Hub
-        from pyjobq.memory import link_pair
-        from pyjobq.engine.scheduler import Scheduler
-
-        hub, locks = Hub(), LockHub()
+        hub, locks = ChannelHub(), LockHub()
         scheduler = Scheduler(store=MemoryStore(), locks=locks.client(), channel=hub.channel("q"),
                               link=link_pair()[0], clock=LoopClock(), lock_name=LOCK,
                               source="s", mode=OUTBOX)
