@@ -260,7 +260,7 @@ def test_only_a_mode_with_a_lane_per_type_leaves_a_type_to_the_pages() -> None:
                               link=link_pair()[0], clock=LoopClock(), lock_name=LOCK,
                               source="s", mode=OUTBOX)
         with pytest.raises(ValueError, match="one lane for every type"):
-            scheduler.leave_for_pages("x")
+            scheduler.left_for_pages.add("x")
     asyncio.run(main())
 
 

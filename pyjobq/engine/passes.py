@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
+from ..core.mode import Mode
 from ..core.ports import Change, Updated
 from ..core.records import JobRecord
 from ..core.status import (
@@ -80,11 +81,32 @@ class PassEngine(EngineBasics):
     hand_off: Callable[[JobRecord, Release | None], None]
     #: Publishes records deleted because a newer job of their key replaced them.
     replaced: Callable[[Sequence[JobRecord]], None]
-    #: Types whose jobs this context cannot run (the Service Worker meeting a kind only pages
-    #: have, pyjobq/executor/sw_drain.py): their lanes are busy here for good — never picked
-    #: nor chained, so each keeps its order (its next job waits behind it) for a page — while
-    #: the other lanes go on.
-    left_for_pages: AbstractSet[str]
+    #: The types whose jobs this context cannot run: their lanes are busy here for good.
+    left_for_pages: "LeftForPages"
+
+
+class LeftForPages:
+    """The types whose jobs this context cannot run (the Service Worker meeting a kind only
+    pages have, pyjobq/executor/sw_drain.py): their lanes are busy here for good — never picked
+    nor chained, so each keeps its order (its next job waits behind it) for a page — while the
+    other lanes go on. Only where each type is a lane."""
+
+    def __init__(self, mode: Mode) -> None:
+        self._mode = mode
+        #: The types left, read by the pass at each look and each chain.
+        self.types: set[str] = set()
+
+    def add(self, job_type: str) -> None:
+        """Claim no job of ``job_type`` from now on: its lane waits for a page.
+
+        Raises:
+            ValueError: the mode runs one lane for every type (the outbox's ``fifo``), where
+                leaving one type would stop them all.
+        """
+        if self._mode.lanes != "type":
+            raise ValueError(f"leave {job_type!r} to the pages: the {self._mode.name} mode runs "
+                             "one lane for every type, so no type can be left to the pages alone")
+        self.types.add(job_type)
 
 
 class Pass:
@@ -265,7 +287,7 @@ class Pass:
         self._e.replaced(deleted)
 
     def _busy(self) -> set[str]:
-        return self._e.flights.busy_types() | self._busy_elsewhere | self._e.left_for_pages
+        return self._e.flights.busy_types() | self._busy_elsewhere | self._e.left_for_pages.types
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
@@ -388,7 +410,7 @@ class Pass:
 
     def _chains(self, job_type: str) -> bool:
         return lanes.chains(job_type, suspended=self._e.suspended, yields=self._e.yields,
-                            busy_elsewhere=self._busy_elsewhere | self._e.left_for_pages)
+                            busy_elsewhere=self._busy_elsewhere | self._e.left_for_pages.types)
 
     def wake_after(self) -> float | None:
         """The moment the wake is armed after: the last look's (None before this pass's first

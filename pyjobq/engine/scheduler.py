@@ -97,7 +97,7 @@ from .control import PassControl
 from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
 from .lease import LEASE_MESSAGES, LockLease
-from .passes import Pass, PassEngine
+from .passes import LeftForPages, Pass, PassEngine
 from .periodic import Periodic, PeriodicEngine
 from .publisher import Publisher
 from .requests import RequestEngine, RequestTable
@@ -175,7 +175,8 @@ class Scheduler:
         self._loop_task: asyncio.Future[None] | None = None
         self._pass_failures = 0
         self._unsubscribe: list[Callable[[], None]] = []
-        self._left_for_pages: set[str] = set()
+        #: The types this context leaves to the pages (the Service Worker's drain adds them).
+        self.left_for_pages: Final = LeftForPages(mode)
         self._publisher = Publisher(link=link, channel=channel, source=source,
                                     volatile=mode.volatile)
         self._retry_timer = WakeTimer(clock, self.wake)
@@ -210,7 +211,7 @@ class Scheduler:
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
             control=self._control, write=self.write, hand_off=self._handoff.hand_off,
-            replaced=replaced_news(self.publish_many), left_for_pages=self._left_for_pages))
+            replaced=replaced_news(self.publish_many), left_for_pages=self.left_for_pages))
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -287,19 +288,6 @@ class Scheduler:
     @property
     def in_flight(self) -> frozenset[str]:
         return self.flights.ids
-
-    def leave_for_pages(self, job_type: str) -> None:
-        """Claim no job of ``job_type`` from now on: this context cannot run its kind, so the
-        lane waits for a page while the others go on (PassEngine.left_for_pages). Only where
-        each type is a lane: under one lane (the outbox's ``fifo``) it would stop them all.
-
-        Raises:
-            ValueError: this engine's mode has no lane per type.
-        """
-        if self.mode.lanes != "type":
-            raise ValueError(f"leave_for_pages({job_type!r}): the {self.mode.name} mode runs "
-                             "one lane for every type, so no type can be left to the pages alone")
-        self._left_for_pages.add(job_type)
 
     @property
     def passes(self) -> int:

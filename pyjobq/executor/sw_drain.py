@@ -35,7 +35,7 @@ differs is only when it holds the processor lease:
 * **Only what it can run.** ``fetch`` jobs through the app's transport, and the reconstructors
   it was given (the page's tasks whose modules import there). A job of another kind is given
   back at once (interrupted, no attempt spent) and its type is left to the pages
-  (:meth:`~pyjobq.engine.scheduler.Scheduler.leave_for_pages`): that lane waits for a page,
+  (:class:`~pyjobq.engine.passes.LeftForPages`): that lane waits for a page,
   which has the reconstructor — the job is never failed as orphaned here, and its lane's later
   jobs keep their place behind it — while every other lane drains. With no tab open, one job
   only a page can run must not hold back the work the Service Worker can do. When what is left
@@ -239,7 +239,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     def unknown_kind(name: str, job_type: str) -> Callable[[Any], Any]:
         refused.append(name)
         left.add(job_type)
-        engine.scheduler.leave_for_pages(job_type)  # the pages have the reconstructor
+        engine.scheduler.left_for_pages.add(job_type)  # the pages have the reconstructor
         return _not_here(name)
 
     side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ports.channel(),
