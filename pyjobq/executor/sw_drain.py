@@ -234,12 +234,11 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease)
     refused: list[str] = []
     #: The types of the kinds it cannot run: their lanes wait for a page.
-    left: set[str] = set()
+    left = engine.scheduler.left_for_pages
 
     def unknown_kind(name: str, job_type: str) -> Callable[[Any], Any]:
         refused.append(name)
-        left.add(job_type)
-        engine.scheduler.left_for_pages.add(job_type)  # the pages have the reconstructor
+        left.add(job_type)  # the pages have the reconstructor
         return _not_here(name)
 
     side = ExecutorSide(link=engine.link, engine=engine.scheduler, channel=ports.channel(),
@@ -257,7 +256,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     try:
         try:
             await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report,
-                        left)
+                        left.types)
             # Runs in flight finish under their run locks, however the drain stopped (a page
             # that asked for the lease waits for them): abandoned only at the event's end —
             # budget plus grace — since an abandoned request may still reach the server (its
@@ -278,8 +277,8 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         if report.stopped == "done":
             report.stopped = "refused"
         log.warning("pyjobq service worker: left jobs of kind(s) %s (type(s) %s) for a page",
-                    ", ".join(sorted(set(refused))), ", ".join(sorted(left)))
-    report.left, report.for_pages = await _left(ports.store, left)
+                    ", ".join(sorted(set(refused))), ", ".join(sorted(left.types)))
+    report.left, report.for_pages = await _left(ports.store, left.types)
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
