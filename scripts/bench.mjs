@@ -15,6 +15,10 @@
 //                                     cProfile on the page and in the scheduler worker; prints both top lists
 //                                     (BENCH_PROFILE_CALLERS=regex: who calls the matching functions)
 //   --run "PY"                        no figures: the bench page's Python call PY, e.g. "await burst(10000)"
+//   --cpuprofile [N]                  no figures: N (default 1000) persistent jobs of one type under V8's
+//                                     sampling profiler in the scheduler worker's thread (CDP); prints self time
+//                                     a job by kind (Python's wasm, Pyodide's JavaScript, the browser's own)
+//                                     and the top functions; BENCH_CPUPROFILE=FILE also writes the .cpuprofile
 //   --trace [N]                       no figures: N persistent jobs of one type; per job, how long each
 //                                     side holds it and each message travels (medians); BENCH_PROBE=FILE
 //                                     also runs FILE's Python in the idle worker (runPythonAsync) after them
@@ -259,6 +263,22 @@ function browserPssMB() {
     } catch { /* gone */ }
   }
   return kb / 1024;
+}
+
+/** CPU seconds this script's Chromium processes have used so far (every thread); null off Linux. */
+function browserCpuSeconds() {
+  if (!fs.existsSync("/proc/self/stat")) return null;
+  const tick = 100; // USER_HZ on Linux
+  let ticks = 0;
+  for (const pid of descendants(process.pid)) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!/chrom/i.test(stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")))) continue;
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime
+    } catch { /* gone */ }
+  }
+  return ticks / tick;
 }
 
 // ---------------------------------------------------------------- the figures
@@ -654,6 +674,88 @@ async function profile(browser, base, n) {
   await ctx.close();
 }
 
+/** Where the scheduler worker's thread spends a job, by V8's sampling profiler attached to the
+ *  worker over CDP: self time by kind of code (wasm, JavaScript, the browser's own) and by function. */
+async function cpuProfile(browser, base, n) {
+  const ctx = await browser.newContext();
+  const a = await openBenchPage(ctx, base, `cpuprofile-${Date.now().toString(36)}`);
+  await py(a, "await persistent(50, 1)"); // warm: the worker's lanes and caches exist
+  const cdp = await ctx.newCDPSession(a);
+  // The page's dedicated worker, reached through an auto-attach of this session (not flattened:
+  // its messages travel inside Target.sendMessageToTarget / receivedMessageFromTarget).
+  const workers = [];
+  cdp.on("Target.attachedToTarget", (e) => { if (e.targetInfo.type === "worker") workers.push(e.sessionId); });
+  let next = 1;
+  const pending = new Map();
+  cdp.on("Target.receivedMessageFromTarget", (e) => {
+    const m = JSON.parse(e.message);
+    if (m.id && pending.has(m.id)) { pending.get(m.id)(m); pending.delete(m.id); }
+  });
+  const inWorker = (sessionId, method, params = {}) => new Promise((resolve, reject) => {
+    const id = next++;
+    pending.set(id, (m) => (m.error ? reject(new Error(`${method}: ${m.error.message}`)) : resolve(m.result)));
+    cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id, method, params }) }).catch(reject);
+  });
+  await cdp.send("Target.setAutoAttach", { autoAttach: true, waitForDebuggerOnStart: false, flatten: false });
+  for (let i = 0; i < 100 && !workers.length; i++) await sleep(50);
+  if (!workers.length) throw new Error("--cpuprofile: no worker attached");
+  // The scheduler worker: the one whose Python answers the bench's ask (the only worker of the page).
+  const w = workers[0];
+  await inWorker(w, "Profiler.enable");
+  await inWorker(w, "Profiler.setSamplingInterval", { interval: 100 });
+  await cdp.send("Profiler.enable");
+  await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
+  await inWorker(w, "Profiler.start");
+  await cdp.send("Profiler.start");
+  const out = await py(a, `await in_batches(${n}, 100, 1)`);
+  const worker = (await inWorker(w, "Profiler.stop")).profile;
+  const page = (await cdp.send("Profiler.stop")).profile;
+  log(JSON.stringify(out));
+  if (process.env.BENCH_CPUPROFILE) {
+    fs.writeFileSync(`${process.env.BENCH_CPUPROFILE}.worker.cpuprofile`, JSON.stringify(worker));
+    fs.writeFileSync(`${process.env.BENCH_CPUPROFILE}.page.cpuprofile`, JSON.stringify(page));
+  }
+  await ctx.close();
+  console.log(`${n} persistent jobs, one type, in batches of 100; each thread sampled every 0.1 ms`);
+  summarise("the scheduler worker's thread", worker, n);
+  summarise("the page's main thread", page, n);
+}
+
+/** A V8 CPU profile's self time, ms a job: by kind of code, and its top functions. */
+function summarise(title, prof, jobs) {
+  const byId = new Map(prof.nodes.map((node) => [node.id, node]));
+  const self = new Map();
+  const deltas = prof.timeDeltas;
+  for (let i = 0; i < prof.samples.length; i++) self.set(prof.samples[i], (self.get(prof.samples[i]) || 0) + (deltas[i + 1] ?? 0) / 1000);
+  const kindOf = (cf) => {
+    if (cf.url.startsWith("wasm://") || /^wasm-function/.test(cf.functionName)) return "wasm: the interpreter, Python's code";
+    if (/pyodide(\.asm)?\.m?js/.test(cf.url)) return "JavaScript: Pyodide's (conversions, proxies, calls across)";
+    if (cf.url) return "JavaScript: pyjobq's and the page's";
+    if (["(idle)", "(garbage collector)", "(program)"].includes(cf.functionName)) return cf.functionName;
+    if (/^(js-to-wasm|wasm-to-js)/.test(cf.functionName)) return "calls between wasm and JavaScript";
+    if (/^(put|get|getAll|add|delete|transaction|objectStore|openCursor|continue|index|count|request\.onsuccess|tx\.oncomplete|get result)$/.test(cf.functionName)) return "browser: IndexedDB calls (a value's clone included)";
+    if (/^(request|query|release|get locks)$/.test(cf.functionName)) return "browser: Web Locks calls";
+    if (cf.functionName === "postMessage") return "browser: postMessage (the clone included)";
+    return "browser: other";
+  };
+  const kinds = new Map(), fns = new Map();
+  for (const [id, ms] of self) {
+    const cf = byId.get(id).callFrame;
+    const k = kindOf(cf);
+    kinds.set(k, (kinds.get(k) || 0) + ms);
+    const f = `${cf.functionName || "(anonymous)"}  ${cf.url ? path.basename(cf.url).split("#")[0] + ":" + cf.lineNumber : ""}`;
+    fns.set(f, (fns.get(f) || 0) + ms);
+  }
+  const total = [...self.values()].reduce((x, y) => x + y, 0);
+  const idle = kinds.get("(idle)") || 0;
+  console.log(`\n== ${title}: ${((total - idle) / jobs).toFixed(2)} ms busy a job (${(100 * (total - idle) / total).toFixed(0)} % of ${total.toFixed(0)} ms) ==`);
+  for (const [k, ms] of [...kinds].sort((x, y) => y[1] - x[1])) console.log(`${(ms / jobs).toFixed(3).padStart(8)}  ${(100 * ms / total).toFixed(1).padStart(5)} %  ${k}`);
+  console.log(`-- its top functions by self time (ms a job) --`);
+  for (const [f, ms] of [...fns].sort((x, y) => y[1] - x[1]).slice(0, Number(process.env.BENCH_PROFILE_ROWS) || 25)) {
+    console.log(`${(ms / jobs).toFixed(4).padStart(8)}  ${(100 * ms / total).toFixed(1).padStart(5)} %  ${f}`);
+  }
+}
+
 // Every pyjobq message each side posts and handles, stamped on one clock (timeOrigin + now).
 const TRACE = `
 import js, json
@@ -888,12 +990,21 @@ async function main() {
       // One of the bench page's Python calls, as is: e.g. --run "await burst(10000)".
       const ctx = await browser.newContext();
       const a = await openBenchPage(ctx, base, `run-${Date.now().toString(36)}`);
-      console.log(JSON.stringify(await py(a, argv[argv.indexOf("--run") + 1])));
+      // With the CPU time every Chromium process spent in the call: steadier than the wall
+      // clock on a shared machine, for comparing two builds (BENCH_SITE).
+      const cpu0 = browserCpuSeconds();
+      const out = await py(a, argv[argv.indexOf("--run") + 1]);
+      const cpu = cpu0 === null ? null : browserCpuSeconds() - cpu0;
+      console.log(JSON.stringify(typeof out === "object" && out !== null ? { ...out, browser_cpu_s: cpu } : out));
       return await ctx.close();
     }
     if (argv.includes("--trace")) {
       const n = Number(argv[argv.indexOf("--trace") + 1]) || 300;
       return await trace(browser, base, n);
+    }
+    if (argv.includes("--cpuprofile")) {
+      const n = Number(argv[argv.indexOf("--cpuprofile") + 1]) || 1000;
+      return await cpuProfile(browser, base, n);
     }
     if (argv.includes("--profile")) {
       const n = Number(argv[argv.indexOf("--profile") + 1]) || 300;

@@ -40,8 +40,9 @@ class Helper:
         """The helper's value; None where it cannot be evaluated (the adapter goes without)."""
         if self._value is None and not self._refused:
             try:
-                self._value = run_js(resources.files(__package__).joinpath(self.filename)
-                                     .read_text())
+                # Named, so stack traces, DevTools and CPU profiles say whose code it is.
+                source = resources.files(__package__).joinpath(self.filename).read_text()
+                self._value = run_js(f"{source}\n//# sourceURL=pyjobq/{self.filename}\n")
             except Exception as exc:  # EvalError under a policy without 'unsafe-eval'
                 self._refused = True
                 log.info("pyjobq: %s here (%s)", self._without, exc)
