@@ -10,9 +10,7 @@ import pytest
 
 from pyjobq.browser import drain
 from pyjobq.core.messages import updated_jobs
-from pyjobq.core.status import Status
-from pyjobq.engine.publisher import CHANNEL_EVERY_MS, NEWS_BATCH, Publisher
-from pyjobq.memory import LoopClock
+from pyjobq.engine.publisher import NEWS_BATCH, Publisher
 from pyjobq.testing import record, run
 
 
@@ -150,7 +148,6 @@ def publisher(log: list[tuple[str, Any]], request: pytest.FixtureRequest) -> Pub
     volatile = getattr(request, "param", None) == "volatile"
     return Publisher(link=Recorder(log, "link"),
                      channel=Recorder(log, "channel"),  # type: ignore[arg-type]
-                     clock=LoopClock(), streaming=lambda: True,
                      source="tab:volatile" if volatile else "tab", volatile=volatile)
 
 
@@ -208,97 +205,4 @@ def test_volatile_news_never_reaches_the_channel(publisher: Publisher,
         await asyncio.sleep(0)
         assert [name for name, _ in log] == ["link", "link"]
         assert all(m["job"]["volatile"] for _, m in log)
-    run(main)
-
-
-def _channel_ids(log: list[tuple[str, Any]]) -> list[list[str]]:
-    """Each channel post's job ids, in order."""
-    return [[job["id"] for job in updated_jobs(m)] for name, m in log if name == "channel"]
-
-
-def test_other_tabs_hear_a_stream_of_ends_together_and_the_page_each_at_once(
-    publisher: Publisher, log: list[tuple[str, Any]],
-) -> None:
-    """The first end goes on the channel at once; ends within CHANNEL_EVERY_MS after it are held
-    and posted as one message when that time is over, in order; the page heard every one as its
-    step ended. Once a quiet CHANNEL_EVERY_MS has passed, the next goes at once again."""
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        publisher.records([record("a", status=Status.DONE)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"]]
-        for job_id in ("b", "c", "d"):
-            publisher.records([record(job_id, status=Status.RUNNING)])
-            await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"]]  # held
-        assert [updated_jobs(m)[0]["id"] for name, m in log if name == "link"] \
-            == ["a", "b", "c", "d"]
-        t0 = loop.time()
-        while len(_channel_ids(log)) < 2:
-            assert loop.time() - t0 < 1, "the held news was never posted"
-            await asyncio.sleep(0.002)
-        assert _channel_ids(log) == [["a"], ["b", "c", "d"]]
-        await asyncio.sleep(2 * CHANNEL_EVERY_MS / 1000)  # quiet: the window closes
-        publisher.records([record("e", status=Status.FAILED)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log)[-1] == ["e"]
-    run(main)
-
-
-def test_news_of_a_pending_record_goes_at_once_with_what_was_held_before_it(
-    publisher: Publisher, log: list[tuple[str, Any]],
-) -> None:
-    """A record now pending may be another context's work (an enqueue, a retry asked for): it
-    is never held, and what was held goes with it, first."""
-    async def main() -> None:
-        publisher.records([record("a", status=Status.DONE)])
-        await asyncio.sleep(0)
-        publisher.records([record("b", status=Status.DONE)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"]]
-        publisher.records([record("new")])  # pending
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"], ["b", "new"]]
-    run(main)
-
-
-def test_stopping_posts_what_is_held(publisher: Publisher, log: list[tuple[str, Any]]) -> None:
-    async def main() -> None:
-        publisher.records([record("a", status=Status.DONE)])
-        await asyncio.sleep(0)
-        publisher.progress("b", 0.5, None)
-        publisher.records([record("b", status=Status.DONE)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"]]
-        publisher.stop()
-        assert _channel_ids(log) == [["a"], ["b"], ["b"]]  # the progress alone, then the end
-        await asyncio.sleep(2 * CHANNEL_EVERY_MS / 1000)
-        assert len(_channel_ids(log)) == 3  # no timer left to post anything more
-    run(main)
-
-
-def test_nothing_is_held_while_no_run_is_in_flight(log: list[tuple[str, Any]]) -> None:
-    """A lone job's end, a request's delete or cancel: other contexts act on them (a handle's
-    ``done``, an abort), so with no run in flight here each goes as its step ends."""
-    streaming = [True]
-    publisher = Publisher(link=Recorder(log, "link"),
-                          channel=Recorder(log, "channel"),  # type: ignore[arg-type]
-                          clock=LoopClock(), streaming=lambda: streaming[0],
-                          source="tab", volatile=False)
-
-    async def main() -> None:
-        publisher.records([record("a", status=Status.DONE)])
-        await asyncio.sleep(0)
-        publisher.records([record("b", status=Status.RUNNING)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"]]  # a run in flight: held
-        streaming[0] = False  # the lane's last job ended
-        publisher.records([record("b", status=Status.DONE)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"], ["b", "b"]]
-        publisher.records([record("c", status=Status.CANCELLED)])
-        await asyncio.sleep(0)
-        assert _channel_ids(log) == [["a"], ["b", "b"], ["c"]]
-        await asyncio.sleep(2 * CHANNEL_EVERY_MS / 1000)
-        assert len(_channel_ids(log)) == 3  # the timer it had armed posted nothing twice
     run(main)

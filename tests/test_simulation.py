@@ -47,7 +47,11 @@ a run cut short by killing it **costs no attempt** up to ``SW_GIVE_BACKS`` (the 
 count allows for them, and a job only Service Workers ran never fails ``page_gone`` before its
 give-backs are spent); and its drain **always ends**, with its report, within budget + grace +
 ``SW_SLACK_MS`` unless killed. Some seeds' faults stop with every tab closed: the Service Worker,
-woken again while jobs are left, is the only processor, and every job must still end. Nothing
+woken again while jobs are left, is the only processor, and every job must still end. Half of
+those seeds file a share of their jobs under a kind only the pages define (``PAGE_KIND``): the
+Service Worker leaves such a job's type to the pages and drains the other lanes on, and a drain
+may report none left (the sync succeeds) only when every unfinished job is in such a lane
+(``for_pages``) — a page then opens, and liveness holds with it. Nothing
 reads the wall clock, so a seed replays exactly, and a failing seed prints its last steps:
 
     PYJOBQ_SEED=123 .venv/bin/python -m pytest tests/test_simulation.py -q
@@ -78,6 +82,7 @@ from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.executor.current import current_job_id
+from pyjobq.executor.fetch import make_fetch
 from pyjobq.executor.sw_drain import GRACE_MS, LOOK_MS
 from pyjobq.scheduling import Periodic
 from pyjobq.testing import (
@@ -128,6 +133,11 @@ LOOKS_AN_OCCURRENCE = 4
 #: periodic schedule is), and the share of their steps that are the browser's doing to it: a
 #: ``sync`` event that wakes it, killing it, its budget running out.
 SERVICE_WORKER = 0.6
+#: A kind only the pages define (the fetch executor under another name, on each tab's transport):
+#: pyjobq's Service Worker, which lacks it, leaves its job's type to the pages and drains the
+#: other lanes on. Half the Service Worker seeds file this share of their jobs under it.
+PAGE_KIND = "page_fetch"
+PAGE_ONLY = 0.2
 SW_STEP = 0.12
 #: The budgets a sync gives the drain (the script gives 120 s; shorter ones run out in a step).
 SW_BUDGETS = (10_000.0, 30_000.0, 120_000.0)
@@ -206,6 +216,10 @@ class Sim:
     sw_judged: set[str] = field(default_factory=set)
     # drains with no tab open that ended a job
     lone_ended: int = 0
+    #: The page-only kind's own chances (PAGE_KIND); None: every job is a plain fetch.
+    page_rng: random.Random | None = None
+    # drains that left a type to the pages (their report's ``for_pages``)
+    left_for_pages: int = 0
 
     # ------------------------------------------------------------ the fake transport
 
@@ -361,11 +375,14 @@ class Sim:
         faults: list[BootFault] = []
         if draw < 0.6 and self.faults and self.rng.random() < BOOT_FAULTS:
             faults = [self.rng.choice(BOOT_FAULT_KINDS) for _ in range(self.rng.randint(1, 3))]
+        # Every page defines the page-only kind; the Service Worker never does.
+        kinds = {PAGE_KIND: make_fetch(lambda: transport)}
         if draw < 0.2:
-            tab = self.world.open_tab(transport=transport, worker_host=True, boot_faults=faults)
+            tab = self.world.open_tab(transport=transport, worker_host=True, boot_faults=faults,
+                                      reconstructors=kinds)
         else:
             tab = self.world.open_tab(transport=transport, page_lease=True, waiting=draw < 0.6,
-                                      boot_faults=faults)
+                                      boot_faults=faults, reconstructors=kinds)
         if faults:
             self.trace.append(f"boot-faults {tab.name} {', '.join(map(str, faults))}")
         transport.bind(tab)
@@ -469,6 +486,7 @@ class Sim:
             if worker.ended_at is not None and worker.name not in self.sw_judged:
                 self.sw_judged.add(worker.name)
                 self.trace.append(f"sw-end {worker.name} {worker.report.to_json()}")
+                self.left_for_pages += worker.report.for_pages > 0
                 if worker.name in self.sw_alone and worker.report.ended:
                     self.lone_ended += 1
 
@@ -480,8 +498,13 @@ class Sim:
         job_type = rng.choice(TYPES)
         max_attempts = rng.randint(1, 5)
         delay = rng.choice([0, 0, 0, 500, 5000])
-        handle = tab.side.enqueue_fetch("POST", path, {"n": self.paths}, type=job_type,
-                                        max_attempts=max_attempts, delay_ms=delay, key=key)
+        if self.page_rng is not None and self.page_rng.random() < PAGE_ONLY:
+            handle = tab.side.enqueue_persistent(
+                PAGE_KIND, {"method": "POST", "path": path, "body": {"n": self.paths}},
+                type=job_type, max_attempts=max_attempts, delay_ms=delay, key=key)
+        else:
+            handle = tab.side.enqueue_fetch("POST", path, {"n": self.paths}, type=job_type,
+                                            max_attempts=max_attempts, delay_ms=delay, key=key)
         self.by_path[path] = handle.id
         self.jobs[handle.id] = Expected(handle.id, job_type,
                                         {"method": "POST", "path": path,
@@ -742,13 +765,22 @@ class Sim:
                 return
             # service_worker.mjs fails the event (and the browser fires it again) only when the
             # report says jobs are left, or when the browser ended the worker: a drain that said
-            # "none left" while jobs are unfinished strands them until a page opens.
+            # "none left" while jobs are unfinished strands them until a page opens — unless
+            # each is in a lane of the page-only kind (``for_pages``), which no sync could run:
+            # then a page opens, and the liveness check that follows says it ends them all.
             if worker.report.left == 0 and not worker.killed:
-                unfinished = [(r.id, str(r.status), r.owner) for r in await self.world.store.all()
-                              if r.status not in TERMINAL]
-                raise AssertionError(f"{worker.name}'s drain reported {worker.report.to_json()} "
-                                     f"(the sync event succeeds: no re-fire) with jobs "
-                                     f"unfinished: {unfinished}")
+                records = await self.world.store.all()
+                unfinished = [r for r in records if r.status not in TERMINAL]
+                page_lanes = {r.type for r in unfinished if r._reconstructor == PAGE_KIND}
+                if worker.report.for_pages and all(r.type in page_lanes for r in unfinished):
+                    tab = self.open_tab()
+                    self.trace.append(f"open-for-pages {tab.name} after {worker.name} "
+                                      f"{worker.report.to_json()}")
+                    return
+                raise AssertionError(
+                    f"{worker.name}'s drain reported {worker.report.to_json()} (the sync event "
+                    f"succeeds: no re-fire) with jobs unfinished: "
+                    f"{[(r.id, str(r.status), r.owner, r.type) for r in unfinished]}")
             await self.move_clock(SYNC_AGAIN_MS)
             await quiet(self)
 
@@ -939,7 +971,7 @@ def check_record(record: dict[str, Any], job: Expected) -> None:
     assert 0 <= record["attempts"] <= record["max_attempts"], (
         f"{job_id}: attempts {record['attempts']}/{record['max_attempts']}")
     assert record["_params"] == job.params, f"{job_id} lost its _params: {record['_params']!r}"
-    assert record["_reconstructor"] == "fetch"
+    assert record["_reconstructor"] in ("fetch", PAGE_KIND)
     assert (record["next_retry_at"] is not None) == (status == "pending"), record
     assert (record["owner"] is not None) == (status == "running"), record
     if status == "failed":
@@ -1026,6 +1058,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     service_worker = random.Random(f"service-worker-{seed}")
     if service_worker.random() < SERVICE_WORKER:
         sim.sw_rng = service_worker
+        page_kinds = random.Random(f"page-kinds-{seed}")
+        if page_kinds.random() < 0.5:
+            sim.page_rng = page_kinds
     world.store._rows = AddOrder(sim.added)  # the store is empty yet
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
@@ -1154,7 +1189,7 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     steps: set[str] = set()
     booted: set[str] = set()
     occurrences: list[tuple[str, float, str]] = []
-    retried = replaced = lone_ended = sw_only = 0
+    retried = replaced = lone_ended = sw_only = left_for_pages = 0
     for seed in range(40):
         sim = run_seed(seed)
         occurrences += sim.world.occurrences
@@ -1169,6 +1204,7 @@ def test_the_simulation_exercises_what_it_claims() -> None:
         codes |= {r["code"] for r in raw}
         steps |= {line.split()[0] for line in sim.trace}
         lone_ended += sim.lone_ended
+        left_for_pages += sim.left_for_pages
         sw_only += "-- only the Service Worker --" in sim.trace
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
@@ -1184,3 +1220,4 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert {"sw-sync", "sw-kill", "sw-budget", "sw-kill-mid", "close-all", "sw-end"} <= steps, steps
     assert lone_ended, "no drain with no tab open ended a job"
     assert sw_only, "no seed ended with the Service Worker the only processor"
+    assert left_for_pages, "no drain left a type of the page-only kind to the pages"

@@ -177,8 +177,8 @@ class Scheduler:
         self._unsubscribe: list[Callable[[], None]] = []
         #: The types this context leaves to the pages (the Service Worker's drain adds them).
         self.left_for_pages: Final = LeftForPages(mode)
-        self._publisher = Publisher(link=link, channel=channel, clock=clock, source=source,
-                                    volatile=mode.volatile, streaming=lambda: bool(self.flights))
+        self._publisher = Publisher(link=link, channel=channel, source=source,
+                                    volatile=mode.volatile)
         self._retry_timer = WakeTimer(clock, self.wake)
         self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn,
                                    wake=self.wake)
@@ -252,7 +252,6 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._control.stop()
-        self._publisher.stop()
         self._sweeper.stop()
         self._periodic.stop()
         self._run_locks.drop_prefetched()
