@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from helpers import Server
 from pyjobq.abort import AbortSignal
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.memory import link_pair
-from pyjobq.testing import LOCK, Tab, World, run, settle
+from pyjobq.testing import LOCK, Response, Tab, World, run, settle
 
 
 def freeze_at_run(world: World, *, block: bool = False, at: str = "run") -> list[str]:
@@ -167,6 +169,44 @@ def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -
         await world.advance(RECHECK_MS)
         record = await world.store.get(job.id)
         assert (record.status.value, server.paths) == ("done", ["/saved-then-closed"])
+    run(main)
+
+
+@pytest.mark.parametrize("phase", ["before", "after"])
+def test_a_scheduler_stopped_while_its_claim_commits_hands_off_nothing(phase: str) -> None:
+    # stop() (the database upgraded under an open tab: a tab with newer code takes over) landed
+    # while a claim's transaction was under way: the claim committed and was handed off anyway,
+    # as a run no one would ever store the outcome of, its run lock held while the tab lived —
+    # the job stayed running for good and the tab that took over could never recover it.
+    # Stopped before the claim's decision, nothing is claimed; after it, the claim is an orphan
+    # never sent, its run lock let go, which the next holder recovers and runs once.
+    async def main() -> None:
+        world, server = World(), Server("hold")
+        first = world.open_tab(transport=server)
+        await settle()
+        first.side.enqueue_fetch("POST", "/slow", type="slow")
+        await settle()
+        stopped: list[bool] = []
+
+        async def stop_mid_claim(tab: Tab, operation: str, when: str, args: tuple) -> None:
+            if tab is first and operation == "update_many" and when == phase and not stopped:
+                stopped.append(True)
+                tab.scheduler.stop()
+
+        world.store_hook = stop_mid_claim
+        job = first.side.enqueue_fetch("POST", "/x", type="fast")
+        await settle()
+        assert stopped and len(first.scheduler.flights) == 0
+        assert [path for _, path, _ in server.calls] == ["/slow"]  # /x never sent from here
+        world.store_hook = None
+        server.held["/slow"].done() or server.held["/slow"].set_result(Response(200, {}))
+        world.open_tab(transport=server)
+        for _ in range(10):
+            await world.advance(30_000)
+        record = await world.store.get(job.id)
+        assert record is not None and record.status.value == "done"
+        assert [path for _, path, _ in server.calls].count("/x") == 1
+        assert not [name for name in world.locks.held() if name.startswith(f"{LOCK}:run:")]
     run(main)
 
 

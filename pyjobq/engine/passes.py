@@ -376,18 +376,18 @@ class Pass:
                 release()  # deleted or changed by another tab meanwhile
                 continue
             assert updated.record is not None
-            if updated.record.status is Status.RUNNING:
+            if updated.record.status is Status.RUNNING and not self._e.control.stopped:
                 self._e.hand_off(updated.record, None if release is no_release else release)
                 self._prefetch(updated.record.type)
-            else:
-                release()  # failed at the ceiling rather than run
+            else:  # failed at the ceiling rather than run, or stopped while it committed: an
+                release()  # orphan, never sent, that the next holder recovers (its lock let go)
         return done
 
     def _claim(self, cur: JobRecord, now: float) -> JobRecord | None:
-        """The claim's one read-modify-write (never a job of ours already, nor once the lease was
-        revoked: the revocation may land between the pass's decision and its transaction, and a
-        page in line, or the Service Worker's next holder, claims from that moment)."""
-        if cur.id in self._e.flights.ours() or self._e.control.revoked:
+        """The claim's one read-modify-write (never a job of ours, nor once the lease went or the
+        scheduler stopped: either may land between the pass's decision and its transaction, and
+        a page in line, or the Service Worker's next holder, claims from that moment)."""
+        if cur.id in self._e.flights.ours() or not self._going():
             return None
         return policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
 
