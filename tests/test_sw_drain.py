@@ -416,3 +416,20 @@ def test_a_page_that_takes_the_lease_over_gets_the_report_not_the_lock_error() -
         await stolen
         in_line.cancel()
     asyncio.run(main())
+
+
+def test_a_lane_whose_page_only_job_a_page_has_run_is_left_to_the_next_sync_again() -> None:
+    """A type left to the pages waits only while a job of a kind the drain cannot run is among
+    its jobs: once a page has run that job, the lane's other jobs are work a sync can do, so
+    they count as ``left`` (the event fails and is fired again), never as ``for_pages`` (the
+    event succeeds and they wait for a page to open). Found by the simulation, seed 10748."""
+    async def main() -> None:
+        store = MemoryStore()
+        await store.add([record("page-job", type="x", reconstructor="page_kind"),
+                         record("after-it", type="x", created_at=2.0),
+                         record("elsewhere", type="y")])
+        left = await sw_drain._left(store, {"x"}, {"page_kind"})
+        assert left == (1, 2)  # "elsewhere" is left; x's two wait for a page
+        await store.delete_many(["page-job"])  # a page ran it (and its record went)
+        assert await sw_drain._left(store, {"x"}, {"page_kind"}) == (2, 0)
+    asyncio.run(main())

@@ -278,7 +278,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
             report.stopped = "refused"
         log.warning("pyjobq service worker: left jobs of kind(s) %s (type(s) %s) for a page",
                     ", ".join(sorted(set(refused))), ", ".join(sorted(left.types)))
-    report.left, report.for_pages = await _left(ports.store, left.types)
+    report.left, report.for_pages = await _left(ports.store, left.types, frozenset(refused))
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
@@ -349,17 +349,21 @@ async def _sleep(clock: Clock, ms: float) -> None:
     await woken
 
 
-async def _left(store: Store, for_pages: AbstractSet[str]) -> tuple[int, int]:
+async def _left(store: Store, for_pages: AbstractSet[str],
+                kinds: AbstractSet[str] = frozenset()) -> tuple[int, int]:
     """What the drain leaves for the next sync: every pending job, due now or later (a retry
     after a 503, a network error), and every running one — a run it abandoned whose answer was
     never stored, or the run of a page that took the lease over and may close mid-run (the
     next holder recovers either). Any of them fails the event, and the browser fires it again
     later, so no job waits for a page to open; a page still processing then makes that
     drain's answer ``lease_held``, with nothing left for it. Apart, second: the pending jobs of
-    the types ``for_pages`` (lanes only a page can run), which no sync could run."""
+    the types ``for_pages`` (lanes only a page can run) while a job of a kind it cannot run
+    (``kinds``) is still among them, which no sync could run. A lane whose such job a page has
+    since run is the next sync's again: its jobs count as left."""
     pending = await store.by_status(Status.PENDING.value)
     running = await store.by_status(Status.RUNNING.value)
-    waiting = sum(r.type in for_pages for r in pending)
+    blocked = {r.type for r in pending if r.type in for_pages and r._reconstructor in kinds}
+    waiting = sum(r.type in blocked for r in pending)
     return len(pending) - waiting + len(running), waiting
 
 
