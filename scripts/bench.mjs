@@ -16,9 +16,11 @@
 //                                     (BENCH_PROFILE_CALLERS=regex: who calls the matching functions)
 //   --run "PY"                        no figures: the bench page's Python call PY, e.g. "await burst(10000)"
 //   --cpuprofile [N]                  no figures: N (default 1000) persistent jobs of one type under V8's
-//                                     sampling profiler in the scheduler worker's thread (CDP); prints self time
-//                                     a job by kind (Python's wasm, Pyodide's JavaScript, the browser's own)
-//                                     and the top functions; BENCH_CPUPROFILE=FILE also writes the .cpuprofile
+//                                     sampling profiler in the scheduler worker's thread and the page's (CDP);
+//                                     prints, for each thread, self time a job by kind (Python's wasm, Pyodide's
+//                                     JavaScript, pyjobq's helpers, the browser's own) and the top functions;
+//                                     BENCH_CPUPROFILE=PREFIX also writes PREFIX.worker.cpuprofile and
+//                                     PREFIX.page.cpuprofile
 //   --trace [N]                       no figures: N persistent jobs of one type; per job, how long each
 //                                     side holds it and each message travels (medians); BENCH_PROBE=FILE
 //                                     also runs FILE's Python in the idle worker (runPythonAsync) after them
@@ -249,14 +251,18 @@ function descendants(rootPid) {
   return out;
 }
 
+/** This script's Chromium processes: its descendants whose program is a Chromium. */
+function chromiumPids() {
+  return descendants(process.pid).filter((pid) => {
+    try { return /chrom/i.test(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0]); } catch { return false; }
+  });
+}
+
 /** Proportional set size (MB) of this script's Chromium and all its processes; null off Linux. */
 function browserPssMB() {
   if (!fs.existsSync("/proc/self/smaps_rollup")) return null;
   let kb = 0;
-  for (const pid of descendants(process.pid)) {
-    let cmd = "";
-    try { cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8"); } catch { continue; }
-    if (!/chrom/i.test(cmd.split("\0")[0])) continue;
+  for (const pid of chromiumPids()) {
     try {
       const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"));
       if (m) kb += Number(m[1]);
@@ -270,12 +276,11 @@ function browserCpuSeconds() {
   if (!fs.existsSync("/proc/self/stat")) return null;
   const tick = 100; // USER_HZ on Linux
   let ticks = 0;
-  for (const pid of descendants(process.pid)) {
+  for (const pid of chromiumPids()) {
     try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!/chrom/i.test(stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")))) continue;
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(f[11]) + Number(f[12]); // utime, stime
+      const f = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = f.slice(f.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
     } catch { /* gone */ }
   }
   return ticks / tick;

@@ -199,7 +199,8 @@ def test_a_scheduler_stopped_while_its_claim_commits_hands_off_nothing(phase: st
         assert stopped and len(first.scheduler.flights) == 0
         assert [path for _, path, _ in server.calls] == ["/slow"]  # /x never sent from here
         world.store_hook = None
-        server.held["/slow"].done() or server.held["/slow"].set_result(Response(200, {}))
+        if not server.held["/slow"].done():
+            server.held["/slow"].set_result(Response(200, {}))
         world.open_tab(transport=server)
         for _ in range(10):
             await world.advance(30_000)

@@ -618,3 +618,20 @@ async def test_a_version_1_database_upgrades_keeping_its_jobs(selenium):
         assert await store.schedules() == []
     finally:
         store.close()
+
+
+@run_in_pyodide(packages=["pyjobq"])
+async def test_a_helper_is_named_in_stack_traces(selenium):
+    """A helper is evaluated with a ``sourceURL``: stack traces, DevTools and CPU profiles name
+    pyjobq's file, not an anonymous script."""
+    from pyodide.code import run_js
+
+    from pyjobq.browser import idb
+
+    # No database: the transaction cannot begin, and its end is called back at once, from
+    # within the helper's own functions.
+    stacks = run_js("[]")
+    capture = run_js("(stacks) => (token, read, end) => { stacks.push(new Error('here').stack); }")
+    idb.BATCHES.get().update(None, "jobs", [], 1, capture(stacks))
+    assert stacks.length == 1
+    assert "pyjobq/idb_batch.js" in stacks[0], stacks[0]
