@@ -44,7 +44,7 @@ from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, dept
 from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
 from .core.view import Entry
-from .engine.tasks import soon
+from .engine.tasks import TaskSet, soon, take_by_request
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
@@ -823,6 +823,7 @@ class FakeLocks:
         self._hub = hub
         self._mine: set[_Request] = set()
         self._thawed = thawed
+        self._takes = TaskSet(log, "pyjobq: an in-memory lock request failed")
 
     async def held(self) -> dict[str, str]:
         return self._hub.held()
@@ -869,6 +870,11 @@ class FakeLocks:
         finally:
             self._mine.discard(req)
             hub._release(req)
+
+    def take_if_available(self, name: str) -> asyncio.Future[Callable[[], None] | None]:
+        """An ``ifAvailable`` request held until its release is called: a frozen context's
+        answer waits for its thaw, and a crash lets the lock go, as :meth:`request`'s do."""
+        return take_by_request(self, name, self._takes)
 
     def held_names(self) -> set[str]:
         """The locks this context holds now (in either mode)."""

@@ -206,3 +206,28 @@ def test_bad_mode() -> None:
         with pytest.raises(ValueError, match="'exclusive' or 'shared'"):
             await LockHub().client().request("L", lambda lock: None, mode="write")
     run(main())
+
+
+def test_take_if_available_holds_until_released_and_answers_none_when_held() -> None:
+    """The run locks' request: as ``locks.js``'s (tests/browser/test_browser_ports.py)."""
+    async def main() -> None:
+        hub = LockHub()
+        ours, theirs = hub.client(), hub.client()
+        release = await ours.take_if_available("R")
+        assert release is not None
+        assert hub.held() == {"R": "exclusive"}
+        assert await theirs.take_if_available("R") is None
+        release()
+        release()
+        await settle()
+        assert hub.held() == {}
+        given_up = theirs.take_if_available("R")
+        given_up.cancel()
+        await settle()
+        assert hub.held() == {}
+        held = await theirs.take_if_available("R")
+        assert held is not None
+        theirs.crash()  # a dead context's run lock goes with it
+        await settle()
+        assert hub.held() == {}
+    run(main())

@@ -9,6 +9,7 @@ received that is not JSON text of an object is handed on as None, which
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -19,8 +20,8 @@ from pyodide.ffi import JsException, to_js
 
 from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
-from ..core.ports import Message, Unsubscribe
-from ..engine.tasks import new_future
+from ..core.ports import Message, Release, Unsubscribe
+from ..engine.tasks import TaskSet, new_future, take_by_request
 from . import drain, proxies
 from .evaluated import Helper
 
@@ -243,7 +244,21 @@ class WebLocks:
     def __init__(self) -> None:
         self._helper = LOCKS_JS.get()
         self._asks: dict[int, _Ask] = {}
+        #: :meth:`take_if_available`'s requests by token: each answer, until the request ends.
+        self._takes: dict[int, asyncio.Future[Release | None]] = {}
         self._callback = proxies.create(self._called_back) if self._helper is not None else None
+        self._requests = TaskSet(log, "pyjobq: a Web Locks request failed")
+
+    def take_if_available(self, name: str) -> asyncio.Future[Release | None]:
+        """One ``ifAvailable`` call into ``locks.js``, answered in the lock manager's event; no
+        coroutine or callback proxy of its own (where ``locks.js`` cannot be evaluated, a
+        :meth:`request` held until the release)."""
+        if self._helper is None:
+            return take_by_request(self, name, self._requests)
+        token = next(_lock_tokens)
+        answer = self._takes[token] = new_future()
+        self._helper.request(name, "exclusive", True, False, token, self._callback)
+        return answer
 
     async def request(
         self,
@@ -275,7 +290,10 @@ class WebLocks:
         """``locks.js`` calls this in the lock manager's events (it must never throw there)."""
         ask = self._asks.get(token)
         if ask is None:
-            if what == "granted":  # its asker gave up (a cancelled request): let it go at once
+            take = self._takes.get(token)
+            if take is not None:
+                self._answer_take(token, take, what, error_name, error_message)
+            elif what == "granted":  # its asker gave up (a cancelled request): let it go at once
                 self._helper.release(token)
             return
         with drain.event():  # in the scheduler worker: what it makes ready runs in this event
@@ -290,6 +308,26 @@ class WebLocks:
                 self._helper.release(token)
                 if not ask.ended.done():
                     ask.ended.set_result(("Error", f"pyjobq could not follow the lock: {exc}"))
+
+    def _answer_take(self, token: int, answer: asyncio.Future[Release | None], what: str,
+                     error_name: Any, error_message: Any) -> None:
+        """A :meth:`take_if_available` request's news from ``locks.js`` (never throws there)."""
+        if what == "ended" or what == "failed":
+            del self._takes[token]
+        if answer.done():  # cancelled before its grant, or a later word of one answered
+            if what == "granted":
+                self._helper.release(token)
+            elif what == "failed" and not answer.cancelled() and answer.result() is not None:
+                log.warning("pyjobq: lock taken away while held: %s: %s", error_name, error_message)
+            return
+        with drain.event():  # in the scheduler worker: the asker goes on in this event
+            if what == "granted":
+                answer.set_result(functools.partial(self._helper.release, token))
+            elif what == "unavailable":
+                answer.set_result(None)
+            elif what == "failed":
+                answer.set_exception(RuntimeError(
+                    f"navigator.locks.request failed: {error_name}: {error_message}"))
 
     def _hold(self, token: int, ask: _Ask, lock: HeldLock | None) -> None:
         task = asyncio.ensure_future(ask.callback(lock))

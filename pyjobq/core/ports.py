@@ -8,7 +8,16 @@ runs against every store.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Collection, NamedTuple, Protocol, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Collection,
+    NamedTuple,
+    Protocol,
+    Sequence,
+)
 
 # A public path kept (docs/api.md: its home before it joined PyjobqError); pyjobq's own modules
 # import it from .errors.
@@ -18,11 +27,17 @@ from .schedule import Occurrence, Schedule
 from .status import REPLACEABLE, Status
 from .view import Entry
 
+if TYPE_CHECKING:
+    import asyncio
+
 Message = dict[str, Any]
 """A message on a link or channel: a JSON-like dict with ``v`` and ``type``
 (pyjobq/core/messages.py)."""
 Unsubscribe = Callable[[], None]
 """What ``subscribe`` returns: call it to stop listening (calling it again does nothing)."""
+Release = Callable[[], None]
+"""What lets a lock go that :meth:`LockManager.take_if_available` took (calling it again does
+nothing)."""
 
 
 class Change(NamedTuple):
@@ -263,6 +278,18 @@ class LockManager(Protocol):
         """Hold ``name`` while ``callback(lock)`` runs; ``lock`` is None when
         ``if_available`` found it taken. Raises :class:`~pyjobq.errors.LockStolen` when another
         request stole it (the callback keeps running: the holder must stop itself).
+        """
+
+    def take_if_available(self, name: str) -> "asyncio.Future[Release | None]":
+        """Ask for ``name`` exclusively, only if it is free (``ifAvailable``), holding no
+        coroutine while it is held: the answer is the :data:`Release` that lets it go, or None
+        when it is held already. The run locks ask one or two a job, so a request is one call
+        and one answer (in the lock manager's event), where :meth:`request` costs a task for
+        itself and one for its callback.
+
+        An answer cancelled before it came (its asker gave up) lets the lock go the moment it
+        is granted. An answer that fails is the lock manager's refusal (an opaque origin): the
+        request made nothing held.
         """
 
     async def held(self) -> dict[str, str]:

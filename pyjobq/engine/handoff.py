@@ -28,13 +28,12 @@ from typing import Any, Awaitable, Callable
 from ..core import policy
 from ..core.codes import Code
 from ..core.messages import RECHECK_MS, make
-from ..core.ports import Change, Clock, Timer
+from ..core.ports import Change, Clock, Release, Timer
 from ..core.records import JobRecord
 from ..core.status import ONLY_RUNNING, Status
 from .calls import Send, Spawn, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
-from .runlocks import Release
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from typing import Callable, Sequence
 from ..core import lanes, policy
 from ..core.messages import RECHECK_MS
 from ..core.mode import Mode
-from ..core.ports import Change, Updated
+from ..core.ports import Change, Release, Updated
 from ..core.records import JobRecord
 from ..core.status import (
     CLAIMABLE,
@@ -60,7 +60,7 @@ from .calls import EngineBasics, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
 from .periodic import Periodic
-from .runlocks import Release, RunLocks, WakeTimer, no_release
+from .runlocks import RunLocks, WakeTimer, no_release
 from .sweeper import Sweeper
 
 

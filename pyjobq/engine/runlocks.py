@@ -37,13 +37,10 @@ import asyncio
 from typing import Any, Callable, Sequence
 
 from ..core import lanes
-from ..core.ports import Clock, LockManager, Timer
+from ..core.ports import Clock, LockManager, Release, Timer
 from ..core.records import JobRecord
 from ..core.view import Entry
 from .calls import Spawn
-from .tasks import new_future
-
-Release = Callable[[], None]
 
 #: How many of a lane's next run locks are asked for ahead of their claims.
 PREFETCH_DEPTH = 2
@@ -158,7 +155,8 @@ class RunLocks:
         it, the answer is on its way), and counting that lock as another page's would keep its
         lane waiting for our own prefetch until the next re-look."""
         return {job_id for asked in self._prefetched.values() for job_id, ask in asked.items()
-                if not ask.done() or (not ask.cancelled() and ask.result() is not None)}
+                if not ask.done() or (not ask.cancelled() and ask.exception() is None
+                                      and ask.result() is not None)}
 
     def prefetched(self, job_type: str) -> set[str]:
         """The jobs of ``job_type`` whose run locks were asked for ahead."""
@@ -201,26 +199,8 @@ class RunLocks:
     def _ask(self, entry: Entry) -> asyncio.Future[Release | None]:
         """Ask for the job's run lock if it is free: the answer is what releases it, or None if
         it is held. An ask cancelled before its grant (the pass was cut short) lets go of the
-        lock the moment it is granted."""
-        loop = asyncio.get_event_loop()
-        answer: asyncio.Future[Release | None] = new_future(loop)
-        let_go: asyncio.Future[None] = new_future(loop)
-
-        def release() -> None:
-            if not let_go.done():
-                let_go.set_result(None)
-
-        async def hold(lock: Any) -> None:
-            if answer.done():
-                return  # cancelled: nobody will release it
-            if not lock:
-                answer.set_result(None)
-                return
-            answer.set_result(release)
-            await let_go
-
-        self._spawn(self._locks.request(self.name(entry), hold, if_available=True))
-        return answer
+        lock the moment it is granted (:meth:`~pyjobq.core.ports.LockManager.take_if_available`)."""
+        return self._locks.take_if_available(self.name(entry))
 
 
 def _let_go(ask: "asyncio.Future[Release | None]") -> None:

@@ -42,14 +42,13 @@ from typing import Any, Callable, Protocol
 
 from ..core import policy
 from ..core.codes import Code
-from ..core.ports import Change, Updated
+from ..core.ports import Change, Release, Updated
 from ..core.records import JobRecord, RunResult
 from ..core.status import ONLY_RUNNING, Status
 from ..core.view import Entry
 from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
-from .runlocks import Release
 from .tasks import new_future
 
 log = logging.getLogger("pyjobq")

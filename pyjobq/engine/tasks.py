@@ -10,7 +10,7 @@ import contextvars
 import logging
 import sys
 import weakref
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, Protocol, TypeVar
 
 _T = TypeVar("_T")
 
@@ -156,3 +156,42 @@ class TaskSet:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+
+class _Requests(Protocol):
+    def request(self, name: str, callback: Callable[[Any], Awaitable[Any]], *,
+                if_available: bool = False) -> Awaitable[Any]: ...
+
+
+def take_by_request(locks: _Requests, name: str,
+                    tasks: TaskSet) -> "asyncio.Future[Callable[[], None] | None]":
+    """:meth:`~pyjobq.core.ports.LockManager.take_if_available` made of an ``ifAvailable``
+    :meth:`~pyjobq.core.ports.LockManager.request` whose callback holds the lock until the
+    answer's release is called: for a lock manager with no cheaper way (the in-memory one, Web
+    Locks where ``locks.js`` cannot be evaluated). The request is a task of ``tasks``."""
+    answer: asyncio.Future[Callable[[], None] | None] = new_future()
+    let_go: asyncio.Future[None] = new_future()
+
+    def release() -> None:
+        if not let_go.done():
+            let_go.set_result(None)
+
+    async def hold(lock: Any) -> None:
+        if answer.done():
+            return  # cancelled: nobody will release it
+        if not lock:
+            answer.set_result(None)
+            return
+        answer.set_result(release)
+        await let_go
+
+    async def ask() -> None:
+        try:
+            await locks.request(name, hold, if_available=True)
+        except Exception as exc:
+            if answer.done():
+                raise
+            answer.set_exception(exc)  # refused before any answer: the asker hears it
+
+    tasks.spawn(ask())
+    return answer

@@ -100,6 +100,25 @@ async def test_web_locks_exclusive_shared_steal_and_held(selenium):
         await first
         await reach(locks.held, {})
 
+        # take_if_available (the run locks): a free lock is held until its release is called
+        # (again: nothing more); a held one answers None; an answer given up before it came
+        # lets the lock go the moment it is granted.
+        release = await locks.take_if_available(prefix + "T")
+        assert callable(release)
+        assert await locks.held() == {prefix + "T": "exclusive"}
+        assert await locks.take_if_available(prefix + "T") is None
+        release()
+        release()
+        await reach(locks.held, {})
+        given_up = locks.take_if_available(prefix + "T")
+        given_up.cancel()
+        await asyncio.sleep(0.05)
+        await reach(locks.held, {})
+        again = await locks.take_if_available(prefix + "T")
+        assert again is not None
+        again()
+        await reach(locks.held, {})
+
     with_helper = WebLocks()
     assert with_helper._helper is not None
     await contract(with_helper, "js-")
