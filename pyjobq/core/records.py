@@ -348,8 +348,9 @@ class JobRecord:
         d["status"] = self.status.value
         d["result"] = None
         if self.result is not None:
-            if _json_size(self.result) <= NEWS_RESULT_LIMIT:
-                d["result"] = _plain(self.result)
+            text = _json_text(self.result)
+            if text is not None and len(text) <= NEWS_RESULT_LIMIT:
+                d["result"] = json.loads(text)  # a copy, as ``asdict`` would make it
             else:
                 d["result_truncated"] = True
         return d
@@ -472,16 +473,12 @@ _SAFE_REPR.maxstring = 200
 _SAFE_REPR.maxother = 200
 
 
-def _json_size(value: Any) -> int:
+def _json_text(value: Any) -> str | None:
+    """``value`` as JSON text; None when it is not JSON (never stored so: it goes unsent)."""
     try:
-        return len(json.dumps(value))
+        return json.dumps(value)
     except (TypeError, ValueError, RecursionError):
-        return NEWS_RESULT_LIMIT + 1
-
-
-def _plain(value: Any) -> Any:
-    """A copy of a JSON-like value, as ``asdict`` would make it."""
-    return json.loads(json.dumps(value))
+        return None
 
 
 # dataclasses.MISSING, without importing a private name
