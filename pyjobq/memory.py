@@ -874,7 +874,7 @@ class FakeLocks:
     def take_if_available(self, name: str) -> asyncio.Future[Callable[[], None] | None]:
         """An ``ifAvailable`` request held until its release is called: a frozen context's
         answer waits for its thaw, and a crash lets the lock go, as :meth:`request`'s do."""
-        return take_by_request(self, name, self._takes)
+        return take_by_request(self, name, spawn=self._takes.spawn)
 
     def held_names(self) -> set[str]:
         """The locks this context holds now (in either mode)."""

@@ -401,3 +401,63 @@ def test_a_grant_revoked_in_the_turn_it_arrived_is_handed_back_unused() -> None:
         assert [m["type"] for m in sent] == ["lease_request", "lease_released"]
         assert sent[1]["epoch"] == 1
     run(main)
+
+
+# ---------------------------------------------------------------- a run lock refused
+
+def test_a_run_lock_the_lock_manager_refuses_loses_no_job_and_stalls_no_lane(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``navigator.locks.request`` can refuse (an opaque origin, a context being torn down): the
+    settle that asked for its lane's next run lock is stored all the same, the job whose lock
+    was refused waits, unclaimed, for the pass's bounded re-look — asking no faster than that
+    meanwhile — and runs once asking works again. (A refusal in a settle used to end the settle
+    task: the run stayed ``running`` with its run lock held, and its lane waited for good.)"""
+    from pyjobq.engine.tasks import new_future
+    from pyjobq.memory import FakeLocks
+
+    refusing = True
+    asked: list[str] = []
+    take = FakeLocks.take_if_available
+
+    def refused_while_refusing(self: FakeLocks, name: str) -> Any:
+        if f"{LOCK}:run:" not in name:
+            return take(self, name)
+        asked.append(name)
+        if not refusing or len(asked) == 1:  # the first (/a's) is granted
+            return take(self, name)
+        answer = new_future()
+        answer.set_exception(RuntimeError("navigator.locks.request failed: InvalidStateError"))
+        return answer
+
+    monkeypatch.setattr(FakeLocks, "take_if_available", refused_while_refusing)
+
+    async def main() -> None:
+        nonlocal refusing
+        world = World()
+        gate = asyncio.Event()
+        server_calls: list[str] = []
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            server_calls.append(path)
+            if path == "/a":
+                await gate.wait()
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server)
+        jobs = [tab.queue.enqueue_fetch("POST", path) for path in ("/a", "/b", "/c")]
+        await settle()
+        assert server_calls == ["/a"]
+        gate.set()
+        await world.advance(60_000)
+        records = [await world.store.get(job.id) for job in jobs]
+        assert [r.status.value if r else None for r in records] == ["done", "pending", "pending"]
+        assert server_calls == ["/a"]
+        assert 1 < len(asked) <= 12, asked  # re-looks, bounded; not a spin
+        refusing = False
+        for _ in range(6):
+            await world.advance(30_000)
+        records = [await world.store.get(job.id) for job in jobs]
+        assert [r.status.value if r else None for r in records] == ["done", "done", "done"]
+        assert server_calls == ["/a", "/b", "/c"]
+        assert not [name for name in world.locks.held() if name.startswith(f"{LOCK}:run:")]
+    run(main)

@@ -30,7 +30,7 @@ class CancelAtGrant:
         return dict(await self.inner.held())
 
     def take_if_available(self, name: str) -> asyncio.Future[Any]:
-        return take_by_request(self, name, self.tasks)
+        return take_by_request(self, name, spawn=self.tasks.spawn)
 
     async def request(self, name: str, callback: Callable[[Any], Awaitable[None]],
                       **options: Any) -> Any:
@@ -84,4 +84,41 @@ def test_a_take_cancelled_before_its_ask_is_answered_lets_the_lock_go_once_grant
         take.cancel()
         await settle()
         assert hub.held() == {} and errors == []
+    asyncio.run(main())
+
+
+class LockManagerOfItsOwn:
+    """An application's lock manager written before ``take_if_available`` (docs/api.md, "Ports"):
+    ``request``, ``held`` and ``waiting`` only."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def request(self, name: str, callback: Callable[[Any], Awaitable[Any]],
+                      **options: Any) -> Any:
+        return await self.inner.request(name, callback, **options)
+
+    async def held(self) -> dict[str, str]:
+        return dict(await self.inner.held())
+
+    async def waiting(self) -> set[str]:
+        return set(await self.inner.waiting())
+
+
+def test_a_lock_manager_without_take_if_available_still_takes_run_locks() -> None:
+    async def main() -> None:
+        hub = LockHub()
+        ours = RunLocks(LockManagerOfItsOwn(hub.client()), "q", enabled=True,
+                        spawn=asyncio.ensure_future, wake=lambda: None)
+        theirs = RunLocks(LockManagerOfItsOwn(hub.client()), "q", enabled=True,
+                          spawn=asyncio.ensure_future, wake=lambda: None)
+        taken = await ours.take(entries())
+        assert sorted(taken) == ["a", "b"]
+        assert hub.held() == {ours.name(e): "exclusive" for e in entries()}
+        assert await theirs.take(entries()) == {}
+        for release in taken.values():
+            release()
+        await settle()
+        assert hub.held() == {}
+        assert sorted(await theirs.take(entries())) == ["a", "b"]
     asyncio.run(main())

@@ -254,10 +254,14 @@ class WebLocks:
         coroutine or callback proxy of its own (where ``locks.js`` cannot be evaluated, a
         :meth:`request` held until the release)."""
         if self._helper is None:
-            return take_by_request(self, name, self._requests)
+            return take_by_request(self, name, spawn=self._requests.spawn)
         token = next(_lock_tokens)
         answer = self._takes[token] = new_future()
-        self._helper.request(name, "exclusive", True, False, token, self._callback)
+        try:
+            self._helper.request(name, "exclusive", True, False, token, self._callback)
+        except Exception as exc:  # never raised where an ask is expected: its answer says it
+            del self._takes[token]
+            answer.set_exception(RuntimeError(f"navigator.locks.request({name!r}) failed: {exc}"))
         return answer
 
     async def request(

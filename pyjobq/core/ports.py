@@ -17,6 +17,7 @@ from typing import (
     NamedTuple,
     Protocol,
     Sequence,
+    runtime_checkable,
 )
 
 # A public path kept (docs/api.md: its home before it joined PyjobqError); pyjobq's own modules
@@ -280,6 +281,19 @@ class LockManager(Protocol):
         request stole it (the callback keeps running: the holder must stop itself).
         """
 
+    async def held(self) -> dict[str, str]:
+        """Lock names currently held, each mapped to ``"exclusive"`` or ``"shared"``."""
+
+    async def waiting(self) -> set[str]:
+        """Lock names some context of the origin is waiting for (``navigator.locks.query()``'s
+        ``pending``)."""
+
+
+@runtime_checkable
+class TakesIfAvailable(Protocol):
+    """A :class:`LockManager` with the run locks' one-call request (pyjobq's own all have it; one
+    of the application's own may not: its run locks are then asked through ``request``)."""
+
     def take_if_available(self, name: str) -> "asyncio.Future[Release | None]":
         """Ask for ``name`` exclusively, only if it is free (``ifAvailable``), holding no
         coroutine while it is held: the answer is the :data:`Release` that lets it go, or None
@@ -291,13 +305,6 @@ class LockManager(Protocol):
         is granted. An answer that fails is the lock manager's refusal (an opaque origin): the
         request made nothing held.
         """
-
-    async def held(self) -> dict[str, str]:
-        """Lock names currently held, each mapped to ``"exclusive"`` or ``"shared"``."""
-
-    async def waiting(self) -> set[str]:
-        """Lock names some context of the origin is waiting for (``navigator.locks.query()``'s
-        ``pending``)."""
 
 
 class Lease(Protocol):

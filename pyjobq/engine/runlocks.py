@@ -34,13 +34,18 @@ returns a no-op release for each job and nothing is asked of the lock manager.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from typing import Any, Callable, Sequence
 
 from ..core import lanes
-from ..core.ports import Clock, LockManager, Release, Timer
+from ..core.ports import Clock, LockManager, Release, TakesIfAvailable, Timer
 from ..core.records import JobRecord
 from ..core.view import Entry
 from .calls import Spawn
+from .tasks import take_by_request
+
+log = logging.getLogger("pyjobq")
 
 #: How many of a lane's next run locks are asked for ahead of their claims.
 PREFETCH_DEPTH = 2
@@ -59,6 +64,11 @@ class RunLocks:
         self._enabled = enabled
         self._spawn = spawn
         self._wake = wake
+        # A LockManager of the application's own from before take_if_available (docs/api.md,
+        # "Ports"): its run locks are asked through ``request``, as they were.
+        self._take: Callable[[str], asyncio.Future[Release | None]] = (
+            locks.take_if_available if isinstance(locks, TakesIfAvailable)
+            else functools.partial(take_by_request, locks, spawn=spawn))
         #: Per type, in the order asked: each job id and the ask for its run lock, taken ahead
         #: of that job's claim.
         self._prefetched: dict[str, dict[str, asyncio.Future[Release | None]]] = {}
@@ -89,9 +99,19 @@ class RunLocks:
             asks.append(ask if ask is not None else self._ask(entry))
         # Asks taken ahead are mostly answered already: read those without an event-loop step.
         got: list[Release | None] = []
+        refused: set[str] = set()
         try:
-            for ask in asks:
-                got.append(ask.result() if ask.done() else await ask)
+            for entry, ask in zip(entries, asks):
+                try:
+                    got.append(ask.result() if ask.done() else await ask)
+                except Exception as exc:
+                    # The lock manager refused the request: nothing is held, and the job is left
+                    # out like a held one, for the pass's bounded re-look (no wake: a refusal
+                    # that lasts would spin).
+                    log.error("pyjobq: the run lock of %s could not be asked for: %s",
+                              entry.id, exc)
+                    got.append(None)
+                    refused.add(entry.id)
         except BaseException:
             # Cut short (the pass cancelled): what was taken goes, and so does what is granted
             # later (the ask being awaited was cancelled with the pass: its grant lets go at once).
@@ -106,7 +126,7 @@ class RunLocks:
         if len(releases) < len(entries):
             held = await self._locks.held()
             for entry in entries:
-                if entry.id in releases:
+                if entry.id in releases or entry.id in refused:
                     continue
                 mode = held.get(self.name(entry))
                 if mode == "exclusive":
@@ -200,7 +220,7 @@ class RunLocks:
         """Ask for the job's run lock if it is free: the answer is what releases it, or None if
         it is held. An ask cancelled before its grant (the pass was cut short) lets go of the
         lock the moment it is granted (:meth:`~pyjobq.core.ports.LockManager.take_if_available`)."""
-        return self._locks.take_if_available(self.name(entry))
+        return self._take(self.name(entry))
 
 
 def _let_go(ask: "asyncio.Future[Release | None]") -> None:

@@ -163,12 +163,14 @@ class _Requests(Protocol):
                 if_available: bool = False) -> Awaitable[Any]: ...
 
 
-def take_by_request(locks: _Requests, name: str,
-                    tasks: TaskSet) -> "asyncio.Future[Callable[[], None] | None]":
+def take_by_request(locks: _Requests, name: str, *,
+                    spawn: Callable[[Coroutine[Any, Any, Any]], Any],
+                    ) -> "asyncio.Future[Callable[[], None] | None]":
     """:meth:`~pyjobq.core.ports.LockManager.take_if_available` made of an ``ifAvailable``
     :meth:`~pyjobq.core.ports.LockManager.request` whose callback holds the lock until the
     answer's release is called: for a lock manager with no cheaper way (the in-memory one, Web
-    Locks where ``locks.js`` cannot be evaluated). The request is a task of ``tasks``."""
+    Locks where ``locks.js`` cannot be evaluated, one of the application's own). The request
+    is a task ``spawn`` starts (and keeps)."""
     answer: asyncio.Future[Callable[[], None] | None] = new_future()
     let_go: asyncio.Future[None] = new_future()
 
@@ -193,5 +195,5 @@ def take_by_request(locks: _Requests, name: str,
                 raise
             answer.set_exception(exc)  # refused before any answer: the asker hears it
 
-    tasks.spawn(ask())
+    spawn(ask())
     return answer
