@@ -16,6 +16,7 @@ from helpers import Server
 from pyjobq.abort import AbortSignal
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
+from pyjobq.core.ports import Change
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
@@ -460,4 +461,47 @@ def test_a_run_lock_the_lock_manager_refuses_loses_no_job_and_stalls_no_lane(
         assert [r.status.value if r else None for r in records] == ["done", "done", "done"]
         assert server_calls == ["/a", "/b", "/c"]
         assert not [name for name in world.locks.held() if name.startswith(f"{LOCK}:run:")]
+    run(main)
+
+
+# ---------------------------------------------------------------- back online mid-run
+
+def test_a_run_that_fails_offline_as_the_network_comes_back_is_due_at_once() -> None:
+    """The ``online`` event makes every job waiting out an offline failure due now — but a run
+    still in flight then is not waiting yet: its failure, read offline by the page a moment
+    before the event, used to arrive after the sweep and wait out its whole backoff (up to
+    ~39 s after a long spell, the ladder at its cap) with the network back. A run the network
+    came back during is due at once when it fails offline."""
+    async def main() -> None:
+        world = World()
+        gate = asyncio.Event()
+        calls: list[float] = []
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            calls.append(world.clock.now())
+            if len(calls) == 1:
+                await gate.wait()
+                raise OSError("Failed to fetch (the page is offline)")
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server)
+        job = tab.queue.enqueue_fetch("POST", "/x")
+        await settle()
+        assert len(calls) == 1
+        # A long spell: the ladder of attempts given back is at its cap.
+        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
+        tab.block()  # what the page posts waits: the run's answer reaches the worker late
+        world.online = False
+        gate.set()  # the fetch fails, the page reading navigator.onLine false
+        await settle()
+        world.online = True
+        assert tab.scheduler is not None
+        tab.scheduler.back_online()  # the worker's own online event: the job is still running
+        await settle()
+        tab.unblock()  # the answer arrives after the sweep
+        await settle()
+        await world.advance(1_000)
+        record = await world.store.get(job.id)
+        assert record is not None and record.status.value == "done", record
+        assert len(calls) == 2
     run(main)

@@ -61,6 +61,9 @@ class Flight:
     settled: asyncio.Future[None] | None = None
     #: Lets go of ``<lock>:run:["<type>","<job id>"]``; None without run locks, or once let go.
     release_run_lock: Callable[[], None] | None = None
+    #: The network came back while it ran (the ``online`` event's sweep could not make it due):
+    #: a failure the page read offline is due at once, not after the offline ladder's wait.
+    online_again: bool = False
 
     def wait_settled(self) -> asyncio.Future[None]:
         """A future set once this run leaves the table (its outcome stored, or dropped)."""
@@ -129,6 +132,11 @@ class FlightTable:
     def busy_types(self) -> set[str]:
         """Types with a run of ours, in flight or ending: their lanes are busy."""
         return {f.type for f in self._running.values()} | {f.type for f in self._ending.values()}
+
+    def back_online(self) -> None:
+        """The ``online`` event: each run in flight now fails offline, if it does, due at once."""
+        for flight in self._running.values():
+            flight.online_again = True
 
     def of_type(self, job_type: str) -> list[Flight]:
         return [f for f in self._running.values() if f.type == job_type]

@@ -269,7 +269,9 @@ class Scheduler:
         self._unsubscribe = keep
 
     def back_online(self) -> None:
-        """The ``online`` event: jobs waiting out an offline failure are due now; process."""
+        """The ``online`` event: jobs waiting out an offline failure are due now, and so is each
+        run in flight now if it fails offline (its answer may come after the sweep); process."""
+        self.flights.back_online()
         self._spawn(self._back_online())
 
     async def _back_online(self) -> None:

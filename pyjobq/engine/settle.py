@@ -160,7 +160,8 @@ class Settler:
             self._change, flight.job_id, now=now, held_lock=held_lock,
             # The page's reading when the attempt failed; an older page sends none: ours, now.
             online=not outcome.offline if outcome.offline is not None else e.is_online(),
-            suspended=outcome.interrupted and flight.type in e.suspended)
+            suspended=outcome.interrupted and flight.type in e.suspended,
+            online_again=flight.online_again)
         # Group commit: the settle and the claim of the lane's next job in one transaction,
         # with the other lanes' settles that arrived while the last one committed.
         follow = await e.lanes.follow_on(flight, now)
@@ -192,16 +193,19 @@ class Settler:
         return None
 
     def _change(self, job_id: str, outcome: RunResult, *, now: float, held_lock: str | None,
-                online: bool, suspended: bool) -> Change:
-        """The settle's read-modify-write, on the record only while it is still ours."""
+                online: bool, suspended: bool, online_again: bool) -> Change:
+        """The settle's read-modify-write, on the record only while it is still ours. A run the
+        network came back during (``online_again``) that failed offline is due now, as the
+        ``online`` event's sweep would have made it had it been waiting then."""
         e = self._e
 
         def settle(cur: JobRecord) -> JobRecord | None:
             if cur.owner != e.source:
                 return None
-            return policy.settle(cur, outcome, now=now, online=online, backoff=e.backoff,
-                                 held_yield_lock=held_lock, suspended=suspended,
-                                 http_status_rules=e.mode.http_status_rules)
+            new = policy.settle(cur, outcome, now=now, online=online, backoff=e.backoff,
+                                held_yield_lock=held_lock, suspended=suspended,
+                                http_status_rules=e.mode.http_status_rules)
+            return (policy.back_online(new, now) or new) if online_again else new
 
         return Change(job_id, settle, ONLY_RUNNING)
 
