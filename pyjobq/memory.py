@@ -824,6 +824,8 @@ class FakeLocks:
         self._mine: set[_Request] = set()
         self._thawed = thawed
         self._takes = TaskSet(log, "pyjobq: an in-memory lock request failed")
+        #: Set by :meth:`crash`: a dead context asks for nothing more.
+        self._crashed = False
 
     async def held(self) -> dict[str, str]:
         return self._hub.held()
@@ -842,6 +844,8 @@ class FakeLocks:
     ) -> Any:
         if mode not in ("exclusive", "shared"):
             raise ValueError(f"lock mode must be 'exclusive' or 'shared', not {mode!r}")
+        if self._crashed:  # a task of the dead context that had not started yet: it never asks
+            raise asyncio.CancelledError(f"lock {name!r}: its context crashed")
         hub = self._hub
         req = _Request(name, mode, self)
         if steal:
@@ -885,7 +889,9 @@ class FakeLocks:
         return any(req in self._hub._held.get(name, ()) for req in self._mine)
 
     def crash(self) -> None:
-        """The context died: its held locks are released and its queued requests dropped."""
+        """The context died: its held locks are released and its queued requests dropped; a
+        request it makes after (a task of it that had not started yet) is never granted."""
+        self._crashed = True
         for req in list(self._mine):
             self._mine.discard(req)
             if req.task is not None:

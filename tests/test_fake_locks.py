@@ -231,3 +231,20 @@ def test_take_if_available_holds_until_released_and_answers_none_when_held() -> 
         await settle()
         assert hub.held() == {}
     run(main())
+
+
+def test_a_crashed_context_is_granted_nothing_it_asked_for_in_its_last_step() -> None:
+    """A request made in the crash's own step (its task had not started) is never granted: a
+    dead context holds no lock, as in the browser, where its code never runs again."""
+    async def main() -> None:
+        hub = LockHub()
+        dead = hub.client()
+        answer = dead.take_if_available("R")
+        asked = asyncio.ensure_future(dead.request("Q", Holder([], "q")))
+        dead.crash()
+        await settle()
+        assert hub.held() == {}
+        assert not answer.done() or answer.cancelled() or answer.result() is None
+        assert asked.cancelled()
+        assert await hub.client().take_if_available("R") is not None
+    run(main())
