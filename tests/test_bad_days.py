@@ -505,3 +505,50 @@ def test_a_run_that_fails_offline_as_the_network_comes_back_is_due_at_once() -> 
         assert record is not None and record.status.value == "done", record
         assert len(calls) == 2
     run(main)
+
+
+def test_a_settle_whose_write_waits_through_the_online_event_still_makes_the_run_due() -> None:
+    """The same race one step later: the answer arrived before the ``online`` event, but its
+    transaction was still waiting (IndexedDB busy) when the event's sweep found the job
+    running. Whether the network came back is read as the record is written, not as the
+    settle began (found in review)."""
+    async def main() -> None:
+        world = World()
+        gate, store_gate = asyncio.Event(), asyncio.Event()
+        calls: list[float] = []
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            calls.append(world.clock.now())
+            if len(calls) == 1:
+                await gate.wait()
+                raise OSError("Failed to fetch (the page is offline)")
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server)
+        job = tab.queue.enqueue_fetch("POST", "/x")
+        await settle()
+        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
+        update_many, held = world.store.update_many, []
+
+        async def busy(changes: Any, *args: Any, **kwargs: Any) -> Any:
+            if not store_gate.is_set() and any(c.job_id == job.id for c in changes):
+                held.append(job.id)
+                await store_gate.wait()
+            return await update_many(changes, *args, **kwargs)
+
+        world.store.update_many = busy  # type: ignore[method-assign]
+        world.online = False
+        gate.set()
+        await settle()
+        assert held == [job.id]  # the settle's write waits
+        world.online = True
+        assert tab.scheduler is not None
+        tab.scheduler.back_online()
+        await settle()
+        store_gate.set()
+        await settle()
+        await world.advance(1_000)
+        record = await world.store.get(job.id)
+        assert record is not None and record.status.value == "done", record
+        assert len(calls) == 2
+    run(main)

@@ -161,7 +161,8 @@ class Settler:
             # The page's reading when the attempt failed; an older page sends none: ours, now.
             online=not outcome.offline if outcome.offline is not None else e.is_online(),
             suspended=outcome.interrupted and flight.type in e.suspended,
-            online_again=flight.online_again)
+            # Read as the record is written: an online event may come while the settle waits.
+            online_again=lambda: flight.online_again and e.is_online())
         # Group commit: the settle and the claim of the lane's next job in one transaction,
         # with the other lanes' settles that arrived while the last one committed.
         follow = await e.lanes.follow_on(flight, now)
@@ -193,10 +194,11 @@ class Settler:
         return None
 
     def _change(self, job_id: str, outcome: RunResult, *, now: float, held_lock: str | None,
-                online: bool, suspended: bool, online_again: bool) -> Change:
+                online: bool, suspended: bool, online_again: Callable[[], bool]) -> Change:
         """The settle's read-modify-write, on the record only while it is still ours. A run the
-        network came back during (``online_again``) that failed offline is due now, as the
-        ``online`` event's sweep would have made it had it been waiting then."""
+        network came back during, and is still back (``online_again()``, read as the record is
+        written), that failed offline is due now, as the ``online`` event's sweep would have
+        made it had it been waiting then."""
         e = self._e
 
         def settle(cur: JobRecord) -> JobRecord | None:
@@ -205,7 +207,7 @@ class Settler:
             new = policy.settle(cur, outcome, now=now, online=online, backoff=e.backoff,
                                 held_yield_lock=held_lock, suspended=suspended,
                                 http_status_rules=e.mode.http_status_rules)
-            return (policy.back_online(new, now) or new) if online_again else new
+            return (policy.back_online(new, now) or new) if online_again() else new
 
         return Change(job_id, settle, ONLY_RUNNING)
 
