@@ -39,7 +39,16 @@ from typing import (
 )
 
 from .core.errors import LockStolen
-from .core.ports import Change, Clock, Message, Unsubscribe, Updated, last_per_key, replaces
+from .core.ports import (
+    Change,
+    Clock,
+    Message,
+    Release,
+    Unsubscribe,
+    Updated,
+    last_per_key,
+    replaces,
+)
 from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
 from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
 from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
@@ -875,7 +884,7 @@ class FakeLocks:
             self._mine.discard(req)
             hub._release(req)
 
-    def take_if_available(self, name: str) -> asyncio.Future[Callable[[], None] | None]:
+    def take_if_available(self, name: str) -> asyncio.Future[Release | None]:
         """An ``ifAvailable`` request held until its release is called: a frozen context's
         answer waits for its thaw, and a crash lets the lock go, as :meth:`request`'s do."""
         return take_by_request(self, name, spawn=self._takes.spawn)

@@ -5,7 +5,6 @@ its ask was granted a moment before the cancellation, not yet answered, or taken
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any, Awaitable, Callable
 
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from pyjobq.core.status import Status
 from pyjobq.core.view import Entry
 from pyjobq.engine.runlocks import RunLocks
-from pyjobq.engine.tasks import TaskSet, take_by_request
 from pyjobq.memory import LockHub
 
 
@@ -24,13 +22,9 @@ class CancelAtGrant:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.victim: asyncio.Task[Any] | None = None
-        self.tasks = TaskSet(logging.getLogger("pyjobq"), "a test's lock request failed")
 
     async def held(self) -> dict[str, str]:
         return dict(await self.inner.held())
-
-    def take_if_available(self, name: str) -> asyncio.Future[Any]:
-        return take_by_request(self, name, spawn=self.tasks.spawn)
 
     async def request(self, name: str, callback: Callable[[Any], Awaitable[None]],
                       **options: Any) -> Any:

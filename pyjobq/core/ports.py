@@ -37,7 +37,7 @@ Message = dict[str, Any]
 Unsubscribe = Callable[[], None]
 """What ``subscribe`` returns: call it to stop listening (calling it again does nothing)."""
 Release = Callable[[], None]
-"""What lets a lock go that :meth:`LockManager.take_if_available` took (calling it again does
+"""What lets a lock go that :meth:`TakesIfAvailable.take_if_available` took (calling it again does
 nothing)."""
 
 

@@ -219,7 +219,8 @@ class RunLocks:
     def _ask(self, entry: Entry) -> asyncio.Future[Release | None]:
         """Ask for the job's run lock if it is free: the answer is what releases it, or None if
         it is held. An ask cancelled before its grant (the pass was cut short) lets go of the
-        lock the moment it is granted (:meth:`~pyjobq.core.ports.LockManager.take_if_available`)."""
+        lock the moment it is granted
+        (:meth:`~pyjobq.core.ports.TakesIfAvailable.take_if_available`)."""
         return self._take(self.name(entry))
 
 

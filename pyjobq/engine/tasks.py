@@ -10,7 +10,9 @@ import contextvars
 import logging
 import sys
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Protocol, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
+
+from ..core.ports import LockManager, Release
 
 _T = TypeVar("_T")
 
@@ -158,20 +160,15 @@ class TaskSet:
         return len(self._tasks)
 
 
-class _Requests(Protocol):
-    def request(self, name: str, callback: Callable[[Any], Awaitable[Any]], *,
-                if_available: bool = False) -> Awaitable[Any]: ...
-
-
-def take_by_request(locks: _Requests, name: str, *,
+def take_by_request(locks: LockManager, name: str, *,
                     spawn: Callable[[Coroutine[Any, Any, Any]], Any],
-                    ) -> "asyncio.Future[Callable[[], None] | None]":
-    """:meth:`~pyjobq.core.ports.LockManager.take_if_available` made of an ``ifAvailable``
+                    ) -> "asyncio.Future[Release | None]":
+    """:meth:`~pyjobq.core.ports.TakesIfAvailable.take_if_available` made of an ``ifAvailable``
     :meth:`~pyjobq.core.ports.LockManager.request` whose callback holds the lock until the
     answer's release is called: for a lock manager with no cheaper way (the in-memory one, Web
     Locks where ``locks.js`` cannot be evaluated, one of the application's own). The request
     is a task ``spawn`` starts (and keeps)."""
-    answer: asyncio.Future[Callable[[], None] | None] = new_future()
+    answer: asyncio.Future[Release | None] = new_future()
     let_go: asyncio.Future[None] = new_future()
 
     def release() -> None:
