@@ -548,3 +548,50 @@ def test_a_settle_whose_write_waits_through_the_online_event_still_makes_the_run
         await settle()
         await ran_again_at_once(world, job, calls)
     run(main)
+
+
+def test_a_run_handed_off_offline_whose_failure_is_stored_once_back_online_is_due_at_once() -> None:
+    """The tab never heard the ``online`` event (frozen through it, or its worker's missed it):
+    a run handed off while the network was down, whose offline failure is stored once the
+    network is up again, is due at once, not after the offline ladder's wait (found by the
+    simulation's back-online oracle, seed 72)."""
+    async def main() -> None:
+        world = World()
+        world.online = False
+        tab, job, gate, calls = await a_run_failing_offline(world)
+        tab.block()  # the run's answer waits on the page
+        gate.set()  # the fetch fails, the page reading navigator.onLine false
+        await settle()
+        world.online = True  # and no online event reaches this tab
+        tab.unblock()
+        await settle()
+        await ran_again_at_once(world, job, calls)
+    run(main)
+
+
+def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_offline() -> None:
+    """A job failed offline in a tab since closed; the network came back while no tab was open
+    (or before this tab's worker began), so no ``online`` event reached a scheduler. The next
+    holder's first pass begins as that event does: the job runs at once, not when its ladder
+    says (found by the simulation's back-online oracle, seed 908)."""
+    async def main() -> None:
+        world = World()
+        first, job, gate, calls = await a_run_failing_offline(world)
+        world.online = False
+        gate.set()
+        await settle()
+        record = await world.store.get(job.id)
+        assert record is not None and record.code == "offline"
+        waits = (record.next_retry_at or 0.0) - world.clock.now()
+        assert waits > 20_000, waits  # the ladder at its cap
+        first.crash()
+        world.online = True
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            calls.append(world.clock.now())
+            return Response(200, {})
+
+        world.open_tab(transport=server)
+        await settle()
+        await ran_again_at_once(world, job, calls)
+    run(main)

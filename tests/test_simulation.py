@@ -27,7 +27,9 @@ once, nor two of one type; the attempt ceiling; nothing stored is lost). After t
 browser would not give — the oracles of what users rely on: **liveness** (every job reaches a
 terminal status within pyjobq's stated bounds, its ``done`` resolved) and **truth** (a failure is
 what its transport's answers call for, and its code names the cause that happened: never one
-that costs no attempt, never a handshake failure a page that answers cannot have), and **no
+that costs no attempt, never a handshake failure a page that answers cannot have), **back
+online** (once the network is back and an awake tab processes, no job waits out the ladder of
+a failure it had with no network, whether or not its tab heard the ``online`` event), and **no
 spin** (the world goes quiet while the clock stands still, and an idle tab looks at the queue
 only a few times a simulated minute). Half the seeds also run a periodic schedule
 (``@pyjobq.periodic``) that every tab's page defines: its oracles are **once per occurrence**
@@ -714,6 +716,7 @@ class Sim:
             for tab in self.world.live:
                 tab.online()  # the online event
         await quiet(self)
+        await self.check_back_online()
         # The bounds: a retry ladder capped near 30 s (+30 % jitter), a 401's 60 s, the idle
         # holder's 30 s re-read, an abandoned run's 30 s grace: four minutes cover every chain.
         for _ in range(4):
@@ -744,6 +747,22 @@ class Sim:
                 assert outcome.status == str(record.status), record.id
                 assert outcome.code == record.code, record.id
         await self.check_no_spin()
+
+    async def check_back_online(self) -> None:
+        """The network is back (faults stopped): no job waits out the ladder of a failure it
+        had with no network, once an awake tab processes. Whether its failure was stored before
+        the ``online`` event or after it (a run in flight then, a busy page's answer read
+        offline), and whether the holder heard the event or took the lease later, the job is
+        due now (spec: the offline ladder re-checks by itself, "and sooner when [the network]
+        is" back) — not up to ~39 s later, which the liveness bounds alone would allow."""
+        if not any(t.booted and t.holds_lease for t in self.world.awake):
+            return  # no tab processes yet (a worker still booting): the wait is the boot's
+        now = self.world.clock.now()
+        waiting = [(r.id, r.next_retry_at - now) for r in await self.world.store.all()
+                   if str(r.status) == "pending" and r.code == "offline"
+                   and r.next_retry_at is not None and r.next_retry_at > now]
+        assert waiting == [], (
+            f"online, and jobs still wait out an offline failure's ladder (ms left): {waiting}")
 
     async def only_service_worker(self) -> None:
         """Every tab is closed once the faults stop: the Service Worker — woken by a sync, and

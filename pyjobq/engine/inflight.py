@@ -61,8 +61,9 @@ class Flight:
     settled: asyncio.Future[None] | None = None
     #: Lets go of ``<lock>:run:["<type>","<job id>"]``; None without run locks, or once let go.
     release_run_lock: Callable[[], None] | None = None
-    #: The network came back while it ran (the ``online`` event's sweep could not make it due):
-    #: a failure the page read offline is due at once, not after the offline ladder's wait.
+    #: The network was down when it was handed off, or came back while it ran (the ``online``
+    #: event's sweep could not make it due): a failure the page read offline, stored while the
+    #: network is up, is due at once, not after the offline ladder's wait.
     online_again: bool = False
 
     def wait_settled(self) -> asyncio.Future[None]:
@@ -88,11 +89,14 @@ class FlightTable:
     """The scheduler's runs in flight (by job id) and abandoned runs still ending (by claim)."""
 
     def __init__(self, clock: Clock, source: str, *,
-                 on_ended: Callable[[], None] = lambda: None) -> None:
-        """``on_ended`` is called each time an abandoned run's ending is over (its type is free)."""
+                 on_ended: Callable[[], None] = lambda: None,
+                 is_online: Callable[[], bool] = lambda: True) -> None:
+        """``on_ended`` is called each time an abandoned run's ending is over (its type is free);
+        ``is_online`` reads the network here as each run is handed off."""
         self._clock = clock
         self._source = source
         self._on_ended = on_ended
+        self._is_online = is_online
         self._running: dict[str, Flight] = {}
         self._ending: dict[str, Flight] = {}
         self._claims = itertools.count(1)
@@ -155,8 +159,11 @@ class FlightTable:
     def add(self, job_id: str, job_type: str, *, release_run_lock: Callable[[], None] | None,
             deadline_ms: float, on_deadline: Callable[[Flight], None]) -> Flight:
         """A run handed off now: in flight, with its handshake deadline armed."""
+        # Handed off with the network down: if it is up when the run's offline failure is
+        # stored, an online event came and went unheard here (a frozen tab's, a booting
+        # worker's), or came while the run was on the wire — either way, the job is due.
         flight = Flight(job_id, job_type, claim=f"{self._source}:{next(self._claims)}",
-                        release_run_lock=release_run_lock)
+                        release_run_lock=release_run_lock, online_again=not self._is_online())
         self._running[job_id] = flight
         flight.deadline, flight.on_deadline = self._clock.now() + deadline_ms, on_deadline
         if self._timer is None or self._timer_at > flight.deadline:

@@ -38,6 +38,7 @@ what it uses — callables, or a frozen record of them (``PassEngine``, ``Reques
 * the requests a page sends, as a table of handlers, and the suspended types —
   :mod:`pyjobq.engine.requests`;
 * the news it publishes — :mod:`pyjobq.engine.publisher`;
+* the network coming back, heard or missed — :mod:`pyjobq.engine.online`;
 * the retention sweep — :mod:`pyjobq.engine.sweeper`;
 * periodic work: the stored schedules' looks, timer and requests — :mod:`pyjobq.engine.periodic`;
 * the mode, one frozen value — :mod:`pyjobq.core.mode`.
@@ -73,7 +74,7 @@ import math
 import random as _random
 from typing import Any, Callable, Coroutine, Final, Mapping, Sequence
 
-from ..core import messages, policy
+from ..core import messages
 from ..core.backoff import make_backoff
 from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import make
@@ -92,11 +93,12 @@ from ..core.ports import (
 )
 from ..core.records import JobRecord
 from ..core.router import Router
-from ..core.status import ONLY_PENDING, Status
+from ..core.status import Status
 from .control import PassControl
 from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
 from .lease import LEASE_MESSAGES, LockLease
+from .online import BackOnline
 from .passes import LeftForPages, Pass, PassEngine
 from .periodic import Periodic, PeriodicEngine
 from .publisher import Publisher
@@ -163,7 +165,8 @@ class Scheduler:
         #: ``navigator.onLine`` here, read when an outcome says nothing of the network.
         self.is_online = is_online
         #: The runs handed off, until their outcome is stored (pyjobq/engine/inflight.py).
-        self.flights: Final = FlightTable(clock, source, on_ended=self._on_ended)
+        self.flights: Final = FlightTable(clock, source, on_ended=self._on_ended,
+                                          is_online=lambda: self.is_online())
         self._channel = channel
         self._locks = locks
         self._clock = clock
@@ -182,8 +185,7 @@ class Scheduler:
         self._retry_timer = WakeTimer(clock, self.wake)
         self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn,
                                    wake=self.wake)
-        #: The lease holder's retention sweep (pyjobq/engine/sweeper.py); inert unless
-        #: mode.retention_ms.
+        #: The lease holder's retention sweep (pyjobq/engine/sweeper.py), if mode.retention_ms.
         self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
         #: The stored schedules' looks, timer and requests (pyjobq/engine/periodic.py).
@@ -212,6 +214,9 @@ class Scheduler:
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
             control=self._control, write=self.write, hand_off=self._handoff.hand_off,
             replaced=replaced_news(self.publish_many), left_for_pages=self.left_for_pages))
+        self._online = BackOnline(store=store, clock=clock, flights=self.flights,
+                                  is_online=lambda: self.is_online(), publish=self.publish_many,
+                                  wake=self.wake, spawn=self._spawn)
         self._settler = Settler(SettleEngine(
             mode=mode, source=source, clock=clock, store=store, locks=locks, yields=self._yields,
             suspended=self._requests.suspended, is_online=lambda: self.is_online(),
@@ -271,17 +276,7 @@ class Scheduler:
     def back_online(self) -> None:
         """The ``online`` event: jobs waiting out an offline failure are due now, and so is each
         run in flight now if it fails offline (its answer may come after the sweep); process."""
-        self.flights.back_online()
-        self._spawn(self._back_online())
-
-    async def _back_online(self) -> None:
-        now = self._clock.now()
-        # One transaction reads and changes them: a delete or cancel between a read and a write
-        # is never undone (issue 22, finding 10).
-        done = await self.store.update_by_status(ONLY_PENDING,
-                                                 lambda cur: policy.back_online(cur, now))
-        self.publish_many([u.record for u in done if u.applied and u.record is not None])
-        self.wake()
+        self._online.heard()
 
     def clear_retry_timer(self) -> None:
         """Drop the pending retry wake; the next enqueue or wake() arms it again."""
@@ -324,7 +319,7 @@ class Scheduler:
             while not control.stopped:
                 if control.wanted:
                     control.begin_pass()
-                    if not await self._lease.hold(self._pass.run, self._on_revoked):
+                    if not await self._lease.hold(self._held_pass, self._on_revoked):
                         # Taken away mid-pass (the page froze): ask again; the page grants it
                         # on resume.
                         control.want_again()
@@ -344,7 +339,12 @@ class Scheduler:
             if not control.stopped:
                 self._retry_timer.arm_in(delay)
 
+    async def _held_pass(self) -> None:
+        self._online.begin_pass()  # an online event missed meanwhile (pyjobq/engine/online.py)
+        await self._pass.run()
+
     def _on_revoked(self) -> None:
+        self._online.lease_lost()
         self._control.revoke()
         self._run_locks.drop_prefetched()
 

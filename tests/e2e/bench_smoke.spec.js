@@ -9,7 +9,7 @@ const path = require("node:path");
 
 const ROOT = path.resolve(__dirname, "..", "..");
 const ROWS = [
-  "one_type", "four_types", "burst", "handshake_p50", "handshake_p99", "first_job",
+  "one_type", "four_types", "cpu_four_types", "burst", "handshake_p50", "handshake_p99", "first_job",
   "first_job_late", "sw_drain", "volatile", "pass", "drain", "wasm_heap_page", "wasm_heap_worker",
   "py_objects", "proxies", "tab_memory",
 ];
