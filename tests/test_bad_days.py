@@ -18,6 +18,7 @@ from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.core.ports import Change
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
+from pyjobq.engine.online import WATCH_MS
 from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
 
@@ -594,4 +595,46 @@ def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_off
         world.open_tab(transport=server)
         await settle()
         await ran_again_at_once(world, job, calls)
+    run(main)
+
+
+@pytest.mark.parametrize("page_lease", [True, False], ids=["page-held lease", "worker-held"])
+def test_a_tab_frozen_idle_through_the_online_event_runs_its_offline_job_within_a_second(
+        page_lease: bool) -> None:
+    """The tab stored a failure with no network and went idle; it froze, the network came back
+    and no ``online`` event reached it (a frozen tab's is lost; Chromium does not always fire
+    it inside a dedicated worker). Idle, it was told of no revocation and runs no pass: it
+    reads the network again every WATCH_MS while such a job waits, and runs the job then, not
+    when the ladder says (~30 s; found by review, and by the simulation's back-online oracle,
+    seed 2264)."""
+    async def main() -> None:
+        world = World()
+        calls: list[float] = []
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            calls.append(world.clock.now())
+            if not world.online:
+                raise OSError("Failed to fetch (the page is offline)")
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server, page_lease=page_lease)
+        await settle()
+        world.online = False
+        job = tab.queue.enqueue_fetch("POST", "/x")
+        await settle()
+        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
+        record = await world.store.get(job.id)
+        assert record is not None and record.next_retry_at is not None
+        await world.advance(record.next_retry_at - world.clock.now() + 1)  # fails again, offline
+        record = await world.store.get(job.id)
+        assert record is not None and record.code == "offline" and record.next_retry_at is not None
+        assert record.next_retry_at - world.clock.now() > 20_000  # the ladder at its cap
+        tab.freeze()
+        world.online = True  # no online event reaches the frozen tab
+        tab.resume()
+        await settle()
+        await world.advance(WATCH_MS)
+        record = await world.store.get(job.id)
+        assert record is not None and record.status.value == "done", record
+        assert world.online and len(calls) == 3  # two offline tries, then the one that went
     run(main)

@@ -82,6 +82,7 @@ from pyjobq.core.policy import SW_GIVE_BACKS
 from pyjobq.core.schedule import ScheduleDefinition, slot_at
 from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
+from pyjobq.engine.online import WATCH_MS
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.executor.current import current_job_id
 from pyjobq.executor.fetch import make_fetch
@@ -754,7 +755,10 @@ class Sim:
         the ``online`` event or after it (a run in flight then, a busy page's answer read
         offline), and whether the holder heard the event or took the lease later, the job is
         due now (spec: the offline ladder re-checks by itself, "and sooner when [the network]
-        is" back) — not up to ~39 s later, which the liveness bounds alone would allow."""
+        is" back) within ``WATCH_MS`` — not up to ~39 s later, which the liveness bounds alone
+        would allow."""
+        # The bound: an engine that missed the event reads the network again within WATCH_MS.
+        await advance_timer_by_timer(self, WATCH_MS)
         if not any(t.booted and t.holds_lease for t in self.world.awake):
             return  # no tab processes yet (a worker still booting): the wait is the boot's
         now = self.world.clock.now()

@@ -177,10 +177,15 @@ def claim_due(record: JobRecord, now: float, owner: str,
     return None
 
 
+def waits_offline(record: JobRecord) -> bool:
+    """Whether ``record`` waits out a failure it had with no network (pending, code offline)."""
+    return record.status is Status.PENDING and record.code == OFFLINE
+
+
 def back_online(record: JobRecord, now: float) -> JobRecord | None:
     """A pending job waiting out an offline failure is due now that the network is back
     (spec: "capped, so the job re-checks by itself … and sooner when [an online event] is")."""
-    if record.status is not Status.PENDING or record.code != OFFLINE:
+    if not waits_offline(record):
         return None
     if record.next_retry_at is not None and record.next_retry_at <= now:
         return None

@@ -10,14 +10,25 @@ job re-checks by itself, "and sooner when" the network is back (spec). Sooner is
 run in flight then is marked (:attr:`~pyjobq.engine.inflight.Flight.online_again`), since its
 failure, read offline by the page a moment before, may be stored after the sweep.
 
-An engine does not always hear the event. A frozen tab and its worker miss it; a worker still
-booting, or a tab opened once the network was back, was not there. So an engine also acts as
-the event does wherever it cannot know what it missed: at its first pass under the lease and
-the first after the lease was taken away (:meth:`BackOnline.begin_pass`), when the network is
-up then; and a run handed off while the network was down counts as one the network came back
-during (:meth:`~pyjobq.engine.inflight.FlightTable.add`). Neither can spin: a pass begins after
-a gap at most once per grant, and a run handed off offline gets at most one early retry — the
-engine's own reading must have changed between its hand-off and its settle.
+An engine does not always hear the event. A frozen tab and its worker miss it (and Chromium does
+not always fire it inside a dedicated worker); a worker still booting, or a tab opened once the
+network was back, was not there. So an engine also finds out for itself:
+
+* while a job may wait out an offline failure and the network reads down here, it reads
+  ``navigator.onLine`` again every :data:`WATCH_MS` (one property, no store operation) and acts
+  as the event does when it reads up: armed when a settle stores such a failure, or a pass
+  begins, with the network down; a frozen context's watch fires as it thaws;
+* its first pass under the lease, and the first after the lease was taken away, acts as the
+  event does when the network is up then (:meth:`BackOnline.begin_pass`);
+* a run handed off while the network was down counts as one it came back during
+  (:meth:`~pyjobq.engine.inflight.FlightTable.add`): its offline failure, stored once the network
+  is up, is due at once.
+
+None can spin. Each needs this engine's own reading to go from down to up: a page and a worker
+that disagree for good about the network (the page reading it down) get the ladder, and the
+watch is never armed while the engine reads it up. A pass begins after a gap at most once per
+grant. The bound this gives: a job waiting out an offline failure is due within
+:data:`WATCH_MS` of the network being back here, event or no event.
 """
 
 from __future__ import annotations
@@ -25,10 +36,14 @@ from __future__ import annotations
 from typing import Any, Callable, Coroutine, Sequence
 
 from ..core import policy
-from ..core.ports import Clock, Store
+from ..core.ports import Clock, Store, Timer
 from ..core.records import JobRecord
 from ..core.status import ONLY_PENDING
 from .inflight import FlightTable
+
+#: How often an engine reads the network while a job may wait out an offline failure and the
+#: network reads down here (see the module docstring).
+WATCH_MS = 1_000.0
 
 
 class BackOnline:
@@ -48,17 +63,29 @@ class BackOnline:
         #: No pass has begun here since this engine began or the lease was taken away: an
         #: ``online`` event may have come meanwhile, unheard.
         self._unheard = True
+        #: The next reading of the network while it reads down here; None when not watching.
+        self._watch: Timer | None = None
 
     def heard(self) -> None:
         """The ``online`` event: each run in flight is marked, the waiting jobs made due, and
         the engine processes."""
+        self.stop()
         self._flights.back_online()
         self._spawn(self._sweep(wake=True))
 
+    def stored_offline(self) -> None:
+        """A settle stored a failure with no network: while the network reads down here too,
+        watch for it to come back."""
+        if not self._is_online():
+            self._watch_again()
+
     def begin_pass(self) -> None:
         """A pass begins under the lease: after a gap, with the network up, as the event does
-        (waking the engine again only when a job was made due: the pass is under way)."""
-        if self._unheard and self._is_online():
+        (waking the engine again only when a job was made due: the pass is under way); with
+        the network down, watch for it (jobs from before may wait out an offline failure)."""
+        if not self._is_online():
+            self._watch_again()
+        elif self._unheard:
             self._flights.back_online()
             self._spawn(self._sweep(wake=False))
         self._unheard = False
@@ -66,6 +93,23 @@ class BackOnline:
     def lease_lost(self) -> None:
         """The lease was taken away (the page froze): what comes until the next pass is unheard."""
         self._unheard = True
+
+    def stop(self) -> None:
+        """Read the network no more (the engine stops, or the event came)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _watch_again(self) -> None:
+        if self._watch is None:
+            self._watch = self._clock.call_later(WATCH_MS, self._read)
+
+    def _read(self) -> None:
+        self._watch = None
+        if self._is_online():
+            self.heard()  # the network is back by this engine's own reading: as the event does
+        else:
+            self._watch_again()
 
     async def _sweep(self, *, wake: bool) -> None:
         now = self._clock.now()

@@ -97,7 +97,7 @@ from ..core.status import Status
 from .control import PassControl
 from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
-from .lease import LEASE_MESSAGES, LockLease
+from .lease import LEASE_MESSAGES, LockLease, NeverLease
 from .online import BackOnline
 from .passes import LeftForPages, Pass, PassEngine
 from .periodic import Periodic, PeriodicEngine
@@ -223,7 +223,8 @@ class Scheduler:
             # Read at each settle: the ladder is the engine's attribute, and may be swapped.
             backoff=lambda attempt: self.backoff(attempt),
             flights=self.flights, lanes=self._pass, write=self.write, publish=self.publish_many,
-            control=self._control, watch=self._run_locks.watch))
+            control=self._control, watch=self._run_locks.watch,
+            stored_offline=self._online.stored_offline))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -239,11 +240,13 @@ class Scheduler:
                 "progress": self._live(self._progress),
                 **{kind: self._answer for kind in requests.table},
             }, ignore=LEASE_MESSAGES | {"debug_counts"},  # the LinkLease's; the worker host's
-                refuse=requests.refuse)),
-            self._channel.subscribe(Router("pyjobq scheduler", {
+                refuse=requests.refuse))]
+        # Under a lease it never gets (the page's request scheduler) there is no pass to keep
+        # current, no run to drop, no line to queue in: no news to hear, and no event a message.
+        if not isinstance(self._lease, NeverLease):
+            self._unsubscribe.append(self._channel.subscribe(Router("pyjobq scheduler", {
                 "job-update": self._on_news,
-                "schedule-update": self._live(self._on_schedule_news)}, kind="channel")),
-        ]
+                "schedule-update": self._live(self._on_schedule_news)}, kind="channel")))
         self.link.send(make("ready", source=self._source))
         self.wake()
 
@@ -257,6 +260,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._control.stop()
+        self._online.stop()
         self._sweeper.stop()
         self._periodic.stop()
         self._run_locks.drop_prefetched()

@@ -91,6 +91,8 @@ class SettleEngine(EngineBasics):
     control: PassControl
     #: Watch a yield lock: an interrupted run parked under it goes on once it is let go.
     watch: Callable[[str], None]
+    #: A failure with no network was stored: watch for the network (pyjobq/engine/online.py).
+    stored_offline: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,8 @@ class Settler:
                                                 new_future()))
             followed = stored.followed
             settled = stored.done[0]
+            if settled.record is not None and policy.waits_offline(settled.record):
+                e.stored_offline()
             # A keyed run's end frees its key, whose next job may wait in another lane.
             keyed = settled.record is not None and settled.record.key is not None
             await self._delete_if_done(settled)
