@@ -269,3 +269,33 @@ def test_without_a_page_lease_the_worker_holds_the_lock_as_before() -> None:
         await settle()
         assert (await job.done).status == "done" and world.locks.held() == {}
     run(main)
+
+
+def test_a_scheduler_under_a_lease_it_never_gets_hears_no_channel_news() -> None:
+    """The page's request scheduler (``NeverLease``) has no pass to keep current, no run to drop
+    and no line to queue in: it takes no listener on the channel, so no tab's news — its own
+    worker's included, a job-update a job — costs the page an event and a parse. It still
+    tells the other tabs what it stores."""
+    from pyjobq.engine.lease import NeverLease
+    from pyjobq.executor.wiring import in_process
+    from pyjobq.memory import ChannelHub, MemoryStore
+    from pyjobq.testing import FakeClock, record
+
+    async def main() -> None:
+        hub = ChannelHub()
+        other = hub.channel("news")
+        heard: list[Any] = []
+        other.subscribe(heard.append)
+        for lease, listeners in ((NeverLease(), 0), (None, 1)):
+            channel = hub.channel("news")
+            engine = in_process(store=MemoryStore(), source="tab:page", clock=FakeClock(),
+                                lock_name=LOCK, channel=channel,
+                                **({"lease": lease} if lease is not None else {}))
+            await settle()
+            assert len(channel._listeners) == listeners
+            engine.scheduler.publish_many([record(f"j{listeners}")])
+            await settle()
+            engine.scheduler.stop()
+            channel.close()
+        assert [m["job"]["id"] for m in heard] == ["j0", "j1"]
+    run(main)
