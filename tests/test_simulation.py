@@ -1186,9 +1186,14 @@ def test_simulation(seeds: range) -> None:
 #: resumed mid-claim beside a Service Worker's drain, a stale claim and not a second processor
 #: (7066, 8313, 9522, 10988, 13477); a tab resumed a moment before it crashed, whose page's
 #: lease request — started from the test's context, not the tab's — outlived the crash and held
-#: the lease for the dead tab (4829: Tab.resume runs the page's handler as the tab's code).
+#: the lease for the dead tab (4829: Tab.resume runs the page's handler as the tab's code); a
+#: job that failed offline, written by a tab that then froze idle through the online event
+#: (2264: the back-online oracle; the engine now reads the network while such a job waits); a
+#: lane whose run lock a frozen former holder took ahead of its claim, picked by every look and
+#: let go by every claim, two such lanes each asked while the other's release was in flight —
+#: passes back to back (15762: the look now counts that lane busy, as the claim did).
 SOAKED_FAILURES = (3750, 10696, 16758, 2454, 4155, 7066, 7488, 8313, 9522, 10988, 13477, 15588,
-                   4829)
+                   4829, 2264, 15762)
 
 
 @pytest.mark.parametrize("seed", SOAKED_FAILURES)

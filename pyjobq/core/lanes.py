@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Collection, Container, Iterable, Mapping, Sequence, TypeVar
+from typing import Collection, Iterable, Mapping, Sequence, TypeVar
 
 from .records import JobRecord
 from .status import Status
@@ -57,26 +57,13 @@ def legacy_run_lock(lock_name: str, job_id: str) -> str:
     return f"{lock_name}:run:{job_id}"
 
 
-def lanes_held(held: Mapping[str, str], lock_name: str, ours: Collection[str],
-               unfinished: Container[str]) -> dict[str, str]:
-    """Types with a run on the wire elsewhere and no unfinished record left to say so, with one
-    such run lock's name each: those lanes are busy here.
-
-    A run lock another page holds exclusively on a job that is no longer ``unfinished`` (deleted
-    or cancelled while its frozen page was sending it) is a request that may still be on the
-    wire. One on an unfinished job is not counted here: a running record is judged by its own
-    lock (recovery), and a pending one's lock was taken ahead of a claim, not for a run."""
-    busy: dict[str, str] = {}
-    for name, mode in held.items():
-        run = run_lock_job(lock_name, name) if mode == "exclusive" else None
-        if run is not None and run[1] not in ours and run[1] not in unfinished:
-            busy.setdefault(run[0], name)
-    return busy
-
-
 def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -> dict[str, str]:
     """Types of which another page holds a run lock exclusively, whatever its record says, with
-    one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere).
+    one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere):
+    those lanes are busy here. A run on the wire (its record deleted while its frozen page sent
+    it) and a lock taken ahead of a claim (a frozen former holder's) count alike: either page may
+    yet run that job, so its type waits — in the pass's looks as in its claims, or a look would
+    pick what the claim lets go, round and round.
 
     Asked after this page took its own claims' run locks: two pages that each believe they hold
     the lease (one whose silent lease was just taken, before it hears: pyjobq/engine/lease.py) and

@@ -234,10 +234,10 @@ class Pass:
             watched = {r.id: lock for r in running for lock in (name(r), legacy(r.id))
                        if held.get(lock) == "exclusive"}
             elsewhere = set(watched)
-            # A run lock held with no running record left (deleted while its frozen page sent
-            # it): its request may still be on the wire, so its type waits too.
-            lanes_held = lanes.lanes_held(held, self._e.run_locks.lock_name, ours,
-                                          self._require_view())
+            # Another page's run lock, whatever its record says, keeps its type waiting here as
+            # in a claim (lanes.types_held says why; seed 15762).
+            lanes_held = lanes.types_held(held, self._e.run_locks.lock_name,
+                                          ours | self._e.run_locks.prefetched_ids())
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
         # worker dies with the run lock, and a frozen tab may be discarded later. The name that

@@ -84,16 +84,19 @@ def test_a_lane_chains_its_next_claim_only_when_nothing_else_must_be_decided() -
     assert chains("a", suspended={"b"}, yields={"b": "typing"}, busy_elsewhere={"b"})
 
 
-def test_a_run_lock_held_elsewhere_on_a_job_no_longer_unfinished_keeps_its_lane_busy() -> None:
-    from pyjobq.core.lanes import lanes_held, run_lock
+def test_a_run_lock_held_elsewhere_keeps_its_lane_busy_whatever_its_record_says() -> None:
+    """A run lock another page holds on a job no longer unfinished (a run still on the wire) or
+    on a pending one (taken ahead of a claim by a frozen former holder) keeps its lane busy; this
+    page's own (in flight, or taken ahead) and shared holders (watches) do not."""
+    from pyjobq.core.lanes import run_lock, types_held
 
-    gone, taken_ahead = run_lock("q", "save", "x"), run_lock("q", "save", "y")
+    gone, taken_ahead = run_lock("q", "save", "x"), run_lock("q", "upload", "y")
     mine = run_lock("q", "sync", "m")
     held = {"q": "exclusive", gone: "exclusive", taken_ahead: "exclusive", mine: "exclusive",
-            run_lock("q", "upload", "w"): "shared",        # a watch, not a run
+            run_lock("q", "other", "w"): "shared",        # a watch, not a run
             # any script may name a lock
             "q:run:[not json": "exclusive", 'q:run:["t"]': "exclusive",
             "q:run:legacy-id": "exclusive", "other:run:[\"save\",\"z\"]": "exclusive"}
     assert gone == 'q:run:["save","x"]'
-    assert lanes_held(held, "q", ours={"m"}, unfinished={"y", "m"}) == {"save": gone}
-    assert lanes_held(held, "q", ours={"m"}, unfinished={"x", "y", "m"}) == {}
+    assert types_held(held, "q", mine={"m"}) == {"save": gone, "upload": taken_ahead}
+    assert types_held(held, "q", mine={"m", "y"}) == {"save": gone}
