@@ -638,3 +638,64 @@ def test_a_tab_frozen_idle_through_the_online_event_runs_its_offline_job_within_
         assert record is not None and record.status.value == "done", record
         assert world.online and len(calls) == 3  # two offline tries, then the one that went
     run(main)
+
+
+def test_a_scheduler_stopped_as_its_settle_stores_an_offline_failure_reads_and_writes_no_more(
+        ) -> None:
+    """The settle under way when the scheduler stopped (a pagehide, a database upgrade) still
+    stores its run's offline failure; the stopped engine must not then start watching the
+    network, nor sweep the store once it is back (found in review)."""
+    async def main() -> None:
+        world = World()
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            raise OSError("Failed to fetch (the page is offline)")
+
+        tab = world.open_tab(transport=server)
+        await settle()
+        assert tab.scheduler is not None
+        scheduler = tab.scheduler
+        ops: list[str] = []
+        stopped: list[bool] = []
+
+        async def hook(context: Any, operation: str, phase: str, args: Any) -> None:
+            if context is tab and phase == "before":
+                ops.append(operation)
+                if operation == "update_many" and scheduler.flights and not stopped:
+                    stopped.append(True)
+                    scheduler.stop()  # while the settle's transaction is under way
+
+        world.store_hook = hook
+        world.online = False
+        job = tab.queue.enqueue_fetch("POST", "/x")
+        await settle()
+        record = await world.store.get(job.id)
+        assert record is not None and record.code == "offline" and stopped
+        stored = len(ops)
+        await world.advance(5 * WATCH_MS)
+        world.online = True
+        await world.advance(5 * WATCH_MS)
+        assert ops[stored:] == []
+    run(main)
+
+
+def test_an_engine_with_no_job_waiting_offline_does_not_watch_the_network() -> None:
+    """The one-second watch runs only while a job may wait out an offline failure: an engine
+    that swept (it began online) and stored none since arms no timer while it is offline and
+    idle (found in review: it read the network every second for as long as it was offline)."""
+    async def main() -> None:
+        world = World()
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            return Response(200, {})
+
+        tab = world.open_tab(transport=server)
+        await settle()
+        world.online = False
+        job = tab.queue.enqueue_fetch("POST", "/x")  # the server answers: nothing waits offline
+        await settle()
+        assert (await job.done).status == "done"
+        await world.advance(60_000)  # idle and offline
+        soonest = world.clock.next_timer_at()
+        assert soonest is None or soonest - world.clock.now() > WATCH_MS, soonest
+    run(main)

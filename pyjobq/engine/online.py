@@ -14,10 +14,11 @@ An engine does not always hear the event. A frozen tab and its worker miss it (a
 not always fire it inside a dedicated worker); a worker still booting, or a tab opened once the
 network was back, was not there. So an engine also finds out for itself:
 
-* while a job may wait out an offline failure and the network reads down here, it reads
-  ``navigator.onLine`` again every :data:`WATCH_MS` (one property, no store operation) and acts
-  as the event does when it reads up: armed when a settle stores such a failure, or a pass
-  begins, with the network down; a frozen context's watch fires as it thaws;
+* while a job may wait out an offline failure (this engine stored one since its last sweep, or
+  has not swept since it began) and the network reads down here, it reads ``navigator.onLine``
+  again every :data:`WATCH_MS` (one property, no store operation) and acts as the event does
+  when it reads up: armed when a settle stores such a failure, or a pass begins, with the
+  network down; a frozen context's watch fires as it thaws; a stopped engine reads nothing;
 * its first pass under the lease, and the first after the lease was taken away, acts as the
   event does when the network is up then (:meth:`BackOnline.begin_pass`);
 * a run handed off while the network was down counts as one it came back during
@@ -63,26 +64,32 @@ class BackOnline:
         #: No pass has begun here since this engine began or the lease was taken away: an
         #: ``online`` event may have come meanwhile, unheard.
         self._unheard = True
+        #: A job may wait out an offline failure: this engine stored one since its last sweep,
+        #: or has not swept since it began (what is stored from before is not known here).
+        self._may_wait = True
         #: The next reading of the network while it reads down here; None when not watching.
         self._watch: Timer | None = None
+        #: The engine stopped: nothing more is read, swept or woken.
+        self._closed = False
 
     def heard(self) -> None:
         """The ``online`` event: each run in flight is marked, the waiting jobs made due, and
         the engine processes."""
-        self.stop()
+        self._cancel_watch()
         self._flights.back_online()
         self._spawn(self._sweep(wake=True))
 
     def stored_offline(self) -> None:
         """A settle stored a failure with no network: while the network reads down here too,
         watch for it to come back."""
+        self._may_wait = True
         if not self._is_online():
             self._watch_again()
 
     def begin_pass(self) -> None:
         """A pass begins under the lease: after a gap, with the network up, as the event does
         (waking the engine again only when a job was made due: the pass is under way); with
-        the network down, watch for it (jobs from before may wait out an offline failure)."""
+        the network down, watch for it while a job may wait out an offline failure."""
         if not self._is_online():
             self._watch_again()
         elif self._unheard:
@@ -94,24 +101,35 @@ class BackOnline:
         """The lease was taken away (the page froze): what comes until the next pass is unheard."""
         self._unheard = True
 
-    def stop(self) -> None:
-        """Read the network no more (the engine stops, or the event came)."""
+    def close(self) -> None:
+        """The engine stopped: read the network no more, and sweep nothing (a settle under way
+        as it stopped may still store an offline failure)."""
+        self._closed = True
+        self._cancel_watch()
+
+    def _cancel_watch(self) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
 
     def _watch_again(self) -> None:
-        if self._watch is None:
+        if self._watch is None and self._may_wait and not self._closed:
             self._watch = self._clock.call_later(WATCH_MS, self._read)
 
     def _read(self) -> None:
         self._watch = None
+        if self._closed:
+            return
         if self._is_online():
             self.heard()  # the network is back by this engine's own reading: as the event does
         else:
             self._watch_again()
 
     async def _sweep(self, *, wake: bool) -> None:
+        if self._closed:
+            return
+        # What waits from now on is what a settle stores after this read (stored_offline).
+        self._may_wait = False
         now = self._clock.now()
         # One transaction reads and changes them: a delete or cancel between a read and a write
         # is never undone (issue 22, finding 10).

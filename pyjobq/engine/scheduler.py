@@ -260,7 +260,7 @@ class Scheduler:
         recover and re-run a job this page is still running.
         """
         self._control.stop()
-        self._online.stop()
+        self._online.close()
         self._sweeper.stop()
         self._periodic.stop()
         self._run_locks.drop_prefetched()
