@@ -57,13 +57,15 @@ def legacy_run_lock(lock_name: str, job_id: str) -> str:
     return f"{lock_name}:run:{job_id}"
 
 
-def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -> dict[str, str]:
+def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str], *,
+               skip: Collection[str] = ()) -> dict[str, str]:
     """Types of which another page holds a run lock exclusively, whatever its record says, with
     one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere):
     those lanes are busy here. A run on the wire (its record deleted while its frozen page sent
     it) and a lock taken ahead of a claim (a frozen former holder's) count alike: either page may
     yet run that job, so its type waits — in the pass's looks as in its claims, or a look would
-    pick what the claim lets go, round and round.
+    pick what the claim lets go, round and round. ``skip``: types left out (lanes running here,
+    whose next run lock this page may hold before that job is in flight).
 
     Asked after this page took its own claims' run locks: two pages that each believe they hold
     the lease (one whose silent lease was just taken, before it hears: pyjobq/engine/lease.py) and
@@ -71,7 +73,7 @@ def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str]) -
     busy: dict[str, str] = {}
     for name, mode in held.items():
         run = run_lock_job(lock_name, name) if mode == "exclusive" else None
-        if run is not None and run[1] not in mine:
+        if run is not None and run[1] not in mine and run[0] not in skip:
             busy.setdefault(run[0], name)
     return busy
 

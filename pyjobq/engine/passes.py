@@ -234,10 +234,10 @@ class Pass:
             watched = {r.id: lock for r in running for lock in (name(r), legacy(r.id))
                        if held.get(lock) == "exclusive"}
             elsewhere = set(watched)
-            # Another page's run lock, whatever its record says, keeps its type waiting here as
-            # in a claim (lanes.types_held says why; seed 15762).
-            lanes_held = lanes.types_held(held, self._e.run_locks.lock_name,
-                                          ours | self._e.run_locks.prefetched_ids())
+            # Another page's run lock keeps an idle lane waiting (lanes.types_held; seed 15762).
+            lanes_held = lanes.types_held(
+                held, self._e.run_locks.lock_name, ours | self._e.run_locks.prefetched_ids(),
+                skip=self._e.flights.busy_types())
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
         # worker dies with the run lock, and a frozen tab may be discarded later. The name that

@@ -100,3 +100,15 @@ def test_a_run_lock_held_elsewhere_keeps_its_lane_busy_whatever_its_record_says(
     assert gone == 'q:run:["save","x"]'
     assert types_held(held, "q", mine={"m"}) == {"save": gone, "upload": taken_ahead}
     assert types_held(held, "q", mine={"m", "y"}) == {"save": gone}
+
+
+def test_a_lane_running_here_is_not_counted_busy_elsewhere() -> None:
+    """``skip``: a lane running here may hold its next job's run lock before that job is in
+    flight (a settle's follow-on); counting it as another page's broke the lane's chain and
+    watched this page's own lock."""
+    from pyjobq.core.lanes import run_lock, types_held
+
+    next_here, elsewhere = run_lock("q", "save", "n"), run_lock("q", "upload", "u")
+    held = {next_here: "exclusive", elsewhere: "exclusive"}
+    assert types_held(held, "q", mine=set()) == {"save": next_here, "upload": elsewhere}
+    assert types_held(held, "q", mine=set(), skip={"save"}) == {"upload": elsewhere}
