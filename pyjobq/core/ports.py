@@ -315,6 +315,11 @@ class Lease(Protocol):
     (:class:`pyjobq.engine.lease.LockLease`) — and why: pyjobq/engine/lease.py.
     """
 
+    #: False for a lease that is never granted (:class:`pyjobq.engine.lease.NeverLease`): its
+    #: scheduler only answers requests, so it has no pass to keep current, no run to drop and
+    #: no line to queue in, and hears no channel news.
+    can_be_granted: bool
+
     async def hold(self, callback: Callable[[], Awaitable[None]],
                    on_revoked: Callable[[], None]) -> bool:
         """Wait for the lease, then hold it while ``callback()`` runs.

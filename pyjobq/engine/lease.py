@@ -222,6 +222,8 @@ def answer_pings(channel: Channel, source: str, holding: Callable[[], bool]) -> 
 class LockLease:
     """The scheduler holds the lock itself (an executor side with no document)."""
 
+    can_be_granted = True
+
     def __init__(self, locks: LockManager, name: str) -> None:
         self._locks = locks
         self._name = name
@@ -247,6 +249,8 @@ class HostLease:
         held: the bootstrap holds the lock now (False: it was taken before this scheduler booted).
         release_bootstrap: lets the bootstrap's lock go (a scheduler stopped for good).
     """
+
+    can_be_granted = True
 
     def __init__(self, grab: Grab, name: str, channel: Channel, clock: Clock, source: str, *,
                  held: bool, release_bootstrap: Callable[[], None] = lambda: None) -> None:
@@ -358,6 +362,8 @@ class NeverLease:
     requests while its worker waits for the lease, pyjobq/browser/page_main.py) and never
     claims, settles or recovers anything."""
 
+    can_be_granted = False
+
     def __init__(self) -> None:
         self._closed: asyncio.Future[None] | None = None
 
@@ -382,6 +388,8 @@ class GateLease:
     once — and passes wait here until :meth:`open`; :meth:`close` revokes the pass holding
     it, which claims nothing more (a run already handed over finishes and is settled).
     """
+
+    can_be_granted = True
 
     def __init__(self) -> None:
         self._open = False
@@ -424,6 +432,8 @@ class GateLease:
 
 class LinkLease:
     """The worker's side of a page-held lease: ask the page, hold while it says so."""
+
+    can_be_granted = True
 
     def __init__(self, link: Link) -> None:
         self._link = link

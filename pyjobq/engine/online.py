@@ -76,8 +76,7 @@ class BackOnline:
         """The ``online`` event: each run in flight is marked, the waiting jobs made due, and
         the engine processes."""
         self._cancel_watch()
-        self._flights.back_online()
-        self._spawn(self._sweep(wake=True))
+        self._back(wake=True)
 
     def stored_offline(self) -> None:
         """A settle stored a failure with no network: while the network reads down here too,
@@ -93,8 +92,7 @@ class BackOnline:
         if not self._is_online():
             self._watch_again()
         elif self._unheard:
-            self._flights.back_online()
-            self._spawn(self._sweep(wake=False))
+            self._back(wake=False)
         self._unheard = False
 
     def lease_lost(self) -> None:
@@ -106,6 +104,11 @@ class BackOnline:
         as it stopped may still store an offline failure)."""
         self._closed = True
         self._cancel_watch()
+
+    def _back(self, *, wake: bool) -> None:
+        """The network is back: mark each run in flight, and make the waiting jobs due."""
+        self._flights.back_online()
+        self._spawn(self._sweep(wake=wake))
 
     def _cancel_watch(self) -> None:
         if self._watch is not None:

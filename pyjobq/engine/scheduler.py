@@ -97,7 +97,7 @@ from ..core.status import Status
 from .control import PassControl
 from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
-from .lease import LEASE_MESSAGES, LockLease, NeverLease
+from .lease import LEASE_MESSAGES, LockLease
 from .online import BackOnline
 from .passes import LeftForPages, Pass, PassEngine
 from .periodic import Periodic, PeriodicEngine
@@ -243,7 +243,7 @@ class Scheduler:
                 refuse=requests.refuse))]
         # Under a lease it never gets (the page's request scheduler) there is no pass to keep
         # current, no run to drop, no line to queue in: no news to hear, and no event a message.
-        if not isinstance(self._lease, NeverLease):
+        if self._lease.can_be_granted:
             self._unsubscribe.append(self._channel.subscribe(Router("pyjobq scheduler", {
                 "job-update": self._on_news,
                 "schedule-update": self._live(self._on_schedule_news)}, kind="channel")))

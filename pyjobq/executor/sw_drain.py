@@ -136,6 +136,8 @@ class ServiceWorkerLease:
     is done. Once revoked it is never held again by this drain. ``stolen``: a page took the
     lock from it (the drain's runs may still be finishing, but it holds nothing)."""
 
+    can_be_granted = True
+
     def __init__(self) -> None:
         self.revoked = False
         self.stolen = False
