@@ -26,6 +26,11 @@ survives a saved notebook as the last HTML drawn.
   answered, the caption says the table is still being read — or, where no event loop can read
   it, that it is not read yet and how to read it — and the table is redrawn whole when the
   answer comes.
+- **The store is the truth.** News of a job's end or deletion is lost for good when the tab that
+  stored it crashed or froze before broadcasting it, so while a live table shows an unfinished
+  job the queue reads every record again each ``RECHECK_MS`` (30 s; ``queue.TABLE_RECHECK_S``)
+  and lays the answer under what it heard meanwhile, as the first read does; once every job
+  shown is finished it stops until the next change.
 - **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are
   drawn: the unfinished jobs first, then the newest finished ones; the caption still counts
   every job and says how many are shown.

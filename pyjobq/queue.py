@@ -29,6 +29,7 @@ from . import scheduling as _scheduling
 from . import services as _services
 from .abort import AbortSignal
 from .core.errors import InvalidJobError
+from .core.messages import RECHECK_MS
 from .core.records import A_GROUP, A_TYPE, DEFAULT_MAX_ATTEMPTS, check_str
 from .core.status import KNOWN, TERMINAL, Status
 from .executor import host as _host
@@ -105,6 +106,45 @@ def _changed() -> None:
     if _tables.live and _store.error is None:
         _fill_in()
     _tables.changed()
+    _keep_reading()
+
+
+#: How often, in seconds, a live table that shows an unfinished job reads every record again
+#: (:func:`_reread`).
+TABLE_RECHECK_S = RECHECK_MS / 1000
+#: The live tables' next read of every record, while armed.
+_recheck: _notebook.Timer | None = None
+
+
+def _keep_reading() -> None:
+    """Arm the live tables' next read of every record, unless one is armed (see :func:`_reread`).
+    Armed on any change, checked when it fires: a burst of news costs no walk of the records."""
+    global _recheck
+    if not _tables.live or (_recheck is not None and _recheck.pending()):
+        return
+    _recheck = _notebook.loop_call_later(TABLE_RECHECK_S, _reread)
+
+
+def _reread() -> None:
+    """While a live table shows an unfinished job, read every record again each
+    :data:`TABLE_RECHECK_S`. News of a job's end or deletion is lost for good when the tab that
+    stored it crashed or froze before broadcasting it; the store is the truth, and a table that
+    only followed news would show that job unfinished for ever. The answer is laid over what is
+    drawn as every read's is (news heard meanwhile kept). Once every job shown is finished, it
+    stops until the next change."""
+    global _recheck, _filling
+    _recheck = None
+    if not _tables.live or not _store.answered:  # the first read (_fill_in) comes first
+        return
+    if all(r.get("status") in TERMINAL for r in _known.values()):
+        return
+    if _filling is None or not _can_finish(_filling):
+        loop = _notebook.event_loop()
+        if loop is None:
+            return
+        _filling = loop.create_task(query_all())
+        _filling.add_done_callback(_filled)
+    _keep_reading()
 
 
 def _forget_finished() -> None:
@@ -160,6 +200,7 @@ def _filled(done: asyncio.Task[Any]) -> None:
         # What the table knew stays drawn; the caption says the read failed and how to retry.
         _store = dataclasses.replace(_store, error=f"{type(error).__name__}: {error}")
     _tables.changed()
+    _keep_reading()
 
 
 _tables = _notebook.LiveTables(_render, on_show=_fill_in)

@@ -576,3 +576,49 @@ def test_a_table_of_a_status_or_type_that_cannot_be_refuses_it_and_says_what_to_
     assert lines[4] == ("table(type): expected a job type, a str: the type= the jobs were filed "
                         "with, or None for every type; got 3 (int)")
     assert lines[5].startswith("table(group): expected a group name, a str") and "bytes" in lines[5]
+
+
+def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -> None:
+    """News of an end or a deletion is lost for good when the tab that stored it crashed before
+    broadcasting it: a live table that shows an unfinished job reads every record again each
+    TABLE_RECHECK_S, so it ends on the store's truth (here: one job done, one deleted) with no
+    news. Once every job shown is finished it stops reading; with no live table it never reads."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+
+    def rec(job_id, status, at):
+        return {"id": job_id, "status": status, "updated_at": at, "created_at": 1,
+                "type": "t", "attempts": 0, "max_attempts": 5}
+
+    async def main():
+        side = queue._queue()
+        stored = [rec("a", "running", 1), rec("b", "pending", 1)]
+        reads = []
+
+        async def answer():  # the store, as it is when asked
+            reads.append(len(reads))
+            return list(stored)
+
+        side.query_all = answer
+        queue.TABLE_RECHECK_S = 0.05
+        await asyncio.sleep(0.2)
+        assert reads == [], "no live table: the store is not read"
+        queue._ipython_display_()
+        await wait_for(lambda d: "1 running, 1 pending" in d["text/plain"], "the first read")
+        # a's end and b's deletion are stored by a tab that crashed before broadcasting them.
+        stored[:] = [rec("a", "done", 2)]
+        drawn = await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done",
+                               "the store's truth, with no news")
+        assert ">b<" not in drawn["text/html"], drawn
+        settled = len(reads)
+        await asyncio.sleep(0.3)  # six periods: every job shown is finished
+        assert len(reads) == settled, f"{len(reads) - settled} more reads, nothing unfinished"
+        queue._remember(rec("c", "pending", 3))  # a change with an unfinished job: reading again
+        stored.append(rec("c", "done", 4))
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "c read as done")
+        assert len(reads) > settled
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"

@@ -16,7 +16,11 @@
 // parts (COLUMN_VIEWS, by the definition's keys) and writes the cells Python computed into them.
 //
 // It subscribes before taking the snapshot, so no update falls between the two; records
-// are merged by updated_at, and ids seen deleted stay deleted. Updates are batched into one
+// are merged by updated_at, and ids seen deleted stay deleted. The store is the truth: news of
+// an end or a delete is lost for good when the tab that stored it crashed or froze before
+// broadcasting it, so while a row shows an unfinished job the element takes the snapshot
+// again every definition.recheck_ms (a job it lists is merged as above; a row it does not
+// list, and no news named while it was read, is gone). Updates are batched into one
 // render per animation frame, which asks Python once for the cells of the rows that changed.
 // Rows are kept and patched in place (never rebuilt) so a focused button keeps its focus
 // while the table changes around it. Data reaches the DOM only through textContent and
@@ -215,6 +219,8 @@ export class BgJobs extends HTMLElement {
     this._bridge = null;
     this._definition = null;     // what the head, counts and rows were built from
     this._generation = 0;
+    this._recheck = 0;           // the next snapshot's timer, while connected
+    this._heardSince = null;     // ids news named while a later snapshot was read
     this._onBridge = () => { if (!this._own) this._connect(); };
     const root = this.attachShadow({ mode: "open" });
     this._statusStyle = el("style");
@@ -290,6 +296,8 @@ export class BgJobs extends HTMLElement {
 
   _disconnect() {
     this._generation++;
+    clearTimeout(this._recheck);
+    this._recheck = 0;
     if (this._unsubscribe) { try { this._unsubscribe(); } catch { /* bridge already gone */ } }
     this._unsubscribe = null;
     if (this._frame) cancelAnimationFrame(this._frame);
@@ -305,7 +313,9 @@ export class BgJobs extends HTMLElement {
     const generation = this._generation;
     this._unsubscribe = bridge.subscribe((text) => {
       const job = parse(text);
-      if (generation === this._generation && job && typeof job.id === "string") this._enqueue(job);
+      if (generation !== this._generation || !job || typeof job.id !== "string") return;
+      if (this._heardSince) this._heardSince.add(job.id);
+      this._enqueue(job);
     });
     try {
       const records = parse(await bridge.snapshot()) || [];
@@ -314,10 +324,43 @@ export class BgJobs extends HTMLElement {
       this._sub.textContent = "live";
       this._sub.className = "sub";
       this._render();
+      this._armRecheck(generation);
     } catch (err) {
       this._sub.textContent = "";
       this._note.textContent = `Could not read the queue: ${err && err.message ? err.message : err}`;
     }
+  }
+
+  _armRecheck(generation) {
+    const ms = this._definition && this._definition.recheck_ms;
+    if (ms > 0 && generation === this._generation) {
+      this._recheck = setTimeout(() => this._checkAgain(generation), ms);
+    }
+  }
+
+  /** Take the snapshot again while a row shows an unfinished job (see the header). */
+  async _checkAgain(generation) {
+    const finished = new Set(this._definition.finished);
+    const bridge = this._bridge;
+    if (generation !== this._generation || !bridge) return;
+    if ([...this._jobs.values()].some((job) => !finished.has(job.status))) {
+      const heard = this._heardSince = new Set(this._queued.keys());
+      let records = null;
+      try {
+        records = parse(await bridge.snapshot());
+      } catch { /* the store could not be read now: try again at the next period */ }
+      if (this._heardSince === heard) this._heardSince = null;
+      if (generation !== this._generation) return;
+      if (Array.isArray(records)) {
+        const listed = new Set(records.map((job) => job && job.id));
+        for (const id of [...this._jobs.keys()]) {
+          if (!listed.has(id) && !heard.has(id)) this._jobs.delete(id);
+        }
+        for (const job of records) if (job && typeof job.id === "string") this._merge(job, true);
+        this._render();
+      }
+    }
+    this._armRecheck(generation);
   }
 
   _enqueue(update) {

@@ -32,7 +32,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Mapping, TypedDict
 
-from .status import TRANSITIONS, Event, Status
+from .messages import RECHECK_MS as _NEWS_RECHECK_MS
+from .status import TERMINAL, TRANSITIONS, Event, Status
 
 TITLE = "Background jobs"
 """What both tables are called (the element's title, the notebook table's caption)."""
@@ -118,6 +119,11 @@ FALLBACK = Status.CANCELLED
 
 RETRYABLE = frozenset(status for status, event in TRANSITIONS if event is Event.REVIVE)
 """The statuses a row offers "Retry" for: those ``retry_job`` / ``retry_all`` revive."""
+
+#: How often (ms) ``<bg-jobs>`` takes its snapshot again while a row shows an unfinished job:
+#: news of an end or a delete is lost for good when the tab that stored it crashed or froze
+#: before broadcasting it (:data:`pyjobq.core.messages.RECHECK_MS`), and the store is the truth.
+RECHECK_MS = _NEWS_RECHECK_MS
 
 
 class JobCell(TypedDict):
@@ -297,4 +303,6 @@ def definition() -> dict[str, Any]:
         "statuses": [{**dataclasses.asdict(look), "status": str(look.status)}
                      for look in STATUS_LOOKS],
         "retryable": [str(look.status) for look in STATUS_LOOKS if look.status in RETRYABLE],
+        "finished": [str(status) for status in TERMINAL],
+        "recheck_ms": RECHECK_MS,
     }

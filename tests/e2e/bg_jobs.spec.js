@@ -232,3 +232,34 @@ job.id`);
   // The row was patched in place and Retry hid itself: focus moved to the row's Delete.
   expect(await focused()).toBe("Delete send mail");
 });
+
+test("lost news: the table reads the store again while it shows an unfinished job", async ({ context, baseURL }) => {
+  // A job's deletion and another's end stored by a tab that crashed before broadcasting them:
+  // written here with raw IndexedDB, so no job-update is ever sent. Only the element's own
+  // reads of the store (every RECHECK_MS while a row is unfinished; shortened here) can show it.
+  const page = await openQueuePage(context, baseURL);
+  await py(page, `
+from pyjobq.core import jobs_table
+jobs_table.RECHECK_MS = 400
+from pyjobq import ui
+await ui.install()
+"ok"`);
+  await page.evaluate(() => document.body.append(document.createElement("bg-jobs")));
+  const gone = await enqueue(page, `"POST", "/api/echo/a", type="lost", label="deleted unheard", delay_ms=600000`);
+  const ended = await enqueue(page, `"POST", "/api/echo/b", type="lost2", label="cancelled unheard", delay_ms=600000`);
+  await expect(row(page, gone)).toHaveAttribute("data-status", "pending");
+  await expect(row(page, ended)).toHaveAttribute("data-status", "pending");
+  const db = await py(page, "queue.settings.db_name");
+  await page.evaluate(async ({ db, gone, ended }) => {
+    const req = (r) => new Promise((resolve, reject) => { r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); });
+    const conn = await req(indexedDB.open(db));
+    const store = conn.transaction("jobs", "readwrite").objectStore("jobs");
+    const record = await req(store.get(ended));
+    await req(store.put({ ...record, status: "cancelled", code: "cancelled", error: "cancelled",
+      next_retry_at: null, updated_at: record.updated_at + 1 }));
+    await req(store.delete(gone));
+    conn.close();
+  }, { db, gone, ended });
+  await expect(row(page, ended)).toHaveAttribute("data-status", "cancelled");
+  await expect(row(page, gone)).toHaveCount(0);
+});
