@@ -77,6 +77,17 @@ def _is(status: Any, statuses: Collection[Status]) -> bool:
     return isinstance(status, str) and status in statuses
 
 
+def _later(at: Any, after: float) -> bool:
+    """Whether IndexedDB's ``by_next_retry`` index holds ``at`` above ``after`` (an open lower
+    bound): a number above it (NaN is no key), or a string or an array (keys of those types
+    order after every number); None, a bool or an object is not in the index at all."""
+    if isinstance(at, bool):
+        return False
+    if isinstance(at, (int, float)):
+        return at > after
+    return isinstance(at, (str, list))
+
+
 def _soonest(timed: Iterable[tuple[Any, Any]], after: float | None) -> float | None:
     """The smallest "not before" of the (status, next_retry_at) pairs that have one (a pending
     record or a running lease), past ``after`` when given."""
@@ -210,10 +221,12 @@ class MemoryStore:
 
     @_transaction
     async def update_by_status(self, statuses: Collection[Status],
-                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+                               apply: Callable[[JobRecord], JobRecord | None], *,
+                               due_after: float | None = None) -> list[Updated]:
         wanted = frozenset(Status(s) for s in statuses)
         found: list[JobRecord] = []
-        for key in [k for k, r in self._rows.items() if _is(r.get("status"), wanted)]:
+        for key in [k for k, r in self._rows.items() if _is(r.get("status"), wanted)
+                    and (due_after is None or _later(r.get("next_retry_at"), due_after))]:
             record, failed = self._load(key)
             if record is not None and not failed:
                 found.append(record)
@@ -454,9 +467,11 @@ class VolatileStore:
         return done
 
     async def update_by_status(self, statuses: Collection[Status],
-                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+                               apply: Callable[[JobRecord], JobRecord | None], *,
+                               due_after: float | None = None) -> list[Updated]:
         wanted = frozenset(Status(s) for s in statuses)
-        found = _oldest_first(r for r in self._records.values() if r.status in wanted)
+        found = _oldest_first(r for r in self._records.values() if r.status in wanted and (
+            due_after is None or _later(r.next_retry_at, due_after)))
         return await self.update_many([Change(r.id, apply, wanted) for r in found])
 
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:

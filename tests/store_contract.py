@@ -386,6 +386,36 @@ async def check_update_by_status_changes_each_record_of_the_statuses_in_one_call
     assert await store.update_by_status(frozenset({Status.PAUSED}), revive_unless_kept) == []
 
 
+async def check_update_by_status_due_after_reads_only_what_is_due_later(store: Any) -> None:
+    """``due_after``: only the records of the statuses due later than it are read and changed
+    (the network's return); one due then or sooner (a backlog already due) is not even read,
+    nor one of another status due later. Oldest first, as without it."""
+    later = make_record("later", created_at=T0 + 2, next_retry_at=T0 + 500)
+    soon = make_record("soon", created_at=T0, next_retry_at=T0 + 300)
+    due = make_record("due", created_at=T0 + 1, next_retry_at=T0 + 100)
+    at = make_record("at", created_at=T0 + 3, next_retry_at=T0 + 200)  # due exactly then
+    lease = make_record("lease", created_at=T0 + 4, status="running", next_retry_at=T0 + 900,
+                        owner="o")
+    await store.add([later, soon, due, at, lease])
+    read: list[str] = []
+
+    def now_due(cur: JobRecord) -> JobRecord | None:
+        read.append(cur.id)
+        return cur.evolve(next_retry_at=T0 + 200, updated_at=T0 + 200)
+
+    done = await store.update_by_status(frozenset({Status.PENDING}), now_due, due_after=T0 + 200)
+    assert sorted(read) == ["later", "soon"], read
+    assert [(u.record.id if u.record else None, u.applied) for u in done] == [
+        ("soon", True), ("later", True)]
+    stored = {r.id: r.next_retry_at for r in await store.all()}
+    assert stored == {"soon": T0 + 200, "due": T0 + 100, "later": T0 + 200, "at": T0 + 200,
+                      "lease": T0 + 900}, stored
+    read.clear()
+    assert await store.update_by_status(frozenset({Status.PENDING}), now_due,
+                                        due_after=T0 + 200) == []
+    assert read == []
+
+
 async def check_update_by_status_all_or_none(store: Any) -> None:
     from pyjobq.core.status import REVIVABLE
 
@@ -546,6 +576,7 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_a_delete_and_a_change_made_after_it_apply_in_call_order,
     check_a_change_made_before_a_delete_is_deleted_with_it,
     check_update_by_status_changes_each_record_of_the_statuses_in_one_call,
+    check_update_by_status_due_after_reads_only_what_is_due_later,
     check_update_by_status_all_or_none,
     check_update_by_status_and_calls_around_it_apply_in_call_order,
     check_add_without_keys_replaces_nothing,

@@ -818,7 +818,8 @@ class IndexedDBStore(_ScheduleStore):
         return done
 
     async def update_by_status(self, statuses: Collection[Status],
-                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+                               apply: Callable[[JobRecord], JobRecord | None], *,
+                               due_after: float | None = None) -> list[Updated]:
         wanted = frozenset(Status(s) for s in statuses)
         t = await self._tx("readwrite", "update_by_status")
         done: list[Updated] = []
@@ -829,6 +830,9 @@ class IndexedDBStore(_ScheduleStore):
         # cursor's range; the cursor goes on past it.
         def step(cursor: Any) -> None:
             if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+                return
+            if due_after is not None and getattr(cursor.value, "status", None) not in wanted:
+                cursor.continue_()  # another status, due later: read no further than its name
                 return
             bad: list[tuple[Any, JobRecord]] = []
             current = _decode(cursor.value, bad)
@@ -844,9 +848,13 @@ class IndexedDBStore(_ScheduleStore):
                     done.append(Updated(new, True))
             cursor.continue_()  # fires the same request's success event again
 
-        index = t.store.index("by_status")
-        for status in sorted(s.value for s in wanted):
-            t.then(index.openCursor(status), step)
+        if due_after is not None:  # one walk of what is due later, whatever its status
+            t.then(t.store.index("by_next_retry").openCursor(
+                js.IDBKeyRange.lowerBound(due_after, True)), step)
+        else:
+            index = t.store.index("by_status")
+            for status in sorted(s.value for s in wanted):
+                t.then(index.openCursor(status), step)
         await t
         done.sort(key=lambda u: (u.record.created_at, u.record.id) if u.record is not None
                   else (0.0, ""))

@@ -117,11 +117,16 @@ class Store(Protocol):
         """
 
     async def update_by_status(self, statuses: Collection[Status],
-                               apply: Callable[[JobRecord], JobRecord | None]) -> list[Updated]:
+                               apply: Callable[[JobRecord], JobRecord | None], *,
+                               due_after: float | None = None) -> list[Updated]:
         """Change every record whose status is one of ``statuses`` in one transaction: the
         records are read and written there (:meth:`update_many` of a :class:`Change` with
         ``when=statuses`` for each). One :class:`Updated` per record found, oldest first; all
         apply or none. A malformed value is failed, as by every read, and left out.
+
+        ``due_after``: only the records whose ``next_retry_at`` is later than it are read
+        (through the ``by_next_retry`` index): the network's return makes waiting jobs due,
+        and a backlog already due costs it nothing.
 
         What ``retry_all`` and suspending a type need: a read of the ids first and a write
         after would miss a change made between them and revive a record a later call ended.

@@ -136,8 +136,11 @@ class BackOnline:
         now = self._clock.now()
         # One transaction reads and changes them: a delete or cancel between a read and a write
         # is never undone (issue 22, finding 10).
+        # Only what is due later is read: a backlog already due is not the sweep's (a worker
+        # taking the lease with 10,000 due jobs would read them all before its first claim).
         done = await self._store.update_by_status(ONLY_PENDING,
-                                                  lambda cur: policy.back_online(cur, now))
+                                                  lambda cur: policy.back_online(cur, now),
+                                                  due_after=now)
         due = [u.record for u in done if u.applied and u.record is not None]
         self._publish(due)
         if wake or due:
