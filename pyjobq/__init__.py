@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         enqueue,
         enqueue_fetch,
         enqueue_persistent,
+        get_job,
         job,
         jobs,
         on_update,
@@ -78,7 +79,7 @@ logging.getLogger("pyjobq").addHandler(logging.NullHandler())
 
 _QUEUE_NAMES = frozenset({
     "enqueue", "suspend_type", "resume_type", "enqueue_fetch", "enqueue_persistent",
-    "register_reconstructor", "set_transport", "job", "jobs", "query_all", "delete_job",
+    "register_reconstructor", "set_transport", "job", "get_job", "jobs", "query_all", "delete_job",
     "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "on_update", "updates", "wake", "stop",
     "unschedule", "schedules",
@@ -96,10 +97,10 @@ __all__ = [
     "NoTransportError", "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome",
     "Periodic", "Prune", "PyjobqError", "Status", "StorageError", "StoreInUseError", "Task",
     "Terminal", "WorkerUnavailable", "cancel_job", "cleanup_old", "configure", "current_job_id",
-    "delete_group", "delete_job", "enqueue", "enqueue_fetch", "enqueue_persistent", "job",
-    "jobs", "on_update", "periodic", "query_all", "register_reconstructor", "report_progress",
-    "resume_type", "retry_all", "retry_job", "schedules", "set_transport", "stop",
-    "suspend_type", "task", "unschedule", "updates", "wake",
+    "delete_group", "delete_job", "enqueue", "enqueue_fetch", "enqueue_persistent", "get_job",
+    "job", "jobs", "on_update", "periodic", "query_all", "register_reconstructor",
+    "report_progress", "resume_type", "retry_all", "retry_job", "schedules", "set_transport",
+    "stop", "suspend_type", "task", "unschedule", "updates", "wake",
 ]
 
 if not TYPE_CHECKING:

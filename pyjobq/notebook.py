@@ -28,9 +28,12 @@ survives a saved notebook as the last HTML drawn.
   answer comes.
 - **The store is the truth.** News of a job's end or deletion is lost for good when the tab that
   stored it crashed or froze before broadcasting it, so while a live table shows an unfinished
-  job the queue reads every record again each ``RECHECK_MS`` (30 s; ``queue.TABLE_RECHECK_S``)
-  and lays the answer under what it heard meanwhile, as the first read does; once every job
-  shown is finished it stops until the next change.
+  job the queue reads those jobs' records again each ``RECHECK_MS`` (30 s;
+  ``queue.TABLE_RECHECK_S``) with :func:`read_again` — the unfinished records through their
+  status index, then each shown job not among them by id, never the finished ones — and takes
+  each answer that is newer than what it shows, unless news of that job came meanwhile; a job
+  with no record any more leaves the table. Once no table shows an unfinished job it stops
+  until the next change. ``<bg-jobs>`` does the same through its bridge.
 - **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are
   drawn: the unfinished jobs first, then the newest finished ones; the caption still counts
   every job and says how many are shown.
@@ -49,11 +52,11 @@ import dataclasses
 import html
 import importlib
 import sys
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Protocol
 
 from .core import jobs_table
 from .core.jobs_table import Cells
-from .core.status import TERMINAL
+from .core.status import TERMINAL, Status
 
 _CELL = ('style="padding:4px 10px;text-align:left;vertical-align:top;'
          'border-bottom:1px solid #d8dee4"')
@@ -204,8 +207,8 @@ OLDER_LEFT_OUT = ("this kernel keeps only the newest {kept} finished jobs; the s
 SHOWING = "showing {shown} of {total}: the unfinished jobs, then the newest finished"
 """The caption's note when the table has more jobs than :data:`MAX_ROWS`."""
 
-STOPPED = ("queue.stop() was called: changes made in other tabs no longer reach this table "
-           "(`await queue.query_all()` reads them again)")
+STOPPED = ("queue.stop() was called: news from other tabs no longer reaches this table "
+           "(`await queue.query_all()` reads every job again)")
 """The caption's note once the queue's channel is closed (:func:`pyjobq.queue.stop`)."""
 
 RETIRED = "no longer live: display the queue again for a live table"
@@ -300,6 +303,45 @@ def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreS
              + (f" ({note})" if note else ""))
     return {"text/html": jobs_html(drawn, note=note, empty=empty, counts=status_counts(rows)),
             "text/plain": plain}
+
+
+class Reads(Protocol):
+    """What :func:`read_again` asks of a queue (:mod:`pyjobq.queue` answers it)."""
+
+    def jobs(self, *, status: str | None = None) -> Awaitable[list[dict[str, Any]]]: ...
+
+    def get_job(self, job_id: str) -> Awaitable[dict[str, Any] | None]: ...
+
+
+#: The statuses of a job that has not ended, as a table shows them.
+UNFINISHED = tuple(str(status) for status in Status if status not in TERMINAL)
+
+
+async def read_again(queue: Reads, job_ids: Collection[str]) -> dict[str, dict[str, Any] | None]:
+    """The stored record of each of ``job_ids`` now (None: it has none), for a table that shows
+    them unfinished: the records of each unfinished status through its index, then each of
+    ``job_ids`` not among them — it ended, or was deleted — by itself. The finished records a
+    table does not ask about are never read. Of two states of one job (it moved between the
+    status reads) the newer is kept."""
+    wanted = set(job_ids)
+    found: dict[str, dict[str, Any] | None] = {}
+    for listed in await asyncio.gather(*(queue.jobs(status=s) for s in UNFINISHED)):
+        for record in listed:
+            job_id = record.get("id")
+            if isinstance(job_id, str) and job_id in wanted:
+                seen = found.get(job_id)
+                if seen is None or updated_at(record) >= updated_at(seen):
+                    found[job_id] = record
+    missing = [job_id for job_id in wanted if job_id not in found]
+    for job_id, stored in zip(missing, await asyncio.gather(*map(queue.get_job, missing))):
+        found[job_id] = stored
+    return found
+
+
+def updated_at(record: Mapping[str, Any]) -> float:
+    """A record's ``updated_at`` (0 when it has none that is a number)."""
+    at = record.get("updated_at")
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
 
 
 class Handle(Protocol):
@@ -409,6 +451,10 @@ class LiveTables:
     def live(self) -> int:
         """How many displays are live."""
         return len(self._live)
+
+    def shows(self, record: Mapping[str, Any]) -> bool:
+        """Whether a live table shows ``record`` (its view is one of ``record``'s)."""
+        return any(view.shows(record) for view, _ in self._live)
 
     def draw(self, view: View) -> Mapping[str, str]:
         """The display data of ``view`` now, as a table shown now would have it (the queue is

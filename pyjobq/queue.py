@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import reprlib
 import weakref
 from collections import OrderedDict
@@ -37,6 +38,8 @@ from .executor.current import current_job_id as current_job_id  # queue.current_
 from .executor.current import report_progress as report_progress  # queue.report_progress()
 from .executor.side import ExecutorSide
 from .handle import Job, JobUpdate
+
+_log = logging.getLogger("pyjobq")
 
 SERVICE_NAME = "job-queue"
 
@@ -109,42 +112,83 @@ def _changed() -> None:
     _keep_reading()
 
 
-#: How often, in seconds, a live table that shows an unfinished job reads every record again
+#: How often, in seconds, a live table that shows an unfinished job reads its record again
 #: (:func:`_reread`).
 TABLE_RECHECK_S = RECHECK_MS / 1000
-#: The live tables' next read of every record, while armed.
+#: The live tables' next read of the unfinished jobs they show, while armed.
 _recheck: _notebook.Timer | None = None
+#: That read, while in flight.
+_checking: asyncio.Task[None] | None = None
 
 
 def _keep_reading() -> None:
-    """Arm the live tables' next read of every record, unless one is armed (see :func:`_reread`).
-    Armed on any change, checked when it fires: a burst of news costs no walk of the records."""
+    """Arm the live tables' next read of the unfinished jobs they show, unless one is armed
+    (see :func:`_reread`). Armed on any change, a table shown, a read's answer; what to read is
+    decided when it fires, so a burst of news costs no walk of the records."""
+    if _tables.live:
+        _arm_reread()
+
+
+def _arm_reread() -> None:
     global _recheck
-    if not _tables.live or (_recheck is not None and _recheck.pending()):
-        return
-    _recheck = _notebook.loop_call_later(TABLE_RECHECK_S, _reread)
+    if _recheck is None or not _recheck.pending():
+        _recheck = _notebook.loop_call_later(TABLE_RECHECK_S, _reread)
 
 
 def _reread() -> None:
-    """While a live table shows an unfinished job, read every record again each
-    :data:`TABLE_RECHECK_S`. News of a job's end or deletion is lost for good when the tab that
-    stored it crashed or froze before broadcasting it; the store is the truth, and a table that
-    only followed news would show that job unfinished for ever. The answer is laid over what is
-    drawn as every read's is (news heard meanwhile kept). Once every job shown is finished, it
-    stops until the next change."""
-    global _recheck, _filling
+    """While a live table shows an unfinished job, read those jobs' records again each
+    :data:`TABLE_RECHECK_S` (:func:`pyjobq.notebook.read_again`). News of a job's end or
+    deletion is lost for good when the tab that stored it crashed or froze before broadcasting
+    it; the store is the truth, and a table that only followed news would show that job
+    unfinished for ever. Once no table shows an unfinished job it stops until the next change."""
+    global _recheck, _checking
     _recheck = None
     if not _tables.live or not _store.answered:  # the first read (_fill_in) comes first
         return
-    if all(r.get("status") in TERMINAL for r in _known.values()):
+    shown = [job_id for job_id, r in _known.items()
+             if r.get("status") not in TERMINAL and _tables.shows(r)]
+    if not shown:
         return
-    if _filling is None or not _can_finish(_filling):
+    if _checking is None or not _can_finish(_checking):
         loop = _notebook.event_loop()
         if loop is None:
             return
-        _filling = loop.create_task(query_all())
-        _filling.add_done_callback(_filled)
+        _checking = loop.create_task(_check_again(shown))
+        _checking.add_done_callback(_checked)
     _keep_reading()
+
+
+async def _check_again(job_ids: list[str]) -> None:
+    """Take each stored record of ``job_ids`` that is newer than what the tables know, unless
+    news of that job came while it was read (that news is the newer); a job with no record
+    any more leaves the tables."""
+    heard = _Heard()
+    _reads.add(heard)  # before the requests go out: whatever is heard after may be newer
+    try:
+        found = await _notebook.read_again(_queue(), job_ids)
+    finally:
+        _reads.discard(heard)
+    for job_id, record in found.items():
+        if job_id in heard.news or job_id not in _known:
+            continue
+        if record is None:
+            del _known[job_id]
+            _finished.pop(job_id, None)
+        elif _notebook.updated_at(record) > _notebook.updated_at(_known[job_id]):
+            _known[job_id] = dict(record)
+            if record.get("status") in TERMINAL:
+                _finished[job_id] = None
+    _forget_finished()
+    _tables.changed()
+
+
+def _checked(done: asyncio.Task[None]) -> None:
+    global _checking
+    if _checking is done:
+        _checking = None
+    if not done.cancelled() and done.exception() is not None:
+        # What the tables show stays; the next period reads again.
+        _log.debug("pyjobq: a live table could not read its jobs again: %s", done.exception())
 
 
 def _forget_finished() -> None:
@@ -174,6 +218,7 @@ def _fill_in() -> None:
     it is not read. Called whenever a table is displayed or drawn: after a failed read, that
     is the retry."""
     global _filling, _store
+    _arm_reread()  # a table shown (live from just after this) once the store answered too
     if _store.answered or (_filling is not None and _can_finish(_filling)):
         return
     loop = _notebook.event_loop()
@@ -200,7 +245,6 @@ def _filled(done: asyncio.Task[Any]) -> None:
         # What the table knew stays drawn; the caption says the read failed and how to retry.
         _store = dataclasses.replace(_store, error=f"{type(error).__name__}: {error}")
     _tables.changed()
-    _keep_reading()
 
 
 _tables = _notebook.LiveTables(_render, on_show=_fill_in)
@@ -424,6 +468,19 @@ def job(job_id: str) -> Job:
     return _queue().job(job_id)
 
 
+def get_job(job_id: str) -> Coroutine[Any, Any, dict[str, Any] | None]:
+    """A job's record now, as :func:`query_all` lists it, read from its store (not from news
+    heard earlier): a persistent job's, or this tab's volatile job's. None when it has none:
+    deleted, cleaned up (``cleanup_old``), a volatile job forgotten once done, or never filed.
+
+    Asked at the call (call order), awaited or not.
+
+    Raises:
+        InvalidJobError: at the call, ``job_id`` is not a str.
+    """
+    return _queue().get_job(job_id)
+
+
 def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
     """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs.
 
@@ -447,7 +504,8 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
     for job_id, news in heard.news.items():
         if news is None:
             known.pop(job_id, None)
-        elif job_id not in known or _updated_at(news) >= _updated_at(known[job_id]):
+        elif job_id not in known or (_notebook.updated_at(news)
+                                     >= _notebook.updated_at(known[job_id])):
             known[job_id] = {**known.get(job_id, {}), **news}
     _known.clear()
     _known.update(known)
@@ -457,12 +515,8 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
                      if r.get("status") in TERMINAL)
     _forget_finished()
     _tables.changed()
+    _keep_reading()
     return records
-
-
-def _updated_at(record: dict[str, Any]) -> float:
-    at = record.get("updated_at")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
 
 
 def delete_job(job_id: str) -> Coroutine[Any, Any, bool]:

@@ -36,7 +36,8 @@ async def install(queue: Any = None) -> None:
 
     Args:
         queue: what the table asks (``query_all``, ``on_update``, ``retry_job``,
-            ``delete_job``, ``retry_all``); default :mod:`pyjobq.queue`.
+            ``delete_job``, ``retry_all``, and ``jobs`` and ``get_job`` to read its unfinished
+            rows again); default :mod:`pyjobq.queue`.
 
     Raises:
         PyjobqError: there is no DOM here (a worker, e.g. JupyterLite's kernel:

@@ -544,7 +544,7 @@ def test_after_stop_the_table_says_it_no_longer_hears_other_tabs() -> None:
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "read")
         queue.stop()
         drawn = await wait_for(lambda d: notebook.STOPPED in d["text/html"], "stopped")
-        assert "other tabs no longer reach this table" in drawn["text/plain"], drawn
+        assert "news from other tabs no longer reaches this table" in drawn["text/plain"], drawn
         print("ok")
 
     asyncio.run(main())
@@ -580,45 +580,95 @@ def test_a_table_of_a_status_or_type_that_cannot_be_refuses_it_and_says_what_to_
 
 def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -> None:
     """News of an end or a deletion is lost for good when the tab that stored it crashed before
-    broadcasting it: a live table that shows an unfinished job reads every record again each
-    TABLE_RECHECK_S, so it ends on the store's truth (here: one job done, one deleted) with no
-    news. Once every job shown is finished it stops reading; with no live table it never reads."""
+    broadcasting it: while a live table shows an unfinished job it reads those jobs' records
+    again each TABLE_RECHECK_S — the unfinished statuses through their index, each other shown
+    job by id, never the finished ones — so it ends on the store's truth (one job done, one
+    deleted) with no news. Rows it does not ask about stay as heard (a done volatile job the
+    store forgot, a running job's progress); once no table shows an unfinished job it stops."""
     out = run_python(QUEUE + """
     from pyjobq import queue
+    from pyjobq.core.status import Status
 
-    def rec(job_id, status, at):
+    def rec(job_id, status, at, **kw):
         return {"id": job_id, "status": status, "updated_at": at, "created_at": 1,
-                "type": "t", "attempts": 0, "max_attempts": 5}
+                "type": "t", "attempts": 0, "max_attempts": 5, **kw}
 
     async def main():
         side = queue._queue()
-        stored = [rec("a", "running", 1), rec("b", "pending", 1)]
-        reads = []
+        stored = {"a": rec("a", "running", 1), "b": rec("b", "pending", 1),
+                  "p": rec("p", "running", 1)}
+        asked = []
 
-        async def answer():  # the store, as it is when asked
-            reads.append(len(reads))
-            return list(stored)
+        async def jobs(*, status=None, type=None, group=None):  # one status's index
+            asked.append(status)
+            return [dict(r) for r in stored.values() if status is None or r["status"] == status]
 
-        side.query_all = answer
+        async def get_job(job_id):
+            asked.append(job_id)
+            return dict(stored[job_id]) if job_id in stored else None
+
+        side.jobs, side.get_job = jobs, get_job
+        side.query_all = lambda: jobs()
         queue.TABLE_RECHECK_S = 0.05
         await asyncio.sleep(0.2)
-        assert reads == [], "no live table: the store is not read"
+        assert asked == [], "no live table: the store is not read"
+        await queue.query_all()  # a cell read the store before the table is shown
+        queue._remember(rec("v", "done", 1, volatile=True))  # a volatile job its store forgot
+        queue._remember(rec("p", "running", 1, progress=0.5))  # progress is never stored
+        asked.clear()
         queue._ipython_display_()
-        await wait_for(lambda d: "1 running, 1 pending" in d["text/plain"], "the first read")
+        await wait_for(lambda d: "2 running, 1 pending, 1 done" in d["text/plain"], "drawn")
         # a's end and b's deletion are stored by a tab that crashed before broadcasting them.
-        stored[:] = [rec("a", "done", 2)]
-        drawn = await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done",
+        stored["a"] = rec("a", "done", 2)
+        del stored["b"]
+        drawn = await wait_for(lambda d: d["text/plain"].endswith(": 2 done, 1 running"),
                                "the store's truth, with no news")
-        assert ">b<" not in drawn["text/html"], drawn
-        settled = len(reads)
-        await asyncio.sleep(0.3)  # six periods: every job shown is finished
-        assert len(reads) == settled, f"{len(reads) - settled} more reads, nothing unfinished"
-        queue._remember(rec("c", "pending", 3))  # a change with an unfinished job: reading again
-        stored.append(rec("c", "done", 4))
-        await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "c read as done")
-        assert len(reads) > settled
+        assert ">b<" not in drawn["text/html"] and ">v<" in drawn["text/html"], drawn
+        assert queue._known["p"]["progress"] == 0.5
+        finished = [s for s in asked if s in ("done", "failed", "cancelled", None)]
+        assert finished == [], f"finished records were read: {finished}"
+        queue._remember(rec("p", "done", 3))
+        await asyncio.sleep(0.1)
+        asked.clear()
+        await asyncio.sleep(0.3)  # six periods: no table shows an unfinished job
+        assert asked == [], f"read with nothing unfinished shown: {asked}"
         print("ok")
 
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
+    """A live table that shows only finished jobs (``status="failed"``) does not read the store
+    again, whatever unfinished job another view would show."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+
+    async def main():
+        side = queue._queue()
+        asked = []
+
+        async def jobs(*, status=None, type=None, group=None):
+            asked.append(status)
+            return [{"id": "r", "status": "running", "updated_at": 1, "created_at": 1,
+                     "type": "t"}] if status in (None, "running") else []
+
+        async def get_job(job_id):
+            asked.append(job_id)
+            return None
+
+        side.jobs, side.get_job = jobs, get_job
+        side.query_all = lambda: jobs()
+        queue.TABLE_RECHECK_S = 0.05
+        queue.table(status="failed")._ipython_display_()
+        await wait_for(lambda d: notebook.READING not in d["text/html"], "read")
+        asked.clear()
+        await asyncio.sleep(0.3)
+        assert asked == [], asked
+        print("ok")
+
+    from pyjobq import notebook
     asyncio.run(main())
     """)
     assert out.strip() == "ok"

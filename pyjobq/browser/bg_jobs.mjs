@@ -5,6 +5,7 @@
 // The element never touches IndexedDB or the channel. It talks to a *bridge* that
 // pyjobq.ui.install() builds around the page's queue:
 //   snapshot()          -> Promise<JSON text of query_all()>
+//   recheck(idsText)    -> Promise<JSON text: each asked id's record now, or null for none>
 //   subscribe(cb)       -> unsubscribe(); cb(JSON text of one job-update), from any tab
 //   retry(id), remove(id), retry_all() -> Promise (the queue decides; we only ask)
 //   definition          the table: columns, status labels and colours (pyjobq.core.jobs_table)
@@ -18,9 +19,11 @@
 // It subscribes before taking the snapshot, so no update falls between the two; records
 // are merged by updated_at, and ids seen deleted stay deleted. The store is the truth: news of
 // an end or a delete is lost for good when the tab that stored it crashed or froze before
-// broadcasting it, so while a row shows an unfinished job the element takes the snapshot
-// again every definition.recheck_ms (a job it lists is merged as above; a row it does not
-// list, and no news named while it was read, is gone). Updates are batched into one
+// broadcasting it, so while a row shows an unfinished job the element asks the bridge for those
+// rows' records again every definition.recheck_ms (recheck: the unfinished records through
+// their status index, each other asked row by id; never the finished ones). A newer record is
+// merged as above, a row whose record is gone leaves, and a row news named while it was read
+// is left to that news. Updates are batched into one
 // render per animation frame, which asks Python once for the cells of the rows that changed.
 // Rows are kept and patched in place (never rebuilt) so a focused button keeps its focus
 // while the table changes around it. Data reaches the DOM only through textContent and
@@ -219,7 +222,7 @@ export class BgJobs extends HTMLElement {
     this._bridge = null;
     this._definition = null;     // what the head, counts and rows were built from
     this._generation = 0;
-    this._recheck = 0;           // the next snapshot's timer, while connected
+    this._recheck = 0;           // the next recheck's timer, while connected
     this._heardSince = null;     // ids news named while a later snapshot was read
     this._onBridge = () => { if (!this._own) this._connect(); };
     const root = this.attachShadow({ mode: "open" });
@@ -298,6 +301,7 @@ export class BgJobs extends HTMLElement {
     this._generation++;
     clearTimeout(this._recheck);
     this._recheck = 0;
+    this._heardSince = null;
     if (this._unsubscribe) { try { this._unsubscribe(); } catch { /* bridge already gone */ } }
     this._unsubscribe = null;
     if (this._frame) cancelAnimationFrame(this._frame);
@@ -338,29 +342,35 @@ export class BgJobs extends HTMLElement {
     }
   }
 
-  /** Take the snapshot again while a row shows an unfinished job (see the header). */
+  /** Read the unfinished rows' records again (see the header); one read at a time. */
   async _checkAgain(generation) {
-    const finished = new Set(this._definition.finished);
     const bridge = this._bridge;
     if (generation !== this._generation || !bridge) return;
-    if ([...this._jobs.values()].some((job) => !finished.has(job.status))) {
-      const heard = this._heardSince = new Set(this._queued.keys());
-      let records = null;
-      try {
-        records = parse(await bridge.snapshot());
-      } catch { /* the store could not be read now: try again at the next period */ }
-      if (this._heardSince === heard) this._heardSince = null;
-      if (generation !== this._generation) return;
-      if (Array.isArray(records)) {
-        const listed = new Set(records.map((job) => job && job.id));
-        for (const id of [...this._jobs.keys()]) {
-          if (!listed.has(id) && !heard.has(id)) this._jobs.delete(id);
-        }
-        for (const job of records) if (job && typeof job.id === "string") this._merge(job, true);
-        this._render();
+    this._armRecheck(generation); // the next period, whatever this read does
+    const finished = new Set(this._definition.finished);
+    const ids = [...this._jobs.values()].filter((job) => !finished.has(job.status)).map((job) => job.id);
+    if (!ids.length || this._heardSince || typeof bridge.recheck !== "function") return;
+    const heard = this._heardSince = new Set(this._queued.keys());
+    let found = null;
+    try {
+      found = parse(await bridge.recheck(JSON.stringify(ids)));
+    } catch { /* the store could not be read now: the next period reads again */ }
+    if (this._heardSince === heard) this._heardSince = null;
+    if (generation !== this._generation || !found || typeof found !== "object") return;
+    let changed = false;
+    for (const id of ids) {
+      const cur = this._jobs.get(id);
+      if (!cur || heard.has(id) || !(id in found)) continue; // news of it came: that is newer
+      const job = found[id];
+      if (job === null) { // no record any more: deleted, its news lost
+        this._jobs.delete(id);
+        changed = true;
+      } else if (job && typeof job.updated_at === "number" && !(job.updated_at <= cur.updated_at)) {
+        this._merge(job, true);
+        changed = true;
       }
     }
-    this._armRecheck(generation);
+    if (changed) this._render();
   }
 
   _enqueue(update) {
@@ -520,6 +530,7 @@ export function makeBridge(call, cells, definitionText) {
   const ask = (op, arg) => new Promise((resolve, reject) => call(op, arg ?? null, resolve, reject));
   return {
     snapshot: () => ask("snapshot"),
+    recheck: (idsText) => ask("recheck", idsText),
     subscribe(callback) {
       listeners.add(callback);
       return () => listeners.delete(callback);

@@ -28,6 +28,7 @@ import js  # type: ignore[import-not-found]
 from pyodide.code import run_js
 from pyodide.ffi import to_js
 
+from .. import notebook
 from ..core import jobs_table
 from ..core.errors import PyjobqError
 from . import proxies
@@ -100,6 +101,13 @@ class Bridge:
         q = self._queue
         if op == "snapshot":
             return _dumps([_public(r) for r in await q.query_all()])
+        if op == "recheck":  # the unfinished rows' records now (see bg_jobs.mjs)
+            ids = json.loads(str(arg))
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise PyjobqError("<bg-jobs> asked to read again something other than job ids")
+            found = await notebook.read_again(q, ids)
+            return _dumps({job_id: None if record is None else _public(record)
+                           for job_id, record in found.items()})
         if op == "retry":
             return _dumps(await q.retry_job(str(arg)))
         if op == "remove":

@@ -247,8 +247,16 @@ await ui.install()
   await page.evaluate(() => document.body.append(document.createElement("bg-jobs")));
   const gone = await enqueue(page, `"POST", "/api/echo/a", type="lost", label="deleted unheard", delay_ms=600000`);
   const ended = await enqueue(page, `"POST", "/api/echo/b", type="lost2", label="cancelled unheard", delay_ms=600000`);
+  // A volatile job done: its engine forgets it, and the table keeps it as heard.
+  const quick = await py(page, `
+async def quick(signal):
+    return "ok"
+job = queue.enqueue(quick, type="quick", label="done volatile")
+await job.done
+job.id`);
   await expect(row(page, gone)).toHaveAttribute("data-status", "pending");
   await expect(row(page, ended)).toHaveAttribute("data-status", "pending");
+  await expect(row(page, quick)).toHaveAttribute("data-status", "done");
   const db = await py(page, "queue.settings.db_name");
   await page.evaluate(async ({ db, gone, ended }) => {
     const req = (r) => new Promise((resolve, reject) => { r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); });
@@ -262,4 +270,6 @@ await ui.install()
   }, { db, gone, ended });
   await expect(row(page, ended)).toHaveAttribute("data-status", "cancelled");
   await expect(row(page, gone)).toHaveCount(0);
+  await page.waitForTimeout(1_000); // more periods: what was not asked about stays as heard
+  await expect(row(page, quick)).toHaveAttribute("data-status", "done");
 });
