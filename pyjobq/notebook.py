@@ -29,11 +29,12 @@ survives a saved notebook as the last HTML drawn.
 - **The store is the truth.** News of a job's end or deletion is lost for good when the tab that
   stored it crashed or froze before broadcasting it, so while a live table shows an unfinished
   job the queue reads those jobs' records again each ``RECHECK_MS`` (30 s;
-  ``queue.TABLE_RECHECK_S``) with :func:`read_again` — the unfinished records through their
-  status index, then each shown job not among them by id, never the finished ones — and takes
-  each answer that is newer than what it shows, unless news of that job came meanwhile; a job
-  with no record any more leaves the table. Once no table shows an unfinished job it stops
-  until the next change. ``<bg-jobs>`` does the same through its bridge.
+  ``queue.TABLE_RECHECK_S``) with :func:`read_again` — by id, or for many, the unfinished
+  records through their status index; never the finished ones — and takes each answer that
+  says more than what it shows (:func:`read_is_news`), unless news of that job came meanwhile;
+  a job with no record any more leaves the table. A read is given one period to answer. Once
+  no table shows an unfinished job it stops until the next change. ``<bg-jobs>`` does the same
+  through its bridge.
 - **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are
   drawn: the unfinished jobs first, then the newest finished ones; the caption still counts
   every job and says how many are shown.
@@ -317,15 +318,22 @@ class Reads(Protocol):
 UNFINISHED = tuple(str(status) for status in Status if status not in TERMINAL)
 
 
+#: Up to this many jobs, :func:`read_again` reads each by id; more, the unfinished ones by status.
+READ_BY_ID = 100
+
+
 async def read_again(queue: Reads, job_ids: Collection[str]) -> dict[str, dict[str, Any] | None]:
     """The stored record of each of ``job_ids`` now (None: it has none), for a table that shows
-    them unfinished: the records of each unfinished status through its index, then each of
-    ``job_ids`` not among them — it ended, or was deleted — by itself. The finished records a
-    table does not ask about are never read. Of two states of one job (it moved between the
-    status reads) the newer is kept."""
+    them unfinished. Up to :data:`READ_BY_ID` of them, each by itself; more, the records of each
+    unfinished status through its index, then each of ``job_ids`` not among them — it ended, or
+    was deleted — by itself. The finished records a table does not ask about are never read, and
+    what is read grows with the unfinished jobs, never with the store. Of two states of one job
+    (it moved between the status reads) the newer is kept."""
     wanted = set(job_ids)
     found: dict[str, dict[str, Any] | None] = {}
-    for listed in await asyncio.gather(*(queue.jobs(status=s) for s in UNFINISHED)):
+    listings = [] if len(wanted) <= READ_BY_ID else \
+        await asyncio.gather(*(queue.jobs(status=s) for s in UNFINISHED))
+    for listed in listings:
         for record in listed:
             job_id = record.get("id")
             if isinstance(job_id, str) and job_id in wanted:
@@ -342,6 +350,15 @@ def updated_at(record: Mapping[str, Any]) -> float:
     """A record's ``updated_at`` (0 when it has none that is a number)."""
     at = record.get("updated_at")
     return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+
+
+def read_is_news(read: Mapping[str, Any], shown: Mapping[str, Any]) -> bool:
+    """Whether a record :func:`read_again` read says more than the row ``shown``: it is newer,
+    or of the same moment with another status (two changes stored in one millisecond, the
+    second's news lost). A read begins after every news already applied, so it is never the
+    older of the two; the same state read again leaves the row (and its progress) as it is."""
+    return updated_at(read) > updated_at(shown) or (
+        updated_at(read) == updated_at(shown) and read.get("status") != shown.get("status"))
 
 
 class Handle(Protocol):

@@ -165,7 +165,9 @@ async def _check_again(job_ids: list[str]) -> None:
     heard = _Heard()
     _reads.add(heard)  # before the requests go out: whatever is heard after may be newer
     try:
-        found = await _notebook.read_again(_queue(), job_ids)
+        # Bounded: a read that never answers must not keep the next ones (nor what is heard
+        # meanwhile) waiting for good.
+        found = await asyncio.wait_for(_notebook.read_again(_queue(), job_ids), TABLE_RECHECK_S)
     finally:
         _reads.discard(heard)
     for job_id, record in found.items():
@@ -174,7 +176,7 @@ async def _check_again(job_ids: list[str]) -> None:
         if record is None:
             del _known[job_id]
             _finished.pop(job_id, None)
-        elif _notebook.updated_at(record) > _notebook.updated_at(_known[job_id]):
+        elif _notebook.read_is_news(record, _known[job_id]):
             _known[job_id] = dict(record)
             if record.get("status") in TERMINAL:
                 _finished[job_id] = None

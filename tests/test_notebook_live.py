@@ -596,7 +596,7 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
     async def main():
         side = queue._queue()
         stored = {"a": rec("a", "running", 1), "b": rec("b", "pending", 1),
-                  "p": rec("p", "running", 1)}
+                  "p": rec("p", "running", 1), "e": rec("e", "running", 1)}
         asked = []
 
         async def jobs(*, status=None, type=None, group=None):  # one status's index
@@ -617,11 +617,14 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         queue._remember(rec("p", "running", 1, progress=0.5))  # progress is never stored
         asked.clear()
         queue._ipython_display_()
-        await wait_for(lambda d: "2 running, 1 pending, 1 done" in d["text/plain"], "drawn")
-        # a's end and b's deletion are stored by a tab that crashed before broadcasting them.
+        await wait_for(lambda d: "3 running, 1 pending, 1 done" in d["text/plain"], "drawn")
+        # a's end and b's deletion are stored by a tab that crashed before broadcasting them;
+        # e failed in the same millisecond as the claim that was heard.
         stored["a"] = rec("a", "done", 2)
         del stored["b"]
-        drawn = await wait_for(lambda d: d["text/plain"].endswith(": 2 done, 1 running"),
+        stored["e"] = rec("e", "failed", 1)
+        truth = {"2 done", "1 failed", "1 running"}
+        drawn = await wait_for(lambda d: set(d["text/plain"].split(": ")[1].split(", ")) == truth,
                                "the store's truth, with no news")
         assert ">b<" not in drawn["text/html"] and ">v<" in drawn["text/html"], drawn
         assert queue._known["p"]["progress"] == 0.5
@@ -669,6 +672,105 @@ def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
         print("ok")
 
     from pyjobq import notebook
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_read_again_reads_by_id_and_for_many_the_unfinished_statuses() -> None:
+    """``read_again``: a few jobs, each by id; more than READ_BY_ID, the unfinished statuses
+    through their index, then by id only the jobs not among them. Never a finished status."""
+    import asyncio
+
+    class FakeQueue:
+        def __init__(self, stored: dict[str, dict[str, Any]]) -> None:
+            self.stored, self.asked = stored, []
+
+        async def jobs(self, *, status: str | None = None) -> list[dict[str, Any]]:
+            self.asked.append(status)
+            return [dict(r) for r in self.stored.values() if r["status"] == status]
+
+        async def get_job(self, job_id: str) -> dict[str, Any] | None:
+            self.asked.append(job_id)
+            return dict(self.stored[job_id]) if job_id in self.stored else None
+
+    def rec(job_id: str, status: str) -> dict[str, Any]:
+        return {"id": job_id, "status": status, "updated_at": 1.0}
+
+    few = FakeQueue({"a": rec("a", "done"), "b": rec("b", "running")})
+    found = asyncio.run(notebook.read_again(few, ["a", "b", "gone"]))
+    assert found == {"a": rec("a", "done"), "b": rec("b", "running"), "gone": None}
+    assert sorted(few.asked) == ["a", "b", "gone"]
+
+    many_ids = [f"j{i}" for i in range(notebook.READ_BY_ID + 50)]
+    stored = {i: rec(i, "pending") for i in many_ids[:-2]}
+    stored[many_ids[-2]] = rec(many_ids[-2], "done")
+    many = FakeQueue(stored)
+    found = asyncio.run(notebook.read_again(many, many_ids))
+    assert found[many_ids[0]] == rec(many_ids[0], "pending")
+    assert found[many_ids[-2]] == rec(many_ids[-2], "done") and found[many_ids[-1]] is None
+    assert sorted(a for a in many.asked if a in notebook.UNFINISHED) == sorted(notebook.UNFINISHED)
+    assert sorted(a for a in many.asked if a not in notebook.UNFINISHED) == sorted(many_ids[-2:])
+
+
+def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
+    """A live table's read of its unfinished jobs is given one period: one that never answers
+    neither stops the reads after it nor keeps what is heard meanwhile."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+
+    async def main():
+        side = queue._queue()
+        calls = []
+        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
+                        "type": "t"}}
+
+        async def query_all():
+            return [dict(r) for r in stored.values()]
+
+        async def get_job(job_id):
+            calls.append(job_id)
+            if len(calls) == 1:
+                await asyncio.Event().wait()  # the first read never answers
+            return dict(stored[job_id])
+
+        side.query_all, side.get_job = query_all, get_job
+        queue.TABLE_RECHECK_S = 0.05
+        queue._ipython_display_()
+        await wait_for(lambda d: "1 running" in d["text/plain"], "drawn")
+        stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "read after a hang")
+        assert len(calls) >= 2 and len(queue._reads) == 0, (calls, len(queue._reads))
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
+def test_get_job_lists_a_record_as_query_all_does() -> None:
+    """``get_job``: a job's record now, read from its store; a volatile job's marked ``volatile``
+    as ``query_all()`` lists it (a table's row read again keeps its "this tab" mark)."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+
+    async def main():
+        hold = asyncio.Event()
+
+        async def work(signal):
+            await hold.wait()
+
+        job = queue.enqueue(work, type="v")
+        await asyncio.sleep(0.05)
+        read = await queue.get_job(job.id)
+        listed = [r for r in await queue.query_all() if r["id"] == job.id]
+        assert read["volatile"] is True and listed[0]["volatile"] is True, (read, listed)
+        assert str(read["status"]) == "running", read
+        hold.set()
+        await job.done
+        assert await queue.get_job("no-such-job") is None
+        print("ok")
+
     asyncio.run(main())
     """)
     assert out.strip() == "ok"

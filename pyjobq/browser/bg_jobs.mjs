@@ -20,10 +20,10 @@
 // are merged by updated_at, and ids seen deleted stay deleted. The store is the truth: news of
 // an end or a delete is lost for good when the tab that stored it crashed or froze before
 // broadcasting it, so while a row shows an unfinished job the element asks the bridge for those
-// rows' records again every definition.recheck_ms (recheck: the unfinished records through
-// their status index, each other asked row by id; never the finished ones). A newer record is
-// merged as above, a row whose record is gone leaves, and a row news named while it was read
-// is left to that news. Updates are batched into one
+// rows' records again every definition.recheck_ms (recheck: pyjobq.notebook.read_again, never
+// the finished records). A record that says more (newer, or of the same millisecond with
+// another status) replaces the row, a row whose record is gone leaves, and a row news named
+// while it was read is left to that news. Updates are batched into one
 // render per animation frame, which asks Python once for the cells of the rows that changed.
 // Rows are kept and patched in place (never rebuilt) so a focused button keeps its focus
 // while the table changes around it. Data reaches the DOM only through textContent and
@@ -223,7 +223,7 @@ export class BgJobs extends HTMLElement {
     this._definition = null;     // what the head, counts and rows were built from
     this._generation = 0;
     this._recheck = 0;           // the next recheck's timer, while connected
-    this._heardSince = null;     // ids news named while a later snapshot was read
+    this._heardSince = null;     // ids news named while a recheck's read was under way
     this._onBridge = () => { if (!this._own) this._connect(); };
     const root = this.attachShadow({ mode: "open" });
     this._statusStyle = el("style");
@@ -328,49 +328,58 @@ export class BgJobs extends HTMLElement {
       this._sub.textContent = "live";
       this._sub.className = "sub";
       this._render();
-      this._armRecheck(generation);
     } catch (err) {
       this._sub.textContent = "";
       this._note.textContent = `Could not read the queue: ${err && err.message ? err.message : err}`;
     }
   }
 
+  /** Arm the next read of the unfinished rows (see the header), unless one is armed. */
   _armRecheck(generation) {
     const ms = this._definition && this._definition.recheck_ms;
-    if (ms > 0 && generation === this._generation) {
-      this._recheck = setTimeout(() => this._checkAgain(generation), ms);
+    if (!this._recheck && ms > 0 && generation === this._generation && this._bridge) {
+      this._recheck = setTimeout(() => { this._recheck = 0; this._checkAgain(generation); }, ms);
     }
   }
 
-  /** Read the unfinished rows' records again (see the header); one read at a time. */
+  /** Read the unfinished rows' records again (see the header); one read at a time, each given
+   *  one period to answer. With no unfinished row it stops: a render that draws one arms it. */
   async _checkAgain(generation) {
     const bridge = this._bridge;
-    if (generation !== this._generation || !bridge) return;
-    this._armRecheck(generation); // the next period, whatever this read does
+    if (generation !== this._generation || !bridge || typeof bridge.recheck !== "function") return;
     const finished = new Set(this._definition.finished);
     const ids = [...this._jobs.values()].filter((job) => !finished.has(job.status)).map((job) => job.id);
-    if (!ids.length || this._heardSince || typeof bridge.recheck !== "function") return;
+    if (!ids.length) return;
     const heard = this._heardSince = new Set(this._queued.keys());
     let found = null;
+    let timer = 0;
     try {
-      found = parse(await bridge.recheck(JSON.stringify(ids)));
+      found = parse(await Promise.race([bridge.recheck(JSON.stringify(ids)), new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error("no answer")), this._definition.recheck_ms);
+      })]));
     } catch { /* the store could not be read now: the next period reads again */ }
+    clearTimeout(timer);
     if (this._heardSince === heard) this._heardSince = null;
-    if (generation !== this._generation || !found || typeof found !== "object") return;
+    if (generation !== this._generation) return;
     let changed = false;
-    for (const id of ids) {
+    for (const id of found && typeof found === "object" ? ids : []) {
       const cur = this._jobs.get(id);
       if (!cur || heard.has(id) || !(id in found)) continue; // news of it came: that is newer
       const job = found[id];
       if (job === null) { // no record any more: deleted, its news lost
         this._jobs.delete(id);
         changed = true;
-      } else if (job && typeof job.updated_at === "number" && !(job.updated_at <= cur.updated_at)) {
-        this._merge(job, true);
+      } else if (job && typeof job.updated_at === "number" && (!(job.updated_at <= cur.updated_at)
+          || (job.updated_at === cur.updated_at && job.status !== cur.status))) {
+        // Newer, or of the same millisecond with another status (its news lost): the read
+        // began after every news merged, so it is never the older.
+        this._jobs.set(id, { ...job });
+        this._dirty.add(id);
         changed = true;
       }
     }
     if (changed) this._render();
+    this._armRecheck(generation);
   }
 
   _enqueue(update) {
@@ -426,6 +435,10 @@ export class BgJobs extends HTMLElement {
     const root = this.shadowRoot;
     const counts = Object.fromEntries(definition.statuses.map((s) => [s.status, 0]));
     for (const job of this._jobs.values()) if (job.status in counts) counts[job.status]++;
+    if (!this._recheck && definition.finished
+        && [...this._jobs.values()].some((job) => !definition.finished.includes(job.status))) {
+      this._armRecheck(this._generation); // an unfinished row: its record is read again in a period
+    }
     for (const [status, { li, n }] of Object.entries(this._countItems)) {
       n.textContent = String(counts[status]);
       li.classList.toggle("zero", counts[status] === 0);

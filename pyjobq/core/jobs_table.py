@@ -120,7 +120,7 @@ FALLBACK = Status.CANCELLED
 RETRYABLE = frozenset(status for status, event in TRANSITIONS if event is Event.REVIVE)
 """The statuses a row offers "Retry" for: those ``retry_job`` / ``retry_all`` revive."""
 
-#: How often (ms) ``<bg-jobs>`` takes its snapshot again while a row shows an unfinished job:
+#: How often (ms) ``<bg-jobs>`` reads its unfinished rows' records again while it shows one:
 #: news of an end or a delete is lost for good when the tab that stored it crashed or froze
 #: before broadcasting it (:data:`pyjobq.core.messages.RECHECK_MS`), and the store is the truth.
 RECHECK_MS = _NEWS_RECHECK_MS

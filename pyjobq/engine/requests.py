@@ -165,17 +165,17 @@ class RequestTable:
             records = await store.by_group(group)
         else:
             records = await store.all()
-        volatile = self._engine.volatile
-        return [
-            {**record.to_dict(), "volatile": True} if volatile else record.to_dict()
-            for record in records
-            if (group is None or record.group == group)
-            and (job_type is None or record.type == job_type)
-        ]
+        return [self._listed(record) for record in records
+                if (group is None or record.group == group)
+                and (job_type is None or record.type == job_type)]
 
     async def get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         record = await self._engine.store.get(msg["job_id"])
-        return None if record is None else record.to_dict()
+        return None if record is None else self._listed(record)
+
+    def _listed(self, record: JobRecord) -> dict[str, Any]:
+        """A record as ``query_all`` lists it: the volatile engine's marked ``volatile``."""
+        return {**record.to_dict(), "volatile": True} if self._engine.volatile else record.to_dict()
 
     # ------------------------------------------------------------ changing
 
