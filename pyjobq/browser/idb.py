@@ -380,6 +380,39 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
                  create_pyproxies=False)
 
 
+def _changing_step(t: _Transaction, wanted: frozenset[Status],
+                   apply: Callable[[JobRecord], JobRecord | None], done: list[Updated], *,
+                   by_status: bool) -> Callable[[Any], None]:
+    """``update_by_status``'s cursor step: each record of ``wanted`` changed and put from its
+    success event, so what is read is what is changed, in this one transaction. A record put
+    with another status leaves a status cursor's range; the cursor goes on past it. A cursor
+    over another index (``by_status=False``) reads no further than the name of a record of
+    another status."""
+    seen: set[str] = set()  # a record changed into another of the statuses is met again
+
+    def step(cursor: Any) -> None:
+        if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
+            return
+        if not by_status and getattr(cursor.value, "status", None) not in wanted:
+            cursor.continue_()
+            return
+        bad: list[tuple[Any, JobRecord]] = []
+        current = _decode(cursor.value, bad)
+        if bad:  # failed in this same transaction, and left out
+            _put_failed(t.store, *bad[0])
+        elif current is not None and current.status in wanted and current.id not in seen:
+            seen.add(current.id)
+            new = apply(current)
+            if new is None:
+                done.append(Updated(current, False))
+            else:
+                t.store.put(_to_js(new.to_dict()))
+                done.append(Updated(new, True))
+        cursor.continue_()  # fires the same request's success event again
+
+    return step
+
+
 def _add_keyed(t: _Transaction, values: Any, keys: Sequence[str], adding: Collection[str],
                replaced: list[JobRecord]) -> None:
     """``add`` of records with keys, in ``t``: the adds, and, through the ``by_key`` index, the
@@ -823,31 +856,7 @@ class IndexedDBStore(_ScheduleStore):
         wanted = frozenset(Status(s) for s in statuses)
         t = await self._tx("readwrite", "update_by_status")
         done: list[Updated] = []
-        seen: set[str] = set()  # a record changed into another of the statuses is met again
-
-        # A cursor per status, each change run and put from its success event: what is read is
-        # what is changed, in this one transaction. A record put with another status leaves the
-        # cursor's range; the cursor goes on past it.
-        def step(cursor: Any) -> None:
-            if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
-                return
-            if due_after is not None and getattr(cursor.value, "status", None) not in wanted:
-                cursor.continue_()  # another status, due later: read no further than its name
-                return
-            bad: list[tuple[Any, JobRecord]] = []
-            current = _decode(cursor.value, bad)
-            if bad:  # failed in this same transaction, and left out
-                _put_failed(t.store, *bad[0])
-            elif current is not None and current.status in wanted and current.id not in seen:
-                seen.add(current.id)
-                new = apply(current)
-                if new is None:
-                    done.append(Updated(current, False))
-                else:
-                    t.store.put(_to_js(new.to_dict()))
-                    done.append(Updated(new, True))
-            cursor.continue_()  # fires the same request's success event again
-
+        step = _changing_step(t, wanted, apply, done, by_status=due_after is None)
         if due_after is not None:  # one walk of what is due later, whatever its status
             t.then(t.store.index("by_next_retry").openCursor(
                 js.IDBKeyRange.lowerBound(due_after, True)), step)
