@@ -28,11 +28,12 @@ survives a saved notebook as the last HTML drawn.
   answer comes.
 - **The store is the truth.** News of a job's end or deletion is lost for good when the tab that
   stored it crashed or froze before broadcasting it, so while a live table shows an unfinished
-  job the queue reads those jobs' records again each ``RECHECK_MS`` (30 s;
-  ``queue.TABLE_RECHECK_S``) with :func:`read_again` — by id, or for many, the unfinished
-  records through their status index; never the finished ones — and takes each answer that
-  says more than what it shows (:func:`read_is_news`), unless news of that job came meanwhile;
-  a job with no record any more leaves the table. A read is given one period to answer. Once
+  job the queue reads those jobs' records again each
+  :data:`~pyjobq.core.jobs_table.RECHECK_MS` (30 s, ``<bg-jobs>``'s too) with
+  :func:`read_again` — by id, or for many, the unfinished records through their status index;
+  never the finished ones — and takes each answer that says more than what it shows
+  (:func:`read_is_news`), unless news of that job came meanwhile; a job with no record any more
+  leaves the table. A read is given one period to answer. Once
   no table shows an unfinished job it stops until the next change. ``<bg-jobs>`` does the same
   through its bridge.
 - **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are

@@ -29,8 +29,8 @@ from . import notebook as _notebook
 from . import scheduling as _scheduling
 from . import services as _services
 from .abort import AbortSignal
+from .core import jobs_table as _jobs_table
 from .core.errors import InvalidJobError
-from .core.messages import RECHECK_MS
 from .core.records import A_GROUP, A_TYPE, DEFAULT_MAX_ATTEMPTS, check_str
 from .core.status import KNOWN, TERMINAL, Status
 from .executor import host as _host
@@ -112,9 +112,6 @@ def _changed() -> None:
     _keep_reading()
 
 
-#: How often, in seconds, a live table that shows an unfinished job reads its record again
-#: (:func:`_reread`).
-TABLE_RECHECK_S = RECHECK_MS / 1000
 #: The live tables' next read of the unfinished jobs they show, while armed.
 _recheck: _notebook.Timer | None = None
 #: That read, while in flight.
@@ -132,15 +129,22 @@ def _keep_reading() -> None:
 def _arm_reread() -> None:
     global _recheck
     if _recheck is None or not _recheck.pending():
-        _recheck = _notebook.loop_call_later(TABLE_RECHECK_S, _reread)
+        _recheck = _notebook.loop_call_later(_recheck_s(), _reread)
+
+
+def _recheck_s() -> float:
+    """How often, in seconds, a live table reads its unfinished jobs again: the interval both
+    tables share (:data:`pyjobq.core.jobs_table.RECHECK_MS`, ``<bg-jobs>`` too)."""
+    return _jobs_table.RECHECK_MS / 1000
 
 
 def _reread() -> None:
     """While a live table shows an unfinished job, read those jobs' records again each
-    :data:`TABLE_RECHECK_S` (:func:`pyjobq.notebook.read_again`). News of a job's end or
-    deletion is lost for good when the tab that stored it crashed or froze before broadcasting
-    it; the store is the truth, and a table that only followed news would show that job
-    unfinished for ever. Once no table shows an unfinished job it stops until the next change."""
+    :data:`pyjobq.core.jobs_table.RECHECK_MS` (:func:`pyjobq.notebook.read_again`). News of a
+    job's end or deletion is lost for good when the tab that stored it crashed or froze before
+    broadcasting it; the store is the truth, and a table that only followed news would show
+    that job unfinished for ever. Once no table shows an unfinished job it stops until the next
+    change."""
     global _recheck, _checking
     _recheck = None
     if not _tables.live or not _store.answered:  # the first read (_fill_in) comes first
@@ -167,7 +171,7 @@ async def _check_again(job_ids: list[str]) -> None:
     try:
         # Bounded: a read that never answers must not keep the next ones (nor what is heard
         # meanwhile) waiting for good.
-        found = await asyncio.wait_for(_notebook.read_again(_queue(), job_ids), TABLE_RECHECK_S)
+        found = await asyncio.wait_for(_notebook.read_again(_queue(), job_ids), _recheck_s())
     finally:
         _reads.discard(heard)
     for job_id, record in found.items():

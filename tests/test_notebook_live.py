@@ -581,12 +581,13 @@ def test_a_table_of_a_status_or_type_that_cannot_be_refuses_it_and_says_what_to_
 def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -> None:
     """News of an end or a deletion is lost for good when the tab that stored it crashed before
     broadcasting it: while a live table shows an unfinished job it reads those jobs' records
-    again each TABLE_RECHECK_S — the unfinished statuses through their index, each other shown
+    again each jobs_table.RECHECK_MS — the unfinished statuses through their index, each other shown
     job by id, never the finished ones — so it ends on the store's truth (one job done, one
     deleted) with no news. Rows it does not ask about stay as heard (a done volatile job the
     store forgot, a running job's progress); once no table shows an unfinished job it stops."""
     out = run_python(QUEUE + """
     from pyjobq import queue
+    from pyjobq.core import jobs_table
     from pyjobq.core.status import Status
 
     def rec(job_id, status, at, **kw):
@@ -609,7 +610,7 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
 
         side.jobs, side.get_job = jobs, get_job
         side.query_all = lambda: jobs()
-        queue.TABLE_RECHECK_S = 0.05
+        jobs_table.RECHECK_MS = 50
         await asyncio.sleep(0.2)
         assert asked == [], "no live table: the store is not read"
         await queue.query_all()  # a cell read the store before the table is shown
@@ -647,6 +648,7 @@ def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
     again, whatever unfinished job another view would show."""
     out = run_python(QUEUE + """
     from pyjobq import queue
+    from pyjobq.core import jobs_table
 
     async def main():
         side = queue._queue()
@@ -663,7 +665,7 @@ def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
 
         side.jobs, side.get_job = jobs, get_job
         side.query_all = lambda: jobs()
-        queue.TABLE_RECHECK_S = 0.05
+        jobs_table.RECHECK_MS = 50
         queue.table(status="failed")._ipython_display_()
         await wait_for(lambda d: notebook.READING not in d["text/html"], "read")
         asked.clear()
@@ -718,6 +720,7 @@ def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
     neither stops the reads after it nor keeps what is heard meanwhile."""
     out = run_python(QUEUE + """
     from pyjobq import queue
+    from pyjobq.core import jobs_table
 
     async def main():
         side = queue._queue()
@@ -735,7 +738,7 @@ def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
             return dict(stored[job_id])
 
         side.query_all, side.get_job = query_all, get_job
-        queue.TABLE_RECHECK_S = 0.05
+        jobs_table.RECHECK_MS = 50
         queue._ipython_display_()
         await wait_for(lambda d: "1 running" in d["text/plain"], "drawn")
         stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
