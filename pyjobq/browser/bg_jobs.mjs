@@ -5,7 +5,8 @@
 // The element never touches IndexedDB or the channel. It talks to a *bridge* that
 // pyjobq.ui.install() builds around the page's queue:
 //   snapshot()          -> Promise<JSON text of query_all()>
-//   recheck(idsText)    -> Promise<JSON text: each asked id's record now, or null for none>
+//   recheck(rowsText)   -> Promise<JSON text: of the rows given ({id: {status, updated_at}}),
+//                          each whose record says more (that record) or is gone (null)
 //   subscribe(cb)       -> unsubscribe(); cb(JSON text of one job-update), from any tab
 //   retry(id), remove(id), retry_all() -> Promise (the queue decides; we only ask)
 //   definition          the table: columns, status labels and colours (pyjobq.core.jobs_table)
@@ -21,9 +22,9 @@
 // an end or a delete is lost for good when the tab that stored it crashed or froze before
 // broadcasting it, so while a row shows an unfinished job the element asks the bridge for those
 // rows' records again every definition.recheck_ms (recheck: pyjobq.notebook.read_again, never
-// the finished records). A record that says more (newer, or of the same millisecond with
-// another status) replaces the row, a row whose record is gone leaves, and a row news named
-// while it was read is left to that news. Updates are batched into one
+// the finished records). A record that says more (Python decides: read_is_news) replaces the
+// row, a row whose record is gone leaves, and a row news named while it was read is left to
+// that news. Updates are batched into one
 // render per animation frame, which asks Python once for the cells of the rows that changed.
 // Rows are kept and patched in place (never rebuilt) so a focused button keeps its focus
 // while the table changes around it. Data reaches the DOM only through textContent and
@@ -348,13 +349,14 @@ export class BgJobs extends HTMLElement {
     const bridge = this._bridge;
     if (generation !== this._generation || !bridge || typeof bridge.recheck !== "function") return;
     const finished = new Set(this._definition.finished);
-    const ids = [...this._jobs.values()].filter((job) => !finished.has(job.status)).map((job) => job.id);
-    if (!ids.length) return;
+    const rows = [...this._jobs.values()].filter((job) => !finished.has(job.status));
+    if (!rows.length) return;
+    const shown = Object.fromEntries(rows.map((job) => [job.id, { status: job.status, updated_at: job.updated_at }]));
     const heard = this._heardSince = new Set(this._queued.keys());
     let found = null;
     let timer = 0;
     try {
-      found = parse(await Promise.race([bridge.recheck(JSON.stringify(ids)), new Promise((_, reject) => {
+      found = parse(await Promise.race([bridge.recheck(JSON.stringify(shown)), new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Error("no answer")), this._definition.recheck_ms);
       })]));
     } catch { /* the store could not be read now: the next period reads again */ }
@@ -362,21 +364,15 @@ export class BgJobs extends HTMLElement {
     if (this._heardSince === heard) this._heardSince = null;
     if (generation !== this._generation) return;
     let changed = false;
-    for (const id of found && typeof found === "object" ? ids : []) {
-      const cur = this._jobs.get(id);
-      if (!cur || heard.has(id) || !(id in found)) continue; // news of it came: that is newer
-      const job = found[id];
+    for (const [id, job] of Object.entries(found && typeof found === "object" ? found : {})) {
+      if (!(id in shown) || !this._jobs.has(id) || heard.has(id)) continue; // news came: newer
       if (job === null) { // no record any more: deleted, its news lost
         this._jobs.delete(id);
-        changed = true;
-      } else if (job && typeof job.updated_at === "number" && (!(job.updated_at <= cur.updated_at)
-          || (job.updated_at === cur.updated_at && job.status !== cur.status))) {
-        // Newer, or of the same millisecond with another status (its news lost): the read
-        // began after every news merged, so it is never the older.
+      } else {
         this._jobs.set(id, { ...job });
         this._dirty.add(id);
-        changed = true;
       }
+      changed = true;
     }
     if (changed) this._render();
     this._armRecheck(generation);
@@ -543,7 +539,7 @@ export function makeBridge(call, cells, definitionText) {
   const ask = (op, arg) => new Promise((resolve, reject) => call(op, arg ?? null, resolve, reject));
   return {
     snapshot: () => ask("snapshot"),
-    recheck: (idsText) => ask("recheck", idsText),
+    recheck: (rowsText) => ask("recheck", rowsText),
     subscribe(callback) {
       listeners.add(callback);
       return () => listeners.delete(callback);

@@ -101,13 +101,14 @@ class Bridge:
         q = self._queue
         if op == "snapshot":
             return _dumps([_public(r) for r in await q.query_all()])
-        if op == "recheck":  # the unfinished rows' records now (see bg_jobs.mjs)
-            ids = json.loads(str(arg))
-            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise PyjobqError("<bg-jobs> asked to read again something other than job ids")
-            found = await notebook.read_again(q, ids)
+        if op == "recheck":  # the unfinished rows as drawn: what the store says more of
+            shown = json.loads(str(arg))
+            if not isinstance(shown, dict) or not all(isinstance(r, dict) for r in shown.values()):
+                raise PyjobqError("<bg-jobs> asked to read again something other than its rows")
+            found = await notebook.read_again(q, list(shown))
             return _dumps({job_id: None if record is None else _public(record)
-                           for job_id, record in found.items()})
+                           for job_id, record in found.items()
+                           if record is None or notebook.read_is_news(record, shown[job_id])})
         if op == "retry":
             return _dumps(await q.retry_job(str(arg)))
         if op == "remove":
