@@ -20,7 +20,7 @@ from pyjobq.core.ports import Change
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.engine.online import WATCH_MS
 from pyjobq.memory import link_pair
-from pyjobq.testing import LOCK, Response, Tab, World, run, settle
+from pyjobq.testing import LOCK, Response, Tab, World, record, run, settle
 
 
 def freeze_at_run(world: World, *, block: bool = False, at: str = "run") -> list[str]:
@@ -171,6 +171,21 @@ def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -
         await world.advance(RECHECK_MS)
         record = await world.store.get(job.id)
         assert (record.status.value, server.paths) == ("done", ["/saved-then-closed"])
+    run(main)
+
+
+def test_a_pending_record_another_writer_stored_with_no_time_runs_to_its_end() -> None:
+    # pyjobq stores no pending record without next_retry_at; other code or an older pyjobq may
+    # have. A pass read it as never due, so it stayed pending for ever, unsent.
+    async def main() -> None:
+        world, server = World(), Server()
+        foreign = record("no-time", type="notes", next_retry_at=None).to_dict()
+        world.store.put_raw(foreign)
+        world.open_tab(transport=server)
+        await settle()
+        stored = await world.store.get("no-time")
+        assert stored is not None
+        assert (stored.status.value, stored.attempts, server.paths) == ("done", 1, ["/no-time"])
     run(main)
 
 

@@ -433,3 +433,21 @@ def test_a_lane_whose_page_only_job_a_page_has_run_is_left_to_the_next_sync_agai
         await store.delete_many(["page-job"])  # a page ran it (and its record went)
         assert await sw_drain._left(store, {"x"}, {"page_kind"}) == (2, 0)
     asyncio.run(main())
+
+
+def test_a_drain_leaves_no_task_of_its_own_pending_when_it_returns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scheduler's loop waited on the revoked lease for ever: one task left pending per sync,
+    # until the collector destroyed it with "Task was destroyed but it is pending!".
+    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
+
+    async def main() -> None:
+        origin = Origin()
+        origin.hold = asyncio.Event()  # the budget ends with a run in flight: the lease revoked
+        await origin.store.add([record("slow"), record("next", type="y")])
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 30)
+        assert report.stopped == "budget"
+        await asyncio.sleep(0)
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert pending == []
+    asyncio.run(main())

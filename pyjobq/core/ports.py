@@ -127,7 +127,8 @@ class Store(Protocol):
         ``due_after``: only the records whose ``next_retry_at`` is later than it are read
         (through the ``by_next_retry`` index): the network's return makes waiting jobs due,
         and a backlog already due costs it nothing. A record with no ``next_retry_at`` is not
-        read (pyjobq writes none pending; a pass never claims such a record).
+        read: pyjobq writes none pending, and a pass reads another writer's as due already
+        (:func:`pyjobq.core.view.due_at`).
 
         What ``retry_all`` and suspending a type need: a read of the ids first and a write
         after would miss a change made between them and revive a record a later call ended.

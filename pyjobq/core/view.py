@@ -123,9 +123,9 @@ class QueueView:
             self._by_status[entry.status][entry.id] = None
             if entry.key is not None:
                 self._keys.setdefault(entry.key, []).append((entry.created_at, entry.id))
-            if entry.next_retry_at is not None:
+            if (at := due_at(entry)) is not None:
                 self._lanes.setdefault(entry.type, []).append((entry.created_at, entry.id))
-                self._timed.append((entry.next_retry_at, entry.id))
+                self._timed.append((at, entry.id))
         self._timed.sort()
 
     def apply(self, record: JobRecord | Entry) -> None:
@@ -139,9 +139,9 @@ class QueueView:
         self._by_status[entry.status][entry.id] = None
         if entry.key is not None:
             bisect.insort(self._keys.setdefault(entry.key, []), (entry.created_at, entry.id))
-        if entry.next_retry_at is not None:
+        if (at := due_at(entry)) is not None:
             bisect.insort(self._lanes.setdefault(entry.type, []), (entry.created_at, entry.id))
-            bisect.insort(self._timed, (entry.next_retry_at, entry.id))
+            bisect.insort(self._timed, (at, entry.id))
 
     def forget(self, job_id: str) -> None:
         """The record was deleted (or the store read found none)."""
@@ -166,12 +166,12 @@ class QueueView:
             _remove(self._keys.get(old.key, []), (old.created_at, old.id))
             if not self._keys.get(old.key, True):
                 del self._keys[old.key]
-        if old.next_retry_at is None:
+        if (at := due_at(old)) is None:
             return
         _remove(self._lanes.get(old.type, []), (old.created_at, old.id))
         if not self._lanes.get(old.type, True):
             del self._lanes[old.type]
-        _remove(self._timed, (old.next_retry_at, old.id))
+        _remove(self._timed, (at, old.id))
 
     # ------------------------------------------------------------ what a look reads
 
@@ -187,7 +187,8 @@ class QueueView:
         ``leases``) a running lease that ran out; None when the type has none."""
         for _created, job_id in self._lanes.get(job_type, ()):
             entry = self._entries[job_id]
-            if job_id in exclude or entry.next_retry_at is None or entry.next_retry_at > now:
+            at = due_at(entry)
+            if job_id in exclude or at is None or at > now:
                 continue
             if entry.key is not None and self.key_waits(entry, exclude):
                 continue  # another job of its key runs, or a newer one exists: the lane goes on
@@ -267,6 +268,16 @@ class QueueView:
         """The smallest ``next_retry_at`` (strictly greater than ``after``, when given), or None."""
         i = 0 if after is None else bisect.bisect_right(self._timed, (after, "\U0010ffff"))
         return self._timed[i][0] if i < len(self._timed) else None
+
+
+def due_at(entry: Entry) -> float | None:
+    """When a pass may start ``entry``: its ``next_retry_at``; for a pending record without one,
+    its ``updated_at``. pyjobq stores no pending record without a time, but other code (or an
+    older pyjobq) may have: read as due, it runs, where a pass that skipped it would leave it
+    pending for ever, and the claim stores it with the claim's own fields."""
+    if entry.next_retry_at is not None:
+        return entry.next_retry_at
+    return entry.updated_at if entry.status is Status.PENDING else None
 
 
 def _remove(rows: list[tuple[float, str]], row: tuple[float, str]) -> None:

@@ -142,7 +142,8 @@ class ServiceWorkerLease:
         self.revoked = False
         self.stolen = False
         self._on_revoked: Callable[[], None] | None = None
-        self._never: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        #: Resolved when the drain is over: a scheduler loop waiting on a revoked lease returns.
+        self._over: asyncio.Future[None] = asyncio.get_event_loop().create_future()
 
     async def hold(self, callback: Callable[[], Awaitable[None]],
                    on_revoked: Callable[[], None]) -> bool:
@@ -151,10 +152,17 @@ class ServiceWorkerLease:
         self._on_revoked = on_revoked
         if self.revoked:
             on_revoked()  # a new pass begins unrevoked: the settles must see it revoked again
-            await asyncio.shield(self._never)  # the drain stops this scheduler
+            await asyncio.shield(self._over)  # the drain stops this scheduler, then ends this
             return False
         await callback()
         return not self.revoked
+
+    def end(self) -> None:
+        """The drain is over (its scheduler stopped): a loop waiting for the lease returns,
+        rather than stay pending until the collector destroys it with an error."""
+        self.revoke()
+        if not self._over.done():
+            self._over.set_result(None)
 
     def revoke(self) -> None:
         if not self.revoked:
@@ -268,6 +276,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         finally:
             scheduler.stop()
             side.stop()
+            lease.end()
         # The abandoned runs' answers (interrupted) are being stored: wait for those stores, up
         # to the same grace end, so budget + grace stays inside the browser's limit on the event.
         # A run whose answer never came stays ``running`` under this source: counted in ``left``.

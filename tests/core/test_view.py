@@ -140,3 +140,15 @@ def test_an_older_waiting_job_behind_a_newer_one_of_its_key_is_superseded_never_
     view.forget("paused-old")
     assert view.superseded() == []
     assert [e.id for e in view.keyed("k")] == ["new"]
+
+
+def test_a_pending_record_with_no_time_reads_as_due_since_its_update() -> None:
+    # pyjobq stores none; another writer (or an older pyjobq) may: skipped, it stayed pending.
+    view = QueueView()
+    view.replace([Entry("no-time", "t", Status.PENDING, T0, None, updated_at=T0 + 5),
+                  Entry("paused", "t", Status.PAUSED, T0, None, updated_at=T0)])
+    assert view.oldest_due("t", T0) is None  # not before it was written
+    assert [e.id for e in view.picks(T0 + 5, busy_types=set())] == ["no-time"]
+    assert view.next_due_at() == T0 + 5
+    view.apply(Entry("no-time", "t", Status.RUNNING, T0, None, updated_at=T0 + 6))
+    assert view.picks(T0 + 10, busy_types=set()) == [] and view.next_due_at() is None
