@@ -184,6 +184,12 @@ async def _check_again(job_ids: list[str]) -> None:
             _known[job_id] = dict(record)
             if record.get("status") in TERMINAL:
                 _finished[job_id] = None
+        else:
+            continue
+        # News to a read of every record still in flight, as heard news is: asked before this
+        # read, that answer may predate it, and must not draw the job back as it was.
+        for other in _reads:
+            other.news[job_id] = None if record is None else _known[job_id]
     _forget_finished()
     _tables.changed()
 

@@ -751,6 +751,55 @@ def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
     assert out.strip() == "ok"
 
 
+def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() -> None:
+    """A cell's ``query_all()`` asked before the table's re-read, answered after it: its answer
+    predates what the re-read found, and the table keeps the newer state (before, that answer
+    replaced it until the next period)."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+    from pyjobq.core import jobs_table
+
+    async def main():
+        side = queue._queue()
+        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
+                        "type": "t"},
+                  "b": {"id": "b", "status": "running", "updated_at": 1, "created_at": 2,
+                        "type": "t"}}
+        late = asyncio.Event()
+        slow = []
+
+        async def query_all():
+            answer = [dict(r) for r in stored.values()]  # as the store holds them when asked
+            if slow:
+                await late.wait()
+            return answer
+
+        async def get_job(job_id):
+            return dict(stored[job_id]) if job_id in stored else None
+
+        side.query_all, side.get_job = query_all, get_job
+        jobs_table.RECHECK_MS = 50
+        queue._ipython_display_()
+        await wait_for(lambda d: "2 running" in d["text/plain"], "drawn")
+        slow.append(True)
+        cell = asyncio.ensure_future(queue.query_all())  # asked now, answered late
+        await asyncio.sleep(0)
+        stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
+        del stored["b"]  # stored by a tab that crashed before broadcasting either
+        await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "re-read")
+        late.set()
+        listed = await cell
+        assert [r["status"] for r in listed] == ["running", "running"]  # the cell's own answer
+        # What the tables draw from now (the next period would mend it, so read it at once):
+        kept = {job_id: r["status"] for job_id, r in queue._known.items()}
+        assert kept == {"a": "done"}, kept
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
 def test_get_job_lists_a_record_as_query_all_does() -> None:
     """``get_job``: a job's record now, read from its store; a volatile job's marked ``volatile``
     as ``query_all()`` lists it (a table's row read again keeps its "this tab" mark)."""
