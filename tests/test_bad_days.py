@@ -613,6 +613,56 @@ def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_off
     run(main)
 
 
+@pytest.mark.parametrize("frozen_through", [False, True], ids=["event missed", "frozen through it"])
+def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_network_is_back(
+        frozen_through: bool) -> None:
+    """Tab B stores a job's offline failure (the ladder at its 30 s cap) and closes. Tab A had
+    swept already, so nothing told it a job waits: with the ``online`` event unheard (missed,
+    or A frozen through it) the job waited out the ladder, 30 s with the network back. B's
+    news of the failure makes A's next pass begin as after a gap (found in review)."""
+    async def main() -> None:
+        world = World()
+        calls: list[str] = []
+
+        def server(name: str) -> Any:
+            async def send(method: str, path: str, body: Any) -> Response:
+                calls.append(name)
+                if not world.online:
+                    raise OSError("Failed to fetch")
+                return Response(200, {})
+            return send
+
+        a = world.open_tab(transport=server("A"), page_lease=True)
+        await settle()  # A's first pass, the network up: it swept
+        a.freeze()
+        b = world.open_tab(transport=server("B"), page_lease=True)
+        await settle()
+        world.online = False
+        job = b.queue.enqueue_fetch("POST", "/j")
+        await settle()
+        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
+        record = await world.store.get(job.id)
+        assert record is not None and record.next_retry_at is not None
+        await world.advance(record.next_retry_at - world.clock.now() + 1)  # fails offline again
+        record = await world.store.get(job.id)
+        assert record is not None and record.code == "offline" and calls == ["B", "B"]
+        assert (record.next_retry_at or 0.0) - world.clock.now() > 20_000  # the ladder's cap
+        b.crash()
+        if frozen_through:
+            world.online = True
+            a.resume()
+        else:
+            a.resume()
+            await settle()
+            world.online = True  # no online event reaches A
+        await settle()
+        await world.advance(WATCH_MS + 1)
+        record = await world.store.get(job.id)
+        assert record is not None and record.status.value == "done", record
+        assert calls == ["B", "B", "A"]
+    run(main)
+
+
 @pytest.mark.parametrize("page_lease", [True, False], ids=["page-held lease", "worker-held"])
 def test_a_tab_frozen_idle_through_the_online_event_runs_its_offline_job_within_a_second(
         page_lease: bool) -> None:

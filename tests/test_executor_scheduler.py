@@ -154,6 +154,45 @@ def test_an_executor_result_that_is_not_json_fails_at_once() -> None:
     run(main)
 
 
+def test_an_executor_that_is_not_async_or_raises_on_its_call_ends_its_run_and_its_lane_goes_on(
+) -> None:
+    # Both escaped the run message's event: no run_result ever came, the handshake was already
+    # answered and runs are untimed, so each job stayed running for good, its lane blocked.
+    async def main() -> None:
+        def not_async(params: Any) -> Any:
+            def executor(signal: Any) -> str:  # `async` forgotten
+                return "ok"
+            return executor
+
+        def raises(params: Any) -> Any:
+            def executor(signal: Any) -> Any:
+                raise ValueError("bad params")  # before any coroutine exists
+            return executor
+
+        world, server = World(), Server()
+        tab = world.open_tab(transport=server,
+                             reconstructors={"not_async": not_async, "raises": raises})
+        sync = tab.side.enqueue_persistent("not_async", None, type="a", max_attempts=5)
+        raising = tab.side.enqueue_persistent("raises", None, type="b", max_attempts=1)
+        after = [tab.side.enqueue_fetch("POST", f"/after-{t}", type=t) for t in "ab"]
+        await settle()
+        first = await sync.done
+        assert (first.status, first.code) == ("failed", "executor_not_async")
+        assert "returned str, not an awaitable: define it with 'async def'" in first.error
+        assert (await world.store.get(sync.id)).attempts == 1  # at once: the same again
+        second = await raising.done
+        assert (second.status, second.error) == ("failed", "ValueError: bad params")
+        assert [(await job.done).status for job in after] == ["done", "done"]
+        assert sorted(server.paths) == ["/after-a", "/after-b"]
+
+        def plain(signal: Any) -> int:
+            return 1
+
+        closure = tab.side.enqueue(plain, type="v")  # a volatile job's own function, too
+        assert (await closure.done).code == "executor_not_async"
+    run(main)
+
+
 def test_http_errors_carry_status_and_the_body_code() -> None:
     async def main() -> None:
         world, server, tab = serving(Response(409, {"error": {"code": "version_conflict"}}))

@@ -66,6 +66,13 @@ class Code(str, enum.Enum):
         "bad_transport_result",
         "The transport returned something other than a Response.",
         "Return the unread response of your fetch call; don't parse it.")
+    EXECUTOR_NOT_ASYNC = (
+        "executor_not_async",
+        "The executor (a volatile job's function, or what its reconstructor built) returned "
+        "something that is not awaitable when called: it is not an `async def`; the job failed "
+        "at once.",
+        "Define the executor with `async def` (or have it return an awaitable); then "
+        "`retry_job(id)`.")
     # ------------------------------------------------------------ a result that cannot be kept
     RESULT_NOT_CLONEABLE = (
         "result_not_cloneable",

@@ -20,7 +20,11 @@ network was back, was not there. So an engine also finds out for itself:
   when it reads up: armed when a settle stores such a failure, or a pass begins, with the
   network down; a frozen context's watch fires as it thaws; a stopped engine reads nothing;
 * its first pass under the lease, and the first after the lease was taken away, acts as the
-  event does when the network is up then (:meth:`BackOnline.begin_pass`);
+  event does when the network is up then (:meth:`BackOnline.begin_pass`); so does its next
+  pass after another tab's news of a failure stored with no network
+  (:meth:`BackOnline.heard_of`: that tab may close at once, and this engine's last sweep
+  did not see the job; news lost with its tab is found by the view's whole re-read, at most
+  ``RECHECK_MS`` later);
 * a run handed off while the network was down counts as one it came back during
   (:meth:`~pyjobq.engine.inflight.FlightTable.add`): its offline failure, stored once the network
   is up, is due at once.
@@ -37,9 +41,10 @@ from __future__ import annotations
 from typing import Any, Callable, Coroutine, Sequence
 
 from ..core import policy
+from ..core.policy import OFFLINE
 from ..core.ports import Clock, Store, Timer
 from ..core.records import JobRecord
-from ..core.status import ONLY_PENDING
+from ..core.status import ONLY_PENDING, Status
 from .inflight import FlightTable
 
 #: How often an engine reads the network while a job may wait out an offline failure and the
@@ -82,6 +87,18 @@ class BackOnline:
         """A settle stored a failure with no network: while the network reads down here too,
         watch for it to come back."""
         self._may_wait = True
+        if not self._is_online():
+            self._watch_again()
+
+    def heard_of(self, status: object, code: object) -> None:
+        """Another tab's news of a record it stored. A failure with no network (pending, code
+        offline; the tab may close at once) is one this engine's last sweep did not see: its
+        next pass begins as after a gap, and while the network reads down here it is watched
+        for."""
+        if status != Status.PENDING.value or code != OFFLINE:
+            return
+        self._may_wait = True
+        self._unheard = True
         if not self._is_online():
             self._watch_again()
 

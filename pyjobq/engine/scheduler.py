@@ -446,12 +446,12 @@ class Scheduler:
         gone = job.get("deleted") or job.get("status") == Status.CANCELLED.value
         if gone and isinstance(job_id, str) and self._handoff.told_gone(job_id):
             return
-        # Another tab has persistent work under way: queue up on the lease, so that if that
-        # tab goes away mid-run this one takes over (its pass recovers the running record)
-        # with no enqueue, online event or retry timer of its own to prompt it. If the
-        # other tab finishes normally, our pass finds nothing to do and ends.
+        # Another tab has persistent work under way: queue up on the lease, so that if that tab
+        # goes away mid-run this one takes over (its pass recovers the running record) with
+        # nothing of its own to prompt it. Its offline failure: see BackOnline.heard_of.
         if not self.mode.volatile and not job.get("volatile") and not job.get("progress_only") \
                 and job.get("status") in (Status.PENDING.value, Status.RUNNING.value):
+            self._online.heard_of(job.get("status"), job.get("code"))
             self.wake()
 
     @property

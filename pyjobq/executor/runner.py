@@ -14,12 +14,14 @@ never runs in the scheduler worker.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..abort import AbortSignal
 from ..core.codes import Code
-from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError
+from ..core.errors import (InvalidJobError, LockStolen, OrphanedJobError, PyjobqError,
+                           Terminal)
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
@@ -212,7 +214,10 @@ class Runner:
                             **({"claim": claim} if claim is not None else {})))
         token = _current_run.set((self.link, job_id))
         try:
-            task: asyncio.Future[Any] = start_now(executor(signal))
+            # Called inside the task: what the call raises, or a result that is not awaitable,
+            # ends the run with a run_result like any failure (outside, it escaped this event
+            # and left the job running for good, its lane blocked).
+            task: asyncio.Future[Any] = start_now(_called(executor, signal))
         finally:
             _current_run.reset(token)
         self.running[job_id] = _Run(task, signal, claim)
@@ -274,3 +279,15 @@ class Runner:
 
         held = asyncio.ensure_future(self.locks.request(lock, hold, mode="shared"))
         held.add_done_callback(released)
+
+
+async def _called(executor: Callable[[AbortSignal], Any], signal: AbortSignal) -> Any:
+    """Call the executor and await what it returns; an executor that is not ``async`` fails its
+    job at once, saying so (running it again would do the same)."""
+    awaitable = executor(signal)
+    if not inspect.isawaitable(awaitable):
+        raise Terminal(
+            f"the executor {getattr(executor, '__qualname__', repr(executor))!r} returned "
+            f"{type(awaitable).__name__}, not an awaitable: define it with 'async def'",
+            code=Code.EXECUTOR_NOT_ASYNC)
+    return await awaitable
