@@ -20,8 +20,7 @@ from typing import Any, Callable, Mapping
 
 from ..abort import AbortSignal
 from ..core.codes import Code
-from ..core.errors import (InvalidJobError, LockStolen, OrphanedJobError, PyjobqError,
-                           Terminal)
+from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError, Terminal
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
