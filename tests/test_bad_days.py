@@ -14,11 +14,13 @@ import pytest
 
 from helpers import Server
 from pyjobq.abort import AbortSignal
+from pyjobq.core.errors import StorageError
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.core.ports import Change
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.engine.online import WATCH_MS
+from pyjobq.engine.settle import RETRY_MS
 from pyjobq.memory import link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, record, run, settle
 
@@ -186,6 +188,49 @@ def test_a_pending_record_another_writer_stored_with_no_time_runs_to_its_end() -
         stored = await world.store.get("no-time")
         assert stored is not None
         assert (stored.status.value, stored.attempts, server.paths) == ("done", 1, ["/no-time"])
+    run(main)
+
+
+@pytest.mark.parametrize("online", [True, False], ids=["a success", "an offline failure"])
+def test_a_settle_whose_write_fails_once_stores_the_pages_answer_on_its_next_try(
+        online: bool) -> None:
+    """A store's failure may pass (an aborted transaction, a connection closing a moment). A
+    success whose settle's write failed once was failed as ``result_not_storable``; an offline
+    failure was left running, and its recovery spent the attempt (``page_gone`` at the
+    ceiling) though the page never went (found in review)."""
+    async def main() -> None:
+        world = World()
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            if not world.online:
+                raise OSError("Failed to fetch")
+            return Response(200, {"saved": True})
+
+        tab = world.open_tab(transport=server)
+        await settle()
+        refused: list[str] = []
+
+        async def once(_tab: Tab, operation: str, phase: str, args: tuple) -> None:
+            ids = [c.job_id for c in args[0]] if operation == "update_many" else []
+            record = await world.store.get(job.id) if job.id in ids else None
+            if phase == "before" and record is not None and record.status.value == "running" \
+                    and not refused:
+                refused.append(job.id)
+                raise StorageError("IndexedDB update_many failed: UnknownError: aborted.")
+
+        world.store_hook = once
+        world.online = online
+        job = tab.queue.enqueue_fetch("POST", "/save", max_attempts=1)
+        await settle()
+        assert refused == [job.id]
+        await world.advance(RETRY_MS[0])
+        record = await world.store.get(job.id)
+        assert record is not None
+        if online:
+            assert (record.status.value, record.result, record.code) == ("done", {"saved": True},
+                                                                         None)
+        else:
+            assert (record.status.value, record.code, record.attempts) == ("pending", "offline", 0)
     run(main)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from helpers import Server
 from pyjobq.core.errors import StorageError
 from pyjobq.engine import settle as settle_module
+from pyjobq.engine.settle import RETRY_MS
 from pyjobq.testing import Response, World, run, settle
 from pyjobq.testing._world import Tab
 
@@ -87,8 +88,9 @@ def test_a_transaction_of_queued_settles_that_fails_commits_each_alone() -> None
         async def refuse_c(tab_: Tab, operation: str, phase: str, args: tuple[Any, ...]) -> None:
             await held(tab_, operation, phase, args)
             ids = [change.job_id for change in args[0]] if operation == "update_many" else []
-            # The store refuses c's success together with d, then alone; its failure it takes.
-            if phase == "before" and jobs[2].id in ids and len(refused) < 2:
+            # The store refuses c's success together with d, then alone, and again at each of
+            # the settle's tries (settle.RETRY_MS); its failure it takes.
+            if phase == "before" and jobs[2].id in ids and len(refused) < 2 + len(RETRY_MS):
                 refused.append(ids)
                 raise StorageError("IndexedDB update_many failed: DataError")
 
@@ -97,10 +99,13 @@ def test_a_transaction_of_queued_settles_that_fails_commits_each_alone() -> None
         await settle()
         gates[1].set_result(None)
         await settle()
+        for wait in RETRY_MS:
+            await world.advance(wait)
         # The two together, refused whole; then each alone, as if they had never met: c's
-        # success refused again and failed clearly, d's stored.
-        assert refused == [[jobs[2].id, jobs[3].id], [jobs[2].id]]
-        assert writes[2:] == [[jobs[2].id, jobs[3].id], [jobs[2].id], [jobs[2].id], [jobs[3].id]]
+        # success refused again at every try and failed clearly, d's stored.
+        assert refused == [[jobs[2].id, jobs[3].id]] + [[jobs[2].id]] * (1 + len(RETRY_MS))
+        assert writes[2:] == ([[jobs[2].id, jobs[3].id]] + [[jobs[2].id]] * (2 + len(RETRY_MS))
+                              + [[jobs[3].id]])
         c, d = [await world.store.get(job.id) for job in jobs[2:]]
         assert c is not None and d is not None
         assert (d.status, d.result) == ("done", {"n": 3})

@@ -42,6 +42,7 @@ from typing import Any, Callable, Protocol
 
 from ..core import policy
 from ..core.codes import Code
+from ..core.errors import DatabaseUpgradedError
 from ..core.ports import Change, Release, Updated
 from ..core.records import JobRecord, RunResult
 from ..core.status import ONLY_RUNNING, Status
@@ -49,13 +50,18 @@ from ..core.view import Entry
 from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
-from .tasks import new_future
+from .tasks import new_future, sleep
 
 log = logging.getLogger("pyjobq")
 
 #: While lanes chain settle to claim, the pass still looks (recovery, unparking, other news)
 #: this often.
 LOOK_EVERY_MS = 1_000.0
+
+#: A settle whose transaction failed is tried again after each of these waits (alone, without
+#: its lane's next claim); after the last, a success is failed as not storable and a failure
+#: is left running for the next pass to recover.
+RETRY_MS = (100.0, 1_000.0)
 
 #: At most this many settle transactions under way: IndexedDB queues the second behind the
 #: first (no wait between them), and what arrives meanwhile goes together in the next.
@@ -313,19 +319,30 @@ class Settler:
         """Store ``outcome`` with the claim of ``follow``, one transaction: what each change did,
         the settle first, and whether the lane went on with ``follow``."""
         e = self._e
-        try:
-            done = await e.lanes.group_commit([change(outcome)], [follow[0]] if follow else [],
-                                              {follow[0].id: follow[1]} if follow else {}, now)
-            return _Stored(done, follow is not None and follow[0].id in e.flights)
-        except Exception as exc:
-            if not outcome.ok:
-                raise
-            # A success whose result the store refused: fail it, clearly, rather than leave it
-            # running for recovery to run again.
-            log.error("pyjobq: storing the result of %s failed: %s", job_id, exc)
-            failed = RunResult(ok=False, error=f"the result could not be stored: {exc}",
-                               status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
-            return _Stored(await e.write([change(failed)]), False)
+        for wait in (*RETRY_MS, None):
+            try:
+                done = await e.lanes.group_commit(
+                    [change(outcome)], [follow[0]] if follow else [],
+                    {follow[0].id: follow[1]} if follow else {}, now)
+                return _Stored(done, follow is not None and follow[0].id in e.flights)
+            except Exception as exc:
+                follow = None  # its run lock went with the transaction: the pass claims it
+                if wait is None or e.control.stopped or isinstance(exc, DatabaseUpgradedError):
+                    failure = exc
+                    break
+                # A store's failure may pass (an aborted transaction, a connection closing):
+                # the outcome is the page's answer, and is not to be lost for it.
+                log.warning("pyjobq: storing the outcome of %s failed (%s): again in %g ms",
+                            job_id, exc, wait)
+                await sleep(e.clock, wait)
+        if not outcome.ok:
+            raise failure
+        # A success whose result the store still refuses: fail it, clearly, rather than leave
+        # it running for recovery to run again.
+        log.error("pyjobq: storing the result of %s failed: %s", job_id, failure)
+        failed = RunResult(ok=False, error=f"the result could not be stored: {failure}",
+                           status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
+        return _Stored(await e.write([change(failed)]), False)
 
     async def _delete_if_done(self, settled: Updated) -> None:
         if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \

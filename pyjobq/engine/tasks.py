@@ -12,7 +12,7 @@ import sys
 import weakref
 from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
-from ..core.ports import LockManager, Release
+from ..core.ports import Clock, LockManager, Release
 
 _T = TypeVar("_T")
 
@@ -102,6 +102,18 @@ def new_future(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[
     pyjobq's own futures are made here instead, as plain :class:`asyncio.Future` s.
     """
     return asyncio.Future(loop=loop if loop is not None else asyncio.get_event_loop())
+
+
+async def sleep(clock: Clock, ms: float) -> None:
+    """Sleep ``ms`` on ``clock`` (a fake clock in tests moves only when told)."""
+    woken: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    clock.call_later(ms, wake)
+    await woken
 
 
 def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:

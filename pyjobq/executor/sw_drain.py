@@ -64,6 +64,7 @@ from ..core.router import Router
 from ..core.status import TERMINAL, Status
 from ..engine.lease import answer_pings
 from ..engine.scheduler import Scheduler
+from ..engine.tasks import sleep as _sleep
 from .side import ExecutorSide
 from .wiring import in_process
 
@@ -347,17 +348,6 @@ async def _until(clock: Clock, condition: Callable[[], bool], deadline: float) -
     while not condition() and clock.now() < deadline:
         await _sleep(clock, LOOK_MS)
 
-
-async def _sleep(clock: Clock, ms: float) -> None:
-    """Sleep on ``clock`` (a fake clock in tests moves only when told)."""
-    woken: asyncio.Future[None] = asyncio.get_event_loop().create_future()
-
-    def wake() -> None:
-        if not woken.done():
-            woken.set_result(None)
-
-    clock.call_later(ms, wake)
-    await woken
 
 
 async def _left(store: Store, for_pages: AbstractSet[str],
