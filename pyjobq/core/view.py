@@ -270,14 +270,19 @@ class QueueView:
         return self._timed[i][0] if i < len(self._timed) else None
 
 
+#: When a pending record with no ``next_retry_at`` is due (:func:`due_at`): always.
+DUE_ALWAYS = 0.0
+
+
 def due_at(entry: Entry) -> float | None:
-    """When a pass may start ``entry``: its ``next_retry_at``; for a pending record without one,
-    its ``updated_at``. pyjobq stores no pending record without a time, but other code (or an
-    older pyjobq) may have: read as due, it runs, where a pass that skipped it would leave it
-    pending for ever, and the claim stores it with the claim's own fields."""
+    """When a pass may start ``entry``: its ``next_retry_at``; a pending record without one is
+    due already (:data:`DUE_ALWAYS`). pyjobq stores no pending record without a time, but other
+    code (or an older pyjobq) may have: read as due, it runs, where a pass that skipped it would
+    leave it pending for ever, and the claim stores it with the claim's own fields. Not its
+    ``updated_at``: another writer's clock may be ahead, and no timer would wake for it."""
     if entry.next_retry_at is not None:
         return entry.next_retry_at
-    return entry.updated_at if entry.status is Status.PENDING else None
+    return DUE_ALWAYS if entry.status is Status.PENDING else None
 
 
 def _remove(rows: list[tuple[float, str]], row: tuple[float, str]) -> None:

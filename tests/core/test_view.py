@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pyjobq.core.status import Status
-from pyjobq.core.view import Entry, QueueView
+from pyjobq.core.view import DUE_ALWAYS, Entry, QueueView
 
 T0 = 1_700_000_000_000.0
 
@@ -142,13 +142,13 @@ def test_an_older_waiting_job_behind_a_newer_one_of_its_key_is_superseded_never_
     assert [e.id for e in view.keyed("k")] == ["new"]
 
 
-def test_a_pending_record_with_no_time_reads_as_due_since_its_update() -> None:
+def test_a_pending_record_with_no_time_reads_as_due_already() -> None:
     # pyjobq stores none; another writer (or an older pyjobq) may: skipped, it stayed pending.
+    # Due already, not at its updated_at: another writer's clock may be ahead of ours.
     view = QueueView()
-    view.replace([Entry("no-time", "t", Status.PENDING, T0, None, updated_at=T0 + 5),
+    view.replace([Entry("no-time", "t", Status.PENDING, T0, None, updated_at=T0 + 60_000),
                   Entry("paused", "t", Status.PAUSED, T0, None, updated_at=T0)])
-    assert view.oldest_due("t", T0) is None  # not before it was written
-    assert [e.id for e in view.picks(T0 + 5, busy_types=set())] == ["no-time"]
-    assert view.next_due_at() == T0 + 5
+    assert [e.id for e in view.picks(T0, busy_types=set())] == ["no-time"]
+    assert view.next_due_at() == DUE_ALWAYS and view.next_due_at(T0) is None  # no timer for it
     view.apply(Entry("no-time", "t", Status.RUNNING, T0, None, updated_at=T0 + 6))
     assert view.picks(T0 + 10, busy_types=set()) == [] and view.next_due_at() is None
