@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pyjobq.core.errors import DatabaseUpgradedError
 from pyjobq.core.messages import make
 from pyjobq.core.mode import OUTBOX
 from pyjobq.core.ports import Change
@@ -450,4 +451,34 @@ def test_a_drain_leaves_no_task_of_its_own_pending_when_it_returns(
         await asyncio.sleep(0)
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         assert pending == []
+    asyncio.run(main())
+
+
+def test_a_database_upgrade_while_a_page_holds_the_lease_ends_the_drain_with_its_report() -> None:
+    # The drain looks again for a free lease while a page processes; a page with newer code
+    # upgrades the database meanwhile. The store's error escaped drain() instead of a report.
+    async def main() -> None:
+        origin = Origin()
+        await origin.store.add([record("a")])
+        page_holds, page_done = asyncio.Event(), asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            page_holds.set()
+            await page_done.wait()
+
+        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
+        await page_holds.wait()
+        by_status, reads = origin.store.by_status, []
+
+        async def upgraded(*args: Any, **kwargs: Any) -> Any:
+            reads.append(args)
+            if len(reads) > 2:  # the first look read the store; then the upgrade came
+                raise DatabaseUpgradedError("the database was upgraded to version 3")
+            return await by_status(*args, **kwargs)
+
+        origin.store.by_status = upgraded  # type: ignore[method-assign]
+        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
+        assert (report.stopped, report.left, origin.sent) == ("upgraded", 0, [])
+        page_done.set()
+        await page_task
     asyncio.run(main())

@@ -57,7 +57,7 @@ import logging
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable, Mapping
 
-from ..core.errors import Interrupted, LockStolen
+from ..core.errors import DatabaseUpgradedError, Interrupted, LockStolen
 from ..core.ports import Channel, Clock, LockManager, Store
 from ..core.records import JobRecord
 from ..core.router import Router
@@ -221,6 +221,12 @@ async def drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, *,
             if report.left == 0 or ports.clock.now() + WAIT_LOOK_MS >= deadline:
                 break
             await _sleep(ports.clock, WAIT_LOOK_MS)
+    except DatabaseUpgradedError as exc:
+        # A page with newer code upgraded the database (the store's ``on_upgraded`` revoked the
+        # lease): this Service Worker's code can no longer read it. The newer page processes;
+        # the drain ends with its report rather than the store's error.
+        log.info("pyjobq service worker: %s", exc)
+        report.stopped, report.left, report.for_pages = "upgraded", 0, 0
     except LockStolen:
         # A page in line took the lease (its lease watch hears no answer to its pings from a
         # Service Worker: pyjobq/engine/lease.py) while runs outlasted its wait. It asked first,
