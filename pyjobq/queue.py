@@ -167,6 +167,9 @@ async def _check_again(job_ids: list[str]) -> None:
     news of that job came while it was read (that news is the newer); a job with no record
     any more leaves the tables."""
     heard = _Heard()
+    # The reads of every record asked before this one: its answer may be newer than theirs (a
+    # read asked after it is at least as new, and is left alone).
+    earlier = list(_reads)
     _reads.add(heard)  # before the requests go out: whatever is heard after may be newer
     try:
         # Bounded: a read that never answers must not keep the next ones (nor what is heard
@@ -186,10 +189,11 @@ async def _check_again(job_ids: list[str]) -> None:
                 _finished[job_id] = None
         else:
             continue
-        # News to a read of every record still in flight, as heard news is: asked before this
-        # read, that answer may predate it, and must not draw the job back as it was.
-        for other in _reads:
-            other.news[job_id] = None if record is None else _known[job_id]
+        # News to a read of every record asked before this one and still in flight, as heard
+        # news is: its answer may predate this one, and must not draw the job back as it was.
+        for other in earlier:
+            if other in _reads:
+                other.news[job_id] = None if record is None else _known[job_id]
     _forget_finished()
     _tables.changed()
 

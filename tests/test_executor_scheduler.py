@@ -190,7 +190,24 @@ def test_an_executor_that_is_not_async_or_raises_on_its_call_ends_its_run_and_it
 
         closure = tab.side.enqueue(plain, type="v")  # a volatile job's own function, too
         assert (await closure.done).code == "executor_not_async"
+
+        class Stop(BaseException):  # a framework's own, as pytest.fail() raises
+            pass
+
+        async def stops(signal: Any) -> None:
+            await asyncio.sleep(0)
+            raise Stop("stopped")
+
+        stopped = tab.side.enqueue(stops, type="w", max_attempts=1)
+        after_stop = tab.side.enqueue(volatile_ok, type="w")
+        assert ((await stopped.done).status, (await stopped.done).error) == ("failed",
+                                                                             "Stop: stopped")
+        assert (await after_stop.done).status == "done"
     run(main)
+
+
+async def volatile_ok(signal: Any) -> str:
+    return "ok"
 
 
 def test_http_errors_carry_status_and_the_body_code() -> None:

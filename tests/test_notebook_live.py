@@ -800,6 +800,63 @@ def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() ->
     assert out.strip() == "ok"
 
 
+def test_a_re_read_is_not_laid_over_a_query_all_asked_after_it() -> None:
+    """A ``query_all()`` asked after the re-read's requests went out is at least as new: what
+    the re-read found (a job done, since deleted with its news lost) must not be laid over it,
+    or the deleted job comes back, finished, never read again (found in review)."""
+    out = run_python(QUEUE + """
+    from pyjobq import queue
+    from pyjobq.core import jobs_table
+
+    async def main():
+        side = queue._queue()
+        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
+                        "type": "t"},
+                  "b": {"id": "b", "status": "running", "updated_at": 1, "created_at": 2,
+                        "type": "t"}}
+        b_gate, q_gate, a_read = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        slow_b, slow_q = [], []
+
+        async def query_all():
+            answer = [dict(r) for r in stored.values()]
+            if slow_q:
+                await q_gate.wait()
+            return answer
+
+        async def get_job(job_id):
+            record = dict(stored[job_id]) if job_id in stored else None
+            if job_id == "a" and slow_b:
+                a_read.set()
+            if job_id == "b" and slow_b:
+                await b_gate.wait()
+            return record
+
+        side.query_all, side.get_job = query_all, get_job
+        jobs_table.RECHECK_MS = 50
+        queue._ipython_display_()
+        await wait_for(lambda d: "2 running" in d["text/plain"], "drawn")
+        stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
+        slow_b.append(True)
+        await asyncio.wait_for(a_read.wait(), 5)  # the re-read read a: done
+        del stored["a"]  # then a is deleted, its news lost too
+        slow_q.append(True)
+        cell = asyncio.ensure_future(queue.query_all())  # asked after the delete
+        await asyncio.sleep(0)
+        b_gate.set()
+        slow_b.clear()  # the re-read ends
+        await asyncio.sleep(0.01)
+        q_gate.set()
+        listed = await cell
+        assert [r["id"] for r in listed] == ["b"]
+        kept = {job_id: r["status"] for job_id, r in queue._known.items()}
+        assert kept == {"b": "running"}, kept
+        print("ok")
+
+    asyncio.run(main())
+    """)
+    assert out.strip() == "ok"
+
+
 def test_get_job_lists_a_record_as_query_all_does() -> None:
     """``get_job``: a job's record now, read from its store; a volatile job's marked ``volatile``
     as ``query_all()`` lists it (a table's row read again keeps its "this tab" mark)."""

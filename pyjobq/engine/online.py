@@ -20,11 +20,12 @@ network was back, was not there. So an engine also finds out for itself:
   when it reads up: armed when a settle stores such a failure, or a pass begins, with the
   network down; a frozen context's watch fires as it thaws; a stopped engine reads nothing;
 * its first pass under the lease, and the first after the lease was taken away, acts as the
-  event does when the network is up then (:meth:`BackOnline.begin_pass`); so does its next
-  pass after another tab's news of a failure stored with no network
-  (:meth:`BackOnline.heard_of`: that tab may close at once, and this engine's last sweep
-  did not see the job; news lost with its tab is found by the view's whole re-read, at most
-  ``RECHECK_MS`` later);
+  event does when the network is up then (:meth:`BackOnline.begin_pass`);
+* another tab's news of a failure stored with no network makes this engine watch from its
+  next pass begun with the network down (:meth:`BackOnline.heard_of`: that tab may close at
+  once, and this engine's last sweep did not see the job). A tab frozen through the event,
+  which hears that news only as it thaws with the network up, leaves the job to its ladder
+  (at most its 30 s cap);
 * a run handed off while the network was down counts as one it came back during
   (:meth:`~pyjobq.engine.inflight.FlightTable.add`): its offline failure, stored once the network
   is up, is due at once.
@@ -33,7 +34,8 @@ None can spin. Each needs this engine's own reading to go from down to up: a pag
 that disagree for good about the network (the page reading it down) get the ladder, and the
 watch is never armed while the engine reads it up. A pass begins after a gap at most once per
 grant. The bound this gives: a job waiting out an offline failure is due within
-:data:`WATCH_MS` of the network being back here, event or no event.
+:data:`WATCH_MS` of the network being back here, event or no event, but for the frozen tab
+above.
 """
 
 from __future__ import annotations
@@ -92,15 +94,12 @@ class BackOnline:
 
     def heard_of(self, status: object, code: object) -> None:
         """Another tab's news of a record it stored. A failure with no network (pending, code
-        offline; the tab may close at once) is one this engine's last sweep did not see: its
-        next pass begins as after a gap, and while the network reads down here it is watched
-        for."""
-        if status != Status.PENDING.value or code != OFFLINE:
-            return
-        self._may_wait = True
-        self._unheard = True
-        if not self._is_online():
-            self._watch_again()
+        offline; that tab may close at once) is one this engine's last sweep did not see: its
+        next pass begun with the network down here watches for it. Nothing more: news is any
+        same-origin script's word, and two tabs whose workers read the network up while their
+        pages read it down would otherwise make each other's failures due, round and round."""
+        if status == Status.PENDING.value and code == OFFLINE:
+            self._may_wait = True
 
     def begin_pass(self) -> None:
         """A pass begins under the lease: after a gap, with the network up, as the event does

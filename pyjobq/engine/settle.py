@@ -300,18 +300,21 @@ class Settler:
                         item.answer.set_result(_Stored([done[i]], item.follow is not None
                                                        and item.follow[0].id in self._e.flights))
                 return
-        for item in batch:  # each alone, whatever the others did; one cancelled meanwhile not
-            if item.answer.done():
-                continue
-            try:
-                answer = await self._commit(item.job_id, item.change, item.outcome, item.follow,
-                                            item.now)
-            except Exception as exc:
-                if not item.answer.done():
-                    item.answer.set_exception(exc)
-            else:
-                if not item.answer.done():
-                    item.answer.set_result(answer)
+        # Each alone, whatever the others did (one cancelled meanwhile not), side by side: one
+        # whose store refuses it waits out its tries without holding the others back.
+        await asyncio.gather(*(self._commit_alone(item) for item in batch
+                               if not item.answer.done()))
+
+    async def _commit_alone(self, item: _Queued) -> None:
+        try:
+            answer = await self._commit(item.job_id, item.change, item.outcome, item.follow,
+                                        item.now)
+        except Exception as exc:
+            if not item.answer.done():
+                item.answer.set_exception(exc)
+        else:
+            if not item.answer.done():
+                item.answer.set_result(answer)
 
     async def _commit(self, job_id: str, change: Callable[[RunResult], Change],
                       outcome: RunResult, follow: tuple[Entry, Release] | None,

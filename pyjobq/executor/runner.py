@@ -228,6 +228,7 @@ class Runner:
     async def _finish(self, job_id: str, task: asyncio.Future[Any]) -> None:
         """Await the executor and answer ``run_result`` (only these fields survive the closure)."""
         fields: dict[str, Any]
+        stopping: BaseException | None = None
         run = self.running[job_id]
         try:
             fields = {"ok": True, "result": await task}
@@ -237,6 +238,12 @@ class Runner:
             fields = error_fields(exc)
             if self.is_online is not None:
                 fields["offline"] = not self.is_online()  # read now: when the attempt failed
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit, a framework's own
+            # The run still ends with its answer (or it would stay running for good, its lane
+            # blocked); what stops the program goes on stopping it, once answered.
+            fields = error_fields(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                stopping = exc
         finally:
             if self.running.get(job_id) is run:
                 del self.running[job_id]
@@ -248,6 +255,8 @@ class Runner:
             if run.claim is not None:
                 self._send_result(job_id, {"ok": False, "error": "abandoned",
                                            "code": Code.ABANDONED, "claim": run.claim})
+            if stopping is not None:
+                raise stopping
             return
         if fields["ok"] and isinstance(fields["result"], Answer):
             fields.update(result=fields["result"].result, status=fields["result"].status)
@@ -259,6 +268,8 @@ class Runner:
                 fields = error_fields(exc)
                 fields.update(terminal=True, code=Code.RESULT_NOT_CLONEABLE)
         self._send_result(job_id, _claimed(fields, run.claim))
+        if stopping is not None:
+            raise stopping
 
     def _send_result(self, job_id: str, fields: dict[str, Any]) -> None:
         self.link.send(make("run_result", job_id=job_id, **fields))
