@@ -658,12 +658,15 @@ def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_off
     run(main)
 
 
+@pytest.mark.parametrize("back_first", [False, True],
+                         ids=["back after the takeover", "back before the takeover"])
 def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_network_is_back(
-) -> None:
+        back_first: bool) -> None:
     """Tab B stores a job's offline failure (the ladder at its 30 s cap) and closes. Tab A had
     swept already, so nothing told it a job waits: with the ``online`` event unheard, the job
-    waited out the ladder, 30 s with the network back. B's news of the failure makes A's next
-    pass begun with the network down watch for it (found in review)."""
+    waited out the ladder, 30 s with the network back. B's news of the failure, heard with the
+    network down, makes A's next pass watch for it (begun with the network down) or sweep
+    (begun with it up) (found in review)."""
     async def main() -> None:
         world = World()
         calls: list[str] = []
@@ -681,6 +684,9 @@ def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_netwo
         a.freeze()
         b = world.open_tab(transport=server("B"), page_lease=True)
         await settle()
+        if back_first:
+            a.resume()  # awake in line behind B: it hears B's news with the network down
+            await settle()
         world.online = False
         job = b.queue.enqueue_fetch("POST", "/j")
         await settle()
@@ -691,8 +697,11 @@ def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_netwo
         record = await world.store.get(job.id)
         assert record is not None and record.code == "offline" and calls == ["B", "B"]
         assert (record.next_retry_at or 0.0) - world.clock.now() > 20_000  # the ladder's cap
+        if back_first:
+            world.online = True  # no online event reaches any tab
         b.crash()
-        a.resume()
+        if a.frozen:
+            a.resume()
         await settle()
         world.online = True  # no online event reaches A
         await settle()

@@ -21,11 +21,11 @@ network was back, was not there. So an engine also finds out for itself:
   network down; a frozen context's watch fires as it thaws; a stopped engine reads nothing;
 * its first pass under the lease, and the first after the lease was taken away, acts as the
   event does when the network is up then (:meth:`BackOnline.begin_pass`);
-* another tab's news of a failure stored with no network makes this engine watch from its
-  next pass begun with the network down (:meth:`BackOnline.heard_of`: that tab may close at
-  once, and this engine's last sweep did not see the job). A tab frozen through the event,
-  which hears that news only as it thaws with the network up, leaves the job to its ladder
-  (at most its 30 s cap);
+* another tab's news of a failure stored with no network, heard with the network down here,
+  makes this engine's next pass watch (begun with it down) or sweep (begun with it up:
+  :meth:`BackOnline.heard_of`; that tab may close at once, and this engine's last sweep did
+  not see the job). A tab frozen through the event, which hears that news only as it thaws
+  with the network up, leaves the job to its ladder (at most its 30 s cap);
 * a run handed off while the network was down counts as one it came back during
   (:meth:`~pyjobq.engine.inflight.FlightTable.add`): its offline failure, stored once the network
   is up, is due at once.
@@ -95,11 +95,16 @@ class BackOnline:
     def heard_of(self, status: object, code: object) -> None:
         """Another tab's news of a record it stored. A failure with no network (pending, code
         offline; that tab may close at once) is one this engine's last sweep did not see: its
-        next pass begun with the network down here watches for it. Nothing more: news is any
-        same-origin script's word, and two tabs whose workers read the network up while their
-        pages read it down would otherwise make each other's failures due, round and round."""
+        next pass begun with the network down here watches for it; and, when the network reads
+        down here now, its next pass begun with it up sweeps, as the event would have (the
+        event may come before that pass, unheard). Reading it up now, nothing more: news is
+        any same-origin script's word, and two tabs whose workers read the network up while
+        their pages read it down would otherwise make each other's failures due, round and
+        round."""
         if status == Status.PENDING.value and code == OFFLINE:
             self._may_wait = True
+            if not self._is_online():
+                self._unheard = True
 
     def begin_pass(self) -> None:
         """A pass begins under the lease: after a gap, with the network up, as the event does
