@@ -29,7 +29,10 @@ terminal status within pyjobq's stated bounds, its ``done`` resolved) and **trut
 what its transport's answers call for, and its code names the cause that happened: never one
 that costs no attempt, never a handshake failure a page that answers cannot have), **back
 online** (once the network is back and an awake tab processes, no job waits out the ladder of
-a failure it had with no network, whether or not its tab heard the ``online`` event), and **no
+a failure it had with no network, whether or not its tab heard the ``online`` event; half the
+seeds' networks also come back unheard by every tab during the faults, and some of them have
+workers reading the network up while their pages read it down, which keeps the ladder and
+exempts the seed from this oracle only), and **no
 spin** (the world goes quiet while the clock stands still, and an idle tab looks at the queue
 only a few times a simulated minute). Half the seeds also run a periodic schedule
 (``@pyjobq.periodic``) that every tab's page defines: its oracles are **once per occurrence**
@@ -132,6 +135,12 @@ SCHEDULE = "sim:tick"
 EVERY_CHOICES = (60_000.0, 90_000.0)
 #: Looks an occurrence may cost the holder (enqueue and claim, the settle, the last read).
 LOOKS_AN_OCCURRENCE = 4
+#: Share of seeds whose network misbehaves as well (drawn apart from the steps): a share of its
+#: returns during the faults is heard by no tab (the ``online`` event missed), and as it goes down
+#: the workers may read it up for good while their pages read it down (they disagree).
+NETWORK_FAULTS = 0.5
+MISSED_ONLINE = 0.5
+DISAGREE = 0.3
 #: Share of seeds whose origin has pyjobq's Service Worker (drawn apart from the steps, as the
 #: periodic schedule is), and the share of their steps that are the browser's doing to it: a
 #: ``sync`` event that wakes it, killing it, its budget running out.
@@ -221,6 +230,11 @@ class Sim:
     lone_ended: int = 0
     #: The page-only kind's own chances (PAGE_KIND); None: every job is a plain fetch.
     page_rng: random.Random | None = None
+    #: The network's own chances (MISSED_ONLINE, DISAGREE); None: every return is heard, and
+    #: every worker reads the network as its page does.
+    net_rng: random.Random | None = None
+    #: Whether the workers read the network up while their pages read it down, at some step.
+    disagreed: bool = False
     # drains that left a type to the pages (their report's ``for_pages``)
     left_for_pages: int = 0
 
@@ -570,16 +584,28 @@ class Sim:
         elif kind == "offline":
             world.online = False
             detail = ""
+            net = self.net_rng
+            if net is not None and net.random() < DISAGREE:
+                # The workers read the network up for good while their pages read it down (each
+                # failure a page reports is offline), as under an emulation of the page alone:
+                # they disagree until their tabs close.
+                world.workers_online = True
+                self.disagreed = True
+                detail = "the workers read it up"
         elif kind in ("online", "wake"):
             went_online = kind == "online" and not world.online
             world.online = world.online or kind == "online"
+            # The event unheard by every tab (frozen, or Chromium firing none in the worker):
+            # each engine must find the network back by itself.
+            missed = went_online and self.net_rng is not None \
+                and self.net_rng.random() < MISSED_ONLINE
             for tab in live:
-                if went_online:
+                if went_online and not missed:
                     # the online event: every page forwards it, a failed boot starts again
                     tab.online()
-                else:
+                elif not went_online:
                     tab.wake()
-            detail = ""
+            detail = "unheard" if missed else ""
         elif kind in ("storm", "calm"):
             self.storm_401 = kind == "storm"
             detail = ""
@@ -689,6 +715,7 @@ class Sim:
         self.storm_401 = False
         went_online = not self.world.online
         self.world.online = True
+        self.world.workers_online = None  # the emulation ends with the faults
         self.trace.append("-- faults stop --")
         # Some seeds end with every tab closed: the Service Worker alone must end every job.
         alone = (self.sw_rng is not None and self.every_ms is None
@@ -759,6 +786,10 @@ class Sim:
         would allow."""
         # The bound: an engine that missed the event reads the network again within WATCH_MS.
         await advance_timer_by_timer(self, WATCH_MS)
+        if self.disagreed:
+            # A worker that read the network up while its page read it down knew of no return
+            # (pyjobq/engine/online.py): their failures keep the ladder. Liveness still holds.
+            return
         if not any(t.booted and t.holds_lease for t in self.world.awake):
             return  # no tab processes yet (a worker still booting): the wait is the boot's
         now = self.world.clock.now()
@@ -1084,6 +1115,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
         page_kinds = random.Random(f"page-kinds-{seed}")
         if page_kinds.random() < 0.5:
             sim.page_rng = page_kinds
+    network = random.Random(f"network-{seed}")
+    if network.random() < NETWORK_FAULTS:
+        sim.net_rng = network
     world.store._rows = AddOrder(sim.added)  # the store is empty yet
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it

@@ -481,7 +481,7 @@ class Tab:
         world = self.world
         store = GuardedStore(world.store, self)
         options: SchedulerOptions = {**self._worker_args, "random": world.random,
-                                     "is_online": lambda: world.online, "lease": lease,
+                                     "is_online": world.worker_reads_online, "lease": lease,
                                      "schedules": store}
         scheduler = in_process(
             store=store, source=source, clock=clock or self.clock,
@@ -793,6 +793,9 @@ class World:
         self.random = random
         #: ``navigator.onLine`` for every tab.
         self.online = True
+        #: What the tabs' scheduler workers read as ``navigator.onLine`` when it is not what
+        #: their pages read (an emulation of the page's network alone); None: ``online``.
+        self.workers_online: bool | None = None
         #: Every tab opened, in order, crashed ones included.
         self.tabs: list[Tab] = []
         #: What went wrong that no single tab could notice (a dead tab's write, say); a test
@@ -813,6 +816,10 @@ class World:
         self.claims: list[tuple[str, str]] = []
         self._names = itertools.count(1)
         self._sw_names = itertools.count(1)
+
+    def worker_reads_online(self) -> bool:
+        """``navigator.onLine`` as a scheduler worker reads it (:attr:`workers_online`)."""
+        return self.online if self.workers_online is None else self.workers_online
 
     def open_tab(self, *, transport: Any = None,
                  reconstructors: Mapping[str, Callable[[Any], Any]] | None = None,
