@@ -729,9 +729,7 @@ def test_two_tabs_whose_pages_read_the_network_down_do_not_run_a_job_back_to_bac
 
         a, b = world.open_tab(transport=server("A")), world.open_tab(transport=server("B"))
         await settle()
-        for tab in (a, b):
-            assert tab.scheduler is not None
-            tab.scheduler.is_online = lambda: True  # the workers read the network up
+        world.workers_online = True  # the workers read the network up
         world.online = False  # the pages read it down
         job = a.queue.enqueue_fetch("POST", "/j")
         for _ in range(40):
