@@ -658,6 +658,18 @@ def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_off
     run(main)
 
 
+def named_server(world: World, calls: list[str], name: str, *,
+                 always_offline: bool = False) -> Any:
+    """A transport that notes ``name`` in ``calls`` at each request and fails as fetch does
+    with no network: while the world is offline, or (``always_offline``) whatever it is."""
+    async def send(method: str, path: str, body: Any) -> Response:
+        calls.append(name)
+        if always_offline or not world.online:
+            raise OSError("Failed to fetch")
+        return Response(200, {})
+    return send
+
+
 @pytest.mark.parametrize("back_first", [False, True],
                          ids=["back after the takeover", "back before the takeover"])
 def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_network_is_back(
@@ -672,12 +684,7 @@ def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_netwo
         calls: list[str] = []
 
         def server(name: str) -> Any:
-            async def send(method: str, path: str, body: Any) -> Response:
-                calls.append(name)
-                if not world.online:
-                    raise OSError("Failed to fetch")
-                return Response(200, {})
-            return send
+            return named_server(world, calls, name)
 
         a = world.open_tab(transport=server("A"), page_lease=True)
         await settle()  # A's first pass, the network up: it swept
@@ -720,14 +727,8 @@ def test_two_tabs_whose_pages_read_the_network_down_do_not_run_a_job_back_to_bac
     async def main() -> None:
         world = World()
         calls: list[str] = []
-
-        def server(name: str) -> Any:
-            async def send(method: str, path: str, body: Any) -> Response:
-                calls.append(name)
-                raise OSError("Failed to fetch")
-            return send
-
-        a, b = world.open_tab(transport=server("A")), world.open_tab(transport=server("B"))
+        a, b = (world.open_tab(transport=named_server(world, calls, name, always_offline=True))
+                for name in "AB")
         await settle()
         world.workers_online = True  # the workers read the network up
         world.online = False  # the pages read it down
