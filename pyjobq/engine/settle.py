@@ -301,9 +301,14 @@ class Settler:
                                                        and item.follow[0].id in self._e.flights))
                 return
         # Each alone, whatever the others did (one cancelled meanwhile not), side by side: one
-        # whose store refuses it waits out its tries without holding the others back.
-        await asyncio.gather(*(self._commit_alone(item) for item in batch
-                               if not item.answer.done()))
+        # whose store refuses it waits out its tries without holding the others back. A settle
+        # that came alone (the usual case) is awaited here: a task of its own would cost a
+        # browser task a job.
+        alone = [item for item in batch if not item.answer.done()]
+        if len(alone) == 1:
+            await self._commit_alone(alone[0])
+        elif alone:
+            await asyncio.gather(*(self._commit_alone(item) for item in alone))
 
     async def _commit_alone(self, item: _Queued) -> None:
         try:
