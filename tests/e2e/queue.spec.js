@@ -8,7 +8,7 @@
 const { test, expect: baseExpect } = require("@playwright/test");
 const {
   openQueuePage, py, configurePython, resetServer, serverLog, holding, release,
-  harnessReady, workerReady,
+  harnessReady, workerReady, storedRecord,
 } = require("./helpers");
 
 // Polls wait out a loaded 2-core machine; what they wait for is still bounded.
@@ -275,33 +275,36 @@ json.dumps([{"status": o.status, "http_status": o.http_status, "code": o.code, "
 // may have. Every pass skipped such a record: it stayed pending, unsent, for good.
 test("a pending record stored by other code with no next_retry_at runs once its tab opens", async ({ context, baseURL, request }) => {
   await resetServer(request);
-  const page = await openQueuePage(context, baseURL);
+  let page = await openQueuePage(context, baseURL);
   const db = await py(page, "queue.settings.db_name");
   const id = await py(page, `
 job = queue.enqueue_fetch("POST", "/api/echo/first", {"n": 1})
 await asyncio.wait_for(job.done, 20)
 json.dumps(job.id)
 `);
-  await page.evaluate(async ([name, doneId]) => {  // a copy of it, as other code writes one
+  const done = await storedRecord(page, id, db);
+  // Written while no pyjobq page is open (a page of the origin that runs none), as other code
+  // writes it: no pass of a closing page can take it first.
+  await page.close();
+  const other = await context.newPage();
+  await other.goto(`${baseURL}/pyjobq-worker.mjs`);
+  await other.evaluate(async ([name, record]) => {
     const conn = await new Promise((resolve, reject) => {
       const r = indexedDB.open(name);
       r.onsuccess = () => resolve(r.result);
       r.onerror = () => reject(r.error);
     });
-    const tx = conn.transaction("jobs", "readwrite");
-    const store = tx.objectStore("jobs");
-    const done = await new Promise((resolve) => { store.get(doneId).onsuccess = (e) => resolve(e.target.result); });
-    const copy = { ...done, id: "no-time", status: "pending", attempts: 0, result: null,
+    const copy = { ...record, id: "no-time", status: "pending", attempts: 0, result: null,
       http_status: null, updated_at: Date.now(),
-      _params: { ...done._params, path: "/api/echo/no-time" } };
+      _params: { ...record._params, path: "/api/echo/no-time" } };
     delete copy.next_retry_at;
-    store.put(copy);
+    const tx = conn.transaction("jobs", "readwrite");
+    tx.objectStore("jobs").put(copy);
     await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
     conn.close();
-  }, [db, id]);
-  await page.reload();
-  await harnessReady(page);
-  await py(page, configurePython());
+  }, [db, done]);
+  await other.close();
+  page = await openQueuePage(context, baseURL);
   expect((await outcome(page, "no-time")).status).toBe("done");
   const log = (await serverLog(request)).filter((e) => e.path === "/api/echo/no-time");
   expect(log.map((e) => e.status)).toEqual([200]);
