@@ -96,6 +96,10 @@ class _Once(Generic[T]):
             self.views = kept
             self._prune_at = max(64, 2 * len(kept))
 
+    def awaited(self) -> bool:
+        """Whether a wait on it is pending (an ``await`` or a done-callback not given up)."""
+        return any(view._waiting() for view in self.views)
+
     def resolve(self) -> None:
         """Hand the future's result to every view still waiting: :class:`Job` calls it as it
         settles the future."""
@@ -425,6 +429,10 @@ class Job:
         under way (``done`` resolves cancelled, code ``deleted``). Returns whether it existed.
         Sent at the call."""
         return self._queue("delete").delete_job(self.id)
+
+    def _awaited(self) -> bool:
+        """Whether anyone waits for ``done`` now: what the page's recheck reads the store for."""
+        return self._done_once.awaited()
 
     def _settle(self, outcome: Outcome) -> None:
         if not self._done.done():

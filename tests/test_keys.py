@@ -15,7 +15,7 @@ from helpers import Server, serving
 from pyjobq import Code, InvalidJobError
 from pyjobq.core.codes import REPLACED_ERROR
 from pyjobq.core.messages import RECHECK_MS
-from pyjobq.core.status import Status
+from pyjobq.core.status import TERMINAL, Status
 from pyjobq.executor.registry import Handles, Listeners
 from pyjobq.memory import FakeClock
 from pyjobq.testing import Response, World, run, settle
@@ -291,19 +291,32 @@ def test_the_key_is_stored_shown_in_news_and_in_query_all() -> None:
 
 
 class HeldReads:
-    """A page's store reads (:attr:`Handles.read`) that answer only when told: a read begun before
-    another tab's transaction committed answers what was there before it."""
+    """A page's store reads (:attr:`Handles.read`, and the recheck's :attr:`Handles.read_ended`
+    of one job) that answer only when told: a read begun before another tab's transaction
+    committed answers what was there before it."""
 
     def __init__(self) -> None:
-        self.reads: list[tuple[str, asyncio.Future[Any]]] = []
+        self.reads: list[tuple[str, asyncio.Future[Any], bool]] = []
 
     def __call__(self, job_id: str) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.reads.append((job_id, future))
+        self.reads.append((job_id, future, False))
+        return future
+
+    def ended(self, job_ids: list[str]) -> asyncio.Future[Any]:
+        [job_id] = job_ids
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.reads.append((job_id, future, True))
         return future
 
     def answer(self, n: int, record: dict[str, Any] | None) -> None:
-        self.reads[n][1].set_result(record)
+        job_id, future, batch = self.reads[n]
+        if not batch:
+            future.set_result(record)
+        elif record is None or record["status"] in TERMINAL:
+            future.set_result({job_id: record})
+        else:
+            future.set_result({})  # the recheck's batch leaves an unfinished record out
 
 
 @pytest.mark.parametrize("news, last, expected", [
@@ -320,11 +333,13 @@ def test_news_heard_while_a_stale_read_is_under_way_is_checked_by_a_read_after_i
         news: dict[str, Any], last: dict[str, Any] | None, expected: tuple[Any, Any]) -> None:
     async def main() -> None:
         clock, reads = FakeClock(), HeldReads()
-        handles = Handles(Listeners(), clock, reads)
+        handles = Handles(Listeners(), clock, reads, read_ended=reads.ended)
         job = handles.add("j1")
         job._stored.set_result(None)
+        waiter = asyncio.ensure_future(asyncio.wait_for(job.done, 1))
+        await asyncio.sleep(0)
         clock.advance(RECHECK_MS)  # the recheck's read begins: the record is still pending
-        assert [job_id for job_id, _ in reads.reads] == ["j1"]
+        assert [job_id for job_id, _, _ in reads.reads] == ["j1"]
         handles.update({"id": "j1", **news}, trusted=False)  # another tab's news, mid-read
         assert len(reads.reads) == 1  # one read of a record at a time
         reads.answer(0, {"id": "j1", "status": "pending"})  # stale: begun before the commit
@@ -332,7 +347,7 @@ def test_news_heard_while_a_stale_read_is_under_way_is_checked_by_a_read_after_i
         assert not job.done.done()
         assert len(reads.reads) == 2  # read again at once, not a recheck later
         reads.answer(1, None if last is None else {"id": "j1", **last})
-        outcome = await asyncio.wait_for(job.done, 1)
+        outcome = await waiter
         assert (outcome.status, outcome.code) == expected
         assert handles._gone_why == {} and handles._news_since_read == set()
     run(main)
@@ -345,9 +360,11 @@ def test_a_recheck_during_a_read_begun_after_the_news_reads_once_and_news_proven
     while a read is under way starts no second read."""
     async def main() -> None:
         clock, reads = FakeClock(), HeldReads()
-        handles = Handles(Listeners(), clock, reads)
+        handles = Handles(Listeners(), clock, reads, read_ended=reads.ended)
         job = handles.add("j1")
         job._stored.set_result(None)
+        waiter = asyncio.ensure_future(asyncio.wait_for(job.done, 1))
+        await asyncio.sleep(0)
         handles.update({"id": "j1", "status": "pending", "deleted": True, "code": "replaced"},
                        trusted=False)
         assert len(reads.reads) == 1
@@ -359,6 +376,6 @@ def test_a_recheck_during_a_read_begun_after_the_news_reads_once_and_news_proven
         assert handles._gone_why == {}
         clock.advance(RECHECK_MS)
         reads.answer(1, None)
-        outcome = await asyncio.wait_for(job.done, 1)
+        outcome = await waiter
         assert (outcome.status, outcome.code) == (Status.CANCELLED, Code.DELETED)
     run(main)

@@ -85,6 +85,11 @@ SCHEMA: dict[str, MessageType] = {
     "get_job": _type(PAGE,
                      "One record (or None), for a handle's ``done``; answered in a ``reply``.",
                      job_id=_STR, request_id=_STR),
+    "ended_jobs": _type(PAGE, "Which of ``job_ids`` have ended, for the handles a page awaits (its "
+                        "recheck, every ``RECHECK_MS``): the record of each finished one, None "
+                        "for each with no record; unfinished ones are left out. Answered in a "
+                        "``reply``, from one read of them all.",
+                        job_ids=(list,), request_id=_STR),
     "delete_job": _type(PAGE, "Delete a record in any status, ending its run anywhere.",
                         job_id=_STR, request_id=_OPT_STR),
     "delete_group": _type(PAGE, "Delete every record of a group.", group=_STR, request_id=_OPT_STR),

@@ -81,6 +81,7 @@ class RequestTable:
             "enqueue": self.enqueue,
             "query_all": self.query_all,
             "get_job": self.get_job,
+            "ended_jobs": self.ended_jobs,
             "delete_job": self.delete_job,
             "delete_group": self.delete_group,
             "cancel_job": self.cancel_job,
@@ -172,6 +173,30 @@ class RequestTable:
     async def get_job(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         record = await self._engine.store.get(msg["job_id"])
         return None if record is None else self._listed(record)
+
+    async def ended_jobs(self, msg: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+        """Which of ``job_ids`` have ended: each finished one's record, None for each with no
+        record; unfinished ones are left out (a page's recheck of the handles it awaits)."""
+        job_ids = msg["job_ids"]
+        if not all(isinstance(job_id, str) for job_id in job_ids):
+            raise InvalidJobError(f"ended_jobs(job_ids): expected a list of job ids (str), got "
+                                  f"{job_ids!r:.200}")
+        store = self._engine.store
+        # One transaction reads them all without their payloads. Only the ones not found
+        # unfinished are read whole: the ended ones (their news lost, rare), the gone ones and a
+        # malformed one, which entries() leaves out and get() returns failed.
+        unfinished = {entry.id for entry in await store.entries(job_ids)
+                      if entry.status in UNFINISHED}
+        found: dict[str, dict[str, Any] | None] = {}
+        for job_id in dict.fromkeys(job_ids):
+            if job_id in unfinished:
+                continue
+            record = await store.get(job_id)
+            if record is None:
+                found[job_id] = None
+            elif record.status not in UNFINISHED:
+                found[job_id] = self._listed(record)
+        return found
 
     def _listed(self, record: JobRecord) -> dict[str, Any]:
         """A record as ``query_all`` lists it: the volatile engine's marked ``volatile``."""

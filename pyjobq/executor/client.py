@@ -174,6 +174,11 @@ class EngineClient:
         """The stored record of ``job_id`` (None: there is none)."""
         return self.request(make("get_job", job_id=job_id))
 
+    def read_ended(self, job_ids: list[str]) -> asyncio.Future[Any]:
+        """Which of ``job_ids`` have ended, in one request: the record of each that did, None for
+        each with no record; unfinished ones are left out (``ended_jobs``)."""
+        return self.request(make("ended_jobs", job_ids=job_ids))
+
     def knows(self, job_id: Any) -> bool:
         """Whether ``job_id`` is a job this client filed and may still run (its closure is here)."""
         return job_id in self.runner.closures

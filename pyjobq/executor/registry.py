@@ -7,9 +7,12 @@
 The channel is news, the store is the truth (spec: "Updates"): a handle settles on its own
 engine's word over the link, but news of an end heard from another tab — or a result too
 big to travel — is checked against the store first (:meth:`Handles.confirm`). An engine
-whose handles can :attr:`~Handles.read` the store also rereads, every
-:data:`~pyjobq.core.messages.RECHECK_MS`, the records of jobs still outstanding here: a
-message lost on the way costs that long, never a ``done`` that never resolves.
+whose handles can :attr:`~Handles.read_ended` the store also rereads, every
+:data:`~pyjobq.core.messages.RECHECK_MS`, the records of the jobs someone here awaits, in one
+request (``ended_jobs``): a message lost on the way costs an awaited ``done`` that long, never
+a ``done`` that never resolves. A handle nobody awaits is not read for: a backlog of thousands
+of jobs filed and left to run costs no reads, and the first wait on one of them is answered by
+the next recheck at the latest.
 
 Runs on the page only (its main thread, or a worker host such as a notebook kernel), where the
 code holding the handles is.
@@ -32,6 +35,9 @@ log = logging.getLogger("pyjobq")
 
 #: Reads one stored record by id (None: there is none).
 Read = Callable[[str], "asyncio.Future[Any]"]
+#: Reads which of several jobs have ended (``ended_jobs``): a dict of the record of each that did,
+#: None for each with no record; unfinished ones are left out.
+ReadEnded = Callable[[list[str]], "asyncio.Future[Any]"]
 
 
 class Listeners:
@@ -94,17 +100,21 @@ class Handles:
         listeners: told of every update this engine's jobs get.
         clock: for the recheck timer.
         read: reads a record from this engine's store; None for an engine whose word is
-            never lost (volatile jobs: the engine runs in this page), which then neither
-            confirms news nor rechecks.
+            never lost (volatile jobs: the engine runs in this page), which then confirms no
+            news.
+        read_ended: reads which of several records have ended, for the recheck; None: no
+            recheck (an engine whose word is never lost).
         control: what the handles' own calls (``job.cancel()`` …) ask; the executor side.
         volatile: whether these are volatile jobs' handles (their engine forgets a done job).
     """
 
     def __init__(self, listeners: Listeners, clock: Clock, read: Read | None = None, *,
-                 control: JobControl | None = None, volatile: bool = False) -> None:
+                 read_ended: ReadEnded | None = None, control: JobControl | None = None,
+                 volatile: bool = False) -> None:
         self.listeners = listeners
         self.clock = clock
         self.read = read
+        self.read_ended = read_ended
         self.control = control
         self.volatile = volatile
         self.jobs: dict[str, Job] = {}
@@ -199,32 +209,57 @@ class Handles:
         self._news_since_read.discard(job_id)  # this read begins after every news heard so far
 
         def read(f: asyncio.Future[Any]) -> None:
-            self._confirming.discard(job_id)
-            if job_id not in self.jobs:  # settled meanwhile (settle dropped what was kept)
-                return
             ok = not f.cancelled() and f.exception() is None
-            if ok:
-                self.settle_from(job_id, f.result(), missing=self._gone_why.get(job_id))
-            if job_id not in self.jobs:
-                return
-            if job_id in self._news_since_read:
-                self.confirm(job_id, news=False)  # news came during this read: read again
-            elif ok:
-                # A read begun after the news found the record still there: the news was wrong.
-                self._gone_why.pop(job_id, None)
+            self._answered(job_id, ok, f.result() if ok else None)
 
         self.read(job_id).add_done_callback(read)
 
+    def _answered(self, job_id: str, ok: bool, record: dict[str, Any] | None, *,
+                  unfinished: bool = False) -> None:
+        """A read of ``job_id``'s record (``ok``: it answered) found ``record``, or found it
+        ``unfinished`` (the recheck's batch leaves those out)."""
+        self._confirming.discard(job_id)
+        if job_id not in self.jobs:  # settled meanwhile (settle dropped what was kept)
+            return
+        if ok and not unfinished:
+            self.settle_from(job_id, record, missing=self._gone_why.get(job_id))
+        if job_id not in self.jobs:
+            return
+        if job_id in self._news_since_read:
+            self.confirm(job_id, news=False)  # news came during this read: read again
+        elif ok:
+            # A read begun after the news found the record still there: the news was wrong.
+            self._gone_why.pop(job_id, None)
+
     def _arm_recheck(self) -> None:
-        if self.read is not None and self._recheck_timer is None and self.lost is None:
+        if self.read_ended is not None and self._recheck_timer is None and self.lost is None:
             self._recheck_timer = self.clock.call_later(RECHECK_MS, self._recheck)
 
     def _recheck(self) -> None:
-        """Read the records of jobs still outstanding here, settling those that ended."""
+        """Read, in one request, the records of the jobs someone awaits here, settling those that
+        ended; a job with a read of its own under way is left to it."""
         self._recheck_timer = None
-        outstanding = [job_id for job_id, handle in self.jobs.items() if not handle._done.done()]
-        for job_id in outstanding:
-            if self.jobs[job_id]._stored.done():
-                self.confirm(job_id, news=False)
+        if self.read_ended is None or self.lost is not None:
+            return
+        outstanding = [handle for handle in self.jobs.values() if not handle._done.done()]
+        awaited = [handle.id for handle in outstanding
+                   if handle._stored.done() and handle.id not in self._confirming
+                   and handle._awaited()]
         if outstanding:
             self._arm_recheck()
+        if not awaited:
+            return
+        for job_id in awaited:
+            self._confirming.add(job_id)
+            self._news_since_read.discard(job_id)
+
+        def read(f: asyncio.Future[Any]) -> None:
+            ok = not f.cancelled() and f.exception() is None
+            found = f.result() if ok else None
+            if not isinstance(found, dict):
+                ok, found = False, {}
+            for job_id in awaited:
+                self._answered(job_id, ok, found.get(job_id),
+                               unfinished=ok and job_id not in found)
+
+        self.read_ended(awaited).add_done_callback(read)

@@ -194,6 +194,7 @@ class ExecutorSide:
         self.persistent = EngineClient(link, runner=runner, handles=handles, source=source,
                                        requests=requests, engine=engine)
         handles.read = self.persistent.read
+        handles.read_ended = self.persistent.read_ended
         #: The volatile engine's client: made on the first volatile job (or request about them).
         self.volatile: EngineClient | None = None
         self._channel = channel

@@ -1,0 +1,114 @@
+"""Bad days on the executor side: work that grows with the backlog, refusals that come at once
+rather than a timeout later, a suspension that keeps a job's backoff, a second ``configure``.
+
+Each test failed before its fix; the engine's and the simulation's bad days are in
+tests/test_bad_days.py and tests/test_simulation.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import pytest
+
+from pyjobq.core.errors import InvalidJobError
+from pyjobq.core.messages import RECHECK_MS
+from pyjobq.core.outcome import Outcome
+from pyjobq.handle import Job
+from pyjobq.testing import Tab, World, record, run, settle
+
+# ---------------------------------------------------------------- the recheck reads what is awaited
+
+
+class _Counted:
+    """Counts the requests a page sends its scheduler, by type, and the world's store reads."""
+
+    def __init__(self, world: World, tab: Tab) -> None:
+        self.requests: list[str] = []
+        #: Each store read: its name and its first argument (the ids, for ``entries``).
+        self.reads: list[tuple[str, Any]] = []
+        link = tab.side.persistent.requests_link
+        send = link.send
+
+        def counted_send(message: dict[str, Any]) -> None:
+            if "request_id" in message:
+                self.requests.append(message["type"])
+            send(message)
+
+        link.send = counted_send  # type: ignore[method-assign]
+        for name in ("get", "entries", "all", "by_status", "by_group"):
+            setattr(world.store, name, self._counting(name, getattr(world.store, name)))
+
+    def _counting(self, name: str, read: Callable[..., Any]) -> Callable[..., Any]:
+        async def counted(*args: Any, **kw: Any) -> Any:
+            self.reads.append((name, args[0] if args else None))
+            return await read(*args, **kw)
+        return counted
+
+    def named(self, name: str) -> list[Any]:
+        return [arg for read, arg in self.reads if read == name]
+
+    def clear(self) -> None:
+        self.requests.clear()
+        self.reads.clear()
+
+
+async def _outcome(job: Job) -> Outcome:
+    return await job
+
+
+def test_outstanding_handles_nobody_awaits_cost_no_reads_and_awaited_ones_one_batch() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        jobs = [tab.side.enqueue_fetch("POST", f"/later/{n}", delay_ms=10**9) for n in range(200)]
+        await asyncio.gather(*(job.stored for job in jobs))
+        await settle()
+        counted = _Counted(world, tab)
+        await world.advance(4 * RECHECK_MS)  # two minutes of a backlog nobody awaits
+        assert counted.requests == [] and counted.named("get") == []
+
+        waiting = [asyncio.ensure_future(_outcome(job)) for job in jobs[:3]]
+        await settle()
+        counted.clear()
+        await world.advance(RECHECK_MS)
+        assert counted.requests == ["ended_jobs"]  # one request for the three awaited
+        # One read of the three in the store (the engine's own passes read their lanes too).
+        awaited = [job.id for job in jobs[:3]]
+        assert counted.named("entries").count(awaited) == 1 and counted.named("get") == []
+
+        # The news of an end that never came (its tab crashed first): the recheck finds it.
+        await world.store.delete_many([jobs[0].id])
+        counted.clear()
+        await world.advance(RECHECK_MS)
+        assert counted.requests == ["ended_jobs"]
+        assert counted.named("get") == [jobs[0].id]  # only the ended one is read whole
+        outcome = (await asyncio.wait_for(jobs[0].done, 1))
+        assert (outcome.status, outcome.code) == ("cancelled", "deleted")
+        assert [w.done() for w in waiting] == [True, False, False]
+        for w in waiting[1:]:
+            w.cancel()
+        await settle()
+        counted.clear()
+        await world.advance(RECHECK_MS)  # the waits given up: nothing is read any more
+        assert counted.requests == [] and counted.named("get") == []
+        assert not any(awaited[1] in (ids or ()) for ids in counted.named("entries"))
+    run(main)
+
+
+def test_ended_jobs_answers_the_ended_and_the_gone_and_refuses_ids_that_are_not_strings() -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        later = tab.side.enqueue_fetch("POST", "/later", delay_ms=10**9)
+        await later.stored
+        await world.store.add([record("old", status="done", result=1)])
+        client = tab.side.persistent
+        found = await client.read_ended([later.id, "old", "gone", "old"])
+        assert found == {"old": (await client.read("old")), "gone": None}
+        assert found["old"]["status"] == "done"
+        with pytest.raises(InvalidJobError, match=r"ended_jobs\(job_ids\): expected a list of "
+                           r"job ids \(str\), got \['a', 5\]"):
+            await client.read_ended(["a", 5])  # type: ignore[list-item]
+    run(main)
