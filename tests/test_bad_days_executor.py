@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
+from pyjobq.core.codes import Code
 from pyjobq.core.errors import InvalidJobError
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.outcome import Outcome
@@ -111,4 +112,27 @@ def test_ended_jobs_answers_the_ended_and_the_gone_and_refuses_ids_that_are_not_
         with pytest.raises(InvalidJobError, match=r"ended_jobs\(job_ids\): expected a list of "
                            r"job ids \(str\), got \['a', 5\]"):
             await client.read_ended(["a", 5])  # type: ignore[list-item]
+    run(main)
+
+
+# ---------------------------------------------------------------- a factory with no executor
+
+@pytest.mark.parametrize("built", [None, 42, "run"], ids=["None", "int", "str"])
+def test_a_reconstructor_that_returns_no_executor_fails_its_job_at_once_saying_so(
+        built: Any) -> None:
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab(reconstructors={"thumbnail": lambda params: built})
+        began = world.clock.now()
+        job = tab.side.enqueue_persistent("thumbnail", {"w": 64})
+        await settle()
+        outcome = await asyncio.wait_for(job.done, 1)  # at once: no handshake deadline waited
+        assert world.clock.now() == began
+        assert (outcome.status, outcome.code) == ("failed", Code.RECONSTRUCTOR_RETURNED_NO_EXECUTOR)
+        assert outcome.error == (
+            f"reconstructor 'thumbnail' returned {built!r}, not an executor: have the factory "
+            "return the job's async def run(signal) (a factory with no return statement "
+            "returns None)")
+        stored = await world.store.get(job.id)
+        assert (stored.status.value, stored.attempts) == ("failed", 1)
     run(main)

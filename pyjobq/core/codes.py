@@ -58,6 +58,13 @@ class Code(str, enum.Enum):
         "reconstructor_failed",
         "The factory raised while rebuilding the job.",
         "Fix the factory; `retry_job(id)`.")
+    RECONSTRUCTOR_RETURNED_NO_EXECUTOR = (
+        "reconstructor_returned_no_executor",
+        "The factory rebuilding the job returned something that is not callable (None, say: a "
+        "factory with no `return`) instead of its executor; the job failed at once, the value "
+        "named in `error`.",
+        "Have the factory return the executor, an `async def run(signal)`; then "
+        "`retry_job(id)`.")
     NO_TRANSPORT = (
         "no_transport",
         "A fetch job replayed with no transport.",

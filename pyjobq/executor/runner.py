@@ -177,7 +177,8 @@ class Runner:
 
     def _executor(self, msg: dict[str, Any]) -> Executor | None:
         """The job's executor: its closure, or rebuilt by its reconstructor. None when the run
-        was answered instead (no such reconstructor here, or its factory raised)."""
+        was answered instead (no such reconstructor here, its factory raised, or it returned
+        something that cannot be called)."""
         job_id, name = msg["job_id"], msg["reconstructor"]
         executor = self.closures.get(job_id)
         if executor is not None:
@@ -190,13 +191,24 @@ class Runner:
                               _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))
             return None
         try:
-            return factory(msg.get("params"))
+            executor = factory(msg.get("params"))
         except Exception as exc:
             fields = error_fields(exc)
             fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
                           terminal=True, code=Code.RECONSTRUCTOR_FAILED)
             self._send_result(job_id, _claimed(fields, msg.get("claim")))
             return None
+        if not callable(executor):
+            # Answered now, naming the value: unanswered, the run would wait out the handshake
+            # deadline and fail as if this page had no handler for the kind.
+            self._send_result(job_id, _claimed({
+                "ok": False, "terminal": True, "code": Code.RECONSTRUCTOR_RETURNED_NO_EXECUTOR,
+                "error": f"reconstructor {name!r} returned {_shown(executor)}, not an executor: "
+                         "have the factory return the job's async def run(signal) (a factory "
+                         "with no return statement returns None)",
+            }, msg.get("claim")))
+            return None
+        return executor
 
     def _start(self, msg: dict[str, Any]) -> asyncio.Future[Any] | None:
         """Rebuild the executor, start it and say ``run_started`` — all in the ``run`` message's
@@ -289,6 +301,12 @@ class Runner:
 
         held = asyncio.ensure_future(self.locks.request(lock, hold, mode="shared"))
         held.add_done_callback(released)
+
+
+def _shown(value: Any) -> str:
+    """``value``'s repr for an error message, cut short (a factory may return anything)."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 async def _called(executor: Callable[[AbortSignal], Any], signal: AbortSignal) -> Any:
