@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import reprlib
 from typing import (
     TYPE_CHECKING,
@@ -60,7 +59,7 @@ from typing import (
 from . import config as _config
 from .abort import AbortSignal
 from .core.errors import ConfigurationError, InvalidJobError
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, check_json
+from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, stored_json
 from .decorated import check_signal_first
 
 if TYPE_CHECKING:
@@ -243,16 +242,10 @@ class Task(Generic[P, R]):
                 self._storable(value, name)
 
     def _storable(self, value: Any, argument: str) -> None:
-        what = f"{self.name}.enqueue(): argument {argument!r}"
-        check_json(value, what)
-        back = json.loads(json.dumps(value))
-        if back != value:  # a tuple, a dict's int keys: == tells them from what JSON gives
-            raise InvalidJobError(
-                f"{what} would not come back as it was after the job is stored: "
-                f"{reprlib.repr(value)} would be read as {reprlib.repr(back)}. Pass JSON's own "
-                "types (dict with str keys, list rather than tuple, str, int, float, bool, "
-                "None), or declare the task with persistent=False to keep its arguments in "
-                "this tab's memory")
+        # Each argument on its own, so the error names it (enqueue_persistent checks the whole).
+        stored_json(value, f"{self.name}.enqueue(): argument {argument!r}",
+                    instead=", or declare the task with persistent=False to keep its arguments "
+                            "in this tab's memory")
 
     def factory(self, params: Any) -> Callable[[AbortSignal], Awaitable[R]]:
         """The task's reconstructor: the call stored in ``params``, ready to run."""

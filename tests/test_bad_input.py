@@ -33,6 +33,34 @@ def test_enqueue_rejects_a_body_that_cannot_be_stored_before_anything_is_filed()
     run(main)
 
 
+@pytest.mark.parametrize("call, value, argument, read_as", [
+    ("fetch", {1: "one", "1": "uno"}, "body", "{'1': 'uno'}"),
+    ("fetch", {"at": (1, 2)}, "body", "{'at': [1, 2]}"),
+    ("persistent", {"page": {2: "b", "2": "B"}}, "the job's params", "{'page': {'2': 'B'}}"),
+    ("persistent", (1, "x"), "the job's params", "[1, 'x']"),
+], ids=["fetch-keys", "fetch-tuple", "persistent-keys", "persistent-tuple"])
+def test_a_body_or_params_that_would_not_come_back_as_they_were_are_refused_at_the_call(
+        call: str, value: Any, argument: str, read_as: str) -> None:
+    """JSON has only str keys: ``{1: …, "1": …}`` would be stored as one key, and a replay
+    would run with the other value lost. The same check as a task's arguments: what would not
+    read back equal is refused, saying what it would become and what to pass instead."""
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        with pytest.raises(InvalidJobError) as raised:
+            if call == "fetch":
+                tab.side.enqueue_fetch("POST", "/x", value)
+            else:
+                tab.side.enqueue_persistent("kind", value)
+        message = str(raised.value)
+        assert message.startswith(f"{argument} would not come back as it was after the job is "
+                                  f"stored: {value!r} would be read as {read_as}"), message
+        assert "Pass JSON's own types (dict with str keys, list rather than tuple" in message
+        await settle()
+        assert await world.store.all() == []
+    run(main)
+
+
 def test_a_transport_that_raises_is_an_ordinary_failure_keeping_params() -> None:
     async def main() -> None:
         world = World()

@@ -148,6 +148,28 @@ def json_text(value: Any, what: str, *, limit: int = MAX_DEPTH, why: str = "") -
     return text
 
 
+def stored_json(value: Any, what: str, *, limit: int = MAX_DEPTH, why: str = "",
+                instead: str = "") -> str:
+    """``value``'s JSON text, as :func:`json_text` checks it, refused unless reading it back
+    gives ``value`` again: what a job is given on each replay is what its caller filed.
+
+    JSON's objects have only str keys, so ``{1: a, "1": b}`` would be stored as one key (one value
+    lost, silently) and ``{1: a}`` come back as ``{"1": a}``; a tuple comes back a list. ``==``
+    tells each of them from what JSON gives. ``instead``: another way out, for the error.
+
+    Raises:
+        InvalidJobError: not JSON-like, too deep, or it would not come back as it was.
+    """
+    text = json_text(value, what, limit=limit, why=why)
+    back = json.loads(text)
+    if back != value:
+        raise InvalidJobError(
+            f"{what} would not come back as it was after the job is stored: "
+            f"{reprlib.repr(value)} would be read as {reprlib.repr(back)}. Pass JSON's own types "
+            f"(dict with str keys, list rather than tuple, str, int, float, bool, None){instead}")
+    return text
+
+
 def _need_shallow(value: Any, what: str, limit: int = MAX_DEPTH, why: str = "") -> None:
     if depth(value) > limit:
         raise InvalidJobError(

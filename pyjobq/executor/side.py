@@ -51,8 +51,8 @@ from ..core.records import (
     NewJob,
     check_key,
     check_str,
-    json_text,
     new_id,
+    stored_json,
 )
 from ..core.router import Router
 from ..core.schedule import ScheduleDefinition
@@ -275,7 +275,8 @@ class ExecutorSide:
         check_key(key, "enqueue_persistent(key)")
         return self.persistent.file(NewJob(
             id=new_id(), reconstructor=reconstructor, params=params, type=type, group=group,
-            label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key))
+            label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
+            params_json=stored_json(params, "the job's params")))
 
     def enqueue_fetch(
         self,
@@ -298,9 +299,9 @@ class ExecutorSide:
             raise InvalidJobError(f"path must be a non-empty str, got {path!r}")
         # One JSON encoding of the body, checked in the words of the call; the params' text is
         # built around it. The body nests a level below the params, so one level less.
-        body_text = json_text(body, "body", limit=MAX_DEPTH - 1,
-                              why=" (it is stored inside the job's params, which may nest "
-                                  f"{MAX_DEPTH})")
+        body_text = stored_json(body, "body", limit=MAX_DEPTH - 1,
+                                  why=" (it is stored inside the job's params, which may nest "
+                                    f"{MAX_DEPTH})")
         method = method.upper()
         params_json = json.dumps({"method": method, "path": path})[:-1] + f', "body": {body_text}}}'
         return self.persistent.file(NewJob(
