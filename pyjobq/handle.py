@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import math
 from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
 
 from .core.codes import Code
@@ -359,21 +360,25 @@ class Job:
         fetch job the response's parsed body).
 
         Args:
-            timeout: the longest to wait, in seconds; None waits until the job ends. Giving
-                up stops only this wait: the job keeps running, and ``done`` stays pending
-                for every other waiter.
+            timeout: the longest to wait, in seconds (finite, >= 0); None waits until the job
+                ends. Giving up stops only this wait: the job keeps running, and ``done`` stays
+                pending for every other waiter.
 
         Raises:
+            InvalidJobError: ``timeout`` is not None nor a finite number >= 0 (``nan``,
+                ``inf``, a negative number, a str): a ``ValueError``.
             JobFailed: the job failed or was cancelled (deleted jobs are cancelled with code
                 ``deleted``); ``.outcome`` is its :class:`~pyjobq.Outcome`.
             TimeoutError: ``timeout`` passed before the job ended (the job keeps running).
             WorkerUnavailable: this page can no longer learn the outcome (as ``await job``).
         """
+        # nan compares false with every bound (it would wait for ever), and inf is None spelt
+        # another way: only a finite count of seconds is a timeout.
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-                timeout, (int, float)) or timeout < 0):
+                timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0):
             raise InvalidJobError(
-                f"job.result(timeout): expected a number of seconds >= 0, or None to wait "
-                f"until the job ends; got {timeout!r}")
+                f"job.result(timeout): expected a finite number of seconds >= 0, or None to "
+                f"wait until the job ends; got {timeout!r}")
         try:
             outcome = await asyncio.wait_for(self.done, timeout)
         except asyncio.TimeoutError:

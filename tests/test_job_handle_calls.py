@@ -10,6 +10,7 @@ the queue what the module functions ask (tests/test_job_handle.py checks the sou
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import sys
 import textwrap
@@ -106,8 +107,28 @@ def test_a_result_timeout_raises_timeout_error_and_the_job_keeps_running() -> No
         assert await other == "finished" and await job.result(timeout=5) == "finished"
         assert held.runs == 1
         for wrong in (-1, "1", True):
-            with pytest.raises(PyjobqError, match=r"job.result\(timeout\): expected a number"):
+            with pytest.raises(PyjobqError,
+                               match=r"job.result\(timeout\): expected a finite number"):
                 await job.result(timeout=wrong)  # type: ignore[arg-type]
+    run(main)
+
+
+@pytest.mark.parametrize("wrong", [math.nan, math.inf, -math.inf, -0.5],
+                         ids=["nan", "inf", "-inf", "negative"])
+def test_a_result_timeout_that_is_not_a_finite_number_of_seconds_is_refused_at_once(
+        wrong: float) -> None:
+    """``timeout=nan`` compared false with everything and waited for ever; ``inf`` is None
+    spelt another way: both are refused, saying what to pass."""
+    async def main() -> None:
+        tab = World().open_tab()
+        job = tab.queue.enqueue(Held())
+        with pytest.raises(ValueError) as raised:
+            await asyncio.wait_for(job.result(timeout=wrong), 1)
+        assert str(raised.value) == (
+            f"job.result(timeout): expected a finite number of seconds >= 0, or None to wait "
+            f"until the job ends; got {wrong!r}")
+        assert not job.done.done()
+        await job.cancel()
     run(main)
 
 
