@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from .core.errors import ConfigurationError
+from .core.records import BUILT_IN_KINDS
 
 DEFAULT_DB_NAME = "ui-jobs"
 DEFAULT_LOCK_NAME = "ui-job-processor"
@@ -324,8 +325,15 @@ def transport_path(transport: Any) -> str | None:
 
 
 def check_reconstructor(name: Any, factory: Any) -> None:
+    """Raise :class:`ConfigurationError` unless ``factory`` may be registered as ``name``: a
+    callable, under a name that is not one of pyjobq's own kinds."""
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"a reconstructor name must be a non-empty str, got {name!r}")
+    if name in BUILT_IN_KINDS:
+        raise ConfigurationError(
+            f"reconstructor {name!r}: pyjobq uses that name for its own jobs (fetch jobs, "
+            "volatile jobs); choose another name (to change how fetch jobs are sent, give a "
+            "transport: configure(transport=...) or set_transport())")
     if not callable(factory):
         raise ConfigurationError(
             f"reconstructor {name!r} must be a factory: params -> async executor, got {factory!r}"

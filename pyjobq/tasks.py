@@ -59,7 +59,7 @@ from typing import (
 from . import config as _config
 from .abort import AbortSignal
 from .core.errors import ConfigurationError, InvalidJobError
-from .core.records import DEFAULT_MAX_ATTEMPTS, FETCH, stored_json
+from .core.records import BUILT_IN_KINDS, DEFAULT_MAX_ATTEMPTS, stored_json
 from .decorated import check_signal_first
 
 if TYPE_CHECKING:
@@ -69,9 +69,6 @@ __all__ = ["Task", "TaskQueue", "task"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: Names the queue itself uses for its job kinds.
-_RESERVED = frozenset({FETCH, "volatile"})
 
 
 class TaskQueue(Protocol):
@@ -400,7 +397,7 @@ def _declare(fn: Callable[..., Any], *, name: str | None, options: _Options,
     elif not isinstance(name, str) or not name:
         raise ConfigurationError(f"@pyjobq.task(name=...): expected a non-empty str, "
                                  f"got {name!r}")
-    if name in _RESERVED:
+    if name in BUILT_IN_KINDS:
         raise ConfigurationError(
             f"@pyjobq.task(name={name!r}): pyjobq uses that name for its own jobs; "
             "choose another")

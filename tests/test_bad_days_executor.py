@@ -8,12 +8,16 @@ tests/test_bad_days.py and tests/test_simulation.py.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 from typing import Any, Callable
 
 import pytest
 
+from helpers import Server
 from pyjobq.core.codes import Code
-from pyjobq.core.errors import InvalidJobError
+from pyjobq.core.errors import ConfigurationError, InvalidJobError
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.outcome import Outcome
 from pyjobq.handle import Job
@@ -136,3 +140,45 @@ def test_a_reconstructor_that_returns_no_executor_fails_its_job_at_once_saying_s
         stored = await world.store.get(job.id)
         assert (stored.status.value, stored.attempts) == ("failed", 1)
     run(main)
+
+
+# ---------------------------------------------------------------- the built-in kinds are pyjobq's
+
+@pytest.mark.parametrize("name", ["fetch", "volatile"])
+def test_register_reconstructor_refuses_the_names_of_pyjobqs_own_kinds(name: str) -> None:
+    async def main() -> None:
+        world = World()
+        server = Server()
+        tab = world.open_tab(transport=server)
+
+        def factory(params: Any) -> Any:
+            async def run(signal: Any) -> str:
+                return "mine"
+            return run
+
+        with pytest.raises(ConfigurationError) as raised:
+            tab.side.register_reconstructor(name, factory)
+        assert str(raised.value) == (
+            f"reconstructor {name!r}: pyjobq uses that name for its own jobs (fetch jobs, "
+            "volatile jobs); choose another name (to change how fetch jobs are sent, give a "
+            "transport: configure(transport=...) or set_transport())")
+        job = tab.side.enqueue_fetch("POST", "/still-the-transport")
+        assert (await asyncio.wait_for(job.done, 1)).status == "done"
+        assert server.paths == ["/still-the-transport"]
+    run(main)
+
+
+def test_configure_refuses_a_reconstructor_named_for_a_built_in_kind() -> None:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import pyjobq
+        try:
+            pyjobq.configure(reconstructors={"fetch": lambda params: None})
+        except pyjobq.ConfigurationError as exc:
+            print(exc)
+        print(sorted(pyjobq.config.settings().reconstructors))
+    """)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "reconstructor 'fetch': pyjobq uses that name for its own jobs (fetch jobs, volatile "
+        "jobs); choose another name (to change how fetch jobs are sent, give a transport: "
+        "configure(transport=...) or set_transport())", "[]"]

@@ -26,6 +26,11 @@ from .status import TERMINAL, Status
 
 DEFAULT_MAX_ATTEMPTS = 5
 FETCH = "fetch"
+#: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
+VOLATILE = "volatile"
+#: The job kinds pyjobq itself runs: no reconstructor or task may take their names (it would
+#: replace how every fetch job is sent, or run as a volatile job).
+BUILT_IN_KINDS = frozenset({FETCH, VOLATILE})
 FETCH_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 

@@ -48,6 +48,7 @@ from ..core.records import (
     FETCH,
     FETCH_METHODS,
     MAX_DEPTH,
+    VOLATILE,
     NewJob,
     check_key,
     check_str,
@@ -72,8 +73,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ExecutorSide", "VOLATILE", "current_job_id", "error_fields", "report_progress"]
 
-#: The reconstructor name of volatile jobs: their closure lives only in this tab's memory.
-VOLATILE = "volatile"
 
 
 def _assume_online() -> bool:
