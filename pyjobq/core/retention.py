@@ -19,6 +19,7 @@ Pure functions: the clock's reading comes in, a decision goes out.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from .records import JobRecord
@@ -43,3 +44,17 @@ def sweep_due(last_swept_at: float | None, now: float, every_ms: float = SWEEP_E
     """True when a sweep is due: never swept yet (the lease was just taken),
     or ``every_ms`` passed."""
     return last_swept_at is None or now - last_swept_at >= every_ms
+
+
+def stamped_ahead(records: Iterable[JobRecord], now: float) -> list[JobRecord]:
+    """The ``done`` records last written after ``now``: stamped by a writer whose clock is ahead
+    (or by other code). Their age would never reach the retention, so the sweep stamps them
+    ``now`` (:func:`clamped`), and their seven days count from when it found them."""
+    return [r for r in records if r.status is Status.DONE and r.updated_at > now]
+
+
+def clamped(record: JobRecord, now: float) -> JobRecord | None:
+    """``record`` stamped ``now`` if it is a ``done`` record stamped later; None: left as it is."""
+    if record.status is not Status.DONE or record.updated_at <= now:
+        return None
+    return replace(record, updated_at=now)

@@ -200,10 +200,14 @@ def due_slot(schedule: Schedule, now: float) -> float | None:
     return latest if latest > schedule.last_slot else None
 
 
-def earliest_wake(schedules: Mapping[str, Schedule] | list[Schedule]) -> float | None:
-    """The soonest moment one of ``schedules`` is next due; None for none."""
+def earliest_wake(schedules: Mapping[str, Schedule] | list[Schedule],
+                  held_back: Mapping[str, float] | None = None) -> float | None:
+    """The soonest moment one of ``schedules`` is next due; None for none. A schedule named in
+    ``held_back`` is not looked at before the moment given there."""
     values = schedules.values() if isinstance(schedules, Mapping) else schedules
-    return min((next_slot(s) for s in values), default=None)
+    held_back = held_back or {}
+    return min((max(next_slot(s), held_back.get(s.name, -math.inf)) for s in values),
+               default=None)
 
 
 def define(current: Schedule | None, definition: ScheduleDefinition,
@@ -217,6 +221,17 @@ def define(current: Schedule | None, definition: ScheduleDefinition,
     if current.definition == definition:
         return None
     return replace(current, definition=definition, updated_at=now)
+
+
+def synced(schedule: Schedule, slot: float | None, now: float) -> Occurrence | None:
+    """``schedule`` advanced to ``slot`` with no new job, its occurrence being the job already
+    stored under that slot's id; None when ``slot`` is no longer the one due (another tab
+    advanced it meanwhile)."""
+    if slot is None or due_slot(schedule, now) != slot:
+        return None
+    return Occurrence(replace(schedule, last_slot=slot,
+                              last_job_id=occurrence_id(schedule.name, slot), updated_at=now),
+                      None, slot)
 
 
 def occurrence(schedule: Schedule, previous: JobRecord | None, now: float) -> Occurrence | None:

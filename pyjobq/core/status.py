@@ -97,6 +97,7 @@ ONLY_PENDING = frozenset({Status.PENDING})
 ONLY_RUNNING = frozenset({Status.RUNNING})
 ONLY_PAUSED = frozenset({Status.PAUSED})
 ONLY_FAILED = frozenset({Status.FAILED})
+ONLY_DONE = frozenset({Status.DONE})
 
 
 def apply(status: Status | str, event: Event | str) -> Status:

@@ -43,18 +43,24 @@ from ..core.errors import PyjobqError
 from ..core.ports import Clock, ScheduleStore, Timer
 from ..core.records import JobRecord
 from ..core.schedule import (
+    Occurrence,
     Schedule,
     ScheduleDefinition,
     define,
     due_slot,
     earliest_wake,
     occurrence,
+    synced,
 )
 from .calls import Publish
 
 log = logging.getLogger("pyjobq")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+#: A schedule whose advance raised is left out of the looks, and of the wake, this long: the
+#: store's trouble may pass, and a stored row's is retried without a spin.
+TROUBLE_MS = 30_000.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,8 @@ class Periodic:
         self._known: dict[str, Schedule] | None = None
         self._timer: Timer | None = None
         self._stopped = False
+        #: Schedules whose advance raised, with when they are tried again.
+        self._troubled: dict[str, float] = {}
         #: Occurrences this engine enqueued and slots it skipped (coalesced): for tests and logs.
         self.enqueued = 0
         self.skipped = 0
@@ -109,7 +117,10 @@ class Periodic:
 
     async def look(self) -> None:
         """From inside a pass: enqueue every due slot (each in its own transaction with its
-        schedule's advance), then arm the wake for the earliest next slot."""
+        schedule's advance), then arm the wake for the earliest next slot.
+
+        A schedule's trouble is its own: an advance that raises is logged, and that schedule is
+        left out of the looks for :data:`TROUBLE_MS` (its wake too), while the pass goes on."""
         store = self._e.schedules
         if store is None or self._stopped:
             return
@@ -118,10 +129,16 @@ class Periodic:
         now = self._e.clock.now()
         moved = False
         for name, schedule in sorted(self._known.items()):
-            if due_slot(schedule, now) is None:
+            if due_slot(schedule, now) is None or self._troubled.get(name, now) > now:
                 continue
-            advanced = await store.advance_schedule(
-                name, lambda current, previous: occurrence(current, previous, now))
+            try:
+                advanced = await self._advance(store, schedule, now)
+            except Exception as exc:  # a stored row, or the store, the pass must not die of
+                self._troubled[name] = now + TROUBLE_MS
+                log.warning("pyjobq: periodic %r could not advance (%s): the other jobs go on, "
+                            "and it is tried again in %g s", name, exc, TROUBLE_MS / 1000)
+                continue
+            self._troubled.pop(name, None)
             if advanced is None:
                 moved = True  # another tab took the slot, or the schedule went: read again
                 continue
@@ -133,11 +150,28 @@ class Periodic:
                 self._published(advanced.job)
             else:
                 self.skipped += 1
-                log.info("pyjobq: periodic %r skipped slot %d: its previous occurrence %s is "
-                         "still unfinished", name, advanced.slot, schedule.last_job_id)
+                log.info("pyjobq: periodic %r accounted for slot %d without a new job: its "
+                         "occurrence %s is unfinished, or already stored", name,
+                         advanced.slot, advanced.schedule.last_job_id)
         if moved:
             self._known = {s.name: s for s in await store.schedules()}
         self._arm(now)
+
+    async def _advance(self, store: ScheduleStore, schedule: Schedule,
+                       now: float) -> Occurrence | None:
+        """The schedule's due slot taken with its advance; when that slot's occurrence is
+        already stored (a schedule restored from an older copy, written by other code, or
+        defined again after the clock went back, while the occurrence is still kept), the
+        schedule is synced to it instead: the slot is accounted for, by the job stored."""
+        try:
+            return await store.advance_schedule(
+                schedule.name, lambda current, previous: occurrence(current, previous, now))
+        except KeyError:
+            slot = due_slot(schedule, now)
+            log.warning("pyjobq: periodic %r: the occurrence of slot %s is already stored; the "
+                        "schedule is synced to it", schedule.name, slot)
+            return await store.advance_schedule(
+                schedule.name, lambda current, _previous: synced(current, slot, now))
 
     def _published(self, job: JobRecord) -> None:
         self._e.publish([job])
@@ -146,7 +180,7 @@ class Periodic:
         self._clear_timer()
         if self._stopped or not self._known:
             return
-        wake_at = earliest_wake(self._known)
+        wake_at = earliest_wake(self._known, self._troubled)
         if wake_at is not None:
             # A slot the stored schedule still shows due (read again just now) fires at once
             # only once: the next look advances it or reads it as moved on.

@@ -14,13 +14,14 @@ scheduler when the next sweep is due. A sweep reads the ``done`` index, deletes 
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Sequence
 
-from ..core.ports import Clock, Store, Timer
+from ..core.ports import Change, Clock, Store, Timer
 from ..core.records import JobRecord
-from ..core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
-from ..core.status import Status
+from ..core.retention import SWEEP_EVERY_MS, clamped, stamped_ahead, sweep_due, sweepable
+from ..core.status import ONLY_DONE, Status
 
 log = logging.getLogger("pyjobq")
 
@@ -28,8 +29,14 @@ log = logging.getLogger("pyjobq")
 async def sweep(store: Store, now: float, retention_ms: float,
                 publish: Callable[[Sequence[JobRecord]], None]) -> int:
     """Delete the ``done`` records older than ``retention_ms`` in one transaction, publish them
-    as deleted; returns how many."""
-    old = sweepable(await store.by_status(Status.DONE), now, retention_ms)
+    as deleted; returns how many. A ``done`` record stamped after ``now`` is stamped ``now``
+    (:func:`~pyjobq.core.retention.stamped_ahead`), so it is swept in its turn."""
+    done = await store.by_status(Status.DONE)
+    ahead = stamped_ahead(done, now)
+    if ahead:
+        await store.update_many([Change(r.id, functools.partial(clamped, now=now), ONLY_DONE)
+                                 for r in ahead])
+    old = sweepable(done, now, retention_ms)
     if old:
         await store.delete_many([r.id for r in old])
         publish(old)
@@ -61,7 +68,12 @@ class Sweeper:
         if not sweep_due(self._last_swept_at, now, self._every_ms):
             return
         self._last_swept_at = now
-        count = await sweep(self._store, now, self._retention_ms, self._publish)
+        try:
+            count = await sweep(self._store, now, self._retention_ms, self._publish)
+        except Exception as exc:  # the sweep's trouble is its own: the pass goes on
+            log.warning("pyjobq: the retention sweep failed (%s): tried again in %g min", exc,
+                        self._every_ms / 60_000)
+            count = 0
         if count:
             log.info("pyjobq swept %d done record(s) older than %g days", count,
                      self._retention_ms / 86_400_000)
