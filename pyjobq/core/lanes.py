@@ -89,16 +89,21 @@ def orphans(running: Iterable[E], in_flight: Collection[str],
             if r.status is Status.RUNNING and r.id not in in_flight and r.id not in held_elsewhere]
 
 
-def unparkable(paused: Iterable[E], held: Mapping[str, str]) -> list[E]:
-    """Paused records whose yield lock nobody holds exclusively.
+def unparkable(paused: Iterable[E], held: Mapping[str, str],
+               suspended: Collection[str] = ()) -> list[E]:
+    """Paused records whose yield lock nobody holds exclusively, and those paused with no yield
+    lock whose type is not suspended.
 
-    ``held`` maps a lock name to ``"exclusive"`` or ``"shared"``. Records paused
-    with no lock (a suspended volatile type) are never returned here.
+    ``held`` maps a lock name to ``"exclusive"`` or ``"shared"``. A record paused with no lock
+    is a suspended volatile type's while ``suspend_type`` holds it; one with no lock and no
+    suspension (another writer's, an older pyjobq's) has nothing that would ever unpark it,
+    so it waits as pending does.
     """
     return [
         r for r in paused
-        if (r.status is Status.PAUSED and r.yield_lock is not None
-            and held.get(r.yield_lock) != "exclusive")
+        if r.status is Status.PAUSED and (
+            held.get(r.yield_lock) != "exclusive" if r.yield_lock is not None
+            else r.type not in suspended)
     ]
 
 

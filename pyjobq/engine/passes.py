@@ -264,13 +264,15 @@ class Pass:
                              for e in orphaned])
 
     async def _unpark_free(self) -> None:
-        paused = [e for e in self._require_view().with_status(Status.PAUSED) if e.yield_lock]
+        paused = self._require_view().with_status(Status.PAUSED)
         if not paused:
             return
-        held = await self._e.locks.held()
+        held = await self._e.locks.held() if any(e.yield_lock for e in paused) else {}
         now = self._e.clock.now()
-        await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
-                             for e in lanes.unparkable(paused, held)])
+        free = lanes.unparkable(paused, held, self._e.suspended)
+        if free:
+            await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
+                                 for e in free])
         for entry in paused:
             if held.get(entry.yield_lock or "") == "exclusive":
                 self._e.run_locks.watch(entry.yield_lock or "")

@@ -26,11 +26,18 @@ def test_unparkable_returns_paused_jobs_whose_lock_is_not_held_exclusively() -> 
         rec("free", status=Status.PAUSED, yield_lock="L1"),
         rec("held", status=Status.PAUSED, yield_lock="L2"),
         rec("shared", status=Status.PAUSED, yield_lock="L3"),
-        rec("suspended", status=Status.PAUSED, yield_lock=None),
+        rec("suspended", "t", status=Status.PAUSED, yield_lock=None),
         rec("pending", status=Status.PENDING, yield_lock="L1"),
     ]
     held = {"L2": "exclusive", "L3": "shared"}
-    assert [r.id for r in unparkable(paused, held)] == ["free", "shared"]
+    assert [r.id for r in unparkable(paused, held, suspended={"t"})] == ["free", "shared"]
+
+
+def test_a_record_paused_with_no_yield_lock_and_no_suspension_is_unparkable() -> None:
+    # Another writer's (or an older pyjobq's) paused record: nothing else would ever unpark it.
+    paused = [rec("foreign", "t", status=Status.PAUSED, yield_lock=None),
+              rec("suspended", "s", status=Status.PAUSED, yield_lock=None)]
+    assert [r.id for r in unparkable(paused, {}, suspended={"s"})] == ["foreign"]
 
 
 # ---------------------------------------------------------------- park or claim: plan_starts
