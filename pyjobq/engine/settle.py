@@ -27,8 +27,13 @@ transaction's turn instead of one each. Each is decided on its own record, as al
 the shared transaction fails, each is committed again on its own, without its claim (as a
 settle alone is, once: a success whose result is still refused then fails).
 
-A success whose result the store refuses is failed, clearly (``result_not_storable``),
-rather than left running for recovery to run again. Under the outbox's mode a ``done``
+*An answer in hand is kept*: a settle the store refuses through :data:`RETRY_MS` keeps its
+run in flight — its lane and its run lock with it — and is tried again, backing off to
+:data:`KEEP_MAX_MS`, for as long as the engine runs; recovery skips a run in flight, here and
+(by its run lock) in every other tab, so the page's answer is never thrown away and the job
+never sent again for the store's trouble. A success whose result the store refuses while it
+takes the record without it is failed, clearly (``result_not_storable``), rather than left
+running for recovery to run again. Under the outbox's mode a ``done``
 entry is deleted once its ``done`` was published, so whoever waits on it sees it succeed.
 """
 
@@ -59,9 +64,15 @@ log = logging.getLogger("pyjobq")
 LOOK_EVERY_MS = 1_000.0
 
 #: A settle whose transaction failed is tried again after each of these waits (alone, without
-#: its lane's next claim); after the last, a success is failed as not storable and a failure
-#: is left running for the next pass to recover.
+#: its lane's next claim, in the queue of settles); then it leaves the queue and is kept
+#: (:meth:`Settler._kept`).
 RETRY_MS = (100.0, 1_000.0)
+
+#: A kept outcome (the store refused it through :data:`RETRY_MS`) is tried again after this
+#: wait, doubling up to :data:`KEEP_MAX_MS`, for as long as the engine runs: its run, lane and
+#: run lock stay this engine's meanwhile, so no recovery sends the job again.
+KEEP_MS = 2_000.0
+KEEP_MAX_MS = 30_000.0
 
 #: At most this many settle transactions under way: IndexedDB queues the second behind the
 #: first (no wait between them), and what arrives meanwhile goes together in the next.
@@ -176,8 +187,15 @@ class Settler:
         follow = await e.lanes.follow_on(flight, now)
         followed = keyed = False
         try:
-            stored = await self._queued(_Queued(flight.job_id, change, outcome, follow, now,
-                                                new_future()))
+            try:
+                stored = await self._queued(_Queued(flight.job_id, change, outcome, follow, now,
+                                                    new_future()))
+            except Exception as exc:
+                if e.control.stopped or isinstance(exc, DatabaseUpgradedError):
+                    raise
+                # The answer is in hand: its run, its lane and its run lock are kept until it is
+                # stored, so recovery (here or in another tab) never sends it again.
+                stored = await self._kept(flight.job_id, change, outcome, exc)
             followed = stored.followed
             settled = stored.done[0]
             if settled.record is not None and policy.waits_offline(settled.record):
@@ -325,7 +343,8 @@ class Settler:
                       outcome: RunResult, follow: tuple[Entry, Release] | None,
                       now: float) -> _Stored:
         """Store ``outcome`` with the claim of ``follow``, one transaction: what each change did,
-        the settle first, and whether the lane went on with ``follow``."""
+        the settle first, and whether the lane went on with ``follow``. Tried again after each of
+        :data:`RETRY_MS`; then the store's error is raised (:meth:`_kept` goes on from there)."""
         e = self._e
         for wait in (*RETRY_MS, None):
             try:
@@ -336,21 +355,48 @@ class Settler:
             except Exception as exc:
                 follow = None  # its run lock went with the transaction: the pass claims it
                 if wait is None or e.control.stopped or isinstance(exc, DatabaseUpgradedError):
-                    failure = exc
-                    break
+                    raise
                 # A store's failure may pass (an aborted transaction, a connection closing):
                 # the outcome is the page's answer, and is not to be lost for it.
                 log.warning("pyjobq: storing the outcome of %s failed (%s): again in %g ms",
                             job_id, exc, wait)
                 await sleep(e.clock, wait)
-        if not outcome.ok:
-            raise failure
-        # A success whose result the store still refuses: fail it, clearly, rather than leave
-        # it running for recovery to run again.
-        log.error("pyjobq: storing the result of %s failed: %s", job_id, failure)
-        failed = RunResult(ok=False, error=f"the result could not be stored: {failure}",
-                           status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
-        return _Stored(await e.write([change(failed)]), False)
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _kept(self, job_id: str, change: Callable[[RunResult], Change],
+                    outcome: RunResult, failure: Exception) -> _Stored:
+        """Store ``outcome`` however long the store refuses it: tried again after
+        :data:`KEEP_MS` doubling to :data:`KEEP_MAX_MS`, for as long as the engine runs (the
+        page's life). A success whose result the store refuses while it stores the same record
+        without it is failed, clearly (``result_not_storable``): the store works, and running
+        the job again would give the same result. Raises once the engine stopped."""
+        e = self._e
+        wait = KEEP_MS
+        while True:
+            if outcome.ok:
+                log.error("pyjobq: storing the result of %s failed (%s): its outcome is kept, "
+                          "and stored once the store takes it", job_id, failure)
+                not_storable = RunResult(
+                    ok=False, error=f"the result could not be stored: {failure}",
+                    status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
+                try:
+                    return _Stored(await e.write([change(not_storable)]), False)
+                except Exception as exc:
+                    if e.control.stopped or isinstance(exc, DatabaseUpgradedError):
+                        raise
+            else:
+                log.warning("pyjobq: storing the outcome of %s failed (%s): it is kept, and "
+                            "tried again in %g s", job_id, failure, wait / 1000)
+            await sleep(e.clock, wait)
+            wait = min(wait * 2, KEEP_MAX_MS)
+            if e.control.stopped:
+                raise failure
+            try:
+                return _Stored(await e.write([change(outcome)]), False)
+            except Exception as exc:
+                if isinstance(exc, DatabaseUpgradedError):
+                    raise
+                failure = exc
 
     async def _delete_if_done(self, settled: Updated) -> None:
         if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \
