@@ -40,12 +40,16 @@ from typing import (
 
 from .core.errors import LockStolen
 from .core.ports import (
+    REPLACE,
     Change,
     Clock,
+    KeyChange,
+    KeyUpdated,
     Message,
     Release,
     Unsubscribe,
     Updated,
+    decided_by_key,
     last_per_key,
     replaces,
 )
@@ -231,6 +235,42 @@ class MemoryStore:
             if record is not None and not failed:
                 found.append(record)
         return self._update_many([Change(r.id, apply, wanted) for r in _oldest_first(found)])
+
+    @_transaction
+    async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
+        # All or none: rows are written and deleted only once every change has been decided.
+        written: dict[str, dict[str, Any]] = {}
+        gone: list[JobRecord] = []
+        done: list[Updated] = []
+        for change in changes:
+            if change.job_id not in self._rows or change.job_id in written \
+                    or any(r.id == change.job_id for r in gone):
+                done.append(Updated(None, False))
+                continue
+            current, failed = self._load(change.job_id)
+            if current is None or failed:
+                done.append(Updated(current, False))
+                continue
+            # A walk over every row per keyed change: this store is the tests' (IndexedDB
+            # reads its by_key index).
+            others = [] if current.key is None else [
+                r for r in (self._read(k) for k, v in list(self._rows.items())
+                            if v.get("key") == current.key and k != change.job_id)
+                if r is not None]
+            decided = decided_by_key(change, current, others)
+            if decided is None:
+                done.append(Updated(current, False))
+            elif decided is REPLACE:
+                gone.append(current)
+                done.append(Updated(None, True))
+            else:
+                assert isinstance(decided, JobRecord)
+                written[change.job_id] = _copy(decided.to_dict())
+                done.append(Updated(self._decode(written[change.job_id]), True))
+        self._rows.update(written)
+        for record in gone:
+            self._rows.pop(record.id, None)
+        return KeyUpdated(done, gone)
 
     def _update_many(self, changes: Sequence[Change]) -> list[Updated]:
         # All or none: the new rows are written only once every change has run.
@@ -465,6 +505,33 @@ class VolatileStore:
         for record in written.values():  # all or none: kept only once every change has run
             self._keep(record)
         return done
+
+    async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
+        written: dict[str, JobRecord] = {}
+        gone: dict[str, JobRecord] = {}
+        done: list[Updated] = []
+        for change in changes:
+            current = self._records.get(change.job_id)
+            if current is None or change.job_id in written or change.job_id in gone:
+                done.append(Updated(None, False))
+                continue
+            others = [] if current.key is None else [
+                r for r in self._records.values() if r.key == current.key and r.id != current.id]
+            decided = decided_by_key(change, current, others)
+            if decided is None:
+                done.append(Updated(current, False))
+            elif decided is REPLACE:
+                gone[current.id] = current
+                done.append(Updated(None, True))
+            else:
+                assert isinstance(decided, JobRecord)
+                written[change.job_id] = decided
+                done.append(Updated(decided, True))
+        for record in written.values():  # all or none: kept only once every change has run
+            self._keep(record)
+        for job_id in gone:
+            del self._records[job_id]
+        return KeyUpdated(done, list(gone.values()))
 
     async def update_by_status(self, statuses: Collection[Status],
                                apply: Callable[[JobRecord], JobRecord | None], *,

@@ -549,6 +549,50 @@ async def check_delete_many_when_deletes_only_records_of_those_statuses(store: A
     assert await store.all() == [b]
 
 
+async def check_update_keyed_decides_on_the_keys_records_as_stored(store: Any) -> None:
+    from pyjobq.core import keys
+    from pyjobq.core.ports import REPLACE, KeyChange
+    from pyjobq.core.status import REPLACEABLE
+
+    def replace_outdated(cur: JobRecord, others: Any) -> Any:
+        return REPLACE if keys.outdated(cur, others) else None
+
+    old = make_record("old", key="k")
+    gone = make_record("gone", created_at=T0 + 1, key="k", status="cancelled")
+    lone = make_record("lone", created_at=T0 + 2, key="j")
+    await store.add([old, gone, lone])
+    # The only newer record of its key was cancelled: nothing replaces "old".
+    done = await store.update_keyed([KeyChange("old", replace_outdated, REPLACEABLE),
+                                     KeyChange("lone", replace_outdated, REPLACEABLE),
+                                     KeyChange("missing", replace_outdated, REPLACEABLE)])
+    assert [u.applied for u in done.updated] == [False, False, False] and done.replaced == []
+    # A newer job of the key, stored as running (so its add replaced nothing): "old" goes.
+    await store.add([make_record("newer", created_at=T0 + 3, key="k", status="running",
+                                 owner="s")])
+    done = await store.update_keyed([KeyChange("old", replace_outdated, REPLACEABLE)])
+    assert done.updated == [Updated(None, True)] and _ids(done.replaced) == ["old"]
+    assert _ids(await store.all()) == ["gone", "lone", "newer"]
+
+
+async def check_update_keyed_writes_what_it_decided_and_only_within_when(store: Any) -> None:
+    from pyjobq.core.ports import KeyChange
+    from pyjobq.core.status import ONLY_FAILED
+
+    failed = make_record("f", status="failed", key="k", error="x")
+    await store.add([failed])
+    seen: list[Any] = []
+
+    def revive(cur: JobRecord, others: Any) -> Any:
+        seen.append(list(others))
+        return make_record("f", key="k", created_at=T0, attempts=0)
+
+    done = await store.update_keyed([KeyChange("f", revive, ONLY_FAILED)])
+    assert seen == [[]] and done.updated[0].applied and done.replaced == []
+    assert (await store.get("f")).status is Status.PENDING
+    done = await store.update_keyed([KeyChange("f", revive, ONLY_FAILED)])  # pending now
+    assert not done.updated[0].applied and len(seen) == 1
+
+
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_add_then_get,
     check_get_missing_is_none,
@@ -585,6 +629,8 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
     check_a_keyed_add_that_fails_replaces_nothing,
     check_a_replacement_and_a_claim_apply_in_call_order,
     check_delete_many_when_deletes_only_records_of_those_statuses,
+    check_update_keyed_decides_on_the_keys_records_as_stored,
+    check_update_keyed_writes_what_it_decided_and_only_within_when,
 ]
 
 

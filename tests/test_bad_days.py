@@ -8,16 +8,19 @@ tests/test_simulation.py; Chromium covers what only the browser can show (tests/
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
 
 from helpers import Server
 from pyjobq.abort import AbortSignal
+from pyjobq.core import policy
 from pyjobq.core.errors import StorageError
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.core.ports import Change
+from pyjobq.core.status import UNFINISHED
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.engine.online import WATCH_MS
 from pyjobq.engine.settle import RETRY_MS
@@ -842,4 +845,230 @@ def test_an_engine_with_no_job_waiting_offline_does_not_watch_the_network() -> N
         await world.advance(60_000)  # idle and offline
         soonest = world.clock.next_timer_at()
         assert soonest is None or soonest - world.clock.now() > WATCH_MS, soonest
+    run(main)
+
+
+# ------------------------------------------------------------- a schedule's trouble stays its own
+
+def test_a_schedule_whose_slot_is_already_stored_does_not_halt_the_other_jobs() -> None:
+    """A ``schedules`` row restored from an older copy (or written by other code) whose latest
+    due slot's occurrence is already stored: the occurrence's add raised in every look, so every
+    pass failed and no job of any type ran while that slot stayed the latest due."""
+    from test_periodic import MINUTE, NAME, Ticks, open_with, slot_id, to_next_slot
+
+    async def main() -> None:
+        world, ticks, server = World(), Ticks(), Server()
+        tab = open_with(world, ticks, transport=server, page_lease=True)
+        await settle()
+        slot = await to_next_slot(world)
+        assert (await world.store.get(slot_id(slot))).status.value == "done"
+        older = dict(world.store.raw_schedules()[NAME], last_slot=slot - MINUTE,
+                     last_job_id=slot_id(slot - MINUTE))
+        world.store.put_raw_schedule(older)  # the copy from before that slot ran
+        tab.scheduler.periodic.heard()
+        job = tab.side.enqueue_fetch("POST", "/other", type="other")
+        await world.advance(2_000)
+        record = await world.store.get(job.id)
+        assert (record.status.value, server.paths) == ("done", ["/other"])
+        # The slot is accounted for by the occurrence already stored: not run again, and the
+        # next slot is enqueued once, at its moment.
+        assert world.store.raw_schedules()[NAME]["last_slot"] == slot
+        assert ticks.ids() == [slot_id(slot)]
+        following = await to_next_slot(world)
+        assert ticks.ids() == [slot_id(slot), slot_id(following)]
+    run(main)
+
+
+def test_a_schedule_whose_advance_keeps_failing_is_skipped_and_the_pass_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Any failure of one schedule's advance (not only a stored slot) is that schedule's: logged,
+    tried again later, and the pass's recovery and claims go on meanwhile."""
+    from test_periodic import Ticks, open_with, to_next_slot
+
+    async def main() -> None:
+        world, ticks, server = World(), Ticks(), Server()
+        tab = open_with(world, ticks, transport=server, page_lease=True)
+        await settle()
+        store = tab.scheduler.periodic._e.schedules
+
+        async def refuse(name: str, decide: Any) -> Any:
+            raise StorageError(f"IndexedDB advance_schedule failed for {name}")
+
+        store.advance_schedule = refuse  # type: ignore[method-assign]
+        await to_next_slot(world)
+        job = tab.side.enqueue_fetch("POST", "/other", type="other")
+        await world.advance(2_000)
+        assert (await world.store.get(job.id)).status.value == "done"
+        assert ticks.ids() == []
+        looks = tab.scheduler.looks
+        await world.advance(10_000)
+        assert tab.scheduler.looks - looks <= 3  # tried again later, not in a spin
+        del store.advance_schedule  # the store works again: the slot is enqueued
+        await world.advance(60_000)
+        assert len(ticks.ids()) == 1
+
+    with caplog.at_level(logging.WARNING, logger="pyjobq"):
+        run(main)
+    assert any("advance_schedule failed" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------- an answer in hand is kept
+
+@pytest.mark.parametrize("online", [True, False])
+def test_an_answer_is_stored_however_long_the_store_fails_and_never_sent_again(
+        online: bool) -> None:
+    """The store failing for about 1.2 s outlasted the settle's tries: a success fell back to
+    ``result_not_storable`` through the same failing store, stayed running, and the next pass
+    recovered it and sent it again (a ``POST /pay`` applied twice; with ``max_attempts=1``,
+    ``failed page_gone`` though the server applied it)."""
+    async def main() -> None:
+        world = World()
+        sent: list[str] = []  # the requests that reached the server
+
+        async def server(method: str, path: str, body: Any) -> Response:
+            if not world.online:
+                raise OSError("Failed to fetch")
+            sent.append(path)
+            return Response(200, {"paid": True})
+
+        tab = world.open_tab(transport=server)
+        await settle()
+        failing_until: list[float] = []
+
+        async def outage(_tab: Tab, operation: str, phase: str, args: tuple) -> None:
+            if operation != "update_many" or phase != "before":
+                return
+            ids = [c.job_id for c in args[0]]
+            record = await world.store.get(job.id) if job.id in ids else None
+            if not failing_until and record is not None and record.status.value == "running":
+                failing_until.append(world.clock.now() + 5_000)
+            if failing_until and world.clock.now() < failing_until[0]:
+                raise StorageError("IndexedDB update_many failed: UnknownError: aborted.")
+
+        world.store_hook = outage
+        world.online = online
+        job = tab.queue.enqueue_fetch("POST", "/pay", max_attempts=1)
+        await settle()
+        for _ in range(20):
+            await world.advance(1_000)
+        assert failing_until
+        record = await world.store.get(job.id)
+        if online:
+            assert (record.status.value, record.result, record.code) == ("done", {"paid": True},
+                                                                         None)
+            assert sent == ["/pay"]
+        else:
+            assert (record.status.value, record.code, record.attempts) == ("pending", "offline", 0)
+            world.online = True
+            tab.scheduler.wake()
+            await world.advance(60_000)
+            record = await world.store.get(job.id)
+            assert (record.status.value, record.attempts, sent) == ("done", 1, ["/pay"])
+    run(main)
+
+
+# ---------------------------------------------------------------- keys: the newest lands last
+
+def test_an_older_keyed_job_is_not_replaced_by_a_newer_one_that_no_longer_waits() -> None:
+    """Tab W filed v2 of a key while v1 ran in tab H, then cancelled it, and its news never went
+    out; v1 failed 503 and was deleted as replaced by a job that no longer existed: nothing of
+    the key was ever sent again. The replace is decided in the transaction that deletes."""
+    async def main() -> None:
+        world, server = World(), Server("hold")
+        holder = world.open_tab(transport=server, page_lease=True)
+        await settle()
+        v1 = holder.side.enqueue_fetch("PUT", "/doc", {"v": 1}, key="doc")
+        await settle()
+        assert server.holding == ["/doc"]
+        other = world.open_tab(transport=server)
+        await world.advance(1)  # filed later: the newer of the key
+        v2 = other.side.enqueue_fetch("PUT", "/doc", {"v": 2}, key="doc")
+        await settle()
+        now = world.clock.now()
+        # W's cancel is stored, and W closes before its news goes out.
+        await world.store.update(Change(v2.id, lambda cur: policy.cancel(cur, now), UNFINISHED))
+        other.crash()
+        server.release("/doc", Response(503, {}))
+        for _ in range(10):
+            await world.advance(2_000)
+        record = await world.store.get(v1.id)
+        assert record is not None and (record.status.value, record.code) == ("done", None)
+        assert [body for _, _, body in server.calls] == [{"v": 1}, {"v": 1}]
+    run(main)
+
+
+def test_retrying_an_older_keyed_job_after_a_newer_one_succeeded_sends_nothing() -> None:
+    """"Retry failed" sent v1 of a key after v2 of it had succeeded: the server's document went
+    back to v1. An older job of a key whose newer job is stored ends as replaced instead."""
+    async def main() -> None:
+        world = World()
+        server = Server(Response(409, {"code": "stale_etag"}))
+        tab = world.open_tab(transport=server, page_lease=True)
+        await settle()
+        v1 = tab.side.enqueue_fetch("PUT", "/doc", {"v": 1}, key="doc")
+        assert (await v1.done).code == "stale_etag"
+        await world.advance(1)
+        v2 = tab.side.enqueue_fetch("PUT", "/doc", {"v": 2}, key="doc")
+        assert (await v2.done).status == "done"
+        assert await tab.side.retry_job(v1.id) is False
+        assert await tab.side.retry_all() == 0
+        await world.advance(10_000)
+        assert [body for _, _, body in server.calls] == [{"v": 1}, {"v": 2}]
+        assert await world.store.get(v1.id) is None  # replaced: its newer job landed
+        assert (await world.store.get(v2.id)).status.value == "done"
+    run(main)
+
+
+def test_retry_all_of_two_failed_jobs_of_a_key_sends_only_the_newer() -> None:
+    async def main() -> None:
+        world = World()
+        server = Server(Response(409, {}), Response(409, {}))
+        tab = world.open_tab(transport=server, page_lease=True)
+        await settle()
+        v1 = tab.side.enqueue_fetch("PUT", "/doc", {"v": 1}, key="doc")
+        await v1.done
+        await world.advance(1)
+        v2 = tab.side.enqueue_fetch("PUT", "/doc", {"v": 2}, key="doc")
+        await v2.done
+        await tab.side.retry_all()
+        await world.advance(10_000)
+        assert [body for _, _, body in server.calls] == [{"v": 1}, {"v": 2}, {"v": 2}]
+        assert await world.store.get(v1.id) is None
+        assert (await world.store.get(v2.id)).status.value == "done"
+    run(main)
+
+
+# ---------------------------------------------------------------- records other code wrote
+
+def test_a_stored_paused_record_with_no_yield_lock_runs() -> None:
+    """Paused with no yield lock (older or foreign data): nothing unparks it in the persistent
+    queue (unparking needs a yield lock; resume_type is volatile jobs'; retry_job refuses
+    paused), so it never ended."""
+    async def main() -> None:
+        world, server = World(), Server()
+        stale = record("foreign", status="paused", next_retry_at=None,
+                       created_at=world.clock.now() - 1_000)
+        world.store.put_raw(stale.to_dict())
+        world.open_tab(transport=server, page_lease=True)
+        await world.advance(1_000)
+        found = await world.store.get("foreign")
+        assert (found.status.value, server.paths) == ("done", ["/foreign"])
+    run(main)
+
+
+def test_a_done_record_stamped_in_the_future_is_swept_seven_days_after_it_was_found() -> None:
+    """A done record whose ``updated_at`` is far in the future (another writer's clock) was never
+    older than seven days, so never swept: its time is clamped to now when the sweep finds it."""
+    async def main() -> None:
+        world = World()
+        year = 365 * 86_400_000.0
+        ahead = record("ahead", status="done", created_at=world.clock.now() + year,
+                       updated_at=world.clock.now() + year)
+        world.store.put_raw(ahead.to_dict())
+        world.open_tab(transport=Server(), page_lease=True)
+        await settle()
+        assert await world.store.get("ahead") is not None
+        for _ in range(8 * 24 + 2):
+            await world.advance(3_600_000)
+        assert await world.store.get("ahead") is None
     run(main)

@@ -123,8 +123,8 @@ def test_a_keyed_run_that_falls_back_to_waiting_behind_a_newer_job_is_replaced()
 
 
 def test_retry_job_of_an_old_keyed_job_behind_a_newer_one_is_replaced() -> None:
-    """At most one job of a key waits: a failed one revived beside a newer waiting one is
-    replaced by the next look (the newer carries the latest change)."""
+    """At most one job of a key waits: a failed one retried beside a newer waiting one is
+    replaced at once, not revived (the newer carries the latest change)."""
     async def main() -> None:
         world, server, tab = serving(Response(422, {"code": "invalid"}), "hold")
         failed = tab.side.enqueue_fetch("PUT", "/failed", key="k")
@@ -133,7 +133,8 @@ def test_retry_job_of_an_old_keyed_job_behind_a_newer_one_is_replaced() -> None:
         blocker = tab.side.enqueue_fetch("PUT", "/blocker")  # holds lane default
         newer = tab.side.enqueue_fetch("PUT", "/newer", key="k", delay_ms=10_000)
         await settle()
-        assert await tab.side.retry_job(failed.id)
+        assert await tab.side.retry_job(failed.id) is False
+        assert (await failed.done).status == Status.FAILED  # its end came before the retry
         await settle()
         keyed = [s for s in await statuses(world) if s[2] == "k"]
         assert keyed == [("/newer", "pending", "k")]

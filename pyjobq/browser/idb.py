@@ -46,7 +46,16 @@ from pyodide.ffi import jsnull, to_js
 # Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
 from ..core.errors import DatabaseUpgradedError as DatabaseUpgradedError
 from ..core.errors import StorageError as StorageError
-from ..core.ports import Change, Updated, last_per_key, replaces
+from ..core.ports import (
+    REPLACE,
+    Change,
+    KeyChange,
+    KeyUpdated,
+    Updated,
+    decided_by_key,
+    last_per_key,
+    replaces,
+)
 from ..core.records import (
     MALFORMED,  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
     MAX_DEPTH,
@@ -441,6 +450,52 @@ def _add_keyed(t: _Transaction, values: Any, keys: Sequence[str], adding: Collec
     index = t.store.index("by_key")
     for key in keys:
         t.then(index.openCursor(key), step)
+
+
+def _update_keyed(t: _Transaction, changes: Sequence[KeyChange], done: list[Updated | None],
+                  replaced: list[JobRecord]) -> None:
+    """:meth:`IndexedDBStore.update_keyed` in ``t``: each record read, then its key's records
+    through the ``by_key`` index from that read's success event, then the decision and its
+    write from theirs — decided on what this transaction read. ``done[i]``: what change ``i``
+    did; ``replaced``: the records deleted as replaced."""
+    taken: set[str] = set()
+
+    def decide(i: int, current: JobRecord, values: Any) -> None:
+        others = [r for r in _records(values, []) if r.id != current.id] \
+            if values is not None else []
+        decided = decided_by_key(changes[i], current, others)
+        if decided is None:
+            done[i] = Updated(current, False)
+        elif decided is REPLACE:
+            t.store.delete(current.id)
+            replaced.append(current)
+            done[i] = Updated(None, True)
+        else:
+            assert isinstance(decided, JobRecord)
+            t.store.put(_to_js(decided.to_dict()))
+            done[i] = Updated(decided, True)
+
+    def read(i: int, value: Any) -> None:
+        job_id = changes[i].job_id
+        if value is None or value is jsnull or job_id in taken:
+            done[i] = Updated(None, False)
+            return
+        taken.add(job_id)
+        bad: list[tuple[Any, JobRecord]] = []
+        current = _decode(value, bad)
+        if bad:
+            _put_failed(t.store, *bad[0])  # failed in this same transaction, and left
+            done[i] = Updated(bad[0][1], False)
+        elif current is None:
+            done[i] = Updated(None, False)
+        elif current.key is None or current.status not in changes[i].when:
+            decide(i, current, None)
+        else:
+            t.then(t.store.index("by_key").getAll(current.key),
+                   functools.partial(decide, i, current))
+
+    for i, change in enumerate(changes):
+        t.then(t.store.get(change.job_id), functools.partial(read, i))
 
 
 class _OwnWrites:
@@ -849,6 +904,17 @@ class IndexedDBStore(_ScheduleStore):
             "update_many", [c.job_id for c in changes], None,
             lambda read: _apply(changes, done, read.values, read.texts.to_py(), self._own, put)))
         return done
+
+    async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
+        if not changes:
+            return KeyUpdated([], [])
+        t = await self._tx("readwrite", "update_keyed")
+        done: list[Updated | None] = [None] * len(changes)
+        replaced: list[JobRecord] = []
+        _update_keyed(t, changes, done, replaced)
+        await t
+        return KeyUpdated([u if u is not None else Updated(None, False) for u in done],
+                          sorted(replaced, key=lambda r: (r.created_at, r.id)))
 
     async def update_by_status(self, statuses: Collection[Status],
                                apply: Callable[[JobRecord], JobRecord | None], *,

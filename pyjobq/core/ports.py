@@ -60,6 +60,49 @@ class Change(NamedTuple):
         return self.apply(current)
 
 
+class Replace:
+    """The answer of a :class:`KeyChange` that deletes its record as replaced (:data:`REPLACE`)."""
+
+    def __repr__(self) -> str:
+        return "REPLACE"
+
+
+REPLACE = Replace()
+"""What a :class:`KeyChange`'s ``decide`` returns to delete its record as replaced."""
+
+
+class KeyChange(NamedTuple):
+    """One decision of :meth:`Store.update_keyed`: made on the record and the other records of
+    its key as stored, in the transaction that writes it.
+
+    ``decide(current, others)`` returns the replacement, :data:`REPLACE` to delete ``current``
+    as replaced by a newer job of its key, or None to leave it; it is called only if the
+    record's status is one of ``when``. ``others`` is [] for a record without a key.
+    """
+
+    job_id: str
+    decide: Callable[[JobRecord, Sequence[JobRecord]], "JobRecord | Replace | None"]
+    when: Collection[Status]
+
+
+class KeyUpdated(NamedTuple):
+    """What :meth:`Store.update_keyed` did: what each change wrote or left (:class:`Updated`,
+    in order; a replaced record's is ``Updated(None, True)``), and the records it deleted as
+    replaced, as they were."""
+
+    updated: list["Updated"]
+    replaced: list[JobRecord]
+
+
+def decided_by_key(change: KeyChange, current: JobRecord,
+                   others: Sequence[JobRecord]) -> "JobRecord | Replace | None":
+    """What ``change`` does to ``current`` (None: leaves it, also when its status is not one of
+    ``when``): what every store's :meth:`Store.update_keyed` runs."""
+    if current.status not in change.when:
+        return None
+    return change.decide(current, [o for o in others if o.id != current.id])
+
+
 class Updated(NamedTuple):
     """What one :class:`Change` did: the record stored afterwards (None: there is none),
     and whether the change was applied."""
@@ -115,6 +158,12 @@ class Store(Protocol):
         applied. Group commit: a settle and the next claim of its lane, or the claims of
         every lane, cost one transaction.
         """
+
+    async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
+        """Each change decided on its record and on every other record of its key as stored, in
+        one transaction (all or none): written, deleted as replaced, or left. A missing,
+        foreign or malformed record is left (``Updated(record or None, False)``); a key's
+        foreign or malformed records are not among ``others``."""
 
     async def update_by_status(self, statuses: Collection[Status],
                                apply: Callable[[JobRecord], JobRecord | None], *,

@@ -152,6 +152,11 @@ class QueueView:
         """News named this id: read it again before deciding from it."""
         self._stale.add(job_id)
 
+    def mark_key_stale(self, key: str) -> None:
+        """A decision on ``key``'s records found the store disagreeing with this view: read each
+        of them again before deciding from them."""
+        self._stale.update(job_id for _created, job_id in self._keys.get(key, ()))
+
     def stale(self) -> list[str]:
         """The ids to read again, and the slate wiped (the caller applies what it reads)."""
         ids, self._stale = sorted(self._stale), set()

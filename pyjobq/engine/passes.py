@@ -42,10 +42,10 @@ import functools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..core import lanes, policy
+from ..core import keys, lanes, policy
 from ..core.messages import RECHECK_MS
 from ..core.mode import Mode
-from ..core.ports import Change, Release, Updated
+from ..core.ports import REPLACE, Change, KeyChange, Release, Replace, Updated
 from ..core.records import JobRecord
 from ..core.status import (
     CLAIMABLE,
@@ -264,29 +264,10 @@ class Pass:
                              for e in orphaned])
 
     async def _unpark_free(self) -> None:
-        paused = self._require_view().with_status(Status.PAUSED)
-        if not paused:
-            return
-        held = await self._e.locks.held() if any(e.yield_lock for e in paused) else {}
-        now = self._e.clock.now()
-        free = lanes.unparkable(paused, held, self._e.suspended)
-        if free:
-            await self._e.write([Change(e.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
-                                 for e in free])
-        for entry in paused:
-            if held.get(entry.yield_lock or "") == "exclusive":
-                self._e.run_locks.watch(entry.yield_lock or "")
+        await unpark_free(self._e, self._require_view())
 
     async def _replace_superseded(self) -> None:
-        """Keys that replace: delete the waiting records a newer job of their key outdated
-        (:meth:`pyjobq.core.view.QueueView.superseded`), only while they still wait (the delete's
-        ``when``), and publish them deleted with the code ``replaced`` — before this look starts
-        anything, so an outdated job is never sent after the newer one is stored."""
-        outdated = self._require_view().superseded()
-        if not outdated or self._e.control.revoked:
-            return
-        deleted = await self._e.store.delete_many([e.id for e in outdated], when=REPLACEABLE)
-        self._e.replaced(deleted)
+        await replace_superseded(self._e, self._require_view())
 
     def _busy(self) -> set[str]:
         return self._e.flights.busy_types() | self._busy_elsewhere | self._e.left_for_pages.types
@@ -462,6 +443,46 @@ class Pass:
             due_at = min(due_at if due_at is not None else now + self._e.mode.recheck_ms,
                          now + self._e.mode.recheck_ms)
         self._e.retry_timer.arm_at(due_at)
+
+
+async def unpark_free(e: PassEngine, view: QueueView) -> None:
+    """Return to the queue the paused jobs nothing holds any more (:func:`lanes.unparkable`), and
+    watch the yield locks that still hold theirs."""
+    paused = view.with_status(Status.PAUSED)
+    if not paused:
+        return
+    held = await e.locks.held() if any(entry.yield_lock for entry in paused) else {}
+    now = e.clock.now()
+    free = lanes.unparkable(paused, held, e.suspended)
+    if free:
+        await e.write([Change(entry.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
+                       for entry in free])
+    for entry in paused:
+        if held.get(entry.yield_lock or "") == "exclusive":
+            e.run_locks.watch(entry.yield_lock or "")
+
+
+async def replace_superseded(e: PassEngine, view: QueueView) -> None:
+    """Keys that replace: delete the waiting records a newer job of their key outdated
+    (:meth:`pyjobq.core.view.QueueView.superseded`), and publish them deleted with the code
+    ``replaced`` — before the look starts anything, so an outdated job is never sent after the
+    newer one is stored. The view only proposes: each is decided in the transaction that deletes
+    it, on its key's records as stored (:func:`pyjobq.core.keys.outdated`), since a newer job
+    another tab cancelled or deleted, its news lost, replaces nothing. Where the store disagreed,
+    the key's records are read again before the next look decides."""
+    outdated = view.superseded()
+    if not outdated or e.control.revoked:
+        return
+    done = await e.store.update_keyed(
+        [KeyChange(entry.id, _replace_outdated, REPLACEABLE) for entry in outdated])
+    for entry, updated in zip(outdated, done.updated):
+        if not updated.applied and entry.key is not None:
+            view.mark_key_stale(entry.key)
+    e.replaced(done.replaced)
+
+
+def _replace_outdated(cur: JobRecord, others: Sequence[JobRecord]) -> JobRecord | Replace | None:
+    return REPLACE if keys.outdated(cur, others) else None
 
 
 def _park(cur: JobRecord, *, now: float, lock: str | None) -> JobRecord:

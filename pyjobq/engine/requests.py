@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Awaitable, Callable
+from typing import AbstractSet, Any, Awaitable, Callable, Sequence
 
-from ..core import policy
+from ..core import keys, policy
 from ..core.codes import REPLACED_ERROR, Code
 from ..core.errors import InvalidJobError
 from ..core.messages import make
 from ..core.mode import RETENTION_MS
-from ..core.ports import Change, Clock, Store, Updated
+from ..core.ports import REPLACE, Change, Clock, KeyChange, KeyUpdated, Replace, Store, Updated
 from ..core.records import JobRecord, NewJob
 from ..core.status import KNOWN, ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
 from .calls import Publish, Send, Write
@@ -230,20 +230,41 @@ class RequestTable:
         return True
 
     async def retry_job(self, msg: dict[str, Any]) -> bool:
-        now = self._engine.clock.now()
-        [updated] = await self._engine.write(
-            [Change(msg["job_id"], lambda cur: policy.revive(cur, now), REVIVABLE)])
-        if updated.applied:
+        """Revive a failed or cancelled job; an older job of a key whose newer job is stored
+        ends as replaced instead (:func:`pyjobq.core.keys.landed_over`): the newest of a key
+        lands last. Returns whether it was revived."""
+        done = await self._revived([msg["job_id"]])
+        revived = done.updated[0].applied and done.updated[0].record is not None
+        if revived:
             self._engine.wake()
-        return updated.applied
+        return revived
 
     async def retry_all(self, _msg: dict[str, Any]) -> int:
+        """Revive every failed and cancelled job, in one transaction; those of a key, each on
+        its key's records as stored (as :meth:`retry_job`), in a second. Returns how many."""
         now = self._engine.clock.now()
-        count = self._published(await self._engine.store.update_by_status(
-            REVIVABLE, lambda cur: policy.revive(cur, now)))
+        unkeyed = await self._engine.store.update_by_status(
+            REVIVABLE, lambda cur: policy.revive(cur, now) if cur.key is None else None)
+        count = self._published(unkeyed)
+        keyed = [u.record.id for u in unkeyed
+                 if not u.applied and u.record is not None and u.record.key is not None]
+        if keyed:
+            count += self._published((await self._revived(keyed)).updated)
         if count:
             self._engine.wake()
         return count
+
+    async def _revived(self, job_ids: list[str]) -> KeyUpdated:
+        engine = self._engine
+        now = engine.clock.now()
+
+        def revive(cur: JobRecord, others: Sequence[JobRecord]) -> JobRecord | Replace:
+            return REPLACE if keys.landed_over(cur, others) else policy.revive(cur, now)
+
+        done = await engine.store.update_keyed([KeyChange(i, revive, REVIVABLE) for i in job_ids])
+        if done.replaced:
+            engine.publish(done.replaced, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
+        return done
 
     async def cleanup_old(self, msg: dict[str, Any]) -> int:
         """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup"),

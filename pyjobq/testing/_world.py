@@ -154,7 +154,7 @@ class GuardedStore:
 
     #: The store operations that write.
     WRITES = ("add", "update", "update_many", "delete_many", "delete_group", "update_by_status",
-              "put_schedule", "delete_schedule", "advance_schedule")
+              "update_keyed", "put_schedule", "delete_schedule", "advance_schedule")
 
     def __init__(self, store: MemoryStore, tab: Context) -> None:
         self._store, self._tab = store, tab
