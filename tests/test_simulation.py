@@ -70,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import json
+import logging
 import os
 import random
 import sys
@@ -80,6 +81,8 @@ from typing import Any
 import pytest
 
 from pyjobq.abort import AbortSignal
+from pyjobq.core import policy
+from pyjobq.core.errors import StorageError
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.policy import SW_GIVE_BACKS
 from pyjobq.core.schedule import ScheduleDefinition, slot_at
@@ -173,6 +176,13 @@ SW_SLACK_MS = 4 * (LOOK_MS + SW_CLOCK_STEP)
 SW_ONLY_SYNCS = 3
 SYNC_AGAIN_MS = 60_000.0
 SW_SCRIPT_BUDGET = 120_000.0
+#: Share of seeds whose store fails for a while now and then (drawn apart from the steps): at
+#: each of a tab's store writes while faults run, the chance that an outage begins there, and
+#: how long one lasts — every write fails meanwhile, as an IndexedDB whose transactions abort
+#: (a connection closing, a disk hiccup) does.
+STORE_FAULTS = 1 / 3
+OUTAGE_START = 0.05
+OUTAGE_MS = (100.0, 3_000.0)
 
 
 @dataclass
@@ -237,6 +247,18 @@ class Sim:
     disagreed: bool = False
     # drains that left a type to the pages (their report's ``for_pages``)
     left_for_pages: int = 0
+    #: The store's own chances (STORE_FAULTS); None: it never fails.
+    store_rng: random.Random | None = None
+    #: Until when the store's outage lasts (every write fails meanwhile).
+    outage_until: float = 0.0
+    outages: int = 0
+    # job id -> the context whose transport got its answer, until the job is claimed again: a
+    # run whose answer reached a page that lives on is never recovered as an orphan
+    in_hand: dict[str, Tab | ServiceWorker] = field(default_factory=dict)
+    # key -> the ids of its jobs whose request the server applied (answered 200), in order
+    applied_by_key: dict[str, list[str]] = field(default_factory=dict)
+    # how many passes failed (logged) once the faults stopped
+    passes_failed_after: int = 0
 
     # ------------------------------------------------------------ the fake transport
 
@@ -256,7 +278,10 @@ class Sim:
     async def mid_pass(self, tab: Tab | ServiceWorker, operation: str, phase: str,
                        args: tuple) -> None:
         """The store hook: crash or freeze ``tab`` right at one of its own store operations (the
-        Service Worker has no page to freeze: the browser may kill it there)."""
+        Service Worker has no page to freeze: the browser may kill it there), or fail the write
+        (the store's outage)."""
+        if phase == "before":
+            self.outage(operation)
         if isinstance(tab, ServiceWorker):
             assert self.sw_rng is not None
             if self.faults and tab.alive and self.sw_rng.random() < SW_KILL_MID:
@@ -287,6 +312,31 @@ class Sim:
             job_id = self.file(filer, key=self.rng.choice(KEYS))
             self.trace.append(f"enqueue-mid {filer.name} {job_id} at {tab.name} {phase} "
                               f"{operation}")
+
+    def outage(self, operation: str) -> None:
+        """Fail this write if the store's outage lasts, or begins here."""
+        if self.store_rng is None or not self.faults:
+            return
+        now = self.world.clock.now()
+        if now >= self.outage_until and self.store_rng.random() < OUTAGE_START:
+            self.outage_until = now + self.store_rng.uniform(*OUTAGE_MS)
+            self.outages += 1
+            self.trace.append(f"store-outage until {self.outage_until - now:.0f} ms")
+        if now < self.outage_until:
+            raise StorageError(f"IndexedDB {operation} failed: UnknownError: the transaction "
+                               "was aborted (simulated outage)")
+
+    def recovered(self, record: Any) -> None:
+        """The oracle of an answer in hand: ``record`` is being recovered as an orphan — never
+        while its last answer reached a context that lives on (it holds the outcome)."""
+        holder = self.in_hand.get(record.id)
+        if holder is None or not holder.alive or self.jobs.get(record.id) is None:
+            return
+        if isinstance(holder, ServiceWorker) and not holder.draining:
+            return  # its drain ended: the browser ends it a moment later, the answer with it
+        self.world.violations.append(
+            f"{record.id} recovered as an orphan while its answer was in hand on {holder.name} "
+            "(an answer in hand is stored, never sent again)")
 
     def at_post(self, tab: Tab, message: dict[str, Any]) -> None:
         """The link hook: freeze ``tab``, or block its page, the moment its worker posts ``run``."""
@@ -327,6 +377,7 @@ class Sim:
                     f"{job_id} and {running_id} of key {key} run at once ({tab.name}, {where})")
         if key is not None:
             self.sent_by_key.setdefault(key, []).append(job_id)
+        self.in_hand.pop(job_id, None)
         self.executing[job_id] = tab.name
         counted = True
         heard = False  # whether an answer came (not cut short)
@@ -349,7 +400,10 @@ class Sim:
                     await asyncio.sleep(0)
                     raise OSError("AbortError: the request was aborted")
             heard = True
+            self.in_hand[job_id] = tab
             self.answered[job_id] = answer
+            if answer == 200 and key is not None:
+                self.applied_by_key.setdefault(key, []).append(job_id)
             # An HTTP status was answered by a server: it counts, whatever the network did since.
             if answer == "terminal":
                 raise Terminal("the work cannot succeed")
@@ -762,6 +816,9 @@ class Sim:
         unfinished = [(r.id, str(r.status), r.owner) for r in records if r.status not in TERMINAL]
         assert unfinished == [], f"not terminal after the faults stopped (liveness): {unfinished}"
         self.check_keys(records)
+        assert self.passes_failed_after == 0, (
+            f"{self.passes_failed_after} passes failed after the faults stopped (no pass fails "
+            "for good on one record or one schedule)")
         for record in records:
             if record.id.startswith(f"periodic:{SCHEDULE}:"):
                 self.check_occurrence_truth(record)
@@ -849,7 +906,7 @@ class Sim:
         assert len(waiting) == len(set(waiting)), f"two waiting jobs of one key: {waiting}"
         stored = {r.id for r in records}
         for job in self.jobs.values():
-            if job.job_id in stored or job.deleted or job.key is None:
+            if job.job_id in stored or job.deleted or job.key is None or never_stored(job):
                 continue
             if job.tab.alive:
                 assert job.handle.done.done(), f"{job.job_id} was replaced; its done never resolved"
@@ -873,6 +930,18 @@ class Sim:
             for earlier, later in zip(sent, sent[1:]):
                 assert order[earlier] <= order[later], (
                     f"key {key}: the server got {later} after the newer {earlier} (truth): {sent}")
+            # The newest of a key lands last: when the newest job filed of the key (not deleted by
+            # the user) ended done, the last request of the key the server applied is its own.
+            filed = [j for j in self.jobs.values() if j.key == key and not j.deleted
+                     and j.job_id in order]
+            newest = max(filed, key=lambda j: order[j.job_id], default=None)
+            applied = self.applied_by_key.get(key, [])
+            ended = next((r for r in records if newest is not None and r.id == newest.job_id),
+                         None)
+            if ended is not None and str(ended.status) == "done":
+                assert applied and applied[-1] == ended.id, (
+                    f"key {key}: the newest job {ended.id} is done but the server's last applied "
+                    f"request of the key is {applied[-1:]} (the newest lands last): {applied}")
             mine = [r for r in records if r.key == key and not self.jobs[r.id].deleted]
             if mine:
                 last = max(mine, key=lambda r: order[r.id])
@@ -1020,6 +1089,12 @@ class Sim:
             assert last == "terminal", f"{where}: nothing that happened fails a job so (truth)"
 
 
+def never_stored(job: Expected) -> bool:
+    """Whether ``job``'s add failed (the store's outage): its ``done`` says ``not_stored``."""
+    stored = job.handle.stored
+    return stored.done() and not stored.cancelled() and stored.exception() is not None
+
+
 def check_record(record: dict[str, Any], job: Expected) -> None:
     job_id, status = record["id"], record["status"]
     assert 0 <= record["attempts"] <= record["max_attempts"], (
@@ -1078,9 +1153,11 @@ async def advance_timer_by_timer(sim: Sim, ms: float) -> None:
 
 
 async def _quiet(awaitable: Any) -> None:
+    """A user's call: its tab may die under it, or the store's outage refuse it (the call raises
+    StorageError, a clear error, to its caller)."""
     try:
         await awaitable
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, StorageError):
         pass
 
 
@@ -1118,6 +1195,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     network = random.Random(f"network-{seed}")
     if network.random() < NETWORK_FAULTS:
         sim.net_rng = network
+    store_faults = random.Random(f"store-{seed}")
+    if store_faults.random() < STORE_FAULTS:
+        sim.store_rng = store_faults
     world.store._rows = AddOrder(sim.added)  # the store is empty yet
     if box is not None:
         box.append(sim)  # so a failure mid-way still prints the steps that led to it
@@ -1134,6 +1214,13 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     spy.subscribe(heard)
     world.store_hook = sim.mid_pass
     world.link_hook = sim.at_post
+    claimed = world.claimed
+
+    def claim(by: Any, job_id: str) -> None:
+        sim.in_hand.pop(job_id, None)  # its answer was stored (or it was recovered) before this
+        claimed(by, job_id)
+
+    world.claimed = claim  # type: ignore[method-assign]
     for _ in range(rng.randint(1, 3)):
         sim.open_tab()
     await settle()
@@ -1184,6 +1271,21 @@ def run_seed(seed: int) -> Sim:
         await simulate(seed, sim_box)
         assert errors == [], errors
 
+    recover = policy.recover
+
+    def recovering(record: Any, now: float) -> Any:
+        if sim_box:
+            sim_box[0].recovered(record)
+        return recover(record, now)
+
+    class PassFailures(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if sim_box and not sim_box[0].faults and "pass failed" in record.getMessage():
+                sim_box[0].passes_failed_after += 1
+
+    handler = PassFailures(logging.ERROR)
+    logging.getLogger("pyjobq").addHandler(handler)
+    policy.recover = recovering  # type: ignore[assignment]
     with sequential_ids(), Watchdog(seed):
         try:
             asyncio.run(main())
@@ -1195,6 +1297,9 @@ def run_seed(seed: int) -> Sim:
                 f"-q\n"
                 f"last steps:\n  {steps}"
             ) from exc
+        finally:
+            policy.recover = recover  # type: ignore[assignment]
+            logging.getLogger("pyjobq").removeHandler(handler)
     return sim_box[0]
 
 

@@ -39,7 +39,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..core.errors import PyjobqError
+from ..core.errors import DatabaseUpgradedError, PyjobqError, StorageError
 from ..core.ports import Clock, ScheduleStore, Timer
 from ..core.records import JobRecord
 from ..core.schedule import (
@@ -53,14 +53,17 @@ from ..core.schedule import (
     synced,
 )
 from .calls import Publish
+from .tasks import sleep
 
 log = logging.getLogger("pyjobq")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
-#: A schedule whose advance raised is left out of the looks, and of the wake, this long: the
-#: store's trouble may pass, and a stored row's is retried without a spin.
-TROUBLE_MS = 30_000.0
+#: A schedule whose advance raised is left out of the looks, and of the wake, this long, doubling
+#: to :data:`TROUBLE_MAX_MS` while it keeps raising: the store's trouble may pass in a moment, and
+#: a stored row's is retried without a spin.
+TROUBLE_MS = 1_000.0
+TROUBLE_MAX_MS = 30_000.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Periodic:
         self._stopped = False
         #: Schedules whose advance raised, with when they are tried again.
         self._troubled: dict[str, float] = {}
+        #: ... and how long the last such wait was.
+        self._trouble_ms: dict[str, float] = {}
         #: Occurrences this engine enqueued and slots it skipped (coalesced): for tests and logs.
         self.enqueued = 0
         self.skipped = 0
@@ -120,7 +125,8 @@ class Periodic:
         schedule's advance), then arm the wake for the earliest next slot.
 
         A schedule's trouble is its own: an advance that raises is logged, and that schedule is
-        left out of the looks for :data:`TROUBLE_MS` (its wake too), while the pass goes on."""
+        left out of the looks for :data:`TROUBLE_MS`, doubling while it keeps raising (its wake
+        too), while the pass goes on."""
         store = self._e.schedules
         if store is None or self._stopped:
             return
@@ -134,11 +140,13 @@ class Periodic:
             try:
                 advanced = await self._advance(store, schedule, now)
             except Exception as exc:  # a stored row, or the store, the pass must not die of
-                self._troubled[name] = now + TROUBLE_MS
+                wait = min(self._trouble_ms.get(name, TROUBLE_MS / 2) * 2, TROUBLE_MAX_MS)
+                self._troubled[name], self._trouble_ms[name] = now + wait, wait
                 log.warning("pyjobq: periodic %r could not advance (%s): the other jobs go on, "
-                            "and it is tried again in %g s", name, exc, TROUBLE_MS / 1000)
+                            "and it is tried again in %g s", name, exc, wait / 1000)
                 continue
             self._troubled.pop(name, None)
+            self._trouble_ms.pop(name, None)
             if advanced is None:
                 moved = True  # another tab took the slot, or the schedule went: read again
                 continue
@@ -216,13 +224,30 @@ class Periodic:
                 changed.append(new)
             return new
 
-        stored = await store.put_schedule(definition.name, apply)
+        stored = await self._put(store, definition.name, apply)
         if stored is None:
             raise PyjobqError(f"schedule {definition.name!r} is stored by a newer pyjobq (or is "
                               "not a schedule): left as it is; unschedule it to replace it")
         if changed:
             self._changed(definition.name)
         return stored.to_dict()
+
+    async def _put(self, store: ScheduleStore, name: str,
+                   apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
+        """``store.put_schedule``, tried again while the store fails (backing off as a troubled
+        schedule's look does, for as long as the engine runs): a page's definition, sent once as
+        it loads, is not lost to a store's bad moment."""
+        wait = TROUBLE_MS
+        while True:
+            try:
+                return await store.put_schedule(name, apply)
+            except StorageError as exc:
+                if self._stopped or isinstance(exc, DatabaseUpgradedError):
+                    raise
+                log.warning("pyjobq: storing periodic %r failed (%s): again in %g s", name, exc,
+                            wait / 1000)
+            await sleep(self._e.clock, wait)
+            wait = min(wait * 2, TROUBLE_MAX_MS)
 
     async def unschedule(self, msg: dict[str, Any]) -> bool:
         """Delete schedule ``msg["name"]``; returns whether there was one. Its jobs stay."""
