@@ -183,6 +183,13 @@ SW_SCRIPT_BUDGET = 120_000.0
 STORE_FAULTS = 1 / 3
 OUTAGE_START = 0.05
 OUTAGE_MS = (100.0, 3_000.0)
+#: Share of seeds where other code writes the store (drawn apart from the steps): at each step
+#: while faults run, the chance that it rewrites a stored job the way another writer or an older
+#: pyjobq would (a pending record with no time, a paused one with no yield lock, fields this
+#: version does not know), or restores the schedule from an older copy (its last slot one back,
+#: while that slot's occurrence is still stored).
+OTHER_CODE = 1 / 3
+OTHER_WRITE = 0.08
 
 
 @dataclass
@@ -259,6 +266,10 @@ class Sim:
     applied_by_key: dict[str, list[str]] = field(default_factory=dict)
     # how many passes failed (logged) once the faults stopped
     passes_failed_after: int = 0
+    #: Other code's own chances (OTHER_CODE); None: only pyjobq writes the store.
+    other_rng: random.Random | None = None
+    # job id -> the row other code wrote, while pyjobq has not written it since
+    foreign: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------ the fake transport
 
@@ -584,6 +595,10 @@ class Sim:
         if key is not None:
             handle.done.add_done_callback(
                 lambda _done, job=self.jobs[handle.id]: self.resolved(job))
+        elif self.paths % 2:
+            # Every other job is awaited from the start (an app awaiting its saves); the others
+            # are first awaited as the faults stop (Sim.finish): a wait no one has is not read for.
+            handle.done.add_done_callback(lambda _done: None)
         return handle.id
 
     def resolved(self, job: Expected) -> None:
@@ -597,7 +612,36 @@ class Sim:
 
     # ------------------------------------------------------------ steps
 
+    def other_code(self) -> None:
+        """Another writer rewrites a stored job, or restores the schedule from an older copy."""
+        assert self.other_rng is not None
+        rng, store = self.other_rng, self.world.store
+        schedule = store.raw_schedules().get(SCHEDULE)
+        if schedule is not None and self.every_ms is not None and rng.random() < 0.3:
+            older = schedule["last_slot"] - self.every_ms
+            store.put_raw_schedule(dict(schedule, last_slot=older))
+            self.trace.append(f"other-code schedule back to slot {older:.0f}")
+            return
+        waiting = sorted(i for i, r in store.raw().items()
+                         if r.get("status") == "pending" and i in self.jobs)
+        if not waiting:
+            return
+        job_id = rng.choice(waiting)
+        row = dict(store.raw()[job_id])
+        how = rng.choice(["no time", "paused", "foreign fields"])
+        if how == "no time":
+            row["next_retry_at"] = None
+        elif how == "paused":
+            row.update(status="paused", yield_lock=None, next_retry_at=None)
+        else:
+            row.update(x_written_by="other code", x_revision=3)
+        store.put_raw(row)
+        self.foreign[job_id] = row
+        self.trace.append(f"other-code {job_id} {how}")
+
     async def step(self) -> None:
+        if self.other_rng is not None and self.faults and self.other_rng.random() < OTHER_WRITE:
+            self.other_code()
         if self.sw_rng is not None and self.sw_rng.random() < SW_STEP:
             await self.sw_step()
             return
@@ -725,7 +769,8 @@ class Sim:
                     and job.handle.stored.exception() is None
                 assert not stored_ok, f"{job.job_id} was stored and is lost"
                 continue
-            check_record(record, job)
+            # As other code left it: not pyjobq's shape (yet).
+            check_record(record, job, foreign=self.foreign.get(job.job_id) == record)
             # A run cut short by killing the Service Worker (up to SW_GIVE_BACKS of them), or
             # abandoned at its drain's end, had its attempt given back: it may be sent again.
             given_back = (min(self.sw_killed.get(job.job_id, 0), SW_GIVE_BACKS)
@@ -781,6 +826,10 @@ class Sim:
         elif any(t.frozen for t in self.world.live) and self.rng.random() < 0.5:
             await self.while_frozen(went_online)
             went_online = False
+        for job in self.jobs.values():
+            # Now everybody waits: each job's done resolves by the handles' next recheck at the
+            # latest, news or no news.
+            job.handle.done.add_done_callback(lambda _done: None)
         for tab in self.world.live:
             tab.boot_faults.clear()  # the next workers boot
             if tab.frozen:
@@ -930,11 +979,13 @@ class Sim:
             for earlier, later in zip(sent, sent[1:]):
                 assert order[earlier] <= order[later], (
                     f"key {key}: the server got {later} after the newer {earlier} (truth): {sent}")
-            # The newest of a key lands last: when the newest job filed of the key (not deleted by
-            # the user) ended done, the last request of the key the server applied is its own.
-            filed = [j for j in self.jobs.values() if j.key == key and not j.deleted
-                     and j.job_id in order]
+            # The newest of a key lands last: when the newest job filed of the key ended done
+            # (one the user deleted says nothing), the last request of the key the server
+            # applied is its own.
+            filed = [j for j in self.jobs.values() if j.key == key and j.job_id in order]
             newest = max(filed, key=lambda j: order[j.job_id], default=None)
+            if newest is not None and newest.deleted:
+                newest = None
             applied = self.applied_by_key.get(key, [])
             ended = next((r for r in records if newest is not None and r.id == newest.job_id),
                          None)
@@ -1095,13 +1146,14 @@ def never_stored(job: Expected) -> bool:
     return stored.done() and not stored.cancelled() and stored.exception() is not None
 
 
-def check_record(record: dict[str, Any], job: Expected) -> None:
+def check_record(record: dict[str, Any], job: Expected, *, foreign: bool = False) -> None:
     job_id, status = record["id"], record["status"]
     assert 0 <= record["attempts"] <= record["max_attempts"], (
         f"{job_id}: attempts {record['attempts']}/{record['max_attempts']}")
     assert record["_params"] == job.params, f"{job_id} lost its _params: {record['_params']!r}"
     assert record["_reconstructor"] in ("fetch", PAGE_KIND)
-    assert (record["next_retry_at"] is not None) == (status == "pending"), record
+    if not foreign:
+        assert (record["next_retry_at"] is not None) == (status == "pending"), record
     assert (record["owner"] is not None) == (status == "running"), record
     if status == "failed":
         assert record["error"], record
@@ -1195,6 +1247,9 @@ async def simulate(seed: int, box: list[Sim] | None = None) -> Sim:
     network = random.Random(f"network-{seed}")
     if network.random() < NETWORK_FAULTS:
         sim.net_rng = network
+    other = random.Random(f"other-code-{seed}")
+    if other.random() < OTHER_CODE:
+        sim.other_rng = other
     store_faults = random.Random(f"store-{seed}")
     if store_faults.random() < STORE_FAULTS:
         sim.store_rng = store_faults
@@ -1376,7 +1431,8 @@ def test_the_simulation_exercises_what_it_claims() -> None:
     assert {"done", "failed"} <= statuses
     assert {"s403", "s409", "s422", "s404", "s500"} & codes
     assert {"enqueue", "release", "advance", "offline", "online", "crash", "reload", "delete",
-            "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults", "enqueue-mid"} <= steps
+            "freeze", "resume", "crash-mid", "freeze-mid", "boot-faults", "enqueue-mid",
+            "store-outage", "other-code"} <= steps
     assert replaced, "no keyed job was replaced"
     assert {"failed at fetch", "stalled at fetch", "stalled at load"} <= booted, booted
     assert retried, "no boot failed and was retried"

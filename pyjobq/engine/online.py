@@ -40,18 +40,28 @@ above.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Coroutine, Sequence
 
 from ..core import policy
+from ..core.errors import DatabaseUpgradedError
 from ..core.policy import OFFLINE
 from ..core.ports import Clock, Store, Timer
 from ..core.records import JobRecord
 from ..core.status import ONLY_PENDING, Status
 from .inflight import FlightTable
+from .tasks import sleep
+
+log = logging.getLogger("pyjobq")
 
 #: How often an engine reads the network while a job may wait out an offline failure and the
 #: network reads down here (see the module docstring).
 WATCH_MS = 1_000.0
+
+#: The sweep of the network's return, refused by the store, is tried again after this wait,
+#: doubling up to :data:`SWEEP_AGAIN_MAX_MS`, while the engine runs.
+SWEEP_AGAIN_MS = 1_000.0
+SWEEP_AGAIN_MAX_MS = 30_000.0
 
 
 class BackOnline:
@@ -159,9 +169,24 @@ class BackOnline:
         # is never undone (issue 22, finding 10).
         # Only what is due later is read: a backlog already due is not the sweep's (a worker
         # taking the lease with 10,000 due jobs would read them all before its first claim).
-        done = await self._store.update_by_status(ONLY_PENDING,
-                                                  lambda cur: policy.back_online(cur, now),
-                                                  due_after=now)
+        wait = SWEEP_AGAIN_MS
+        while True:
+            try:
+                done = await self._store.update_by_status(
+                    ONLY_PENDING, lambda cur: policy.back_online(cur, now), due_after=now)
+                break
+            except Exception as exc:
+                # The store's trouble may pass: the network's return is not to be lost for it
+                # (what waits would wait out its ladder).
+                if self._closed or isinstance(exc, DatabaseUpgradedError):
+                    raise
+                log.warning("pyjobq: making the jobs that waited offline due failed (%s): "
+                            "again in %g s", exc, wait / 1000)
+            await sleep(self._clock, wait)
+            wait = min(wait * 2, SWEEP_AGAIN_MAX_MS)
+            if self._closed:
+                return
+            now = self._clock.now()
         due = [u.record for u in done if u.applied and u.record is not None]
         self._publish(due)
         if wake or due:
