@@ -573,7 +573,9 @@ def cancel_job(job_id: str) -> Coroutine[Any, Any, bool]:
 
 def retry_job(job_id: str) -> Coroutine[Any, Any, bool]:
     """Run a failed or cancelled job again with a fresh attempt budget; returns whether it
-    changed. Sent at the call (call order), awaited or not.
+    changed. Sent at the call (call order), awaited or not. An older job of a key whose newer
+    job is stored (and not cancelled) is not sent over it: it is deleted as replaced, and the
+    answer is False.
 
     Raises:
         InvalidJobError: at the call, ``job_id`` is not a str.
