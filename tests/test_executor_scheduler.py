@@ -481,6 +481,66 @@ def test_progress_reported_in_the_executors_first_step_follows_run_started() -> 
     run(main)
 
 
+def test_progress_is_coalesced_to_one_message_per_100_ms_and_its_last_report_goes_before_the_end(
+) -> None:
+    """A loop that reports progress on every item sent one message per call. Now: the first at
+    once, then at most one per ``PROGRESS_EVERY_MS`` on the injected clock, the last report of
+    a burst always sent (trailing edge), and one still waiting when the run ends goes out
+    before its ``run_result`` — never after it, and nothing after it."""
+    from pyjobq import report_progress
+    from pyjobq.core.messages import make
+    from pyjobq.executor.current import PROGRESS_EVERY_MS
+    from pyjobq.executor.side import ExecutorSide
+    from pyjobq.memory import ChannelHub, FakeClock, link_pair
+
+    async def main() -> None:
+        clock = FakeClock()
+        page_end, worker_end = link_pair()
+        heard: list[Any] = []
+        worker_end.subscribe(lambda msg: heard.append(
+            msg.get("progress") if msg["type"] == "progress" else msg["type"]))
+        step = asyncio.Event()
+        late: list[asyncio.Task[None]] = []
+
+        async def leftover() -> None:
+            await step.wait()
+            report_progress(0.99)  # a task the executor left behind, after the run ended
+
+        async def work(signal: Any) -> str:
+            for n in range(1, 6):
+                report_progress(n / 10)
+            await step.wait()
+            step.clear()
+            report_progress(0.6)
+            report_progress(0.7)
+            late.append(asyncio.ensure_future(leftover()))
+            return "ok"
+
+        assert PROGRESS_EVERY_MS == 100
+        side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
+                            clock=clock, reconstructors={"k": lambda params: work})
+        side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
+                                        job_type="t", attempt=1))
+        await settle()
+        assert heard == ["run_started", 0.1]  # the first at once, the next four held
+        clock.advance(99)
+        await settle()
+        assert heard == ["run_started", 0.1]
+        clock.advance(1)
+        await settle()
+        assert heard == ["run_started", 0.1, 0.5]  # the burst's last, 100 ms after the first
+        clock.advance(50)
+        step.set()
+        await settle()
+        # 0.6 and 0.7 came 50 ms after the last one sent: held, and 0.7 sent as the run ended.
+        assert heard == ["run_started", 0.1, 0.5, 0.7, "run_result"]
+        step.set()
+        clock.advance(1_000)
+        await settle()
+        assert late[0].done() and heard == ["run_started", 0.1, 0.5, 0.7, "run_result"]
+    run(main)
+
+
 def test_run_started_leaves_in_the_run_messages_own_event() -> None:
     """The handshake costs no extra event-loop turn: the page posts run_started while
     handling run, so it is delivered on the very next turn — and the executor's first step

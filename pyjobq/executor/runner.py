@@ -25,7 +25,7 @@ from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
 from ..engine.tasks import start_now
-from .current import _current_run
+from .current import RunProgress, _current_run
 from .fetch import Answer, code_from_body
 
 #: An executor: an async callable taking the job's abort signal.
@@ -59,6 +59,8 @@ class _Run:
     signal: AbortSignal
     #: The scheduler's claim identifier, echoed in every answer; None from an older scheduler.
     claim: str | None
+    #: The run's progress reports, held back to one message per interval until its end.
+    progress: RunProgress
     #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
     abandoned: bool = False
     #: The timer that cancels an abandoned run whose executor heeds its signal, after the grace.
@@ -223,7 +225,8 @@ class Runner:
         # progress: the engine hears of the run before anything the run says.
         self.link.send(make("run_started", job_id=job_id,
                             **({"claim": claim} if claim is not None else {})))
-        token = _current_run.set((self.link, job_id))
+        progress = RunProgress(self.link, job_id, self.clock)
+        token = _current_run.set(progress)
         try:
             # Called inside the task: what the call raises, or a result that is not awaitable,
             # ends the run with a run_result like any failure (outside, it escaped this event
@@ -231,7 +234,7 @@ class Runner:
             task: asyncio.Future[Any] = start_now(_called(executor, signal))
         finally:
             _current_run.reset(token)
-        self.running[job_id] = _Run(task, signal, claim)
+        self.running[job_id] = _Run(task, signal, claim, progress)
         yield_lock = self.yields.get(msg.get("job_type", ""))
         if yield_lock and self.locks is not None:
             self._hold_shared(yield_lock, task, signal)
@@ -261,6 +264,9 @@ class Runner:
                 del self.running[job_id]
             if run.grace is not None:
                 run.grace.cancel()
+        # The report still held goes before the run's end, never after it; an abandoned run's
+        # job is gone or cancelled, and its progress with it.
+        run.progress.end(send_pending=not run.abandoned)
         if run.abandoned:
             # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
             # that it ended before the job's type runs again (an older one waits for nothing).
