@@ -182,3 +182,48 @@ def test_configure_refuses_a_reconstructor_named_for_a_built_in_kind() -> None:
         "reconstructor 'fetch': pyjobq uses that name for its own jobs (fetch jobs, volatile "
         "jobs); choose another name (to change how fetch jobs are sent, give a transport: "
         "configure(transport=...) or set_transport())", "[]"]
+
+
+# ---------------------------------------------------------------- a suspension keeps a backoff
+
+def test_a_volatile_job_suspended_in_its_backoff_keeps_the_rest_of_it_on_resume() -> None:
+    """The backoff is the retry policy's; a suspension says nothing about the job's work. A job
+    waiting out its backoff when its type is suspended is due, on resume, when it was due
+    before — or at once, if that time passed while it was suspended."""
+    async def main() -> None:
+        world = World()
+        tab = world.open_tab()
+        runs: list[float] = []
+
+        async def flaky(signal: Any) -> str:
+            runs.append(world.clock.now())
+            if len(runs) < 3:
+                raise RuntimeError("busy")
+            return "ok"
+
+        job = tab.side.enqueue(flaky, type="thumbs")
+        await settle()
+        failed_at = runs[0]
+        due = (await tab.side.get_job(job.id))["next_retry_at"]
+        assert failed_at + 1_000 <= due < failed_at + 1_300  # the ladder's first step
+        await world.advance(400)
+        await tab.side.suspend_type("thumbs")
+        assert (await tab.side.get_job(job.id))["status"] == "paused"
+        await tab.side.resume_type("thumbs")
+        record = await tab.side.get_job(job.id)
+        assert (record["status"], record["next_retry_at"]) == ("pending", due)
+        await world.advance(due - world.clock.now() - 1)
+        assert len(runs) == 1  # not run early: the rest of its backoff is waited out
+        await world.advance(1)
+        assert runs == [failed_at, due]
+
+        # Suspended past the end of its backoff: due at once on resume.
+        second_due = (await tab.side.get_job(job.id))["next_retry_at"]
+        await tab.side.suspend_type("thumbs")
+        await world.advance(60_000)
+        assert len(runs) == 2
+        await tab.side.resume_type("thumbs")
+        await settle()
+        assert runs[2] == world.clock.now() > second_due
+        assert (await asyncio.wait_for(job.done, 1)).status == "done"
+    run(main)

@@ -224,11 +224,25 @@ def recover(record: JobRecord, now: float) -> JobRecord:
 
 
 def park(record: JobRecord, now: float, lock: str | None) -> JobRecord:
+    """Pending → paused, waiting for its yield ``lock`` (None: for its type's suspension). A
+    paused record has no ``next_retry_at``: what was left of a backoff is :func:`backoff_left`'s,
+    read before the park."""
     return _move(record, Event.PARK, now, yield_lock=lock)
 
 
-def unpark(record: JobRecord, now: float) -> JobRecord:
-    return _move(record, Event.UNPARK, now, next_retry_at=now)
+def backoff_left(record: JobRecord, now: float) -> float | None:
+    """When a pending record waiting out a backoff (or a delay) is due; None when it is due
+    already. What a suspension keeps for :func:`unpark`: the backoff is the retry policy's, and
+    a suspension says nothing about the job's own work."""
+    due = record.next_retry_at
+    return due if record.status is Status.PENDING and due is not None and due > now else None
+
+
+def unpark(record: JobRecord, now: float, due_at: float | None = None) -> JobRecord:
+    """Paused → pending: due now, or at ``due_at`` when that is later (what was left of its
+    backoff when it was parked, :func:`backoff_left`)."""
+    return _move(record, Event.UNPARK, now,
+                 next_retry_at=now if due_at is None else max(now, due_at))
 
 
 def fail(record: JobRecord, now: float, error: str, code: str | None = None) -> JobRecord:

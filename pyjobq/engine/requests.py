@@ -76,6 +76,10 @@ class RequestTable:
         self._engine = engine
         #: Suspended types (``suspend_type``): their pending jobs park, new ones too.
         self._suspended: set[str] = set()
+        #: Per suspended type, when each job it parked in a backoff was due (by job id): what
+        #: ``resume_type`` keeps (a paused record has no ``next_retry_at`` of its own). Kept in
+        #: memory: suspending is the volatile engine's, whose jobs live only in this tab.
+        self._backoffs: dict[str, dict[str, float]] = {}
         self._last_created = 0.0
         self.table: dict[str, Handler] = {
             "enqueue": self.enqueue,
@@ -282,8 +286,21 @@ class RequestTable:
         job_type = msg["job_type"]
         self._suspended.add(job_type)
         now = engine.clock.now()
-        done = await engine.store.update_by_status(
-            ONLY_PENDING, lambda cur: policy.park(cur, now, None) if cur.type == job_type else None)
+        # Read in the transaction that parks: the record as it was when parked.
+        due: dict[str, float] = {}
+
+        def park(cur: JobRecord) -> JobRecord | None:
+            if cur.type != job_type:
+                return None
+            left = policy.backoff_left(cur, now)
+            if left is not None:
+                due[cur.id] = left
+            return policy.park(cur, now, None)
+
+        done = await engine.store.update_by_status(ONLY_PENDING, park)
+        kept = self._backoffs.setdefault(job_type, {})
+        kept.update({u.record.id: due[u.record.id] for u in done
+                     if u.applied and u.record is not None and u.record.id in due})
         self._published(done)
         running = engine.flights.of_type(job_type)
         # A run abandoned (cancelled, deleted) but still ending is an executor that has not
@@ -300,10 +317,14 @@ class RequestTable:
     async def resume_type(self, msg: dict[str, Any]) -> int:
         engine = self._engine
         job_type = msg["job_type"]
-        self._suspended.discard(job_type)
         now = engine.clock.now()
+        due = self._backoffs.pop(job_type, {})
+        # Still suspended while the jobs unpark: a pass in between would see paused jobs of a
+        # type not suspended and unpark them due now, dropping what was left of their backoff.
         count = self._published(await engine.store.update_by_status(
-            ONLY_PAUSED, lambda cur: _unpark_suspended(cur, now) if cur.type == job_type else None))
+            ONLY_PAUSED, lambda cur: _unpark_suspended(cur, now, due.get(cur.id))
+            if cur.type == job_type else None))
+        self._suspended.discard(job_type)
         engine.wake()
         return count
 
@@ -314,7 +335,8 @@ class RequestTable:
         return len(changed)
 
 
-def _unpark_suspended(cur: JobRecord, now: float) -> JobRecord | None:
-    # Parked by a suspension, not by a yield lock (those unpark when their lock is free).
-    return policy.unpark(cur, now) if cur.yield_lock is None else None
+def _unpark_suspended(cur: JobRecord, now: float, due_at: float | None) -> JobRecord | None:
+    # Parked by a suspension, not by a yield lock (those unpark when their lock is free); due
+    # when its backoff ends, if it was waiting one out when parked.
+    return policy.unpark(cur, now, due_at) if cur.yield_lock is None else None
 

@@ -352,6 +352,20 @@ def test_park_and_unpark() -> None:
     assert policy.unpark(parked, T0 + 2) == fresh().evolve(updated_at=T0 + 2, next_retry_at=T0 + 2)
 
 
+def test_a_park_in_a_backoff_keeps_what_is_left_of_it_for_the_unpark() -> None:
+    waiting = fresh(attempts=1, next_retry_at=T0 + 1_000)  # the ladder's first step
+    assert policy.backoff_left(waiting, T0 + 400) == T0 + 1_000
+    assert policy.backoff_left(waiting, T0 + 1_000) is None  # due already
+    assert policy.backoff_left(fresh(next_retry_at=None), T0) is None
+    assert policy.backoff_left(policy.park(waiting, T0, None), T0) is None  # paused: not pending
+    parked = policy.park(waiting, T0 + 400, None)
+    assert parked == waiting.evolve(status=Status.PAUSED, next_retry_at=None, updated_at=T0 + 400)
+    assert policy.unpark(parked, T0 + 500, T0 + 1_000) == waiting.evolve(updated_at=T0 + 500)
+    # Resumed after the backoff would have ended: due at once, never in the past.
+    assert policy.unpark(parked, T0 + 5_000, T0 + 1_000) == waiting.evolve(
+        updated_at=T0 + 5_000, next_retry_at=T0 + 5_000)
+
+
 @pytest.mark.parametrize("start", ["pending", "running", "paused"])
 def test_cancel(start: str) -> None:
     record = {"pending": fresh(), "running": policy.claim(fresh(), T0, "a"),
