@@ -648,7 +648,14 @@ def _register_late(name: str, factory: Callable[[Any], Any]) -> None:
         _side.register_reconstructor(name, factory)
 
 
-_config.accept_late(_config.LateHooks(set_transport=set_transport,
+def _set_transport_late(transport: Callable[..., Any] | None) -> None:
+    # As _register_late: the settings hold it, so a configure() call again (a script's, outside
+    # a running loop) never starts the queue.
+    if _side is not None:
+        _side.transport = transport
+
+
+_config.accept_late(_config.LateHooks(set_transport=_set_transport_late,
                                       register_reconstructor=_register_late))
 
 if _host.IN_PYODIDE:

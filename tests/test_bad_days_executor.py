@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -169,16 +170,14 @@ def test_register_reconstructor_refuses_the_names_of_pyjobqs_own_kinds(name: str
 
 
 def test_configure_refuses_a_reconstructor_named_for_a_built_in_kind() -> None:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    assert _python("""
         import pyjobq
         try:
             pyjobq.configure(reconstructors={"fetch": lambda params: None})
         except pyjobq.ConfigurationError as exc:
             print(exc)
         print(sorted(pyjobq.config.settings().reconstructors))
-    """)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    """) == [
         "reconstructor 'fetch': pyjobq uses that name for its own jobs (fetch jobs, volatile "
         "jobs); choose another name (to change how fetch jobs are sent, give a transport: "
         "configure(transport=...) or set_transport())", "[]"]
@@ -227,3 +226,52 @@ def test_a_volatile_job_suspended_in_its_backoff_keeps_the_rest_of_it_on_resume(
         assert runs[2] == world.clock.now() > second_due
         assert (await asyncio.wait_for(job.done, 1)).status == "done"
     run(main)
+
+
+# ---------------------------------------------------------------- configure() again, outside a loop
+
+def _python(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_configure_again_outside_a_running_loop_does_not_start_the_queue() -> None:
+    """A script (or a notebook cell) that calls configure() again before it runs anything: the
+    hooks it gives are the ones the queue starts with, later, inside the loop."""
+    assert _python("""
+        import asyncio, pyjobq
+        from pyjobq.testing import Response
+
+        async def first(method, path, body):
+            return Response(500)
+
+        async def second(method, path, body):
+            return Response(200, {"sent_by": "second"})
+
+        pyjobq.configure(transport=first)
+        from pyjobq import queue
+        pyjobq.configure(transport=second)  # again, outside a running loop
+        print("configured")
+
+        async def main():
+            job = queue.enqueue_fetch("POST", "/x")
+            print((await job.done).result)
+
+        asyncio.run(main())
+    """) == ["configured", "{'sent_by': 'second'}"]
+
+
+def test_the_queue_used_outside_a_running_loop_on_cpython_says_so() -> None:
+    assert _python("""
+        import pyjobq
+        from pyjobq import queue
+        try:
+            queue.enqueue_fetch("POST", "/x")
+        except pyjobq.PyjobqError as exc:
+            print(exc)
+    """) == [
+        "pyjobq's queue on CPython runs its scheduler on asyncio, in this process: start it "
+        "from inside a running event loop (in an async def run by asyncio.run(), say); no "
+        "event loop is running here"]

@@ -8,10 +8,12 @@ that uses the queue can be tested without a browser.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from dataclasses import dataclass, field
 
 from ..config import Settings
+from ..core.errors import PyjobqError
 from ..core.records import new_id
 from ..memory import ChannelHub, LockHub, LoopClock, MemoryStore
 from .side import ExecutorSide
@@ -30,7 +32,19 @@ def start(settings: Settings) -> ExecutorSide:
 
 
 def start_memory(settings: Settings, source: str) -> ExecutorSide:
-    """The queue on plain CPython: its scheduler in this process, on the process's store."""
+    """The queue on plain CPython: its scheduler in this process, on the process's store.
+
+    Raises:
+        PyjobqError: no event loop is running here (the scheduler's messages and timers are
+            the loop's).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise PyjobqError(
+            "pyjobq's queue on CPython runs its scheduler on asyncio, in this process: start it "
+            "from inside a running event loop (in an async def run by asyncio.run(), say); no "
+            "event loop is running here") from None
     hub = _shared_hub()
     store = hub.stores.setdefault(settings.db_name, MemoryStore())
     engine = in_process(
