@@ -192,8 +192,7 @@ class ExecutorSide:
         #: The persistent engine's client (the worker; in CPython the in-process scheduler).
         self.persistent = EngineClient(link, runner=runner, handles=handles, source=source,
                                        requests=requests, engine=engine)
-        handles.read = self.persistent.read
-        handles.read_ended = self.persistent.read_ended
+        handles.read, handles.read_ended = self.persistent.read, self.persistent.read_ended
         #: The volatile engine's client: made on the first volatile job (or request about them).
         self.volatile: EngineClient | None = None
         self._channel = channel
