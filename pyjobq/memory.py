@@ -242,11 +242,13 @@ class MemoryStore:
         written: dict[str, dict[str, Any]] = {}
         gone: list[JobRecord] = []
         done: list[Updated] = []
+        taken: set[str] = set()
         for change in changes:
-            if change.job_id not in self._rows or change.job_id in written \
-                    or any(r.id == change.job_id for r in gone):
+            # Each record is decided once (a second change of one id is left, as IndexedDB's).
+            if change.job_id not in self._rows or change.job_id in taken:
                 done.append(Updated(None, False))
                 continue
+            taken.add(change.job_id)
             current, failed = self._load(change.job_id)
             if current is None or failed:
                 done.append(Updated(current, False))
@@ -510,11 +512,13 @@ class VolatileStore:
         written: dict[str, JobRecord] = {}
         gone: dict[str, JobRecord] = {}
         done: list[Updated] = []
+        taken: set[str] = set()
         for change in changes:
             current = self._records.get(change.job_id)
-            if current is None or change.job_id in written or change.job_id in gone:
+            if current is None or change.job_id in taken:
                 done.append(Updated(None, False))
                 continue
+            taken.add(change.job_id)
             others = [] if current.key is None else [
                 r for r in self._records.values() if r.key == current.key and r.id != current.id]
             decided = decided_by_key(change, current, others)

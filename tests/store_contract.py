@@ -591,6 +591,12 @@ async def check_update_keyed_writes_what_it_decided_and_only_within_when(store: 
     assert (await store.get("f")).status is Status.PENDING
     done = await store.update_keyed([KeyChange("f", revive, ONLY_FAILED)])  # pending now
     assert not done.updated[0].applied and len(seen) == 1
+    # A second change of one id in the same call is not decided.
+    await store.add([make_record("g", status="failed", key="j", error="x")])
+    done = await store.update_keyed([KeyChange("g", lambda cur, others: None, ONLY_FAILED),
+                                     KeyChange("g", revive, ONLY_FAILED)])
+    assert done.updated == [Updated((await store.get("g")), False), Updated(None, False)]
+    assert (await store.get("g")).status is Status.FAILED
 
 
 CHECKS: list[Callable[[Any], Awaitable[None]]] = [

@@ -967,6 +967,37 @@ def test_an_answer_is_stored_however_long_the_store_fails_and_never_sent_again(
     run(main)
 
 
+def test_a_success_whose_write_fails_once_more_than_the_tries_is_stored_whole() -> None:
+    """An outage of exactly the settle's tries (three aborted transactions, about 1.1 s): the
+    not-storable write came at once after the last, found the store working again, and a
+    success the server applied ended ``failed result_not_storable``. Only an error that blames
+    the value fails it so; the store's own trouble is waited out."""
+    async def main() -> None:
+        world, server = World(), Server(Response(200, {"paid": True}))
+        tab = world.open_tab(transport=server)
+        await settle()
+        fails: list[str] = []
+
+        async def three(_tab: Tab, operation: str, phase: str, args: tuple) -> None:
+            if operation != "update_many" or phase != "before" \
+                    or job.id not in [c.job_id for c in args[0]]:
+                return
+            found = await world.store.get(job.id)
+            if found is not None and found.status.value == "running" and len(fails) < 3:
+                fails.append(operation)
+                raise StorageError("IndexedDB update_many failed: AbortError: aborted")
+
+        world.store_hook = three
+        job = tab.queue.enqueue_fetch("POST", "/pay", max_attempts=1)
+        await settle()
+        for _ in range(10):
+            await world.advance(1_000)
+        found = await world.store.get(job.id)
+        assert (len(fails), found.status.value, found.result, server.paths) == (
+            3, "done", {"paid": True}, ["/pay"])
+    run(main)
+
+
 # ---------------------------------------------------------------- keys: the newest lands last
 
 def test_an_older_keyed_job_is_not_replaced_by_a_newer_one_that_no_longer_waits() -> None:
@@ -1053,6 +1084,23 @@ def test_a_stored_paused_record_with_no_yield_lock_runs() -> None:
         await world.advance(1_000)
         found = await world.store.get("foreign")
         assert (found.status.value, server.paths) == ("done", ["/foreign"])
+    run(main)
+
+
+def test_a_paused_keyed_record_behind_a_newer_done_job_of_its_key_is_replaced_not_sent() -> None:
+    """Unparking returns a job to the queue as a retry does: an older job of a key, paused by
+    other code, was sent over the newer job of its key that had already landed."""
+    async def main() -> None:
+        world, server = World(), Server()
+        now = world.clock.now()
+        world.store.put_raw(record("v1", status="paused", key="doc", type="save",
+                                   created_at=now - 10_000, next_retry_at=None).to_dict())
+        world.store.put_raw(record("v2", status="done", key="doc", type="save",
+                                   created_at=now - 5_000).to_dict())
+        world.open_tab(transport=server, page_lease=True)
+        await world.advance(5_000)
+        assert server.paths == [] and await world.store.get("v1") is None
+        assert (await world.store.get("v2")).status.value == "done"
     run(main)
 
 

@@ -986,7 +986,9 @@ class Sim:
             newest = max(filed, key=lambda j: order[j.job_id], default=None)
             if newest is not None and newest.deleted:
                 newest = None
-            applied = self.applied_by_key.get(key, [])
+            # A deleted job's request may still land late from a frozen page (as above: the
+            # record went, its request was already on the wire; docs/decisions.md says so).
+            applied = [j for j in self.applied_by_key.get(key, []) if not self.jobs[j].deleted]
             ended = next((r for r in records if newest is not None and r.id == newest.job_id),
                          None)
             if ended is not None and str(ended.status) == "done":

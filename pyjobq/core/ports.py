@@ -163,7 +163,8 @@ class Store(Protocol):
         """Each change decided on its record and on every other record of its key as stored, in
         one transaction (all or none): written, deleted as replaced, or left. A missing,
         foreign or malformed record is left (``Updated(record or None, False)``); a key's
-        foreign or malformed records are not among ``others``."""
+        foreign or malformed records are not among ``others``; a second change of one id is
+        not decided (``Updated(None, False)``)."""
 
     async def update_by_status(self, statuses: Collection[Status],
                                apply: Callable[[JobRecord], JobRecord | None], *,

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..core import keys, lanes, policy
+from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import RECHECK_MS
 from ..core.mode import Mode
 from ..core.ports import REPLACE, Change, KeyChange, Release, Replace, Updated
@@ -56,7 +57,7 @@ from ..core.status import (
     Status,
 )
 from ..core.view import Entry, QueueView
-from .calls import EngineBasics, Write
+from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
 from .periodic import Periodic
@@ -79,10 +80,16 @@ class PassEngine(EngineBasics):
     write: Write
     #: Posts ``run`` for a claim that committed (pyjobq/engine/handoff.py).
     hand_off: Callable[[JobRecord, Release | None], None]
-    #: Publishes records deleted because a newer job of their key replaced them.
-    replaced: Callable[[Sequence[JobRecord]], None]
+    #: Publishes records the pass stored outside :attr:`write` (the view takes them too).
+    publish: Publish
     #: The types whose jobs this context cannot run: their lanes are busy here for good.
     left_for_pages: "LeftForPages"
+
+    def replaced(self, records: Sequence[JobRecord]) -> None:
+        """Tell every page of records deleted because a newer job of their key replaced them:
+        each handle's ``done`` resolves cancelled with the code ``replaced``."""
+        if records:
+            self.publish(records, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
 
 
 class LeftForPages:
@@ -454,9 +461,21 @@ async def unpark_free(e: PassEngine, view: QueueView) -> None:
     held = await e.locks.held() if any(entry.yield_lock for entry in paused) else {}
     now = e.clock.now()
     free = lanes.unparkable(paused, held, e.suspended)
-    if free:
+    plain = [entry for entry in free if entry.key is None]
+    if plain:
         await e.write([Change(entry.id, lambda cur: policy.unpark(cur, now), ONLY_PAUSED)
-                       for entry in free])
+                       for entry in plain])
+    keyed = [entry for entry in free if entry.key is not None]
+    if keyed:
+        # Returning a keyed job to the queue revives it, as retry_job does: not over a newer job
+        # of its key stored since (the newest lands last), decided on the key's records as stored.
+        def unpark(cur: JobRecord, others: Sequence[JobRecord]) -> JobRecord | Replace:
+            return REPLACE if keys.landed_over(cur, others) else policy.unpark(cur, now)
+
+        done = await e.store.update_keyed([KeyChange(entry.id, unpark, ONLY_PAUSED)
+                                           for entry in keyed])
+        e.publish([u.record for u in done.updated if u.applied and u.record is not None])
+        e.replaced(done.replaced)
     for entry in paused:
         if held.get(entry.yield_lock or "") == "exclusive":
             e.run_locks.watch(entry.yield_lock or "")

@@ -76,7 +76,6 @@ from typing import Any, Callable, Coroutine, Final, Mapping, Sequence
 
 from ..core import messages
 from ..core.backoff import make_backoff
-from ..core.codes import REPLACED_ERROR, Code
 from ..core.messages import make
 from ..core.mode import JOB_QUEUE, Mode
 from ..core.mode import RETENTION_MS as RETENTION_MS  # re-exported (__all__)
@@ -213,7 +212,7 @@ class Scheduler:
             suspended=self._requests.suspended, flights=self.flights, run_locks=self._run_locks,
             retry_timer=self._retry_timer, sweeper=self._sweeper, periodic=self._periodic,
             control=self._control, write=self.write, hand_off=self._handoff.hand_off,
-            replaced=replaced_news(self.publish_many), left_for_pages=self.left_for_pages))
+            publish=self.publish_many, left_for_pages=self.left_for_pages))
         self._online = BackOnline(store=store, clock=clock, flights=self.flights,
                                   is_online=lambda: self.is_online(), publish=self.publish_many,
                                   wake=self.wake, spawn=self._spawn)
@@ -479,12 +478,3 @@ def schedule_news(channel: Channel, source: str) -> Callable[[str], None]:
         except Exception as exc:  # a closed channel: other tabs find it at their next pass
             log.info("pyjobq: could not announce schedule %r: %s", name, exc)
     return announce
-
-
-def replaced_news(publish: Callable[..., None]) -> Callable[[Sequence[JobRecord]], None]:
-    """What tells every page of records deleted because a newer job of their key replaced
-    them: each handle's ``done`` resolves cancelled with the code ``replaced``."""
-    def replaced(records: Sequence[JobRecord]) -> None:
-        if records:
-            publish(records, deleted=True, error=REPLACED_ERROR, code=Code.REPLACED)
-    return replaced

@@ -31,10 +31,11 @@ settle alone is, once: a success whose result is still refused then fails).
 run in flight — its lane and its run lock with it — and is tried again, backing off to
 :data:`KEEP_MAX_MS`, for as long as the engine runs; recovery skips a run in flight, here and
 (by its run lock) in every other tab, so the page's answer is never thrown away and the job
-never sent again for the store's trouble. A success whose result the store refuses while it
-takes the record without it is failed, clearly (``result_not_storable``), rather than left
-running for recovery to run again. Under the outbox's mode a ``done``
-entry is deleted once its ``done`` was published, so whoever waits on it sees it succeed.
+never sent again for the store's trouble. A success the store refuses for its value (a value
+it cannot clone, a quota: :func:`refused_the_value`) is failed, clearly
+(``result_not_storable``), rather than left running for recovery to run again. Under the
+outbox's mode a ``done`` entry is deleted once its ``done`` was published, so whoever waits
+on it sees it succeed.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import Any, Callable, Protocol
 
 from ..core import policy
 from ..core.codes import Code
-from ..core.errors import DatabaseUpgradedError
+from ..core.errors import DatabaseUpgradedError, StorageError
 from ..core.ports import Change, Release, Updated
 from ..core.records import JobRecord, RunResult
 from ..core.status import ONLY_RUNNING, Status
@@ -77,6 +78,20 @@ KEEP_MAX_MS = 30_000.0
 #: At most this many settle transactions under way: IndexedDB queues the second behind the
 #: first (no wait between them), and what arrives meanwhile goes together in the next.
 IN_FLIGHT = 2
+
+
+#: Words of a store's error that blame the value written, not the store: IndexedDB's
+#: ``DataCloneError`` and ``DataError``, and a quota the record does not fit in.
+VALUE_ERRORS = ("DataCloneError", "DataError", "QuotaExceededError")
+
+
+def refused_the_value(exc: BaseException) -> bool:
+    """Whether a failed write blames what was written: an error raised before the store was
+    reached (encoding it), or one of :data:`VALUE_ERRORS`. Any other is the store's own trouble
+    (an aborted transaction, a connection closing), which passes."""
+    if not isinstance(exc, StorageError):
+        return True
+    return any(word in str(exc) for word in VALUE_ERRORS)
 
 
 class Lanes(Protocol):
@@ -367,15 +382,17 @@ class Settler:
                     outcome: RunResult, failure: Exception) -> _Stored:
         """Store ``outcome`` however long the store refuses it: tried again after
         :data:`KEEP_MS` doubling to :data:`KEEP_MAX_MS`, for as long as the engine runs (the
-        page's life). A success whose result the store refuses while it stores the same record
-        without it is failed, clearly (``result_not_storable``): the store works, and running
-        the job again would give the same result. Raises once the engine stopped."""
+        page's life). A success whose write failed for its value (:func:`refused_the_value`:
+        a value the store cannot clone, a quota) is stored failed, clearly
+        (``result_not_storable``), once the store takes the record without its result: running
+        the job again would give the same result. Any other failure is the store's, and passes:
+        the success is tried again whole. Raises once the engine stopped."""
         e = self._e
         wait = KEEP_MS
         while True:
-            if outcome.ok:
-                log.error("pyjobq: storing the result of %s failed (%s): its outcome is kept, "
-                          "and stored once the store takes it", job_id, failure)
+            if outcome.ok and refused_the_value(failure):
+                log.error("pyjobq: storing the result of %s failed (%s): it is failed as not "
+                          "storable", job_id, failure)
                 not_storable = RunResult(
                     ok=False, error=f"the result could not be stored: {failure}",
                     status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
@@ -384,9 +401,8 @@ class Settler:
                 except Exception as exc:
                     if e.control.stopped or isinstance(exc, DatabaseUpgradedError):
                         raise
-            else:
-                log.warning("pyjobq: storing the outcome of %s failed (%s): it is kept, and "
-                            "tried again in %g s", job_id, failure, wait / 1000)
+            log.warning("pyjobq: storing the outcome of %s failed (%s): it is kept, and tried "
+                        "again in %g s", job_id, failure, wait / 1000)
             await sleep(e.clock, wait)
             wait = min(wait * 2, KEEP_MAX_MS)
             if e.control.stopped:

@@ -359,19 +359,23 @@ async def _until(clock: Clock, condition: Callable[[], bool], deadline: float) -
 async def _left(store: Store, for_pages: AbstractSet[str],
                 kinds: AbstractSet[str] = frozenset()) -> tuple[int, int]:
     """What the drain leaves for the next sync: every pending job, due now or later (a retry
-    after a 503, a network error), and every running one — a run it abandoned whose answer was
-    never stored, or the run of a page that took the lease over and may close mid-run (the
-    next holder recovers either). Any of them fails the event, and the browser fires it again
-    later, so no job waits for a page to open; a page still processing then makes that
-    drain's answer ``lease_held``, with nothing left for it. Apart, second: the pending jobs of
+    after a 503, a network error), every paused one, and every running one — a run it
+    abandoned whose answer was never stored, or the run of a page that took the lease over
+    and may close mid-run (the next holder recovers either). Any of them fails the event, and
+    the browser fires it again later, so no job waits for a page to open; a page still
+    processing then makes that drain's answer ``lease_held``, with nothing left for it. Apart,
+    second: the pending jobs of
     the types ``for_pages`` (lanes only a page can run) while a job of a kind it cannot run
     (``kinds``) is still among them, which no sync could run. A lane whose such job a page has
     since run is the next sync's again: its jobs count as left."""
     pending = await store.by_status(Status.PENDING.value)
     running = await store.by_status(Status.RUNNING.value)
+    # A paused job is unfinished too: one whose yield lock nobody holds (or with none, written
+    # by other code) is the next look's to unpark, and one still held waits for its lock.
+    paused = await store.by_status(Status.PAUSED.value)
     blocked = {r.type for r in pending if r.type in for_pages and r._reconstructor in kinds}
     waiting = sum(r.type in blocked for r in pending)
-    return len(pending) - waiting + len(running), waiting
+    return len(pending) - waiting + len(running) + len(paused), waiting
 
 
 async def _due_by(store: Store, when: float, left: AbstractSet[str]) -> list[JobRecord]:
