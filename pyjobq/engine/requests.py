@@ -238,7 +238,7 @@ class RequestTable:
         ends as replaced instead (:func:`pyjobq.core.keys.landed_over`): the newest of a key
         lands last. Returns whether it was revived."""
         done = await self._revived([msg["job_id"]])
-        revived = done.updated[0].applied and done.updated[0].record is not None
+        revived = self._published(done.updated) == 1
         if revived:
             self._engine.wake()
         return revived
