@@ -36,6 +36,15 @@ survives a saved notebook as the last HTML drawn.
   leaves the table. A read is given one period to answer. Once
   no table shows an unfinished job it stops until the next change. ``<bg-jobs>`` does the same
   through its bridge.
+- **News is a prompt, never the truth.** Any same-origin script can post a ``job-update``
+  on any channel name. News of an unfinished job is drawn as it comes (the re-read above
+  corrects it); news of an end, a deletion or a finished job running again is drawn only
+  once a read of that job's record confirms it (:func:`confirm_first`), and a job the table
+  did not know is read too — no record, no row. Each row keeps only the fields the table
+  reads, each of its kind (:func:`pyjobq.core.jobs_table.row`), so no field stops the table.
+  At most :data:`MAX_UNCONFIRMED` jobs wait on news alone. A done volatile job is the one end
+  no read can confirm (its engine forgets it): its news stands when this tab's volatile
+  engine ran the job.
 - **Small redraws.** Every redraw sends the whole table, so at most :data:`MAX_ROWS` rows are
   drawn: the unfinished jobs first, then the newest finished ones; the caption still counts
   every job and says how many are shown.
@@ -53,6 +62,7 @@ import asyncio
 import dataclasses
 import html
 import importlib
+import math
 import sys
 from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Protocol
 
@@ -150,7 +160,8 @@ def jobs_html(records: Iterable[Mapping[str, Any]], *, now: float | None = None,
         (newest first), styled inline so it survives notebook sanitisers.
     """
     rows = [dict(r) for r in records if not r.get("deleted")]
-    rows.sort(key=lambda r: (-(r.get("created_at") or 0), str(r.get("id"))))
+    # A created_at of another kind (a record written by other code) sorts as undated.
+    rows.sort(key=lambda r: (-created_at(r), str(r.get("id"))))
     counts = status_counts(rows) if counts is None else counts
     summary = (", ".join(f"{n} {jobs_table.LOOKS[s].label}" for s, n in counts.items()
                          if n and s in jobs_table.LOOKS)
@@ -257,13 +268,15 @@ def rows_to_draw(records: Iterable[Mapping[str, Any]],
                  limit: int = MAX_ROWS) -> list[Mapping[str, Any]]:
     """At most ``limit`` of ``records``: the unfinished ones first, then the newest finished
     ones (each newest first, by ``created_at``)."""
-    ranked = sorted(records, key=lambda r: (str(r.get("status")) in TERMINAL, -_created_at(r)))
+    ranked = sorted(records, key=lambda r: (str(r.get("status")) in TERMINAL, -created_at(r)))
     return ranked[:limit]
 
 
-def _created_at(record: Mapping[str, Any]) -> float:
+def created_at(record: Mapping[str, Any]) -> float:
+    """A record's ``created_at`` (0 when it has none that is a finite number)."""
     at = record.get("created_at")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) \
+        and math.isfinite(at) else 0.0
 
 
 def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreState,
@@ -348,18 +361,77 @@ async def read_again(queue: Reads, job_ids: Collection[str]) -> dict[str, dict[s
 
 
 def updated_at(record: Mapping[str, Any]) -> float:
-    """A record's ``updated_at`` (0 when it has none that is a number)."""
+    """A record's ``updated_at`` (0 when it has none that is a finite number)."""
     at = record.get("updated_at")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) \
+        and math.isfinite(at) else 0.0
 
 
 def read_is_news(read: Mapping[str, Any], shown: Mapping[str, Any]) -> bool:
-    """Whether a record :func:`read_again` read says more than the row ``shown``: it is newer,
-    or of the same moment with another status (two changes stored in one millisecond, the
-    second's news lost). A read begins after every news already applied, so it is never the
-    older of the two; the same state read again leaves the row (and its progress) as it is."""
-    return updated_at(read) > updated_at(shown) or (
-        updated_at(read) == updated_at(shown) and read.get("status") != shown.get("status"))
+    """Whether a record :func:`read_again` read says something other than the row ``shown``:
+    another moment (``updated_at``) or another status. A read begins after every news already
+    applied, so it is never the older of the two — and the row may come from news any
+    same-origin script posted, stamped in the future: the store's word replaces it whatever its
+    stamp. The same state read again leaves the row (and its progress) as it is."""
+    return updated_at(read) != updated_at(shown) or read.get("status") != shown.get("status")
+
+
+MAX_UNCONFIRMED = jobs_table.MAX_UNCONFIRMED
+"""See :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` (both tables hold to it)."""
+
+
+def confirm_first(news: Mapping[str, Any], shown: Mapping[str, Any] | None) -> bool:
+    """Whether news (a :func:`~pyjobq.core.jobs_table.row`) is shown only once a read of the
+    store confirms it, never on its own word: it says the job ended or was deleted, or takes a
+    finished row back. News of an unfinished job is shown as it comes (a job the table does not
+    know is read too, and dropped if the store has no record of it); the re-read of unfinished
+    rows corrects what it got wrong (see the module's header)."""
+    if news.get("deleted") is True or news.get("status") in TERMINAL:
+        return True
+    return shown is not None and shown.get("status") in TERMINAL
+
+
+def late_progress(news: Mapping[str, Any], shown: Mapping[str, Any] | None) -> bool:
+    """Whether news is a run's progress arriving after the row shows that run ended: dropped."""
+    return (news.get("progress_only") is True and shown is not None
+            and shown.get("status") in TERMINAL)
+
+
+async def read_for_table(queue: Reads, shown: Mapping[str, Mapping[str, Any]],
+                         asked: Mapping[str, Mapping[str, Any] | None],
+                         volatile_here: Callable[[str], bool]) -> dict[str, dict[str, Any] | None]:
+    """What a table should show of the jobs it reads again, from one :func:`read_again`.
+
+    Args:
+        shown: the rows it shows of them (at least ``status`` and ``updated_at``), by id.
+        asked: the ids news asked about (:func:`confirm_first`, or a job the table did not
+            know), each with the news of its end, or None.
+        volatile_here: whether an id is one of this tab's volatile jobs, whose engine forgets
+            it once done (no read can confirm that end; its news comes from this tab).
+
+    Returns:
+        By id: the row to show (a :func:`~pyjobq.core.jobs_table.row`), or None for a job
+        with no record (it leaves the table). Left out: a shown row the read says nothing new
+        of (its progress stays), and a done volatile job its engine forgot.
+    """
+    found = await read_again(queue, [*dict.fromkeys([*shown, *asked])])
+    answer: dict[str, dict[str, Any] | None] = {}
+    for job_id, stored in found.items():
+        record = None if stored is None else jobs_table.row(stored)
+        row = shown.get(job_id)
+        news = asked.get(job_id)
+        if record is None and news is not None and news.get("status") == Status.DONE \
+                and volatile_here(job_id):
+            record = dict(news)
+        if record is None and row is not None and row.get("volatile") is True \
+                and row.get("status") == Status.DONE:
+            continue
+        if record is not None and row is not None and not read_is_news(record, row):
+            continue
+        if record is None and row is None and job_id not in asked:
+            continue
+        answer[job_id] = record
+    return answer
 
 
 class Handle(Protocol):

@@ -55,6 +55,15 @@ KNOWN_FINISHED = 1000
 #: The ids of the finished records in ``_known``, least recently updated first: trimming is
 #: O(1) per update, not a walk over every known record.
 _finished: OrderedDict[str, None] = OrderedDict()
+#: What news said that the store has not confirmed yet, least recently heard first: each id the
+#: next read asks about, with the news of its end (see :func:`pyjobq.notebook.confirm_first`),
+#: or None for news of a job ``_known`` did not hold. News is any same-origin script's word, so
+#: it only prompts that read; at most :data:`pyjobq.notebook.MAX_UNCONFIRMED` wait.
+_due: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
+#: The rows of ``_known`` only news told of: no answer of the store has listed them yet.
+_heard_only: set[str] = set()
+#: The rows of ``_known`` that are this tab's volatile jobs (see :func:`_is_volatile_here`).
+_volatile_here: set[str] = set()
 
 
 def _queue() -> ExecutorSide:
@@ -83,23 +92,66 @@ _reads: weakref.WeakSet[_Heard] = weakref.WeakSet()
 
 
 def _remember(update: JobUpdate) -> None:
-    job_id = update.get("id")
-    if not isinstance(job_id, str):
+    """Take one ``job-update`` as news: an unfinished job's state is shown as it comes; an end,
+    a deletion or a finished job running again only prompts a read of the store, whose answer
+    is shown (:func:`_check_again`). Fields of the wrong kind are left out
+    (:func:`pyjobq.core.jobs_table.row`), so no row can stop the table."""
+    news = _jobs_table.row(update)
+    if news is None:
         return
-    _finished.pop(job_id, None)
-    if update.get("deleted"):
-        _known.pop(job_id, None)
-        for heard in _reads:
-            heard.news[job_id] = None
-        _changed()
+    job_id: str = news["id"]
+    shown = _known.get(job_id)
+    if _notebook.late_progress(news, shown):
         return
-    record = _known[job_id] = {**_known.pop(job_id, {}), **update}
+    if _notebook.confirm_first(news, shown):
+        _expect(job_id, news)
+        _read_soon()
+        return
+    if shown is None:
+        _heard_only.add(job_id)
+        _expect(job_id, None)
+    if _side is not None and _side.volatile is not None and _side.volatile.knows(job_id):
+        _volatile_here.add(job_id)
+    record = _known[job_id] = {**_known.pop(job_id, {}), **news}
     for heard in _reads:
         heard.news[job_id] = record
-    if record.get("status") in TERMINAL:
-        _finished[job_id] = None
-        _forget_finished()
     _changed()
+    _read_soon()
+
+
+def _expect(job_id: str, news: dict[str, Any] | None) -> None:
+    """Ask the next read about ``job_id`` (``news``: the end it was told of). Beyond
+    :data:`pyjobq.notebook.MAX_UNCONFIRMED` waiting, the oldest is let go, with its row if only
+    news told of it: what the tables show is then no longer the whole store, and they say so
+    until it is read again (on the next display, or at once while one is live)."""
+    global _store
+    if news is None and job_id in _due:
+        return  # the end it waits to confirm is what it is read for
+    _due.pop(job_id, None)
+    _due[job_id] = news
+    while len(_due) > _notebook.MAX_UNCONFIRMED:
+        dropped, _ = _due.popitem(last=False)
+        if dropped in _heard_only:
+            _forget(dropped)
+            for heard in _reads:
+                heard.news.pop(dropped, None)
+        _store = dataclasses.replace(_store, answered=False)
+
+
+def _forget(job_id: str) -> None:
+    """The row of ``job_id`` leaves the tables (and every set that names it)."""
+    _known.pop(job_id, None)
+    _finished.pop(job_id, None)
+    _heard_only.discard(job_id)
+    _volatile_here.discard(job_id)
+
+
+def _is_volatile_here(job_id: str) -> bool:
+    """Whether ``job_id`` is a row's job this tab's volatile engine ran: it was heard of
+    unfinished while that engine held its closure. That engine forgets a job once it is done,
+    so no read can confirm that end; its news comes from this tab, and a read that finds no
+    record of the job then leaves the news of its end standing (``<bg-jobs>`` asks too)."""
+    return job_id in _volatile_here
 
 
 def _changed() -> None:
@@ -138,6 +190,26 @@ def _recheck_s() -> float:
     return _jobs_table.RECHECK_MS / 1000
 
 
+def _read_soon() -> None:
+    """Start the read of what news said (``_due``) now, unless a read is under way: it starts
+    the next when it ends. Where no event loop runs, the ids wait for the next news or table
+    drawn on one."""
+    if not _due or (_checking is not None and _can_finish(_checking)):
+        return
+    loop = _notebook.event_loop()
+    if loop is not None:
+        _start_check(loop, [])
+
+
+def _start_check(loop: asyncio.AbstractEventLoop, shown: list[str]) -> None:
+    """One read of the store at a time — so each begins after the one before answered, and
+    their answers are taken in order: ``shown`` (the unfinished rows, :func:`_reread`) and
+    every id news asked about."""
+    global _checking
+    _checking = loop.create_task(_check_again(shown))
+    _checking.add_done_callback(_checked)
+
+
 def _reread() -> None:
     """While a live table shows an unfinished job, read those jobs' records again each
     :data:`pyjobq.core.jobs_table.RECHECK_MS` (:func:`pyjobq.notebook.read_again`). News of a
@@ -145,7 +217,7 @@ def _reread() -> None:
     broadcasting it; the store is the truth, and a table that only followed news would show
     that job unfinished for ever. Once no table shows an unfinished job it stops until the next
     change."""
-    global _recheck, _checking
+    global _recheck
     _recheck = None
     if not _tables.live or not _store.answered:  # the first read (_fill_in) comes first
         return
@@ -157,15 +229,20 @@ def _reread() -> None:
         loop = _notebook.event_loop()
         if loop is None:
             return
-        _checking = loop.create_task(_check_again(shown))
-        _checking.add_done_callback(_checked)
+        _start_check(loop, shown)
     _keep_reading()
 
 
-async def _check_again(job_ids: list[str]) -> None:
-    """Take each stored record of ``job_ids`` that is newer than what the tables know, unless
-    news of that job came while it was read (that news is the newer); a job with no record
-    any more leaves the tables."""
+async def _check_again(unfinished: list[str]) -> None:
+    """Read the stored record of each of ``unfinished`` (rows shown unfinished) and of every
+    id news asked about (``_due``, taken as the read begins: a task its loop never ran leaves
+    them waiting), and show what
+    the store says: a record that says more than its row replaces it, a record of a job news
+    told of is shown, and a job with no record leaves the tables — unless news of that job
+    came while it was read (that news is the newer; an id news asked about is read again)."""
+    due = dict(_due)
+    _due.clear()
+    job_ids = list(dict.fromkeys([*unfinished, *due]))
     heard = _Heard()
     # The reads of every record asked before this one: its answer may be newer than theirs (a
     # read asked after it is at least as new, and is left alone).
@@ -175,27 +252,55 @@ async def _check_again(job_ids: list[str]) -> None:
         # Bounded: a read that never answers must not keep the next ones (nor what is heard
         # meanwhile) waiting for good.
         found = await asyncio.wait_for(_notebook.read_again(_queue(), job_ids), _recheck_s())
+    except BaseException:
+        for job_id, news in due.items():  # still unconfirmed: the next read asks again
+            _expect(job_id, news)
+        raise
     finally:
         _reads.discard(heard)
-    for job_id, record in found.items():
-        if job_id in heard.news or job_id not in _known:
+    for job_id, stored in found.items():
+        if job_id in heard.news:
+            if job_id in due:
+                _expect(job_id, due[job_id])
             continue
+        shown = _known.get(job_id)
+        record = None if stored is None else _jobs_table.row(stored)
         if record is None:
-            del _known[job_id]
-            _finished.pop(job_id, None)
-        elif _notebook.read_is_news(record, _known[job_id]):
-            _known[job_id] = dict(record)
-            if record.get("status") in TERMINAL:
-                _finished[job_id] = None
-        else:
+            news = due.get(job_id)
+            if news is not None and news.get("status") == Status.DONE \
+                    and _is_volatile_here(job_id):
+                record = {**(shown or {}), **news}  # forgotten by its engine once done
+            elif shown is None:
+                _mark(earlier, job_id, None)  # gone: an older answer must not draw it back
+                continue
+            elif shown.get("volatile") is True and shown.get("status") == Status.DONE:
+                continue  # a done volatile job its engine forgot
+            else:
+                _forget(job_id)
+                _mark(earlier, job_id, None)
+                continue
+        elif shown is None and job_id not in due:
+            continue  # it left the tables while it was read
+        elif shown is not None and not _notebook.read_is_news(record, shown):
+            _heard_only.discard(job_id)
             continue
-        # News to a read of every record asked before this one and still in flight, as heard
-        # news is: its answer may predate this one, and must not draw the job back as it was.
-        for other in earlier:
-            if other in _reads:
-                other.news[job_id] = None if record is None else _known[job_id]
+        _heard_only.discard(job_id)
+        _known.pop(job_id, None)
+        _known[job_id] = record
+        _finished.pop(job_id, None)
+        if record.get("status") in TERMINAL:
+            _finished[job_id] = None
+        _mark(earlier, job_id, record)
     _forget_finished()
     _tables.changed()
+
+
+def _mark(earlier: list[_Heard], job_id: str, record: dict[str, Any] | None) -> None:
+    # News to a read of every record asked before this one and still in flight, as heard news
+    # is: its answer may predate this one, and must not draw the job back as it was.
+    for other in earlier:
+        if other in _reads:
+            other.news[job_id] = record
 
 
 def _checked(done: asyncio.Task[None]) -> None:
@@ -203,15 +308,18 @@ def _checked(done: asyncio.Task[None]) -> None:
     if _checking is done:
         _checking = None
     if not done.cancelled() and done.exception() is not None:
-        # What the tables show stays; the next period reads again.
+        # What the tables show stays; the next period (or news) reads again.
         _log.debug("pyjobq: a live table could not read its jobs again: %s", done.exception())
+        return
+    if not done.cancelled():
+        _read_soon()  # what news asked about while this one was read
 
 
 def _forget_finished() -> None:
     global _store
     while len(_finished) > KNOWN_FINISHED:
         job_id, _ = _finished.popitem(last=False)
-        _known.pop(job_id, None)
+        _forget(job_id)
         _store = dataclasses.replace(_store, finished_kept=KNOWN_FINISHED)
 
 
@@ -223,7 +331,7 @@ _filling: asyncio.Task[Any] | None = None
 
 
 def _render(view: _notebook.View, retired: bool) -> dict[str, str]:
-    records = sorted(_known.values(), key=lambda r: (r.get("created_at") or 0, r["id"]))
+    records = sorted(_known.values(), key=lambda r: (_notebook.created_at(r), str(r["id"])))
     store = dataclasses.replace(_store, reading=bool(_reads))
     return _notebook.table_bundle(records, view, store, retired=retired)
 
@@ -235,6 +343,7 @@ def _fill_in() -> None:
     is the retry."""
     global _filling, _store
     _arm_reread()  # a table shown (live from just after this) once the store answered too
+    _read_soon()  # what news heard where no event loop ran asked about
     if _store.answered or (_filling is not None and _can_finish(_filling)):
         return
     loop = _notebook.event_loop()
@@ -513,7 +622,12 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
         records = await reply
     finally:
         _reads.discard(heard)
-    known = OrderedDict((r["id"], r) for r in records)
+    known: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    for listed in records:
+        kept = _jobs_table.row(listed)
+        if kept is not None:
+            known[kept["id"]] = kept
+    answered = set(known)
     # What was heard while the store answered is laid over its answer: a job filed meanwhile
     # is added, a job deleted meanwhile removed, and of two states of one job the newer kept
     # (heard news of the same age wins: it may carry progress the store does not keep).
@@ -525,6 +639,8 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
             known[job_id] = {**known.get(job_id, {}), **news}
     _known.clear()
     _known.update(known)
+    _heard_only.intersection_update(_known.keys() - answered)
+    _volatile_here.intersection_update(_known.keys())
     _store = dataclasses.replace(_store, answered=True, error=None, finished_kept=None)
     _finished.clear()
     _finished.update((job_id, None) for job_id, r in _known.items()

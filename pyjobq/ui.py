@@ -16,7 +16,7 @@ from :mod:`pyjobq.core.jobs_table`; ``<bg-jobs>`` receives them from Python when
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 from .core.errors import PyjobqError
 from .core.jobs_table import STATUS_LOOKS
@@ -56,14 +56,17 @@ async def install(queue: Any = None) -> None:
             "<bg-jobs> needs a page with a DOM; here there is none (a worker or a notebook "
             "kernel). Display pyjobq.ui.jobs_html(await pyjobq.query_all()) instead."
         )
+    volatile_here: Callable[[str], bool] | None = None
     if queue is None:
         from . import queue as default_queue
 
         queue = default_queue
+        volatile_here = default_queue._is_volatile_here
     _installing = asyncio.get_event_loop().create_future()
     try:
         module = await bg_jobs.load_module()
-        _bridge = bg_jobs.Bridge(module, queue)
+        _bridge = (bg_jobs.Bridge(module, queue) if volatile_here is None
+                   else bg_jobs.Bridge(module, queue, volatile_here))
         _installing.set_result(None)
     except BaseException as exc:
         _installing.set_exception(exc)

@@ -370,9 +370,10 @@ def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
 
 
 def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None:
-    """The merge itself, step by step: a deletion heard is a tombstone, a job heard of only now
-    is added, the newer of two states of a job is kept (news of the same age wins: it may carry
-    progress), and a read dropped unawaited leaves nothing recording."""
+    """The merge itself, step by step: a deletion and an end heard are read from the store, and
+    what that read found is laid over the older answer (a tombstone, the newer state), a job
+    heard of only now is added, the newer of two states of a job is kept (news of the same age
+    wins: it may carry progress), and a read dropped unawaited leaves nothing recording."""
     out = run_python("""
     import asyncio, gc
     from pyjobq import queue
@@ -383,20 +384,28 @@ def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None
     async def main():
         side = queue._queue()
         answered = asyncio.Event()
+        # The store once the news below was sent: gone deleted, moved done, filed added.
+        stored = {"moved": rec("moved", "done", 2), "filed": rec("filed", "pending", 3),
+                  "stale": rec("stale", "pending", 5), "tied": rec("tied", "running", 7)}
 
         async def slow_answer():  # the store's answer, as it was when asked
             await answered.wait()
             return [rec("gone", "done", 1), rec("moved", "running", 1), rec("stale", "pending", 5),
                     rec("tied", "running", 7)]
 
-        side.query_all = slow_answer
+        async def get_job(job_id):
+            return stored.get(job_id)
+
+        side.query_all, side.get_job = slow_answer, get_job
         reading = asyncio.ensure_future(queue.query_all())
         for news in ({"id": "gone", "deleted": True}, rec("moved", "done", 2),
                      rec("filed", "pending", 3), rec("stale", "running", 4),
                      rec("tied", "running", 7, progress=0.5)):
             queue._remember(news)
+        await asyncio.sleep(0.05)  # the read of what news said answers first
         answered.set()
         listed = await reading
+        await asyncio.sleep(0.05)
         assert [r["id"] for r in listed] == ["gone", "moved", "stale", "tied"]  # as answered
         known = {job_id: r["status"] for job_id, r in queue._known.items()}
         assert known == {"moved": "done", "stale": "pending", "tied": "running",
@@ -614,7 +623,9 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         await asyncio.sleep(0.2)
         assert asked == [], "no live table: the store is not read"
         await queue.query_all()  # a cell read the store before the table is shown
-        queue._remember(rec("v", "done", 1, volatile=True))  # a volatile job its store forgot
+        # A volatile job this tab's engine ran and forgot once done: no read can confirm its end.
+        queue._volatile_here.add("v")
+        queue._remember(rec("v", "done", 1, volatile=True))
         queue._remember(rec("p", "running", 1, progress=0.5))  # progress is never stored
         asked.clear()
         queue._ipython_display_()
@@ -631,7 +642,8 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         assert queue._known["p"]["progress"] == 0.5
         finished = [s for s in asked if s in ("done", "failed", "cancelled", None)]
         assert finished == [], f"finished records were read: {finished}"
-        queue._remember(rec("p", "done", 3))
+        stored["p"] = rec("p", "done", 3)
+        queue._remember(rec("p", "done", 3))  # news of the end: read, and the store agrees
         await asyncio.sleep(0.1)
         asked.clear()
         await asyncio.sleep(0.3)  # six periods: no table shows an unfinished job

@@ -5,7 +5,8 @@
 // The element never touches IndexedDB or the channel. It talks to a *bridge* that
 // pyjobq.ui.install() builds around the page's queue:
 //   snapshot()          -> Promise<JSON text of query_all()>
-//   recheck(rowsText)   -> Promise<JSON text: of the rows given ({id: {status, updated_at}}),
+//   recheck(text)       -> Promise<JSON text: of the rows given and the ids news asked about
+//                          ({shown: {id: {status, updated_at}}, asked: {id: news or null}}),
 //                          each whose record says more (that record) or is gone (null)
 //   subscribe(cb)       -> unsubscribe(); cb(JSON text of one job-update), from any tab
 //   retry(id), remove(id), retry_all() -> Promise (the queue decides; we only ask)
@@ -18,7 +19,12 @@
 // parts (COLUMN_VIEWS, by the definition's keys) and writes the cells Python computed into them.
 //
 // It subscribes before taking the snapshot, so no update falls between the two; records
-// are merged by updated_at, and ids seen deleted stay deleted. The store is the truth: news of
+// are merged by updated_at, and ids seen deleted stay deleted. News is any same-origin
+// script's word (anyone can post on the channel): news of an end, a deletion or a finished
+// job running again is never drawn; it asks the bridge to read that job's record (recheck's
+// `asked`), and what the store says is drawn. News of a job the table did not know is drawn
+// and read too (no record: the row leaves). At most definition.max_unconfirmed ids wait for
+// that read; beyond, the oldest are let go, with a row only news told of. The store is the truth: news of
 // an end or a delete is lost for good when the tab that stored it crashed or froze before
 // broadcasting it, so while a row shows an unfinished job the element asks the bridge for those
 // rows' records again every definition.recheck_ms (recheck: pyjobq.notebook.read_again, never
@@ -225,6 +231,9 @@ export class BgJobs extends HTMLElement {
     this._generation = 0;
     this._recheck = 0;           // the next recheck's timer, while connected
     this._heardSince = null;     // ids news named while a recheck's read was under way
+    this._asked = new Map();     // id -> news of its end (or null): what the next read confirms
+    this._heardOnly = new Set(); // ids of rows only news told of: no read has confirmed them
+    this._reading = false;       // one read at a time: each begins after the one before ended
     this._onBridge = () => { if (!this._own) this._connect(); };
     const root = this.attachShadow({ mode: "open" });
     this._statusStyle = el("style");
@@ -343,39 +352,71 @@ export class BgJobs extends HTMLElement {
     }
   }
 
-  /** Read the unfinished rows' records again (see the header); one read at a time, each given
-   *  one period to answer. With no unfinished row it stops: a render that draws one arms it. */
-  async _checkAgain(generation) {
+  /** Ask the next read about `id` (`news`: the end it was told of; see the header). */
+  _ask(id, news) {
+    if (news === null && this._asked.has(id)) return; // read for the end it was told of
+    this._asked.delete(id);
+    this._asked.set(id, news);
+    const most = (this._definition && this._definition.max_unconfirmed) || 1000;
+    for (const old of this._asked.keys()) {
+      if (this._asked.size <= most) break;
+      this._asked.delete(old);
+      if (this._heardOnly.delete(old)) this._jobs.delete(old);
+    }
+    if (!this._reading) setTimeout(() => this._checkAgain(this._generation, false), 0);
+  }
+
+  /** One read of the store (see the header), each given one period to answer: `periodic`, of
+   *  the unfinished rows' records (with none it stops: a render that draws one arms it), and
+   *  always of every id news asked about. */
+  async _checkAgain(generation, periodic = true) {
     const bridge = this._bridge;
     if (generation !== this._generation || !bridge || typeof bridge.recheck !== "function") return;
+    if (this._reading) { if (periodic) this._armRecheck(generation); return; }
     const finished = new Set(this._definition.finished);
-    const rows = [...this._jobs.values()].filter((job) => !finished.has(job.status));
-    if (!rows.length) return;
-    const shown = Object.fromEntries(rows.map((job) => [job.id, { status: job.status, updated_at: job.updated_at }]));
+    const rows = periodic ? [...this._jobs.values()].filter((job) => !finished.has(job.status)) : [];
+    const asked = this._asked;
+    if (!rows.length && !asked.size) return;
+    this._asked = new Map();
+    const ids = new Set([...rows.map((job) => job.id), ...asked.keys()]);
+    const shown = Object.fromEntries([...ids].filter((id) => this._jobs.has(id)).map((id) => {
+      const job = this._jobs.get(id);
+      return [id, { status: job.status, updated_at: job.updated_at, volatile: job.volatile }];
+    }));
     const heard = this._heardSince = new Set(this._queued.keys());
+    this._reading = true;
     let found = null;
     let timer = 0;
     try {
-      found = parse(await Promise.race([bridge.recheck(JSON.stringify(shown)), new Promise((_, reject) => {
+      const request = JSON.stringify({ shown, asked: Object.fromEntries(asked) });
+      found = parse(await Promise.race([bridge.recheck(request), new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Error("no answer")), this._definition.recheck_ms);
       })]));
-    } catch { /* the store could not be read now: the next period reads again */ }
+    } catch { /* the store could not be read now: the next period (or news) reads again */ }
     clearTimeout(timer);
+    this._reading = false;
     if (this._heardSince === heard) this._heardSince = null;
     if (generation !== this._generation) return;
+    const answered = found && typeof found === "object";
     let changed = false;
-    for (const [id, job] of Object.entries(found && typeof found === "object" ? found : {})) {
-      if (!(id in shown) || !this._jobs.has(id) || heard.has(id)) continue; // news came: newer
-      if (job === null) { // no record any more: deleted, its news lost
-        this._jobs.delete(id);
-      } else {
+    for (const [id, news] of asked) { // unanswered, or named by news meanwhile: asked again
+      if (!answered || heard.has(id)) this._ask(id, news);
+      else this._heardOnly.delete(id); // read: what it says (or nothing new) stands
+    }
+    for (const [id, job] of Object.entries(answered ? found : {})) {
+      if (!ids.has(id) || heard.has(id)) continue; // news came: newer
+      if (job === null) { // no record: deleted (its news lost), or never filed
+        if (this._jobs.delete(id)) { this._gone.add(id); changed = true; }
+      } else if (this._jobs.has(id) || asked.has(id)) {
+        this._gone.delete(id);
         this._jobs.set(id, { ...job });
         this._dirty.add(id);
+        changed = true;
       }
-      changed = true;
     }
     if (changed) this._render();
-    this._armRecheck(generation);
+    if (periodic) this._armRecheck(generation);
+    if (this._asked.size && !this._reading) this._checkAgain(generation, false);
   }
 
   _enqueue(update) {
@@ -395,12 +436,19 @@ export class BgJobs extends HTMLElement {
 
   _merge(job, fromSnapshot) {
     const id = job.id;
-    if (job.deleted) { this._gone.add(id); this._jobs.delete(id); return; }
-    if (this._gone.has(id)) {
-      if (fromSnapshot) return;
-      this._gone.delete(id); // an update after the delete: a job filed again under its id
-    }
     const cur = this._jobs.get(id);
+    if (fromSnapshot) {
+      if (this._gone.has(id)) return;
+      this._heardOnly.delete(id);
+    } else {
+      const finished = this._definition.finished;
+      if (job.progress_only && cur && finished.includes(cur.status)) return; // its run ended
+      if (job.deleted || finished.includes(job.status) || (cur && finished.includes(cur.status))) {
+        this._ask(id, job); // news of an end: drawn once the store says so
+        return;
+      }
+      if (!cur) { this._heardOnly.add(id); this._ask(id, null); }
+    }
     if (job.progress_only) {
       if (cur && cur.status !== "running") return; // late progress for a run that has ended
       this._jobs.set(id, { ...(cur || { id, type: "", attempts: 0 }), status: "running",
@@ -421,8 +469,9 @@ export class BgJobs extends HTMLElement {
 
   _ordered() {
     // Newest first: what just happened is what the reader came to see.
+    const at = (job) => (Number.isFinite(job.created_at) ? job.created_at : 0);
     return [...this._jobs.values()].sort((a, b) =>
-      (b.created_at || 0) - (a.created_at || 0) || String(a.id).localeCompare(String(b.id)));
+      at(b) - at(a) || String(a.id).localeCompare(String(b.id)));
   }
 
   _render() {

@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 from importlib import resources
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import js  # type: ignore[import-not-found]
 from pyodide.code import run_js
@@ -37,9 +37,16 @@ from .ports import js_object
 log = logging.getLogger("pyjobq")
 
 
-def _public(record: Any) -> dict[str, Any]:
-    # _params may be large (and is the caller's data): the table never shows it.
-    return {k: v for k, v in dict(record).items() if not str(k).startswith("_")}
+def _rows(records: Any) -> list[dict[str, Any]]:
+    # What the table reads, each field of its kind (never _params: large, the caller's data).
+    return [row for row in map(jobs_table.row, records) if row is not None]
+
+
+def _by_id(value: Any, what: str) -> dict[str, Mapping[str, Any] | None]:
+    if not isinstance(value, dict) or not all(
+            isinstance(v, dict) or v is None for v in value.values()):
+        raise PyjobqError(f"<bg-jobs> asked to read again something other than {what}")
+    return value
 
 
 def _dumps(value: Any) -> str:
@@ -68,9 +75,12 @@ class Bridge:
     """One page's link from ``<bg-jobs>`` to ``queue``. :meth:`close` releases everything it
     made."""
 
-    def __init__(self, module: Any, queue: Any) -> None:
+    def __init__(self, module: Any, queue: Any,
+                 volatile_here: Callable[[str], bool] = lambda job_id: False) -> None:
         self._module = module
         self._queue = queue
+        #: Whether an id is one of this tab's volatile jobs (:func:`notebook.read_for_table`).
+        self._volatile_here = volatile_here
         self._tasks: set[asyncio.Task[Any]] = set()
         self._call = proxies.create(self._on_call)
         self._cells = proxies.create(cells_json)
@@ -79,7 +89,9 @@ class Bridge:
         module.install(self.js)
 
     def _on_update(self, update: Any) -> None:
-        self.js.emit(_dumps(_public(update)))
+        news = jobs_table.row(update)
+        if news is not None:  # news is any script's word: the element asks the store of ends
+            self.js.emit(_dumps(news))
 
     def _on_call(self, op: str, arg: Any, resolve: Any, reject: Any) -> None:
         task = asyncio.ensure_future(self._do(str(op), arg))
@@ -100,15 +112,15 @@ class Bridge:
     async def _do(self, op: str, arg: Any) -> str:
         q = self._queue
         if op == "snapshot":
-            return _dumps([_public(r) for r in await q.query_all()])
-        if op == "recheck":  # the unfinished rows as drawn: what the store says more of
-            shown = json.loads(str(arg))
-            if not isinstance(shown, dict) or not all(isinstance(r, dict) for r in shown.values()):
+            return _dumps(_rows(await q.query_all()))
+        if op == "recheck":  # {shown: its rows of them, asked: what news asked about}
+            request = json.loads(str(arg))
+            if not isinstance(request, dict):
                 raise PyjobqError("<bg-jobs> asked to read again something other than its rows")
-            found = await notebook.read_again(q, list(shown))
-            return _dumps({job_id: None if record is None else _public(record)
-                           for job_id, record in found.items()
-                           if record is None or notebook.read_is_news(record, shown[job_id])})
+            shown = {job_id: row for job_id, row in
+                     _by_id(request.get("shown"), "its rows").items() if row is not None}
+            asked = _by_id(request.get("asked"), "what news asked about")
+            return _dumps(await notebook.read_for_table(q, shown, asked, self._volatile_here))
         if op == "retry":
             return _dumps(await q.retry_job(str(arg)))
         if op == "remove":

@@ -126,6 +126,14 @@ RETRYABLE = frozenset(status for status, event in TRANSITIONS if event is Event.
 RECHECK_MS = _NEWS_RECHECK_MS
 
 
+#: The most jobs a table holds on news alone, waiting for the store's word: news of an end, of
+#: a deletion, of a finished job running again, or of a job the table did not know. Any
+#: same-origin script can post news under any id, so beyond this the oldest waiting are let go
+#: (with a row known only from that news), and the notebook table says it is no longer the
+#: whole store until it is read again.
+MAX_UNCONFIRMED = 1000
+
+
 class JobCell(TypedDict):
     """The ``job`` column: the name a row is known by, the id, and its scope."""
 
@@ -169,6 +177,43 @@ class Cells(TypedDict):
     error: ErrorCell | None  # None: nothing went wrong (or the job is done)
     actions: ActionsCell
     ticks: bool  # the retry cell changes with ``now`` alone: redraw it as time passes
+
+
+#: The fields a table keeps of a record or a ``job-update``, by kind (:func:`row`).
+ROW_TEXTS = ("id", "type", "status", "group", "label", "error", "code", "yield_lock",
+             "progress_note", "key")
+ROW_NUMBERS = ("created_at", "updated_at", "next_retry_at", "attempts", "max_attempts",
+               "http_status", "progress")
+ROW_FLAGS = ("volatile", "deleted", "progress_only", "result_truncated")
+
+
+def row(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a table keeps of a record or a ``job-update``: the fields it reads, each of its kind
+    (:data:`ROW_TEXTS` a str, :data:`ROW_NUMBERS` a finite number that is not a bool,
+    :data:`ROW_FLAGS` a bool), and nothing else.
+
+    A field of another kind is left out, as if missing: a record written by other code, or news
+    any same-origin script posted, draws with that cell empty and sorts as undated, and never
+    stops the table (``created_at="2024-01-01"`` beside numbers would make sorting raise).
+
+    Returns:
+        The row; None when ``record`` is not a mapping or has no str ``id`` (no row at all).
+    """
+    if not isinstance(record, Mapping) or not isinstance(record.get("id"), str):
+        return None
+    kept: dict[str, Any] = {}
+    for name in ROW_TEXTS:
+        value = record.get(name)
+        if isinstance(value, str):
+            kept[name] = value
+    for name in ROW_NUMBERS:
+        number = _number(record.get(name))
+        if number is not None:
+            kept[name] = record[name]
+    for name in ROW_FLAGS:
+        if isinstance(record.get(name), bool):
+            kept[name] = record[name]
+    return kept
 
 
 def _number(value: Any) -> float | None:
@@ -305,4 +350,5 @@ def definition() -> dict[str, Any]:
         "retryable": [str(look.status) for look in STATUS_LOOKS if look.status in RETRYABLE],
         "finished": [str(status) for status in TERMINAL],
         "recheck_ms": RECHECK_MS,
+        "max_unconfirmed": MAX_UNCONFIRMED,
     }

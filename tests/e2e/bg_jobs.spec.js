@@ -274,3 +274,52 @@ job.id`);
   // about stays as heard (its engine has forgotten it: a listing of the store would drop it).
   await expect(row(page, quick)).toHaveAttribute("data-status", "done");
 });
+
+test("forged news: an end, a deletion or an odd row posted on the channel shows only what the store says", async ({ context, baseURL, request }) => {
+  // Any script of the origin can post on the queue's channel. Its news of an end is only a
+  // prompt to read the store: the row stays as stored, ten re-read periods on, and a row of
+  // wrong-typed fields neither breaks the table nor outlives the read that finds no record.
+  await resetServer(request);
+  const page = await openQueuePage(context, baseURL);
+  await py(page, `
+from pyjobq.core import jobs_table
+jobs_table.RECHECK_MS = 300
+from pyjobq import ui
+await ui.install()
+"ok"`);
+  await page.evaluate(() => document.body.append(document.createElement("bg-jobs")));
+  const running = await enqueue(page, `"GET", "/api/slow?ms=60000", type="sync", label="sync inbox"`);
+  await expect(row(page, running)).toHaveAttribute("data-status", "running");
+  const stored = await py(page, `
+record = await queue.get_job(${JSON.stringify(running)})
+json.dumps({k: v for k, v in record.items() if not k.startswith("_")}, default=str)`);
+  expect(stored.status).toBe("running");
+  const channel = await py(page, "queue.settings.channel_name");
+  await page.evaluate(({ channel, stored }) => {
+    const forger = new BroadcastChannel(channel);
+    // As pyjobq posts it: JSON text, in the key order of core/messages.py make().
+    const post = (...jobs) => forger.postMessage(JSON.stringify({ v: 1, type: "job-update", source: "forger", job: jobs[0], jobs }));
+    post({ ...stored, status: "done", updated_at: stored.updated_at + 1e9 });
+    post({ ...stored, deleted: true });
+    post({ id: "nobody-filed-this", type: "sync", status: "failed", error: "forged", created_at: 1, updated_at: 1, attempts: 1, max_attempts: 1 });
+    post({ id: "odd-date", type: "sync", status: "pending", label: "odd date", created_at: "2024-01-01", updated_at: "yesterday", attempts: "two" },
+      { id: "odd-status", type: ["x"], status: ["done"], label: 7 });
+    forger.close();
+  }, { channel, stored });
+  await page.waitForTimeout(3_000); // ten re-read periods
+  await expect(row(page, running)).toHaveAttribute("data-status", "running");
+  await expect(count(page, "done")).toHaveText("0");
+  await expect(count(page, "failed")).toHaveText("0");
+  await expect(row(page, "nobody-filed-this")).toHaveCount(0);
+  await expect(row(page, "odd-date")).toHaveCount(0); // read: no record, so no row
+  await expect(row(page, "odd-status")).toHaveCount(0);
+  await expect(page.locator("bg-jobs tbody tr[data-job-id]")).toHaveCount(1);
+  // The table goes on: a real job's end shows once the store holds it.
+  const real = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/echo/notes", {"text": "hi"}, type="notes", label="save note")
+await asyncio.wait_for(job.done, 30)
+job.id`);
+  await expect(row(page, real)).toHaveAttribute("data-status", "done");
+  await expect(row(page, running)).toHaveAttribute("data-status", "running");
+  await expect(page.locator("bg-jobs .note")).toHaveText("");
+});
