@@ -1056,7 +1056,7 @@ class IndexedDBStore(_ScheduleStore):
         # The index is ordered by next_retry_at, every number before any other kind of key: walk
         # it from the soonest (past ``after``) to the first record a pass could claim. Any other
         # record's key is stepped over (the Store contract): one done or foreign record with a
-        # past next_retry_at must not arm a wake in the past, again and again (issue 22).
+        # past next_retry_at must not arm a wake in the past, again and again ("no spin").
         def step(cursor: Any) -> None:
             if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
                 return

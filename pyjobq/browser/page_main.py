@@ -282,7 +282,7 @@ def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Sc
         transport=settings.transport,
         locks=WebLocks(),
         yields=settings.yields,
-        # read when an attempt fails (issue 13, finding 2)
+        # read when an attempt fails: the page's reading, not the worker's
         is_online=lambda: bool(js.navigator.onLine),
     )
     side.resources = HostResources(requests=requests.scheduler)

@@ -166,7 +166,7 @@ class BackOnline:
         self._may_wait = False
         now = self._clock.now()
         # One transaction reads and changes them: a delete or cancel between a read and a write
-        # is never undone (issue 22, finding 10).
+        # is never undone.
         # Only what is due later is read: a backlog already due is not the sweep's (a worker
         # taking the lease with 10,000 due jobs would read them all before its first claim).
         wait = SWEEP_AGAIN_MS
