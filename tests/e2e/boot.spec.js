@@ -85,7 +85,10 @@ test("a waiting tab takes over while offline: it boots from the files it fetched
 
   await context.setOffline(true);
   const id = await file(b, "/api/echo/offline-takeover", 1);
-  await a.close();
+  // A leaves by navigating away, not by page.close(): a closing page's DevTools session detaches
+  // before its JavaScript stops, which lifts setOffline, so a send A starts in its last
+  // milliseconds would reach the server though the context is offline.
+  await a.goto("about:blank");
   await workerReady(b); // granted the lease with no network: it boots from what it holds
   // It tries the job offline: the failure costs no attempt, and the job waits for the network.
   let tried = null;
