@@ -916,7 +916,9 @@ class FakeLocks:
     def __init__(self, hub: LockHub, *,
                  thawed: Callable[[], Awaitable[None]] | None = None) -> None:
         self._hub = hub
-        self._mine: set[_Request] = set()
+        # Insertion-ordered (not a set, whose order follows object addresses): a crash releases
+        # in request order, so a simulated seed replays exactly.
+        self._mine: dict[_Request, None] = {}
         self._thawed = thawed
         self._takes = TaskSet(log, "pyjobq: an in-memory lock request failed")
         #: Set by :meth:`crash`: a dead context asks for nothing more.
@@ -952,7 +954,7 @@ class FakeLocks:
         else:
             hub._queue.setdefault(name, []).append(req)
             hub._process(name)
-        self._mine.add(req)
+        self._mine[req] = None
         try:
             await req.granted
             if self._thawed is not None:
@@ -967,7 +969,7 @@ class FakeLocks:
                 raise asyncio.CancelledError(f"lock {name!r}: its context crashed")
             return req.task.result()
         finally:
-            self._mine.discard(req)
+            self._mine.pop(req, None)
             hub._release(req)
 
     def take_if_available(self, name: str) -> asyncio.Future[Release | None]:
@@ -988,7 +990,7 @@ class FakeLocks:
         request it makes after (a task of it that had not started yet) is never granted."""
         self._crashed = True
         for req in list(self._mine):
-            self._mine.discard(req)
+            self._mine.pop(req, None)
             if req.task is not None:
                 req.task.cancel()
             for fut in (req.granted, req.stolen):

@@ -82,6 +82,7 @@ import pytest
 
 from pyjobq.abort import AbortSignal
 from pyjobq.core import policy
+from pyjobq.core.backoff import Backoff
 from pyjobq.core.errors import StorageError
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.policy import SW_GIVE_BACKS
@@ -1387,9 +1388,12 @@ def test_simulation(seeds: range) -> None:
 #: (2264: the back-online oracle; the engine now reads the network while such a job waits); a
 #: lane whose run lock a frozen former holder took ahead of its claim, picked by every look and
 #: let go by every claim, two such lanes each asked while the other's release was in flight —
-#: passes back to back (15762: the look now counts that lane busy, as the claim did).
+#: passes back to back (15762: the look now counts that lane busy, as the claim did); a Service
+#: Worker's drain that reported nothing left while another code's write had paused a job
+#: (3600, 8935: a paused job is left for the next sync); an older job of a key sent after the
+#: newer one had landed, unparked behind it (5522, 5804: it is replaced instead).
 SOAKED_FAILURES = (3750, 10696, 16758, 2454, 4155, 7066, 7488, 8313, 9522, 10988, 13477, 15588,
-                   4829, 2264, 15762)
+                   4829, 2264, 15762, 3600, 8935, 5522, 5804)
 
 
 @pytest.mark.parametrize("seed", SOAKED_FAILURES)
@@ -1404,6 +1408,23 @@ def test_a_seed_replays_exactly() -> None:
 
     for seed in (3, 17):
         assert fingerprint(seed) == fingerprint(seed)
+
+
+def test_every_retry_ladder_draws_from_the_worlds_random(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ladder whose jitter comes from the process-wide ``random`` makes a seed replay
+    differently from run to run: in 16186 a Service Worker's drain fails a job offline, and the
+    back-online oracle saw its wait vary (7.6 s, 17.3 s) with the same steps."""
+    drawn: list[str] = []
+    ladder = Backoff.__call__
+
+    def call(self: Backoff, attempt: int) -> float:
+        drawn.append("process" if self.random is random.random else "world")
+        return ladder(self, attempt)
+
+    monkeypatch.setattr(Backoff, "__call__", call)
+    for seed in (16186, 3600):
+        run_seed(seed)
+    assert "world" in drawn and "process" not in drawn, drawn
 
 
 def test_the_simulation_exercises_what_it_claims() -> None:

@@ -144,7 +144,7 @@ class TaskSet:
     def __init__(self, logger: logging.Logger, message: str) -> None:
         self._log = logger
         self._message = message
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks: dict[asyncio.Future[Any], None] = {}  # in spawn order, unlike a set
 
     def spawn(self, coro: Coroutine[Any, Any, Any] | asyncio.Future[Any], *,
               now: bool = False) -> asyncio.Future[Any]:
@@ -156,12 +156,12 @@ class TaskSet:
         if task.done():  # it ended in its first step, here: no turn of the event loop to reap it
             self._reap(task)
             return task
-        self._tasks.add(task)
+        self._tasks[task] = None
         task.add_done_callback(self._reap)
         return task
 
     def _reap(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled() and task.exception() is not None:
             self._log.error(self._message, exc_info=task.exception())
 

@@ -54,6 +54,7 @@ import asyncio
 import functools
 import json
 import logging
+import random as _random
 from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable, Mapping
 
@@ -109,7 +110,7 @@ class DrainPorts:
     side's, as in a tab); ``lease_channel`` one on the lease's channel
     (:func:`pyjobq.engine.lease.lease_channel_name`), where a page in line pings the holder —
     the drain hears a page that waits for the lease the moment it gets in line (None: only its
-    look every :data:`LOOK_MS` does)."""
+    look every :data:`LOOK_MS` does); ``random`` is the retry ladder's jitter source."""
 
     store: Store
     locks: LockManager
@@ -117,6 +118,7 @@ class DrainPorts:
     clock: Clock
     is_online: Callable[[], bool]
     lease_channel: Callable[[], Channel] | None = None
+    random: Callable[[], float] = _random.random
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,8 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
     engine = in_process(
         store=ports.store, source=queue.source, clock=clock, lock_name=queue.lock_name,
         locks=ports.locks, channel=ports.channel(), yields=queue.yields,
-        handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease)
+        handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease,
+        random=ports.random)
     refused: list[str] = []
     #: The types of the kinds it cannot run: their lanes wait for a page.
     left = engine.scheduler.left_for_pages

@@ -716,7 +716,8 @@ class ServiceWorker:
         ports = DrainPorts(store=GuardedStore(world.store, self), locks=self.locks,
                            channel=self._channel, clock=self._clock,
                            is_online=lambda: world.online,
-                           lease_channel=self._lease_channel if hears_pages else None)
+                           lease_channel=self._lease_channel if hears_pages else None,
+                           random=world.random)
         queue = DrainQueue(lock_name=LOCK, source=self.source, transport=transport,
                            reconstructors=dict(reconstructors or {}), yields={},
                            handshake_timeout_ms=10_000.0)
