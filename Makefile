@@ -2,7 +2,10 @@
 #   make setup       chromium, node_modules, .venv (each only when missing or stale)
 #   make build       build/site: offline Pyodide distribution + pyjobq wheel + web/,
 #                    and build/site/lite: a JupyterLite site (rebuilt when its inputs change)
-#   make test        build, then CPython + pytest-pyodide tests, then Playwright tests
+#   make test        build, then CPython + pytest-pyodide tests, then Playwright tests, then
+#                    the conformance suite in Chromium, Firefox and WebKit (make engines)
+#   make engines     tests/engines: one suite in the three engines (Debian's firefox-esr and
+#                    WebKitGTK beside chromium), WebKit under Xvfb
 #   make check-core  pyjobq.core imports on the system CPython 3.11, without Pyodide
 #   make typecheck   mypy --strict on pyjobq/, with Pyodide's Python API (pyodide-py) for the browser modules
 #   make docs        build/docs: the API reference, generated from the docstrings (pdoc)
@@ -14,6 +17,11 @@ SHELL := /bin/bash
 VENV      := .venv
 VPY       := $(VENV)/bin/python
 CHROMIUM  := /usr/bin/chromium
+# The other engines, from Debian: Firefox ESR, and WebKitGTK's WebDriver with its MiniBrowser,
+# which runs under Xvfb.
+FIREFOX   := /usr/bin/firefox-esr
+WEBKIT_DRIVER := /usr/bin/WebKitWebDriver
+XVFB_RUN  := /usr/bin/xvfb-run
 SYS_PY311 := $(firstword $(wildcard /usr/bin/python3.11) $(shell command -v python3.11) python3)
 NPM_STAMP := node_modules/.pyjobq-npm-ci.stamp
 VENV_STAMP := $(VENV)/.pyjobq-requirements.stamp
@@ -28,12 +36,16 @@ find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/
 	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
 	done
 
-.PHONY: setup build test pytest e2e check-core lint typecheck docs demo bench soak clean distclean
+.PHONY: setup build test pytest e2e engines check-core lint typecheck docs demo bench soak clean distclean
 
-setup: $(CHROMIUM) $(NPM_STAMP) $(VENV_STAMP)
+setup: $(CHROMIUM) $(FIREFOX) $(WEBKIT_DRIVER) $(XVFB_RUN) $(NPM_STAMP) $(VENV_STAMP)
 
 $(CHROMIUM):
 	apt-get update -qq && apt-get install -y -qq chromium
+
+$(FIREFOX) $(WEBKIT_DRIVER) $(XVFB_RUN) &:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  firefox-esr webkit2gtk-driver xvfb xauth
 
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -63,6 +75,8 @@ test: build check-core $(PYODIDE_TYPES)/.stamp
 	$(VPY) -m pytest tests -q || rc=1; \
 	echo "== playwright test (tests/e2e) =="; \
 	npx playwright test || rc=1; \
+	echo "== conformance in three engines (tests/engines) =="; \
+	$(XVFB_RUN) -a node tests/engines/run.mjs || rc=1; \
 	exit $$rc
 
 pytest: build
@@ -70,6 +84,9 @@ pytest: build
 
 e2e: build
 	npx playwright test
+
+engines: build
+	$(XVFB_RUN) -a node tests/engines/run.mjs
 
 # The core must import on plain CPython (no js, no pyodide): system 3.11, no venv.
 check-core:

@@ -163,6 +163,28 @@ def test_a_handle_in_another_tab_resolves_replaced() -> None:
     run(main)
 
 
+def test_a_handle_looked_up_after_the_news_of_a_replacement_says_replaced() -> None:
+    """``queue.job(id)`` once the news of the replacement came (a handle made after the one the
+    news settled, in any tab): the record is gone, and the news heard says why. Firefox delivers
+    that news soon enough for this to be what a user sees."""
+    async def main() -> None:
+        world, server = World(), Server()
+        a = world.open_tab(transport=server)
+        b = world.open_tab(transport=server)
+        c = world.open_tab(transport=server)
+        old = a.side.enqueue_fetch("PUT", "/from-a", key="doc", delay_ms=5_000)
+        await settle()
+        b.side.enqueue_fetch("PUT", "/from-b", key="doc", delay_ms=5_000)
+        await settle()
+        assert (await asyncio.wait_for(old.done, 1)).code == Code.REPLACED
+        for tab in (a, c):  # the tab that filed it, and one that never awaited it
+            later = await asyncio.wait_for(tab.side.job(old.id).done, 1)
+            assert (later.status, later.code) == (Status.CANCELLED, Code.REPLACED), tab.name
+        never = await asyncio.wait_for(c.side.job("f" * 32).done, 1)
+        assert never.code == Code.NOT_FOUND  # no news of it: not found, as before
+    run(main)
+
+
 def test_two_tabs_enqueueing_one_key_at_once_leave_exactly_one_waiting() -> None:
     async def main() -> None:
         world, server = World(yields=2), Server()

@@ -163,9 +163,10 @@ class EngineClient:
                 self.handles.jobs.pop(job_id, None)
                 job._lose(error)
                 return
-            self.handles.settle_from(job_id, f.result(), missing=Outcome(
-                id=job_id, status=Status.FAILED, error=f"no job with id {job_id!r}",
-                code=Code.NOT_FOUND))
+            self.handles.settle_from(job_id, f.result(), missing=self.handles.heard_gone(job_id)
+                                     or Outcome(id=job_id, status=Status.FAILED,
+                                                error=f"no job with id {job_id!r}",
+                                                code=Code.NOT_FOUND))
 
         self.read(job_id).add_done_callback(found)
         return job

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Any, AsyncIterator, Callable
 
 from ..core.codes import REPLACED_ERROR, Code
@@ -32,6 +33,9 @@ from ..core.status import TERMINAL, Status
 from ..handle import Job, JobControl, JobUpdate
 
 log = logging.getLogger("pyjobq")
+
+#: How many deletions heard in news a page remembers the reason of (:meth:`Handles.heard_gone`).
+GONE_KEPT = 1000
 
 #: Reads one stored record by id (None: there is none).
 Read = Callable[[str], "asyncio.Future[Any]"]
@@ -127,6 +131,10 @@ class Handles:
         #: begun before the change the news tells of (a transaction that had not committed yet),
         #: so one that does not settle the handle is followed by another.
         self._news_since_read: set[str] = set()
+        #: Why the last :data:`GONE_KEPT` jobs news said were deleted are gone (``replaced`` or
+        #: ``deleted``), whether or not a handle awaited them: a handle looked up later, whose
+        #: read finds no record, says why rather than "not found".
+        self._heard_gone: OrderedDict[str, Outcome] = OrderedDict()
         self._recheck_timer: Timer | None = None
         #: Set once this page can no longer learn outcomes: nothing is reread after that.
         self.lost: BaseException | None = None
@@ -150,6 +158,11 @@ class Handles:
         handle = self.jobs.pop(job_id, None)
         if handle is not None:
             handle._settle(outcome)
+
+    def heard_gone(self, job_id: str) -> Outcome | None:
+        """Why news said ``job_id`` was deleted (None: no such news heard lately). Only a read
+        that finds no record may use it: news alone settles nothing."""
+        return self._heard_gone.get(job_id)
 
     def settle_from(self, job_id: str, record: dict[str, Any] | None, *,
                     missing: Outcome | None = None) -> None:
@@ -176,6 +189,11 @@ class Handles:
         engine's own word (``trusted``) and whole; otherwise an end is checked first."""
         self.listeners.tell(JobUpdate(job))
         job_id = job.get("id")
+        if isinstance(job_id, str) and job.get("deleted"):
+            self._heard_gone[job_id] = _deleted(job_id, job)
+            self._heard_gone.move_to_end(job_id)
+            if len(self._heard_gone) > GONE_KEPT:
+                self._heard_gone.popitem(last=False)
         if not isinstance(job_id, str) or job_id not in self.jobs or not _ended(job):
             return
         if not trusted or job.get("result_truncated"):
