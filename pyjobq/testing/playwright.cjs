@@ -163,7 +163,19 @@ async function waitForStatus(page, id, statuses, { timeout = 60_000, interval = 
  * Crash the tab's renderer (CDP `Page.crash`, as an out-of-memory kill would): no `pagehide`,
  * no `unload`, its workers die with it and its Web Locks are released. Resolves once it crashed.
  */
+/** Throw naming the engine when `context` is not Chromium's: `what` speaks Chromium's DevTools protocol. */
+function needsChromium(context, what) {
+  const browser = context.browser();
+  const engine = browser ? browser.browserType().name() : "chromium";
+  if (engine !== "chromium") {
+    throw new Error(`${what} needs Chromium's DevTools protocol, and this tab runs in ${engine}: run this test ` +
+      `in a Chromium project only, or close the page (page.close()) — the nearest thing ${engine} offers to ` +
+      'a crash (docs/testing.md, "Firefox and WebKit")');
+  }
+}
+
 async function crashTab(context, page, { timeout = 10_000 } = {}) {
+  needsChromium(context, "crashTab");
   const cdp = await context.newCDPSession(page);
   const crashed = page.waitForEvent("crash", { timeout });
   cdp.send("Page.crash").catch(() => {}); // never answers: the renderer is gone
@@ -183,6 +195,7 @@ const FROZE = "pyjobq-testing:freeze";
  * when no `freeze` fires within `timeout` ms (the tab is left running).
  */
 async function freezeTab(context, page, { timeout = 10_000 } = {}) {
+  needsChromium(context, "freezeTab");
   await page.evaluate((froze) => {
     const w = /** @type {any} */ (window);
     if (w.__pyjobqWatchesFreeze) return;

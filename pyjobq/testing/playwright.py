@@ -326,9 +326,11 @@ class Tab:
         Returns once it crashed.
 
         Raises:
-            TabError: the page did not crash within ``timeout_s``.
+            TabError: the page did not crash within ``timeout_s``, or it runs in another
+                engine than Chromium (a crash needs Chromium's DevTools protocol).
         """
         _bound("timeout_s", timeout_s)
+        _needs_chromium(self.context, "crash()")
         cdp = self.context.new_cdp_session(self.page)
         try:
             with self.page.expect_event("crash", timeout=timeout_s * 1000):
@@ -352,9 +354,10 @@ class Tab:
 
         Raises:
             TabError: Chromium fired no ``freeze`` within ``timeout_s`` (the tab is left
-                running), or the tab is frozen already.
+                running), the tab is frozen already, or it runs in another engine.
         """
         _bound("timeout_s", timeout_s)
+        _needs_chromium(self.context, "freeze() and resume()")
         if self._frozen:
             raise TabError(f"{self!r} is frozen already")
         _in_page(self.page, _WATCH_FREEZE, None, timeout_s, "watching for `freeze`")
@@ -390,8 +393,21 @@ class Tab:
 
     def _session(self) -> CDPSession:
         if self._cdp is None:
+            _needs_chromium(self.context, "freeze() and resume()")
             self._cdp = self.context.new_cdp_session(self.page)
         return self._cdp
+
+
+def _needs_chromium(context: BrowserContext, what: str) -> None:
+    """Raise :class:`TabError` naming the engine when ``context`` is not Chromium's: ``what``
+    speaks Chromium's DevTools protocol."""
+    browser = context.browser
+    engine = browser.browser_type.name if browser is not None else "chromium"
+    if engine != "chromium":
+        raise TabError(
+            f"{what} need Chromium's DevTools protocol, and this tab runs in {engine}: run this "
+            "test in a Chromium project only, or close the tab (tab.page.close()) — the nearest "
+            f"thing {engine} offers to a crash (docs/testing.md, \"Firefox and WebKit\")")
 
 
 def open_tab(context: BrowserContext, url: str, *, setup: str | None = None,
