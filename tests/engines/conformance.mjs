@@ -153,6 +153,44 @@ json.dumps([j.id for j in _jobs])`);
     },
   },
   {
+    name: "lanes: two types side by side, one type one at a time",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.py(configure(names));
+      const ids = await tab.py(`
+_jobs = [queue.enqueue_fetch("POST", p, {}, type=t) for p, t in
+         (("/api/hold/a1", "a"), ("/api/hold/a2", "a"), ("/api/hold/b1", "b"))]
+await asyncio.wait_for(asyncio.gather(*(j.stored for j in _jobs)), 20)
+json.dumps([j.id for j in _jobs])`);
+      // Type b runs beside type a; a's second job waits for its first.
+      await until(async () => {
+        const held = await server.holding();
+        return held.includes("a1") && held.includes("b1");
+      }, 60_000, "a1 and b1 on the wire together");
+      await sleep(1_000);
+      assert.ok(!(await server.holding()).includes("a2"), "a2 waits behind a1 in type a's lane");
+      await server.release("b1");
+      await server.release("a1");
+      await until(async () => (await server.holding()).includes("a2"), 30_000, "a2 once a1 ended");
+      await server.release("a2");
+      for (const id of ids) assert.equal((await tab.py(outcome(id))).status, "done");
+    },
+  },
+  {
+    name: "delay_ms holds a job back until it is due",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.py(configure(names));
+      const id = await tab.py(file("POST", "/api/echo/later", {}, ", delay_ms=3000"));
+      const filed = Date.now();
+      await sleep(1_500);
+      assert.equal((await server.sent("/api/echo/later")).length, 0, "not sent before its delay");
+      assert.equal((await tab.py(outcome(id, 30))).status, "done");
+      const [sent] = await server.sent("/api/echo/later");
+      assert.ok(sent.started * 1000 >= filed + 2_500, "sent once due, not before");
+    },
+  },
+  {
     name: "volatile jobs run, and suspend_type holds them",
     async run({ open, names }) {
       const tab = await open();
