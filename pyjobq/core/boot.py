@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A tab that cannot process must never hold the processor lease: every other tab would wait
-behind it for its whole life (issue 22). So a worker that fails to boot, or whose boot stops
+behind it for its whole life. So a worker that fails to boot, or whose boot stops
 making progress, is ended; its page lets the lease go, and a new worker is started later and
 gets in line again only once it holds what it needs to boot (``worker.mjs``: the
 distribution's files, fetched as bytes).

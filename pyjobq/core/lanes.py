@@ -31,7 +31,7 @@ def run_lock(lock_name: str, job_type: str, job_id: str) -> str:
     (why the queue needs that: pyjobq/engine/lease.py). The name carries the job's type so that a
     held run lock keeps its lane busy in every tab even once its record is gone: a job deleted
     while its frozen page was sending it is still on the wire, and the type's next job must
-    wait for it (issue 22: one type on the wire at a time).
+    wait for it: one type on the wire at a time.
     """
     return f"{lock_name}:run:{json.dumps([job_type, job_id], separators=(',', ':'))}"
 

@@ -241,7 +241,7 @@ class Pass:
             watched = {r.id: lock for r in running for lock in (name(r), legacy(r.id))
                        if held.get(lock) == "exclusive"}
             elsewhere = set(watched)
-            # Another page's run lock keeps an idle lane waiting (lanes.types_held; seed 15762).
+            # Another page's run lock keeps an idle lane waiting (lanes.types_held).
             lanes_held = lanes.types_held(
                 held, self._e.run_locks.lock_name, ours | self._e.run_locks.prefetched_ids(),
                 skip=self._e.flights.busy_types())
@@ -322,7 +322,7 @@ class Pass:
                 self._e.run_locks.watch(busy[entry.type])
                 # Our view and the other page's disagree on the lane's next job (each took the
                 # one it believed oldest): both records are read again before the next look picks,
-                # or two pages with stale views give way to each other for ever (seed 16758).
+                # or two pages with stale views give way to each other for ever.
                 view.mark_stale(entry.id)
                 other = lanes.run_lock_job(self._e.run_locks.lock_name, busy[entry.type])
                 if other is not None:
@@ -408,7 +408,7 @@ class Pass:
 
         Every record due by then was seen by that look, and one it did not start waits on
         something that announces itself, so a timer for it would fire at once, again and again,
-        while nothing changed (issue 22, "no spin"):
+        while nothing changed (no spin):
 
         - a run of ours in its lane, or the outbox's one run at a time: its settle kicks;
         - an abandoned run of its type still ending: the page's last word kicks (the page bounds

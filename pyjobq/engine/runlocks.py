@@ -136,7 +136,7 @@ class RunLocks:
                 # Held only shared, by watches: one granted just as its page froze holds it for
                 # the whole freeze, and nothing says when that ends. A shared watch beside it
                 # would be granted at once and wake a pass that still cannot take the lock, round
-                # and round (issue 22). The pass's bounded re-look (Mode.recheck_ms) comes back.
+                # and round. The pass's bounded re-look (Mode.recheck_ms) comes back.
         return releases
 
     def _take_prefetched(self, entry: Entry) -> asyncio.Future[Release | None] | None:
@@ -207,7 +207,7 @@ class RunLocks:
             # Wake once the request has *ended* — the watch's own shared hold let go — not from
             # inside its callback: a pass woken there asks for the run lock (ifAvailable) while
             # this watch still holds it shared, finds it held, watches again, and the engine
-            # spins with no time moving (issue 22, finding 6).
+            # spins with no time moving.
             try:
                 await self._locks.request(lock, granted, mode="shared")
             finally:

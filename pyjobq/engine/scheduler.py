@@ -293,7 +293,7 @@ class Scheduler:
     def passes(self) -> int:
         """How many passes this scheduler has run: each time it held the lease and looked at the
         queue until nothing was left to do. With :attr:`looks`, what a test counts to tell an
-        idle holder from one that spins (issue 22: no passes back to back while nothing changes)."""
+        idle holder from one that spins (no passes back to back while nothing changes)."""
         return self._pass.runs
 
     @property

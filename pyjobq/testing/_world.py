@@ -588,7 +588,7 @@ class Tab:
         if self.queue.lease_holder is not None:
             # The page's handler is the tab's own code: what it starts dies with the tab (a lease
             # request it made, filed under the test instead, outlived a crash and held the lease
-            # for the dead tab for ever: seed 4829).
+            # for the dead tab for ever).
             _in_tab(self, self.queue.lease_holder.resume)
         page = (self.page_link, self._requests_link, self._requests_end, self.page_clock,
                 self.page_channel, self.request_channel, self.page_lease_channel)
