@@ -25,6 +25,9 @@ transport says):
                         60 s); a released key stays released until reset.
                         ``GET /__control/holding`` lists the keys of requests blocked right now,
                         one entry per request.
+- ``/__stalled/<path>`` the static file ``<path>``, but a ``.wasm`` file is held like
+                        ``/api/hold/download`` (released by ``{"key": "download"}``): a
+                        download that stalls, for ``configure(pyodide_url="/__stalled/pyodide/")``.
 
 Each log entry also carries ``started`` (when the request arrived; ``time`` is when it
 was answered).
@@ -73,6 +76,10 @@ DEFAULT_TOKEN = "t0"
 CHAOS_WEIGHTS = {"ok": 50, "error": 15, "throttled": 10, "slow": 15, "expire": 10}
 #: How long a "slow" answer of /api/chaos/<key> takes, in seconds (drawn uniformly).
 CHAOS_SLOW_S = (0.3, 1.5)
+
+
+#: The prefix of static files served as a stalled download (``.wasm`` held until released).
+STALLED = "/__stalled/"
 
 
 class State:
@@ -254,6 +261,8 @@ class Handler(StaticHandler):
                         self._logging_api = False
                         self._record(self.path, self._status, aborted=self._aborted,
                                      **self._log_extra)
+            elif path.startswith(STALLED):
+                self._stalled(path.removeprefix(STALLED.rstrip("/")))
             elif self.command in ("GET", "HEAD"):
                 self._static(path)
             else:
@@ -275,6 +284,23 @@ class Handler(StaticHandler):
                     self.headers.get("Access-Control-Request-Headers", "*"),
             },
         )
+
+    def _hold(self, key: str) -> None:
+        """Block until ``key`` is released (at most 60 s), listed in ``holding`` meanwhile."""
+        event = self.state.hold_event(key)
+        with self.state.lock:
+            self.state.holding.append(key)
+        try:
+            event.wait(60)
+        finally:
+            with self.state.lock:
+                if key in self.state.holding:
+                    self.state.holding.remove(key)
+
+    def _stalled(self, path: str) -> None:
+        if path.endswith(".wasm"):
+            self._hold("download")
+        self._static(path)
 
     def _echo(self, path: str, body: bytes, status: int = 200) -> None:
         text = body.decode("utf-8", "replace")
@@ -315,16 +341,7 @@ class Handler(StaticHandler):
                 return self._json(401, {"code": "token_expired"})
             return self._echo(full, body)
         if m := re.fullmatch(r"/api/hold/([^/]+)", path):
-            key = urllib.parse.unquote(m.group(1))
-            event = self.state.hold_event(key)
-            with self.state.lock:
-                self.state.holding.append(key)
-            try:
-                event.wait(60)
-            finally:
-                with self.state.lock:
-                    if key in self.state.holding:
-                        self.state.holding.remove(key)
+            self._hold(urllib.parse.unquote(m.group(1)))
             return self._echo(full, body)
         if path == "/api/slow":
             ms = int((query.get("ms") or ["0"])[0])

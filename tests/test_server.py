@@ -178,3 +178,19 @@ def test_chaos_answers_at_random_logs_the_key_and_expires_the_token(base):
             token = json.loads(call(base + "/api/token")[2])["token"]
         again.append(status)
     assert again == statuses
+
+
+def test_a_stalled_download_holds_wasm_until_released_and_serves_the_rest(base):
+    assert call(base + "/__stalled/a.mjs")[2] == b"export default 1;"
+    got: dict[str, bytes] = {}
+    thread = threading.Thread(target=lambda: got.update(wasm=call(base + "/__stalled/b.wasm")[2]))
+    thread.start()
+    for _ in range(200):
+        if json.loads(call(base + "/__control/holding")[2]) == ["download"]:
+            break
+        time.sleep(0.01)
+    assert json.loads(call(base + "/__control/holding")[2]) == ["download"]
+    assert got == {}
+    call(base + "/__control/release", "POST", {"key": "download"})
+    thread.join(5)
+    assert got == {"wasm": b"\0asm"}

@@ -1,4 +1,5 @@
-"""``engine.tasks.start_now``: a task whose first step runs in the caller's event."""
+"""``engine.tasks``: ``start_now`` (a task whose first step runs in the caller's event) and
+``again_doubling`` (a try repeated while its failures pass)."""
 
 from __future__ import annotations
 
@@ -147,4 +148,48 @@ def test_soon_runs_each_call_in_the_context_it_was_given_in() -> None:
                 lambda n=name: (who.set(n), tasks.soon(lambda: seen.append(who.get()))))
         await asyncio.sleep(0)
         assert seen == ["a", "b"]
+    asyncio.run(main())
+
+
+def test_again_doubling_waits_out_passing_failures_doubling_to_the_cap_and_raises_others() -> None:
+    from pyjobq.engine.tasks import again_doubling
+    from pyjobq.memory import FakeClock
+
+    async def main() -> None:
+        clock = FakeClock()
+        start = clock.now()
+        tries: list[float] = []
+        said: list[tuple[str, float]] = []
+
+        async def attempt() -> str:
+            tries.append(clock.now() - start)
+            if len(tries) < 5:
+                raise OSError(f"bad moment {len(tries)}")
+            return "stored"
+
+        task = asyncio.ensure_future(again_doubling(
+            clock, attempt, first_ms=100, max_ms=300, passes=lambda exc: isinstance(exc, OSError),
+            said=lambda exc, wait: said.append((str(exc), wait)), failed=OSError("first")))
+        while not task.done():
+            await asyncio.sleep(0)
+            at = clock.next_timer_at()
+            if at is not None:
+                clock.advance(at - clock.now())
+        assert task.result() == "stored"
+        # The failure already had is waited out first; each wait doubles up to the cap.
+        assert tries == [100, 300, 600, 900, 1200]
+        assert [wait for _, wait in said] == [100, 200, 300, 300, 300]
+        assert said[0][0] == "first"
+
+        async def refused() -> str:
+            raise ValueError("not the store's")
+
+        try:
+            await again_doubling(clock, refused, first_ms=100, max_ms=300,
+                                 passes=lambda exc: isinstance(exc, OSError),
+                                 said=lambda exc, wait: None)
+        except ValueError as exc:
+            assert str(exc) == "not the store's"
+        else:
+            raise AssertionError("a failure that does not pass is raised")
     asyncio.run(main())

@@ -68,7 +68,9 @@ export function pyjobqServiceWorker(scope) {
     try {
       left = await drain(db);
     } catch (error) {
-      (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: String((error && error.stack) || error) });
+      // V8's stack starts with the error's own line; Firefox's and WebKit's hold the frames alone.
+      const stack = String((error && error.stack) || "");
+      (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: stack.includes(String(error)) ? stack : `${error}\n${stack}` });
       console.warn(`pyjobq service worker: ${error}`);
       throw error;
     }

@@ -81,8 +81,15 @@ class ServiceWorkerLink:
         # No sync asked for here: this page is about to process the queue itself, and a
         # Service Worker woken now could only hold the lease up while the page's worker boots.
         # The next job stored pending asks for one.
-        self._registration = await js.navigator.serviceWorker.register(
-            self._url, js_object({"type": "module"}))
+        try:
+            self._registration = await js.navigator.serviceWorker.register(
+                self._url, js_object({"type": "module"}))
+        except Exception as exc:  # no module Service Workers here, or the script failed
+            text = (f"pyjobq: the Service Worker {self._url} could not be registered as a module "
+                    f"Service Worker ({exc}); open tabs send the stored jobs as always, and none "
+                    "are sent while every tab is closed")
+            log.warning("%s", text)
+            js.console.warn(text)
 
     def _on_update(self, update: JobUpdate) -> None:
         if update.get("volatile") or update.get("deleted"):

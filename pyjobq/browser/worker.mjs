@@ -192,7 +192,11 @@ async function servedFrom({ take }, load) {
 
 let stage = "import";
 try {
-  const { loadPyodide } = await import(params.index + "pyodide.mjs");
+  const pyodideModule = params.index + "pyodide.mjs";
+  // WebKit's error does not name the module ("Importing a module script failed."): say which.
+  const { loadPyodide } = await import(pyodideModule).catch((error) => {
+    throw String(error).includes(pyodideModule) ? error : new TypeError(`${error.message} (${pyodideModule})`);
+  });
   say("worker_alive");
   stage = "fetch";
   const files = await fetchDistribution(params.index);
@@ -263,7 +267,10 @@ try {
   self.onmessage = null;
   main.start(JSON.stringify(params), early.splice(0));
 } catch (error) {
-  const message = String((error && error.stack) || error);
+  // V8's stack starts with the error's own line; Firefox's and WebKit's hold the frames alone.
+  const said = String(error);
+  const stack = String((error && error.stack) || "");
+  const message = stack.includes(said) ? stack : stack ? `${said}\n${stack}` : said;
   console.error(`pyjobq worker (${stage}): ${message}`);
   say("worker_error", { stage, message, refused });
   if (self.pyjobqReleaseLease) self.pyjobqReleaseLease();

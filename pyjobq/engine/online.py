@@ -46,11 +46,11 @@ from typing import Any, Callable, Coroutine, Sequence
 from ..core import policy
 from ..core.errors import DatabaseUpgradedError
 from ..core.policy import OFFLINE
-from ..core.ports import Clock, Store, Timer
+from ..core.ports import Clock, Store, Timer, Updated
 from ..core.records import JobRecord
 from ..core.status import ONLY_PENDING, Status
 from .inflight import FlightTable
-from .tasks import sleep
+from .tasks import again_doubling
 
 log = logging.getLogger("pyjobq")
 
@@ -164,29 +164,28 @@ class BackOnline:
             return
         # What waits from now on is what a settle stores after this read (stored_offline).
         self._may_wait = False
-        now = self._clock.now()
-        # One transaction reads and changes them: a delete or cancel between a read and a write
-        # is never undone.
-        # Only what is due later is read: a backlog already due is not the sweep's (a worker
-        # taking the lease with 10,000 due jobs would read them all before its first claim).
-        wait = SWEEP_AGAIN_MS
-        while True:
-            try:
-                done = await self._store.update_by_status(
-                    ONLY_PENDING, lambda cur: policy.back_online(cur, now), due_after=now)
-                break
-            except Exception as exc:
-                # The store's trouble may pass: the network's return is not to be lost for it
-                # (what waits would wait out its ladder).
-                if self._closed or isinstance(exc, DatabaseUpgradedError):
-                    raise
-                log.warning("pyjobq: making the jobs that waited offline due failed (%s): "
-                            "again in %g s", exc, wait / 1000)
-            await sleep(self._clock, wait)
-            wait = min(wait * 2, SWEEP_AGAIN_MAX_MS)
+
+        async def make_due() -> list[Updated] | None:
             if self._closed:
-                return
+                return None
             now = self._clock.now()
+            # One transaction reads and changes them: a delete or cancel between a read and a
+            # write is never undone. Only what is due later is read: a backlog already due is
+            # not the sweep's (a worker taking the lease with 10,000 due jobs would read them
+            # all before its first claim).
+            return await self._store.update_by_status(
+                ONLY_PENDING, lambda cur: policy.back_online(cur, now), due_after=now)
+
+        # The store's trouble may pass: the network's return is not to be lost for it (what
+        # waits would wait out its ladder).
+        done = await again_doubling(
+            self._clock, make_due, first_ms=SWEEP_AGAIN_MS, max_ms=SWEEP_AGAIN_MAX_MS,
+            passes=lambda exc: not self._closed and not isinstance(exc, DatabaseUpgradedError),
+            said=lambda exc, wait: log.warning(
+                "pyjobq: making the jobs that waited offline due failed (%s): again in %g s",
+                exc, wait / 1000))
+        if done is None:
+            return
         due = [u.record for u in done if u.applied and u.record is not None]
         self._publish(due)
         if wake or due:

@@ -53,7 +53,7 @@ from ..core.schedule import (
     synced,
 )
 from .calls import Publish
-from .tasks import sleep
+from .tasks import again_doubling
 
 log = logging.getLogger("pyjobq")
 
@@ -237,17 +237,13 @@ class Periodic:
         """``store.put_schedule``, tried again while the store fails (backing off as a troubled
         schedule's look does, for as long as the engine runs): a page's definition, sent once as
         it loads, is not lost to a store's bad moment."""
-        wait = TROUBLE_MS
-        while True:
-            try:
-                return await store.put_schedule(name, apply)
-            except StorageError as exc:
-                if self._stopped or isinstance(exc, DatabaseUpgradedError):
-                    raise
-                log.warning("pyjobq: storing periodic %r failed (%s): again in %g s", name, exc,
-                            wait / 1000)
-            await sleep(self._e.clock, wait)
-            wait = min(wait * 2, TROUBLE_MAX_MS)
+        return await again_doubling(
+            self._e.clock, lambda: store.put_schedule(name, apply),
+            first_ms=TROUBLE_MS, max_ms=TROUBLE_MAX_MS,
+            passes=lambda exc: (isinstance(exc, StorageError) and not self._stopped
+                                and not isinstance(exc, DatabaseUpgradedError)),
+            said=lambda exc, wait: log.warning(
+                "pyjobq: storing periodic %r failed (%s): again in %g s", name, exc, wait / 1000))
 
     async def unschedule(self, msg: dict[str, Any]) -> bool:
         """Delete schedule ``msg["name"]``; returns whether there was one. Its jobs stay."""

@@ -56,7 +56,7 @@ from ..core.view import Entry
 from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
-from .tasks import new_future, sleep
+from .tasks import again_doubling, new_future, sleep
 
 log = logging.getLogger("pyjobq")
 
@@ -388,31 +388,33 @@ class Settler:
         the job again would give the same result. Any other failure is the store's, and passes:
         the success is tried again whole. Raises once the engine stopped."""
         e = self._e
-        wait = KEEP_MS
-        while True:
-            if outcome.ok and refused_the_value(failure):
-                log.error("pyjobq: storing the result of %s failed (%s): it is failed as not "
-                          "storable", job_id, failure)
-                not_storable = RunResult(
-                    ok=False, error=f"the result could not be stored: {failure}",
-                    status=outcome.status, code=Code.RESULT_NOT_STORABLE, terminal=True)
-                try:
-                    return _Stored(await e.write([change(not_storable)]), False)
-                except Exception as exc:
-                    if e.control.stopped or isinstance(exc, DatabaseUpgradedError):
-                        raise
-            log.warning("pyjobq: storing the outcome of %s failed (%s): it is kept, and tried "
-                        "again in %g s", job_id, failure, wait / 1000)
-            await sleep(e.clock, wait)
-            wait = min(wait * 2, KEEP_MAX_MS)
+        last = failure
+
+        async def store() -> _Stored:
+            nonlocal last
             if e.control.stopped:
-                raise failure
+                raise last
+            value = outcome
+            if outcome.ok and refused_the_value(last):
+                log.error("pyjobq: storing the result of %s failed (%s): it is failed as not "
+                          "storable", job_id, last)
+                value = RunResult(ok=False, error=f"the result could not be stored: {last}",
+                                  status=outcome.status, code=Code.RESULT_NOT_STORABLE,
+                                  terminal=True)
             try:
-                return _Stored(await e.write([change(outcome)]), False)
+                return _Stored(await e.write([change(value)]), False)
             except Exception as exc:
-                if isinstance(exc, DatabaseUpgradedError):
-                    raise
-                failure = exc
+                last = exc
+                raise
+
+        # A value the store refused is stored failed at once; a store's failure waits first.
+        return await again_doubling(
+            e.clock, store, first_ms=KEEP_MS, max_ms=KEEP_MAX_MS,
+            passes=lambda exc: not e.control.stopped and not isinstance(exc, DatabaseUpgradedError),
+            said=lambda exc, wait: log.warning(
+                "pyjobq: storing the outcome of %s failed (%s): it is kept, and tried again in "
+                "%g s", job_id, exc, wait / 1000),
+            failed=None if outcome.ok and refused_the_value(failure) else failure)
 
     async def _delete_if_done(self, settled: Updated) -> None:
         if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \

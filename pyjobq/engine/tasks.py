@@ -10,7 +10,7 @@ import contextvars
 import logging
 import sys
 import weakref
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
 from ..core.ports import Clock, LockManager, Release
 
@@ -114,6 +114,29 @@ async def sleep(clock: Clock, ms: float) -> None:
 
     clock.call_later(ms, wake)
     await woken
+
+
+async def again_doubling(clock: Clock, attempt: Callable[[], Awaitable[_T]], *, first_ms: float,
+                         max_ms: float, passes: Callable[[Exception], bool],
+                         said: Callable[[Exception, float], None],
+                         failed: Exception | None = None) -> _T:
+    """What ``await attempt()`` returns, tried until it does: each failure ``passes`` judges
+    to be passing (a store's bad moment) is ``said`` with the wait before the next try,
+    ``first_ms`` doubling up to ``max_ms``; any other failure is raised. ``failed``: the
+    failure of a try already made, said and waited out before the first call."""
+    wait = first_ms
+    failure = failed
+    while True:
+        if failure is not None:
+            if not passes(failure):
+                raise failure
+            said(failure, wait)
+            await sleep(clock, wait)
+            wait = min(wait * 2, max_ms)
+        try:
+            return await attempt()
+        except Exception as exc:
+            failure = exc
 
 
 def start_now(coro: Coroutine[Any, Any, _T]) -> asyncio.Future[_T]:

@@ -6,7 +6,7 @@ import { sleep, until } from "./drivers.mjs";
 
 /** Python that configures the queue on a case's own names, with a transport to the test server
  * that records each send in `runs` and every `job-update` this tab hears in `updates`. */
-export function configure(names, { extra = "", call = true } = {}) {
+export function configure(names, { extra = "", call = true, transport = true } = {}) {
   return `
 import json, asyncio, pyjobq
 from pyodide.http import pyfetch
@@ -17,13 +17,46 @@ async def send(method, path, body):
     runs.append(path)
     return await pyfetch(path, method=method, headers={"Content-Type": "application/json"}, **kw)
 
-pyjobq.configure(transport=send, db_name=${JSON.stringify(names.db)}, lock_name=${JSON.stringify(names.lock)},
+pyjobq.configure(${transport ? "transport=send, " : ""}db_name=${JSON.stringify(names.db)}, lock_name=${JSON.stringify(names.lock)},
                  channel_name=${JSON.stringify(names.channel)}${extra})
 from pyjobq import queue
 updates = []
 ${call ? "queue.on_update(lambda u: updates.append(dict(u)))" : ""}
 "ok"`;
 }
+
+/** Python that writes an importable transport module (a Service Worker imports it by name). */
+const SW_APP = `
+import os, sys
+os.makedirs("/home/pyodide/sw_app", exist_ok=True)
+open("/home/pyodide/sw_app/__init__.py", "w").close()
+with open("/home/pyodide/sw_app/transport.py", "w") as f:
+    f.write('''
+import json
+import js
+from pyodide.http import pyfetch
+
+SENDER = str(js.globalThis.constructor.name)
+
+async def send(method, path, body):
+    kw = {} if body is None else {"body": json.dumps(body)}
+    return await pyfetch(path, method=method, headers={"Content-Type": "application/json", "X-Sender": SENDER}, **kw)
+''')
+if "/home/pyodide" not in sys.path:
+    sys.path.insert(0, "/home/pyodide")
+"ok"`;
+
+/** JavaScript that keeps each console line the page writes (info and up) in consoleLines. */
+const RECORD_CONSOLE = `() => {
+  window.consoleLines = [];
+  for (const level of ["info", "warn", "error"]) {
+    const original = console[level].bind(console);
+    console[level] = (...args) => { window.consoleLines.push(args.join(" ")); original(...args); };
+  }
+}`;
+
+/** How many console lines the page wrote that contain `text` (after RECORD_CONSOLE). */
+const linesWith = (tab, text) => tab.evaluate(`(text) => window.consoleLines.filter((l) => l.includes(text)).length`, text);
 
 /** The outcome of job `id` once it ends, as JSON-able fields. */
 const outcome = (id, seconds = 60) => `
@@ -210,6 +243,202 @@ await queue.resume_type("later")
 _o2 = await asyncio.wait_for(_held.done, 20)
 json.dumps([_o.status, _o.result, _before, _o2.status])`);
       assert.deepEqual(got, ["done", "worked", 1, "done"]);
+    },
+  },
+  {
+    name: "another tab takes over when the processing tab is killed mid-run",
+    // WebKit: its driver loses the session with the killed page (the other tab runs on), so
+    // the takeover is read from the server's log alone.
+    async run({ open, server, names, engineLost }) {
+      const tabs = [];
+      for (let i = 0; i < 2; i++) {
+        const tab = await open();
+        await tab.py(configure(names));
+        tabs.push(tab);
+      }
+      const id = await tabs[0].py(file("POST", "/api/hold/killed", { n: 5 }));
+      await until(async () => (await server.holding()).includes("killed"), 60_000, "the held request");
+      const runner = (await tabs[0].py("json.dumps(len(runs))")) > 0 ? 0 : 1;
+      await tabs[runner].kill();
+      const other = tabs[1 - runner];
+      // The killed tab's request stays held at the server; the other tab's makes a second.
+      await until(async () => (await server.sent("/api/hold/killed")).length + (await server.holding()).length >= 2,
+                  90_000, "the job sent again by the tab that took over");
+      await server.release("killed");
+      await until(async () => (await server.sent("/api/hold/killed")).filter((e) => e.status === 200).length >= 2,
+                  30_000, "both sends answered");
+      if (!engineLost()) assert.equal((await other.py(outcome(id, 90))).status, "done");
+      await sleep(500);
+      const sent = (await server.sent("/api/hold/killed")).length;
+      assert.ok(sent >= 1 && sent <= 2, `sent ${sent} times: at most once more than before the kill`);
+    },
+  },
+  {
+    name: "<bg-jobs> shows a failed job and retries it",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.py(configure(names));
+      await tab.py(`
+from pyjobq import ui
+await ui.install()
+"ok"`);
+      await tab.evaluate(`() => { document.body.append(document.createElement("bg-jobs")); }`);
+      await server.script("table", [{ status: 500, body: { code: "server_down" } }, { status: 200, body: { ok: true } }]);
+      const id = await tab.py(`
+_job = queue.enqueue_fetch("POST", "/api/script/table", {}, label="save note", max_attempts=1)
+await asyncio.wait_for(_job.done, 30)
+json.dumps(_job.id)`);
+      const row = `(id) => {
+        const tr = document.querySelector("bg-jobs").shadowRoot.querySelector(\`tr[data-job-id="\${id}"]\`);
+        return tr ? { status: tr.getAttribute("data-status"), text: tr.textContent } : null;
+      }`;
+      const failed = await until(async () => {
+        const r = await tab.evaluate(row, id);
+        return r && r.status === "failed" ? r : null;
+      }, 45_000, "the failed row");
+      assert.ok(failed.text.includes("server_down"), `the row names the error: ${failed.text}`);
+      await tab.evaluate(`() => document.querySelector("bg-jobs").shadowRoot
+                                  .querySelector('button[aria-label="Retry save note"]').click()`);
+      await until(async () => (await tab.evaluate(row, id))?.status === "done", 45_000, "the retried row done");
+      assert.deepEqual((await server.sent("/api/script/table")).map((e) => e.status), [500, 200]);
+    },
+  },
+  {
+    name: "a worker that cannot start: every persistent call raises WorkerUnavailable within seconds",
+    async run({ open, names }) {
+      const tab = await open();
+      await tab.py(configure(names, { extra: ', pyodide_url="/nowhere/"' }));
+      const got = await tab.py(`
+import time
+async def _raised(awaitable):
+    try:
+        await asyncio.wait_for(awaitable, 30)
+        return "answered"
+    except pyjobq.WorkerUnavailable as exc:
+        return [exc.code, exc.stage, "/nowhere/pyodide.mjs" in str(exc)]
+_t0 = time.monotonic()
+_r = [await _raised(queue.enqueue_fetch("POST", "/api/echo/never", {}).stored), await _raised(queue.query_all())]
+_elapsed = time.monotonic() - _t0
+async def _work(signal):
+    return "still here"
+json.dumps({"raised": _r, "elapsed": _elapsed, "volatile": (await asyncio.wait_for(queue.enqueue(_work).done, 20)).result})`);
+      assert.deepEqual(got.raised, [["worker_not_started", "import", true], ["worker_not_started", "import", true]]);
+      assert.ok(got.elapsed < 15, `answered within seconds, not ${got.elapsed} s`);
+      assert.equal(got.volatile, "still here");
+    },
+  },
+  {
+    name: "a tab whose download stalls never holds the lease; another tab runs its job",
+    async run({ open, server, names }) {
+      const a = await open();
+      // A's worker fetches Pyodide from a path whose .wasm the server holds back.
+      await a.py(configure(names, { extra: ', pyodide_url="/__stalled/pyodide/", worker_start_timeout_ms=10_000' }));
+      const id = await a.py(file("POST", "/api/echo/stalled", { n: 6 }));
+      await until(async () => (await server.holding()).includes("download"), 60_000, "the stalled download");
+      const b = await open();
+      await b.py(configure(names));
+      try {
+        // B runs A's job; A hears the end on its own handle.
+        assert.equal((await a.py(outcome(id, 90))).status, "done");
+        assert.equal((await b.py(outcome(id))).status, "done");
+        assert.equal(await a.py("json.dumps(len(runs))"), 0, "A sent nothing");
+        assert.equal((await server.sent("/api/echo/stalled")).length, 1);
+      } finally {
+        await server.release("download");
+      }
+    },
+  },
+  {
+    name: "bad input gets a clear error at the call and loses nothing",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.py(configure(names));
+      const got = await tab.py(`
+def _refused(call):
+    try:
+        call()
+    except pyjobq.InvalidJobError as exc:
+        return str(exc)
+    return None
+_big = "x" * 2_000_000
+_good = queue.enqueue_fetch("POST", "/api/echo/big", {"text": _big})
+await asyncio.wait_for(_good.stored, 30)
+_errors = {
+    "nan": _refused(lambda: queue.enqueue_fetch("POST", "/api/echo/bad", {"x": float("nan")})),
+    "int key": _refused(lambda: queue.enqueue_fetch("POST", "/api/echo/bad", {1: "a"})),
+    "delay_ms": _refused(lambda: queue.enqueue_fetch("POST", "/api/echo/bad", {}, delay_ms=-5)),
+    "delete_job": _refused(lambda: queue.delete_job(123)),
+}
+_done = await asyncio.wait_for(_good.done, 60)
+_not_async = queue.enqueue(lambda signal: 1)
+_sync = await asyncio.wait_for(_not_async.done, 20)
+json.dumps({"errors": _errors, "done": [_done.status, len(_done.result["body"]["text"])],
+            "sync": [_sync.status, _sync.code], "ids": sorted(r["id"] for r in await queue.query_all()),
+            "filed": sorted([_good.id, _not_async.id])})`);
+      assert.match(got.errors.nan, /body must be JSON-like/);
+      assert.match(got.errors["int key"], /would not come back as it was/);
+      assert.match(got.errors.delay_ms, /delay_ms must be a finite number >= 0, got -5/);
+      assert.match(got.errors.delete_job, /delete_job\(job_id\): expected a job's id/);
+      assert.deepEqual(got.done, ["done", 2_000_000], "a 2 MB body stored whole and sent");
+      assert.deepEqual(got.sync, ["failed", "executor_not_async"]);
+      assert.deepEqual(got.ids, got.filed, "nothing half-written: only the jobs that were filed");
+      assert.equal((await server.log()).filter((e) => e.path === "/api/echo/bad").length, 0);
+    },
+  },
+  {
+    name: "the Service Worker sends what is left with every tab closed",
+    async run({ open, server, names, engine }) {
+      const tab = await open();
+      await tab.evaluate(RECORD_CONSOLE);
+      await tab.py(SW_APP);
+      await tab.py(configure(names, { extra: ', transport="sw_app.transport:send", service_worker="/pyjobq-sw.mjs"', transport: false }));
+      const sync = await tab.evaluate(`async () => "sync" in (await navigator.serviceWorker.ready)`);
+      assert.equal(sync, engine === "chromium", "Background Sync only where the engine has it");
+      // Due in 8 s: the tab closes before then, so only the Service Worker can send it.
+      await tab.py(file("POST", "/api/echo/sw", { n: 7 }, ", delay_ms=8000"));
+      const due = Date.now() + 8_000;
+      const said = () => linesWith(tab, "cannot be woken by Background Sync");
+      if (!sync) await until(async () => (await said()) > 0, 5_000, "the page saying there is no Background Sync");
+      await tab.py(file("POST", "/api/echo/sw-second", { n: 8 }, ", delay_ms=8000"));
+      await sleep(500);
+      assert.equal(await said(), sync ? 0 : 1, "said once where Background Sync is missing, never where it is there");
+      await tab.close();
+      await sleep(Math.max(0, due - Date.now()) + 1_000);
+      const blank = await open("/tests/blank.html", { ready: false });
+      if (sync) {
+        // Chromium fires its sync while the tab was still open (the drain yields to a page):
+        // a page's message wakes the Service Worker now.
+        await blank.evaluate(`async (db) => (await navigator.serviceWorker.ready).active.postMessage({ pyjobq_sw: "drain", db })`, names.db);
+      } else {
+        // No Background Sync: the Service Worker drains each time it starts. A new version
+        // of the script is a real start.
+        await blank.evaluate(`async () => { await navigator.serviceWorker.register("/pyjobq-sw.mjs?start=" + Date.now(), { type: "module" }); }`);
+      }
+      const [sent] = await until(async () => {
+        const log = await server.sent("/api/echo/sw");
+        return log.length ? log : null;
+      }, 120_000, "the Service Worker's send");
+      assert.equal(sent.sender, "ServiceWorkerGlobalScope");
+      await until(async () => (await server.sent("/api/echo/sw-second")).length, 60_000, "the second job's send");
+      await sleep(1_000);
+      for (const path of ["/api/echo/sw", "/api/echo/sw-second"]) {
+        assert.deepEqual((await server.sent(path)).map((e) => [e.sender, e.status]), [["ServiceWorkerGlobalScope", 200]], `${path} sent once, by the Service Worker`);
+      }
+    },
+  },
+  {
+    name: "a Service Worker that cannot be registered is said on the console; tabs send as always",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.evaluate(RECORD_CONSOLE);
+      await tab.py(SW_APP);
+      await tab.py(configure(names, { extra: ', transport="sw_app.transport:send", service_worker="/no-such-sw.mjs"', transport: false }));
+      const id = await tab.py(file("POST", "/api/echo/no-sw", { n: 9 }));
+      assert.equal((await tab.py(outcome(id))).status, "done");
+      const text = "/no-such-sw.mjs could not be registered as a module Service Worker";
+      await until(async () => (await linesWith(tab, text)) > 0, 20_000, "the console line");
+      assert.equal(await linesWith(tab, text), 1, "said once");
+      assert.deepEqual((await server.sent("/api/echo/no-sw")).map((e) => [e.sender, e.status]), [["Window", 200]]);
     },
   },
 ];

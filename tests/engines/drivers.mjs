@@ -1,13 +1,13 @@
 // The three engines behind one small interface, so each conformance case is written once:
 //   const engine = await launch("firefox");
 //   const tab = await engine.open("/tests/harness.html");  // waits for window.pyReady
-//   await tab.py("1 + 1");  await tab.reload();  await tab.close();  await engine.quit();
+//   await tab.py("1 + 1");  await tab.reload();  await tab.kill();  await engine.quit();
 // Chromium and Firefox are driven by puppeteer-core (CDP and WebDriver BiDi), WebKit by a
 // classic WebDriver client (webdriverio) talking to WebKitGTK's WebKitWebDriver, whose
 // MiniBrowser runs under Xvfb. Every browser is the machine's own (Debian packages): nothing
 // is downloaded.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -23,6 +23,9 @@ export const BINARIES = {
   firefox: process.env.FIREFOX_PATH || "/usr/bin/firefox-esr",
   webkit: process.env.WEBKIT_DRIVER_PATH || "/usr/bin/WebKitWebDriver",
 };
+/** How each engine's page processes are named on their command line. */
+const FIREFOX_CONTENT = "-isForBrowser";
+const WEBKIT_CONTENT = "WebKitWebProcess";
 const MINIBROWSER = process.env.MINIBROWSER_PATH || "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser";
 
 /** Wait for `ms`. */
@@ -65,9 +68,60 @@ class Tab {
     this.closed = true;
     await this.impl.close();
   }
+  /** End the tab's renderer process at once (no pagehide, no unload: a crash), then close
+   *  what is left of the tab. Chromium: CDP's Page.crash. Firefox and WebKit: SIGKILL to the
+   *  content process the tab was found to run in when it opened. */
+  async kill() {
+    await this.impl.kill();
+    await sleep(500);
+    await this.close().catch(() => {});
+  }
   async ready(timeoutMs = 120_000) {
     await until(() => this.impl.evaluate("() => window.pyReady === true", null), timeoutMs, "Pyodide on the page");
   }
+}
+
+/** The parent of process `pid` (0 once it is gone). */
+function parentOf(pid) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[1]);
+  } catch { return 0; }
+}
+
+/** Whether process `pid` descends from process `root`. */
+function descends(pid, root) {
+  for (let p = pid; p > 1; p = parentOf(p)) if (p === root) return true;
+  return false;
+}
+
+/** Resident memory (kB) of each process under `root` whose command line contains `marker`. */
+function processes(marker, root) {
+  const found = new Map();
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker) || !descends(Number(pid), root)) continue;
+      const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+      found.set(Number(pid), rss ? Number(rss[1]) : 0);
+    } catch { /* the process ended meanwhile */ }
+  }
+  return found;
+}
+
+/** The content process a page just loaded Pyodide into: the one that grew most (Pyodide adds
+ *  well over 60 MB) among those marked `marker`, given their sizes `before` the page opened.
+ *  Refuses to guess when no process grew that much. */
+function grownProcess(marker, root, before) {
+  let best = null;
+  let growth = 0;
+  for (const [pid, rss] of processes(marker, root)) {
+    const grew = rss - (before.get(pid) ?? 0);
+    if (grew > growth) { best = pid; growth = grew; }
+  }
+  if (best === null || growth < 60_000) {
+    throw new Error(`cannot tell which ${marker} process runs the tab (largest growth ${growth} kB)`);
+  }
+  return best;
 }
 
 /** A free TCP port on loopback. */
@@ -91,17 +145,30 @@ async function launchPuppeteer(name, baseURL) {
   const browser = await puppeteer.launch({ ...options, protocolTimeout: 180_000 });
   const version = await browser.version();
   return {
-    name, version,
-    async open(url) {
+    name, version, lost: false,
+    async open(url, { ready = true } = {}) {
       const page = await browser.newPage();
       page.on("console", (msg) => { if (msg.type() === "error" && process.env.ENGINES_VERBOSE) console.log(`[${name}] ${msg.text()}`); });
+      const root = browser.process()?.pid;
+      const before = name === "firefox" ? processes(FIREFOX_CONTENT, root) : null;
       await page.goto(baseURL + url);
+      let pid = null;
       const tab = new Tab({
         evaluate: (fnSource, arg) => page.evaluate(`(${fnSource})(${JSON.stringify(arg)})`),
         reload: () => page.reload(),
         close: () => page.close(),
+        kill: async () => {
+          if (name === "firefox") process.kill(pid, "SIGKILL");
+          else {
+            // Page.crash never answers (the renderer is gone): not awaited.
+            (await page.createCDPSession()).send("Page.crash").catch(() => {});
+          }
+        },
       });
-      await tab.ready();
+      if (ready) {
+        await tab.ready();
+        if (before) pid = grownProcess(FIREFOX_CONTENT, root, before);
+      }
       return tab;
     },
     quit: () => browser.close(),
@@ -115,7 +182,7 @@ async function launchWebKit(baseURL) {
   const driver = spawn(BINARIES.webkit, [`--port=${port}`, "--host=127.0.0.1"], { stdio: "ignore" });
   await until(async () => (await fetch(`http://127.0.0.1:${port}/status`)).ok, 15_000, "WebKitWebDriver");
   const browser = await remote({
-    hostname: "127.0.0.1", port, logLevel: "error",
+    hostname: "127.0.0.1", port, logLevel: "silent",
     connectionRetryTimeout: 180_000,
     capabilities: {
       browserName: "MiniBrowser",
@@ -131,12 +198,14 @@ async function launchWebKit(baseURL) {
   // Classic WebDriver runs scripts in the current window only: each call switches to its tab.
   let current = null;
   const on = async (handle) => { if (current !== handle) { await browser.switchToWindow(handle); current = handle; } };
-  return {
-    name: "webkit", version,
-    async open(url) {
+  const engine = {
+    name: "webkit", version, lost: false,
+    async open(url, { ready = true } = {}) {
+      const before = processes(WEBKIT_CONTENT, driver.pid);
       const { handle } = await browser.createWindow("window");
       await on(handle);
       await browser.url(baseURL + url);
+      let pid = null;
       const tab = new Tab({
         evaluate: async (fnSource, arg) => {
           await on(handle);
@@ -153,14 +222,21 @@ async function launchWebKit(baseURL) {
           const left = await browser.getWindowHandles();
           if (left.length) await on(left[0]);
         },
+        // WebKitWebDriver ends its session when a page's process dies (the other windows
+        // run on): the engine says so, and the runner starts a new session after the case.
+        kill: async () => { process.kill(pid, "SIGKILL"); engine.lost = true; },
       });
-      await tab.ready();
+      if (ready) {
+        await tab.ready();
+        pid = grownProcess(WEBKIT_CONTENT, driver.pid, before);
+      }
       return tab;
     },
     async quit() {
       try { await browser.deleteSession(); } finally { driver.kill(); }
     },
   };
+  return engine;
 }
 
 /** Launch `name` ("chromium", "firefox" or "webkit") against the site at `baseURL`. */

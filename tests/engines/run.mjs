@@ -2,11 +2,13 @@
 // other (two cores: never two browsers at once):
 //   node tests/engines/run.mjs [chromium] [firefox] [webkit]     (default: all three)
 // WebKit's MiniBrowser needs a display: `make engines` runs this under xvfb-run. It starts
-// its own test server (tests/server.py on build/site, port ENGINES_PORT, default 8131). Writes
+// its own test server (tests/server.py on build/site, port ENGINES_PORT, default 8131);
+// ENGINES_CASE=<regular expression> runs only the cases whose names match. Writes
 // build/engines/results.json (each case's result per engine, with the engines' versions) and
-// prints the table the README shows; exits 1 when any case failed anywhere.
+// prints the table the README shows; exits 1 when any case failed anywhere, or when a run of
+// every case in every engine measured other than README.md's table shows.
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { CASES } from "./conformance.mjs";
 import { ENGINES, launch, until } from "./drivers.mjs";
 
@@ -39,16 +41,16 @@ const engines = process.argv.slice(2).length ? process.argv.slice(2) : ENGINES;
 const results = { engines: {}, cases: CASES.map((c) => c.name), results: {} };
 let failed = 0;
 for (const name of engines) {
-  const engine = await launch(name, BASE);
+  let engine = await launch(name, BASE);
   results.engines[name] = engine.version;
   results.results[name] = {};
   console.log(`== ${name}: ${engine.version}`);
   try {
     for (const [i, c] of CASES.entries()) {
-      if (only && !c.name.includes(only)) continue;
+      if (only && !new RegExp(only).test(c.name)) continue;
       const tabs = [];
-      const open = async () => {
-        const tab = await engine.open("/tests/harness.html");
+      const open = async (url = "/tests/harness.html", options = {}) => {
+        const tab = await engine.open(url, options);
         tabs.push(tab);
         return tab;
       };
@@ -58,13 +60,18 @@ for (const name of engines) {
       await server.reset();
       let verdict = "pass";
       try {
-        await c.run({ open, server, names, engine: name });
+        await c.run({ open, server, names, engine: name, engineLost: () => engine.lost });
       } catch (e) {
         verdict = "fail";
         failed++;
         console.log(`  ✘ ${c.name}\n    ${String(e && e.stack || e).split("\n").slice(0, 6).join("\n    ")}`);
       }
-      for (const tab of tabs) await tab.close().catch(() => {});
+      if (engine.lost) {
+        await engine.quit().catch(() => {});
+        engine = await launch(name, BASE);
+      } else {
+        for (const tab of tabs) await tab.close().catch(() => {});
+      }
       const ms = Date.now() - started;
       results.results[name][c.name] = verdict;
       if (verdict === "pass") console.log(`  ✓ ${c.name} (${(ms / 1000).toFixed(1)} s)`);
@@ -76,11 +83,31 @@ for (const name of engines) {
 
 mkdirSync("build/engines", { recursive: true });
 writeFileSync("build/engines/results.json", JSON.stringify(results, null, 2) + "\n");
-const cols = Object.keys(results.engines);
-console.log(`\n| behaviour | ${cols.map((n) => `${n} (${results.engines[n]})`).join(" | ")} |`);
-console.log(`| --- | ${cols.map(() => "---").join(" | ")} |`);
-for (const c of results.cases) {
-  console.log(`| ${c} | ${cols.map((n) => results.results[n][c] ?? "not run").join(" | ")} |`);
+
+/** The engine's column heading: its name and major version, as the README shows it. */
+function heading(name, version) {
+  const major = (/(\d+(?:\.\d+)?)/.exec(version.replace(/^\D*/, "")) || ["?"])[0];
+  if (name === "chromium") return `Chromium ${major.split(".")[0]}`;
+  if (name === "firefox") return `Firefox ESR ${major.split(".")[0]}`;
+  return `WebKitGTK ${major} (Safari's engine)`;
 }
+
+const cols = Object.keys(results.engines);
+const table = [
+  `| behaviour | ${cols.map((n) => heading(n, results.engines[n])).join(" | ")} |`,
+  `| --- | ${cols.map(() => "---").join(" | ")} |`,
+  ...results.cases.map((c) => `| ${c} | ${cols.map((n) => results.results[n][c] ?? "not run").join(" | ")} |`),
+];
+console.log(`\n${table.join("\n")}`);
 console.log(failed ? `\n${failed} failed` : "\nall passed");
-process.exit(failed ? 1 : 0);
+
+// A whole run is what README.md's table shows (its names may quote code in backticks).
+let stale = false;
+if (!only && cols.join() === ENGINES.join()) {
+  const readme = readFileSync("README.md", "utf8").split("\n");
+  const start = readme.findIndex((l) => l.startsWith("| behaviour |"));
+  const shown = readme.slice(start).filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith("|")));
+  stale = shown.map((l) => l.replaceAll("`", "")).join("\n") !== table.join("\n");
+  if (stale) console.log("\nREADME.md's browser table is not what this run measured: replace it with the table above.");
+}
+process.exit(failed || stale ? 1 : 0);
