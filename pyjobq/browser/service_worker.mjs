@@ -69,8 +69,10 @@ export function pyjobqServiceWorker(scope) {
       left = await drain(db);
     } catch (error) {
       // V8's stack starts with the error's own line; Firefox's and WebKit's hold the frames alone.
+      const said = String(error);
       const stack = String((error && error.stack) || "");
-      (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: stack.includes(String(error)) ? stack : `${error}\n${stack}` });
+      const message = stack.includes(said) ? stack : stack ? `${said}\n${stack}` : said;
+      (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), error: message });
       console.warn(`pyjobq service worker: ${error}`);
       throw error;
     }

@@ -71,6 +71,17 @@ json.dumps(_job.id)`;
 /** The job's stored record, read through the queue. */
 const stored = (id) => `json.dumps(next((r for r in await queue.query_all() if r["id"] == ${JSON.stringify(id)}), None))`;
 
+/** `count` tabs, opened and configured on `names` one after the other. */
+async function configuredTabs(open, names, count) {
+  const tabs = [];
+  for (let i = 0; i < count; i++) {
+    const tab = await open();
+    await tab.py(configure(names));
+    tabs.push(tab);
+  }
+  return tabs;
+}
+
 export const CASES = [
   {
     name: "a persistent job end to end with its Outcome",
@@ -104,12 +115,7 @@ export const CASES = [
   {
     name: "one processing tab among three; another takes over when it closes mid-run",
     async run({ open, server, names }) {
-      const tabs = [];
-      for (let i = 0; i < 3; i++) {
-        const tab = await open();
-        await tab.py(configure(names));
-        tabs.push(tab);
-      }
+      const tabs = await configuredTabs(open, names, 3);
       const id = await tabs[1].py(file("POST", "/api/hold/takeover", { n: 3 }));
       await until(async () => (await server.holding()).includes("takeover"), 60_000, "the held request");
       const sending = [];
@@ -132,10 +138,7 @@ export const CASES = [
   {
     name: "live job-update news in every tab",
     async run({ open, names }) {
-      const a = await open();
-      await a.py(configure(names));
-      const b = await open();
-      await b.py(configure(names));
+      const [a, b] = await configuredTabs(open, names, 2);
       const id = await b.py(file("POST", "/api/echo/news", { n: 4 }));
       assert.equal((await b.py(outcome(id))).status, "done");
       for (const tab of [a, b]) {
@@ -173,10 +176,7 @@ json.dumps([j.id for j in _jobs])`);
   {
     name: "a key replaces the job waiting before it, across tabs",
     async run({ open, server, names }) {
-      const a = await open();
-      await a.py(configure(names));
-      const b = await open();
-      await b.py(configure(names));
+      const [a, b] = await configuredTabs(open, names, 2);
       const first = await a.py(file("PUT", "/api/echo/doc", { v: 1 }, ', key="doc", delay_ms=3000'));
       const second = await b.py(file("PUT", "/api/echo/doc", { v: 2 }, ', key="doc", delay_ms=3000'));
       assert.equal((await a.py(outcome(first))).code, "replaced");
@@ -250,12 +250,7 @@ json.dumps([_o.status, _o.result, _before, _o2.status])`);
     // WebKit: its driver loses the session with the killed page (the other tab runs on), so
     // the takeover is read from the server's log alone.
     async run({ open, server, names, engineLost }) {
-      const tabs = [];
-      for (let i = 0; i < 2; i++) {
-        const tab = await open();
-        await tab.py(configure(names));
-        tabs.push(tab);
-      }
+      const tabs = await configuredTabs(open, names, 2);
       const id = await tabs[0].py(file("POST", "/api/hold/killed", { n: 5 }));
       await until(async () => (await server.holding()).includes("killed"), 60_000, "the held request");
       const runner = (await tabs[0].py("json.dumps(len(runs))")) > 0 ? 0 : 1;
