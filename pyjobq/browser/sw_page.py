@@ -45,6 +45,10 @@ log = logging.getLogger("pyjobq")
 #: The least time between two sync requests of one page.
 SYNC_EVERY_MS = 1_000.0
 
+#: How long the page waits for the browser to answer a registration before it says so (WebKit
+#: never answers one asked from Python that fails: docs/decisions.md#the-service-workers-set-up).
+REGISTER_WITHIN_S = 30.0
+
 _tasks = TaskSet(log, "pyjobq: the Service Worker's set-up failed")
 
 
@@ -81,15 +85,26 @@ class ServiceWorkerLink:
         # No sync asked for here: this page is about to process the queue itself, and a
         # Service Worker woken now could only hold the lease up while the page's worker boots.
         # The next job stored pending asks for one.
+        registering = asyncio.ensure_future(js.navigator.serviceWorker.register(
+            self._url, js_object({"type": "module"})))
         try:
-            self._registration = await js.navigator.serviceWorker.register(
-                self._url, js_object({"type": "module"}))
+            self._registration = await asyncio.wait_for(asyncio.shield(registering),
+                                                        REGISTER_WITHIN_S)
+        except TimeoutError:
+            self._say_unregistered(f"the browser has not answered within {REGISTER_WITHIN_S:g} s")
+            try:  # a registration that lands late is used all the same
+                self._registration = await registering
+            except Exception:  # already said
+                pass
         except Exception as exc:  # no module Service Workers here, or the script failed
-            text = (f"pyjobq: the Service Worker {self._url} could not be registered as a module "
-                    f"Service Worker ({exc}); open tabs send the stored jobs as always, and none "
-                    "are sent while every tab is closed")
-            log.warning("%s", text)
-            js.console.warn(text)
+            self._say_unregistered(str(exc))
+
+    def _say_unregistered(self, why: str) -> None:
+        text = (f"pyjobq: the Service Worker {self._url} could not be registered as a module "
+                f"Service Worker ({why}); open tabs send the stored jobs as always, and none "
+                "are sent while every tab is closed")
+        log.warning("%s", text)
+        js.console.warn(text)
 
     def _on_update(self, update: JobUpdate) -> None:
         if update.get("volatile") or update.get("deleted"):

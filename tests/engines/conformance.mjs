@@ -421,4 +421,20 @@ json.dumps({"errors": _errors, "done": [_done.status, len(_done.result["body"]["
       }
     },
   },
+  {
+    name: "a Service Worker that cannot be registered is said on the console; tabs send as always",
+    async run({ open, server, names }) {
+      const tab = await open();
+      await tab.evaluate(RECORD_CONSOLE);
+      await tab.py(SW_APP);
+      await tab.py(configure(names, { extra: ', transport="sw_app.transport:send", service_worker="/no-such-sw.mjs"', transport: false }));
+      const id = await tab.py(file("POST", "/api/echo/no-sw", { n: 9 }));
+      assert.equal((await tab.py(outcome(id))).status, "done");
+      const text = "/no-such-sw.mjs could not be registered as a module Service Worker";
+      // At once where the browser answers; WebKit never does, and the page says so after 30 s.
+      await until(async () => (await linesWith(tab, text)) > 0, 45_000, "the console line");
+      assert.equal(await linesWith(tab, text), 1, "said once");
+      assert.deepEqual((await server.sent("/api/echo/no-sw")).map((e) => [e.sender, e.status]), [["Window", 200]]);
+    },
+  },
 ];
