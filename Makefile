@@ -36,7 +36,7 @@ find_py312 = for c in "$$(command -v python3.12)" $(HOME)/.pyenv/versions/3.12*/
 	  [ -n "$$c" ] && [ -x "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { echo "$$c"; break; }; \
 	done
 
-.PHONY: setup build test pytest e2e engines check-core lint typecheck docs demo bench soak clean distclean
+.PHONY: check setup build test pytest e2e engines check-core lint typecheck docs demo bench soak clean distclean
 
 setup: $(CHROMIUM) $(FIREFOX) $(WEBKIT_DRIVER) $(XVFB_RUN) $(NPM_STAMP) $(VENV_STAMP)
 
@@ -78,6 +78,13 @@ test: build check-core $(PYODIDE_TYPES)/.stamp
 	echo "== conformance in three engines (tests/engines) =="; \
 	$(XVFB_RUN) -a node tests/engines/run.mjs || rc=1; \
 	exit $$rc
+
+# The loop for a change (a few minutes): ruff, mypy and the CPython suite, no site build, no
+# browser suite but the kit's own Chromium checks.
+check: $(VENV_STAMP) $(PYODIDE_TYPES)/.stamp
+	$(VPY) -m ruff check --no-cache
+	$(VPY) -m mypy
+	$(VPY) -m pytest tests -q --ignore=tests/browser
 
 pytest: build
 	$(VPY) -m pytest tests -q

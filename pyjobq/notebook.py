@@ -64,11 +64,11 @@ import html
 import importlib
 import math
 import sys
-from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from .core import jobs_table
 from .core.jobs_table import Cells
-from .core.status import TERMINAL, Status
+from .core.status import TERMINAL
 
 _CELL = ('style="padding:4px 10px;text-align:left;vertical-align:top;'
          'border-bottom:1px solid #d8dee4"')
@@ -320,120 +320,6 @@ def table_bundle(records: Iterable[Mapping[str, Any]], view: View, store: StoreS
             "text/plain": plain}
 
 
-class Reads(Protocol):
-    """What :func:`read_again` asks of a queue (:mod:`pyjobq.queue` answers it)."""
-
-    def jobs(self, *, status: str | None = None) -> Awaitable[list[dict[str, Any]]]: ...
-
-    def get_job(self, job_id: str) -> Awaitable[dict[str, Any] | None]: ...
-
-
-#: The statuses of a job that has not ended, as a table shows them.
-UNFINISHED = tuple(str(status) for status in Status if status not in TERMINAL)
-
-
-#: Up to this many jobs, :func:`read_again` reads each by id; more, the unfinished ones by status.
-READ_BY_ID = 100
-
-
-async def read_again(queue: Reads, job_ids: Collection[str]) -> dict[str, dict[str, Any] | None]:
-    """The stored record of each of ``job_ids`` now (None: it has none), for a table that shows
-    them unfinished. Up to :data:`READ_BY_ID` of them, each by itself; more, the records of each
-    unfinished status through its index, then each of ``job_ids`` not among them — it ended, or
-    was deleted — by itself. The finished records a table does not ask about are never read, and
-    what is read grows with the unfinished jobs, never with the store. Of two states of one job
-    (it moved between the status reads) the newer is kept."""
-    wanted = set(job_ids)
-    found: dict[str, dict[str, Any] | None] = {}
-    listings = [] if len(wanted) <= READ_BY_ID else \
-        await asyncio.gather(*(queue.jobs(status=s) for s in UNFINISHED))
-    for listed in listings:
-        for record in listed:
-            job_id = record.get("id")
-            if isinstance(job_id, str) and job_id in wanted:
-                seen = found.get(job_id)
-                if seen is None or updated_at(record) >= updated_at(seen):
-                    found[job_id] = record
-    missing = [job_id for job_id in wanted if job_id not in found]
-    for job_id, stored in zip(missing, await asyncio.gather(*map(queue.get_job, missing))):
-        found[job_id] = stored
-    return found
-
-
-def updated_at(record: Mapping[str, Any]) -> float:
-    """A record's ``updated_at`` (0 when it has none that is a finite number)."""
-    at = record.get("updated_at")
-    return float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) \
-        and math.isfinite(at) else 0.0
-
-
-def read_is_news(read: Mapping[str, Any], shown: Mapping[str, Any]) -> bool:
-    """Whether a record :func:`read_again` read says something other than the row ``shown``:
-    another moment (``updated_at``) or another status. A read begins after every news already
-    applied, so it is never the older of the two — and the row may come from news any
-    same-origin script posted, stamped in the future: the store's word replaces it whatever its
-    stamp. The same state read again leaves the row (and its progress) as it is."""
-    return updated_at(read) != updated_at(shown) or read.get("status") != shown.get("status")
-
-
-MAX_UNCONFIRMED = jobs_table.MAX_UNCONFIRMED
-"""See :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` (both tables hold to it)."""
-
-
-def confirm_first(news: Mapping[str, Any], shown: Mapping[str, Any] | None) -> bool:
-    """Whether news (a :func:`~pyjobq.core.jobs_table.row`) is shown only once a read of the
-    store confirms it, never on its own word: it says the job ended or was deleted, or takes a
-    finished row back. News of an unfinished job is shown as it comes (a job the table does not
-    know is read too, and dropped if the store has no record of it); the re-read of unfinished
-    rows corrects what it got wrong (see the module's header)."""
-    if news.get("deleted") is True or news.get("status") in TERMINAL:
-        return True
-    return shown is not None and shown.get("status") in TERMINAL
-
-
-def late_progress(news: Mapping[str, Any], shown: Mapping[str, Any] | None) -> bool:
-    """Whether news is a run's progress arriving after the row shows that run ended: dropped."""
-    return (news.get("progress_only") is True and shown is not None
-            and shown.get("status") in TERMINAL)
-
-
-async def read_for_table(queue: Reads, shown: Mapping[str, Mapping[str, Any]],
-                         asked: Mapping[str, Mapping[str, Any] | None],
-                         volatile_here: Callable[[str], bool]) -> dict[str, dict[str, Any] | None]:
-    """What a table should show of the jobs it reads again, from one :func:`read_again`.
-
-    Args:
-        shown: the rows it shows of them (at least ``status`` and ``updated_at``), by id.
-        asked: the ids news asked about (:func:`confirm_first`, or a job the table did not
-            know), each with the news of its end, or None.
-        volatile_here: whether an id is one of this tab's volatile jobs, whose engine forgets
-            it once done (no read can confirm that end; its news comes from this tab).
-
-    Returns:
-        By id: the row to show (a :func:`~pyjobq.core.jobs_table.row`), or None for a job
-        with no record (it leaves the table). Left out: a shown row the read says nothing new
-        of (its progress stays), and a done volatile job its engine forgot.
-    """
-    found = await read_again(queue, [*dict.fromkeys([*shown, *asked])])
-    answer: dict[str, dict[str, Any] | None] = {}
-    for job_id, stored in found.items():
-        record = None if stored is None else jobs_table.row(stored)
-        row = shown.get(job_id)
-        news = asked.get(job_id)
-        if record is None and news is not None and news.get("status") == Status.DONE \
-                and volatile_here(job_id):
-            record = dict(news)
-        if record is None and row is not None and row.get("volatile") is True \
-                and row.get("status") == Status.DONE:
-            continue
-        if record is not None and row is not None and not read_is_news(record, row):
-            continue
-        if record is None and row is None and job_id not in asked:
-            continue
-        answer[job_id] = record
-    return answer
-
-
 class Handle(Protocol):
     """A shown display that can be redrawn in place."""
 
@@ -480,7 +366,7 @@ def event_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
-        if sys.platform != "emscripten":  # as pyjobq.executor.host.IN_PYODIDE
+        if sys.platform != "emscripten":  # as pyjobq.hosts.IN_PYODIDE
             return None
         return asyncio.get_event_loop()  # Pyodide's WebLoop, outside a task
 

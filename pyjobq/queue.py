@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from . import config as _config
+from . import hosts as _hosts
 from . import notebook as _notebook
 from . import scheduling as _scheduling
 from . import services as _services
@@ -33,7 +34,6 @@ from .core import jobs_table as _jobs_table
 from .core.errors import InvalidJobError
 from .core.records import A_GROUP, A_TYPE, DEFAULT_MAX_ATTEMPTS, check_str
 from .core.status import KNOWN, TERMINAL, Status
-from .executor import host as _host
 from .executor.current import current_job_id as current_job_id  # queue.current_job_id()
 from .executor.current import report_progress as report_progress  # queue.report_progress()
 from .executor.side import ExecutorSide
@@ -56,9 +56,10 @@ KNOWN_FINISHED = 1000
 #: O(1) per update, not a walk over every known record.
 _finished: OrderedDict[str, None] = OrderedDict()
 #: What news said that the store has not confirmed yet, least recently heard first: each id the
-#: next read asks about, with the news of its end (see :func:`pyjobq.notebook.confirm_first`),
+#: next read asks about, with the news of its end
+#: (see :func:`pyjobq.core.jobs_table.confirm_first`),
 #: or None for news of a job ``_known`` did not hold. News is any same-origin script's word, so
-#: it only prompts that read; at most :data:`pyjobq.notebook.MAX_UNCONFIRMED` wait.
+#: it only prompts that read; at most :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` wait.
 _due: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
 #: The rows of ``_known`` only news told of: no answer of the store has listed them yet.
 _heard_only: set[str] = set()
@@ -69,7 +70,7 @@ _volatile_here: set[str] = set()
 def _queue() -> ExecutorSide:
     global _side
     if _side is None:
-        _side = _host.start(_config.settings())
+        _side = _hosts.start(_config.settings())
         _side.on_update(_remember)
         _services.register(SERVICE_NAME, _side)
         _scheduling.started(_side)  # the @periodic schedules defined so far take effect
@@ -101,9 +102,9 @@ def _remember(update: JobUpdate) -> None:
         return
     job_id: str = news["id"]
     shown = _known.get(job_id)
-    if _notebook.late_progress(news, shown):
+    if _jobs_table.late_progress(news, shown):
         return
-    if _notebook.confirm_first(news, shown):
+    if _jobs_table.confirm_first(news, shown):
         _expect(job_id, news)
         _read_soon()
         return
@@ -121,15 +122,15 @@ def _remember(update: JobUpdate) -> None:
 
 def _expect(job_id: str, news: dict[str, Any] | None) -> None:
     """Ask the next read about ``job_id`` (``news``: the end it was told of). Beyond
-    :data:`pyjobq.notebook.MAX_UNCONFIRMED` waiting, the oldest is let go, with its row if only
-    news told of it: what the tables show is then no longer the whole store, and they say so
-    until it is read again (on the next display, or at once while one is live)."""
+    :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` waiting, the oldest is let go, with its row
+    if only news told of it: what the tables show is then no longer the whole store, and they
+    say so until it is read again (on the next display, or at once while one is live)."""
     global _store
     if news is None and job_id in _due:
         return  # the end it waits to confirm is what it is read for
     _due.pop(job_id, None)
     _due[job_id] = news
-    while len(_due) > _notebook.MAX_UNCONFIRMED:
+    while len(_due) > _jobs_table.MAX_UNCONFIRMED:
         dropped, _ = _due.popitem(last=False)
         if dropped in _heard_only:
             _forget(dropped)
@@ -212,7 +213,7 @@ def _start_check(loop: asyncio.AbstractEventLoop, shown: list[str]) -> None:
 
 def _reread() -> None:
     """While a live table shows an unfinished job, read those jobs' records again each
-    :data:`pyjobq.core.jobs_table.RECHECK_MS` (:func:`pyjobq.notebook.read_again`). News of a
+    :data:`pyjobq.core.jobs_table.RECHECK_MS` (:func:`pyjobq.core.jobs_table.read_again`). News of a
     job's end or deletion is lost for good when the tab that stored it crashed or froze before
     broadcasting it; the store is the truth, and a table that only followed news would show
     that job unfinished for ever. Once no table shows an unfinished job it stops until the next
@@ -251,7 +252,7 @@ async def _check_again(unfinished: list[str]) -> None:
     try:
         # Bounded: a read that never answers must not keep the next ones (nor what is heard
         # meanwhile) waiting for good.
-        found = await asyncio.wait_for(_notebook.read_again(_queue(), job_ids), _recheck_s())
+        found = await asyncio.wait_for(_jobs_table.read_again(_queue(), job_ids), _recheck_s())
     except BaseException:
         for job_id, news in due.items():  # still unconfirmed: the next read asks again
             _expect(job_id, news)
@@ -281,7 +282,7 @@ async def _check_again(unfinished: list[str]) -> None:
                 continue
         elif shown is None and job_id not in due:
             continue  # it left the tables while it was read
-        elif shown is not None and not _notebook.read_is_news(record, shown):
+        elif shown is not None and not _jobs_table.read_is_news(record, shown):
             _heard_only.discard(job_id)
             continue
         _heard_only.discard(job_id)
@@ -634,8 +635,8 @@ async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
     for job_id, news in heard.news.items():
         if news is None:
             known.pop(job_id, None)
-        elif job_id not in known or (_notebook.updated_at(news)
-                                     >= _notebook.updated_at(known[job_id])):
+        elif job_id not in known or (_jobs_table.updated_at(news)
+                                     >= _jobs_table.updated_at(known[job_id])):
             known[job_id] = {**known.get(job_id, {}), **news}
     _known.clear()
     _known.update(known)
@@ -774,5 +775,5 @@ def _set_transport_late(transport: Callable[..., Any] | None) -> None:
 _config.accept_late(_config.LateHooks(set_transport=_set_transport_late,
                                       register_reconstructor=_register_late))
 
-if _host.IN_PYODIDE:
+if _hosts.IN_PYODIDE:
     _queue()  # a page that has the queue runs it (see above)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from pyjobq import notebook
+from pyjobq.core import jobs_table
 from pyjobq.notebook import LiveTables, StoreState, View, table_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -712,19 +713,20 @@ def test_read_again_reads_by_id_and_for_many_the_unfinished_statuses() -> None:
         return {"id": job_id, "status": status, "updated_at": 1.0}
 
     few = FakeQueue({"a": rec("a", "done"), "b": rec("b", "running")})
-    found = asyncio.run(notebook.read_again(few, ["a", "b", "gone"]))
+    found = asyncio.run(jobs_table.read_again(few, ["a", "b", "gone"]))
     assert found == {"a": rec("a", "done"), "b": rec("b", "running"), "gone": None}
     assert sorted(few.asked) == ["a", "b", "gone"]
 
-    many_ids = [f"j{i}" for i in range(notebook.READ_BY_ID + 50)]
+    many_ids = [f"j{i}" for i in range(jobs_table.READ_BY_ID + 50)]
     stored = {i: rec(i, "pending") for i in many_ids[:-2]}
     stored[many_ids[-2]] = rec(many_ids[-2], "done")
     many = FakeQueue(stored)
-    found = asyncio.run(notebook.read_again(many, many_ids))
+    found = asyncio.run(jobs_table.read_again(many, many_ids))
     assert found[many_ids[0]] == rec(many_ids[0], "pending")
     assert found[many_ids[-2]] == rec(many_ids[-2], "done") and found[many_ids[-1]] is None
-    assert sorted(a for a in many.asked if a in notebook.UNFINISHED) == sorted(notebook.UNFINISHED)
-    assert sorted(a for a in many.asked if a not in notebook.UNFINISHED) == sorted(many_ids[-2:])
+    unfinished = sorted(jobs_table.UNFINISHED)
+    assert sorted(a for a in many.asked if a in jobs_table.UNFINISHED) == unfinished
+    assert sorted(a for a in many.asked if a not in jobs_table.UNFINISHED) == sorted(many_ids[-2:])
 
 
 def test_a_read_that_never_answers_gives_way_to_the_next() -> None:

@@ -56,9 +56,9 @@ QUEUE = """
     from pyjobq import notebook, queue
     from pyjobq.core import jobs_table
     from pyjobq.core.messages import make
-    from pyjobq.executor import host
+    from pyjobq import hosts
 
-    forger = host._shared_hub().channels.channel(queue.settings.channel_name)
+    forger = hosts._shared_hub().channels.channel(queue.settings.channel_name)
 
     def forge(*jobs):
         forger.post(make("job-update", source="forger", job=jobs[0], jobs=list(jobs)))
@@ -177,13 +177,13 @@ def test_forged_news_with_many_random_ids_keeps_the_table_s_memory_bounded() -> 
                      "status": "running" if n % 2 else "done", "attempts": 0,
                      "max_attempts": 5} for n in range(500)))
             await asyncio.sleep(0)
-        limit = 1000  # notebook.MAX_UNCONFIRMED: waiting reads, and the batch being read
+        limit = 1000  # jobs_table.MAX_UNCONFIRMED: waiting reads, and the batch being read
         assert peak <= 2 * limit + 1, (peak, limit)
         for _ in range(400):
             await asyncio.sleep(0.01)
             if not queue._due and queue._checking is None:
                 break
-        assert limit == notebook.MAX_UNCONFIRMED
+        assert limit == jobs_table.MAX_UNCONFIRMED
         forged = [job_id for job_id in queue._known if job_id.startswith("forged-")]
         assert forged == [] and not queue._heard_only, (len(forged), len(queue._heard_only))
         assert [r["label"] for r in queue._known.values()] == ["real job"]
@@ -204,7 +204,7 @@ def test_what_bg_jobs_is_told_to_show_of_what_news_asked_about_is_the_store_s_wo
     import asyncio
     from typing import Any
 
-    from pyjobq import notebook
+    from pyjobq.core import jobs_table
 
     def rec(job_id: str, status: str, at: float, **kw: Any) -> dict[str, Any]:
         return {"id": job_id, "status": status, "updated_at": at, "created_at": 1, **kw}
@@ -219,7 +219,7 @@ def test_what_bg_jobs_is_told_to_show_of_what_news_asked_about_is_the_store_s_wo
         async def get_job(self, job_id: str) -> dict[str, Any] | None:
             return dict(stored[job_id]) if job_id in stored else None
 
-    answer = asyncio.run(notebook.read_for_table(
+    answer = asyncio.run(jobs_table.read_for_table(
         Store(),
         shown={"run": rec("run", "running", 10**12), "same": rec("same", "running", 3),
                "mine": rec("mine", "running", 2, volatile=True)},

@@ -172,7 +172,7 @@ def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> 
 
         pyjobq.configure(transport=send)
         from pyjobq import queue
-        from pyjobq.executor.host import _shared_hub
+        from pyjobq.hosts import _shared_hub
 
         async def main():
             heard = []

@@ -28,7 +28,6 @@ import js  # type: ignore[import-not-found]
 from pyodide.code import run_js
 from pyodide.ffi import to_js
 
-from .. import notebook
 from ..core import jobs_table
 from ..core.errors import PyjobqError
 from . import proxies
@@ -79,7 +78,7 @@ class Bridge:
                  volatile_here: Callable[[str], bool] = lambda job_id: False) -> None:
         self._module = module
         self._queue = queue
-        #: Whether an id is one of this tab's volatile jobs (:func:`notebook.read_for_table`).
+        #: Whether an id is one of this tab's volatile jobs (:func:`jobs_table.read_for_table`).
         self._volatile_here = volatile_here
         self._tasks: set[asyncio.Task[Any]] = set()
         self._call = proxies.create(self._on_call)
@@ -120,7 +119,7 @@ class Bridge:
             shown = {job_id: row for job_id, row in
                      _by_id(request.get("shown"), "its rows").items() if row is not None}
             asked = _by_id(request.get("asked"), "what news asked about")
-            return _dumps(await notebook.read_for_table(q, shown, asked, self._volatile_here))
+            return _dumps(await jobs_table.read_for_table(q, shown, asked, self._volatile_here))
         if op == "retry":
             return _dumps(await q.retry_job(str(arg)))
         if op == "remove":

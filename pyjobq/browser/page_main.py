@@ -62,11 +62,10 @@ from ..core.codes import Code
 from ..core.errors import WorkerUnavailable
 from ..core.ports import Clock, Link, Message, Unsubscribe
 from ..engine import tasks
-from ..engine.lease import NeverLease, lease_channel_name, watch_in_line
-from ..engine.scheduler import Scheduler
+from ..engine.lease import lease_channel_name, watch_in_line
 from ..executor.boot import Boot
-from ..executor.side import ExecutorSide, HostResources
-from ..executor.wiring import in_process
+from ..executor.page import Page, PagePorts, assemble_page, follow_boot
+from ..executor.side import ExecutorSide
 from ..memory import LoopClock
 from . import lifecycle, proxies, worker_script
 from .idb import IndexedDBStore
@@ -238,56 +237,39 @@ class _NoWorker:
 
 def _unavailable(settings: Settings, source: str, error: WorkerUnavailable) -> ExecutorSide:
     """An executor side with no worker at all: persistent calls raise ``error``, volatile run."""
-    side, _requests = _side(settings, source, _NoWorker())
+    side = _page(settings, source, _NoWorker()).side
     side.on_unavailable = console_error  # no worker, so never in line for the lease
     side.scheduler_unavailable(error)
     return side
 
 
-def _side(settings: Settings, source: str, link: Link) -> tuple[ExecutorSide, Scheduler]:
-    """The executor side, with this page's own scheduler for its store requests.
-
-    That scheduler runs in the page's Pyodide on the same IndexedDB adapter as the worker's,
-    under a lease it never gets (:class:`~pyjobq.engine.lease.NeverLease`): it stores this tab's
-    enqueues, answers its queries and deletes and broadcasts their ``job-update``s, but never
-    claims, settles or recovers — that stays the lease holder's. So a tab whose worker waits
-    for the lease with no Pyodide loaded, or cannot boot for now, still answers at once.
-    """
-    requests_source = source + ":page"
+def _page(settings: Settings, source: str, link: Link) -> Page:
+    """The page's queue on the browser's ports: the worker behind ``link``, and this page's own
+    request scheduler on the same IndexedDB adapter as the worker's
+    (:func:`pyjobq.executor.page.assemble_page`)."""
+    page: Page | None = None
 
     def upgraded(reason: str) -> None:
-        requests.scheduler.stop()
-        side.scheduler_unavailable(WorkerUnavailable(
-            f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED,
-            worker_message=reason))
+        if page is not None:
+            page.requests.stop()
+            page.side.scheduler_unavailable(WorkerUnavailable(
+                f"persistent jobs stopped on this page: {reason}", code=Code.WORKER_STOPPED,
+                worker_message=reason))
 
     store = IndexedDBStore(settings.db_name, on_upgraded=upgraded)
-    requests = in_process(
-        store=store, schedules=store, source=requests_source,
-        clock=LoopClock(), lock_name=settings.lock_name, locks=WebLocks(),
-        # Its own channel object: the worker, in this tab, hears its news there too.
+    page = assemble_page(PagePorts(
+        link=link, store=store, schedules=store,
         channel=BroadcastChannelPort(settings.channel_name),
-        yields=settings.yields, lease=NeverLease(), start=False,
+        # Its own channel object: the worker, in this tab, hears its news there too.
+        requests_channel=BroadcastChannelPort(settings.channel_name),
+        locks=WebLocks(), clock=LoopClock(),
+        # read when an attempt fails: the page's reading, not the worker's
+        is_online=lambda: bool(js.navigator.onLine),
         # One Python context, the page's: its messages are handed over as made, no JSON copy
         # of each (a burst's enqueue was one dumps and one loads of every job), as the
         # volatile engine's are.
-        copy=False)
-    side = ExecutorSide(
-        link=link,
-        requests=requests.link,
-        requests_source=requests_source,
-        channel=BroadcastChannelPort(settings.channel_name),
-        source=source,
-        reconstructors=settings.reconstructors,
-        transport=settings.transport,
-        locks=WebLocks(),
-        yields=settings.yields,
-        # read when an attempt fails: the page's reading, not the worker's
-        is_online=lambda: bool(js.navigator.onLine),
-    )
-    side.resources = HostResources(requests=requests.scheduler)
-    requests.scheduler.start()
-    return side, requests.scheduler
+        copy=False), settings, source)
+    return page
 
 
 class _StartWatch:
@@ -521,15 +503,6 @@ class Preloaded:
         self._boot.replace(reason)
 
 
-def _on_unavailable(start: _BrowserWorker, requests: Scheduler, error: WorkerUnavailable) -> None:
-    console_error(error)
-    # This tab will never process: let the lease go, so a tab that can (a newer one, after an
-    # upgrade) takes it instead of waiting behind this one for its whole life.
-    start.let_lease_go()
-    if error.code == Code.WORKER_STOPPED:
-        requests.stop()
-
-
 #: The one proxy of :func:`~pyjobq.engine.tasks.run_soon`, made as this page's first queue
 #: starts and kept for the page's life.
 _run_soon_proxy: Any = None
@@ -581,11 +554,10 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         watch.close()
         return _unavailable(settings, source, WorkerUnavailable.not_started("script", str(exc)))
     link = PortLink(worker)
-    side, requests = _side(settings, source, link)
+    page = _page(settings, source, link)
+    side = page.side
     start = _BrowserWorker(settings, url, side, link, boot_message)
-    boot = Boot(side.persistent, start, side.clock, stall_ms=settings.worker_start_timeout_ms)
-    start.boot = boot
-    side.on_unavailable = lambda error: _on_unavailable(start, requests, error)
+    boot = start.boot = follow_boot(page, start, settings, console_error)
     start.adopt(worker, watch)
     if preloaded is not None:
         preload = Preloaded(link, boot, index, side.clock)
@@ -598,7 +570,6 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         side.back_online()
         boot.online()  # and a worker that could not boot offline is started again now
 
-    side.resources.boot = boot
     side.resources.unlisten_online = proxies.listen(js.globalThis, "online", online)
     if settings.service_worker is not None:
         from . import sw_page

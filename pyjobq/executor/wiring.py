@@ -1,7 +1,7 @@
 """One way to wire an engine that runs in this Python process: :func:`in_process`.
 
 pyjobq runs a :class:`~pyjobq.engine.scheduler.Scheduler` in the page's own Python in five places:
-the in-process queue on CPython (:func:`pyjobq.executor.host.start_memory`), every tab's volatile
+the in-process queue on CPython (:func:`pyjobq.hosts.start_memory`), every tab's volatile
 engine, the outbox, a browser page's request scheduler (the one that stores and answers at
 once while the worker waits for the lease), and each tab of the simulated world
 (:mod:`pyjobq.testing`). Each is the same: a pair of linked ends, a started scheduler on one,

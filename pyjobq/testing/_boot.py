@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Protocol
 
 from ..config import DEFAULT_LOCK_NAME
-from ..core.codes import Code
-from ..core.errors import WorkerUnavailable
 from ..core.messages import make
 from ..core.ports import Channel, Clock, Lease, Message
 from ..engine.lease import HostLease, LeaseHolder, LinkLease, fake_grab, watch_in_line
@@ -384,11 +382,3 @@ class SimulatedStart:
 
     def warn(self, text: str) -> None:
         self._tab.boot_log.append(f"{self._tab.name}: console.warn: {text}")
-
-    def unavailable(self, error: WorkerUnavailable) -> None:
-        """The page's ``on_unavailable`` (the browser runtime's ``_on_unavailable``): this tab will
-        never process, so it lets the lease go; a worker stopped for good stops its requests too."""
-        self._tab.boot_log.append(f"{self._tab.name}: unavailable: {error}")
-        self.let_lease_go()
-        if error.code == Code.WORKER_STOPPED and self._tab.requests is not None:
-            self._tab.requests.stop()

@@ -68,7 +68,7 @@ class sequential_ids:
 
     #: The modules whose ``new_id`` is replaced (each imported it by name).
     MODULES = ("pyjobq.core.records", "pyjobq.executor.side", "pyjobq.executor.client",
-               "pyjobq.outbox", "pyjobq.executor.host")
+               "pyjobq.outbox", "pyjobq.hosts")
 
     def __init__(self, *, start: int = 50_000, descending: bool = False,
                  prefix: str = "id") -> None:

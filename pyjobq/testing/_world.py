@@ -54,13 +54,13 @@ from ..engine.lease import (
     HostLease,
     LeaseHolder,
     LinkLease,
-    NeverLease,
     fake_grab,
     lease_channel_name,
 )
 from ..engine.scheduler import Scheduler
 from ..executor import sw_drain
 from ..executor.boot import Boot
+from ..executor.page import Page, PagePorts, assemble_page, follow_boot
 from ..executor.side import ExecutorSide
 from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from ..executor.wiring import SchedulerOptions, in_process
@@ -418,7 +418,12 @@ class Tab:
         #: the worker boots at once.
         self.boot: Boot | None = None
         self._start: SimulatedStart | None = None
-        self._worker_start_timeout_ms = worker_start_timeout_ms
+        #: What this tab's page was configured with (the simulation's names).
+        self._settings = Settings(
+            lock_name=LOCK, channel_name=CHANNEL, yields=dict(yields or {}),
+            reconstructors=dict(reconstructors or {}), transport=transport,
+            handshake_timeout_ms=handshake_timeout_ms,
+            worker_start_timeout_ms=worker_start_timeout_ms)
         if worker_host and (page_lease or waiting):
             raise ValueError("a worker host has no document: it holds the lease itself"
                              " (no page_lease, no waiting)")
@@ -444,31 +449,34 @@ class Tab:
               worker_host: bool) -> None:
         world = self.world
         if waiting:
-            self._requests_end, self._requests_link = link_pair()
+            # The browser's page, on this tab's ports (pyjobq.executor.page.assemble_page).
+            self._requests_end, self._requests_link = link_pair(copy=False)
             self.request_channel = FreezableChannel(world.channels.channel(CHANNEL), self)
-        #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
+            store = GuardedStore(world.store, self)
+            page = assemble_page(PagePorts(
+                link=_TabLink(self.page_link, self, page=True), store=store, schedules=store,
+                channel=self.page_channel, requests_channel=self.request_channel,
+                locks=self.page_locks, clock=self.page_clock, is_online=lambda: world.online,
+                requests_ends=(self._requests_end, self._requests_link),
+                wrap=lambda end: _TabLink(end, self, page=True),
+                options={"random": world.random, "is_online": world.worker_reads_online}),
+                self._settings, self.name)
+            #: The page's queue: the object behind ``pyjobq``'s module functions in this tab.
+            self.queue = page.side
+            self.requests = page.requests
+            self._schedulers.append(page.requests)
+            self.queue.on_update(self._heard)
+            self._start_booting(page, worker_host)
+            return
         self.queue = ExecutorSide(
             link=_TabLink(self.page_link, self, page=True), channel=self.page_channel,
             source=self.name, reconstructors=dict(reconstructors or {}), transport=transport,
-            requests=(_TabLink(self._requests_end, self, page=True)
-                      if self._requests_end is not None else None),
-            requests_source=f"{self.name}:page" if waiting else None,
             is_online=lambda: world.online, clock=self.page_clock, locks=self.page_locks,
             yields=yields)
         self.queue.on_update(self._heard)
-        if waiting:
-            assert self._requests_end is not None and self._requests_link is not None
-            assert self.request_channel is not None
-            self.requests = self._scheduler((self._requests_end, self._requests_link),
-                                            self.page_locks, self.request_channel,
-                                            f"{self.name}:page", NeverLease(),
-                                            clock=self.page_clock, page=True)
-            self._start_booting(worker_host)
-        elif page_lease:
+        if page_lease:
             self.queue.lease_holder = self._lease_holder()
-            self._boot()
-        else:
-            self._boot()
+        self._boot()
 
     @property
     def side(self) -> ExecutorSide:
@@ -476,17 +484,17 @@ class Tab:
         return self.queue
 
     def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: FakeLocks,
-                   channel: FreezableChannel, source: str, lease: Lease | None, *,
-                   clock: FreezableClock | None = None, page: bool = False) -> Scheduler:
+                   channel: FreezableChannel, source: str, lease: Lease | None) -> Scheduler:
+        """The worker's scheduler."""
         world = self.world
         store = GuardedStore(world.store, self)
         options: SchedulerOptions = {**self._worker_args, "random": world.random,
                                      "is_online": world.worker_reads_online, "lease": lease,
                                      "schedules": store}
         scheduler = in_process(
-            store=store, source=source, clock=clock or self.clock,
+            store=store, source=source, clock=self.clock,
             lock_name=LOCK, locks=locks, channel=channel, ends=ends,
-            wrap=lambda end: _TabLink(end, self, page=page),
+            wrap=lambda end: _TabLink(end, self),
             **options).scheduler
         self._schedulers.append(scheduler)
         return scheduler
@@ -513,18 +521,16 @@ class Tab:
             (self._thaw_waiters if self.frozen else self._unblock_waiters).append(waiter)
             await waiter
 
-    def _start_booting(self, worker_host: bool) -> None:
+    def _start_booting(self, page: Page, worker_host: bool) -> None:
         """Start the worker and follow its boot, as ``pyjobq.browser.page_main.start_browser``
-        does: the worker gets in line for the lease once it holds its files (a worker host's
-        takes the lock itself and keeps it for its life), boots on the first grant, and a boot
-        that fails or stalls is ended and retried."""
+        does (:func:`pyjobq.executor.page.follow_boot`): the worker gets in line for the lease
+        once it holds its files (a worker host's takes the lock itself and keeps it for its
+        life), boots on the first grant, and a boot that fails or stalls is ended and retried."""
         start = self._start = SimulatedStart(self, worker_host=worker_host)
-        self.boot = start.boot = Boot(self.queue.persistent, start, self.page_clock,
-                                      stall_ms=self._worker_start_timeout_ms,
-                                      backoff=make_backoff(self.world.random))
-        self.queue.on_unavailable = start.unavailable
-        self.queue.resources.requests = self.requests
-        self.queue.resources.boot = self.boot
+        self.boot = start.boot = follow_boot(
+            page, start, self._settings,
+            lambda error: self.boot_log.append(f"{self.name}: unavailable: {error}"),
+            backoff=make_backoff(self.world.random))
         start.start()
 
     def _heard(self, update: Any) -> None:

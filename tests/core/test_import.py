@@ -10,7 +10,7 @@ CORE = ["pyjobq", "pyjobq.codes", "pyjobq.core", "pyjobq.core.backoff", "pyjobq.
         "pyjobq.core.messages", "pyjobq.core.policy", "pyjobq.core.ports", "pyjobq.core.records",
         "pyjobq.core.status", "pyjobq.config", "pyjobq.errors", "pyjobq.memory",
         "pyjobq.engine.scheduler", "pyjobq.executor.side", "pyjobq.executor.fetch", "pyjobq.abort",
-        "pyjobq.testing", "pyjobq.executor.host"]
+        "pyjobq.testing", "pyjobq.hosts"]
 
 
 def loaded_after(code: str) -> set[str]:

@@ -1,7 +1,10 @@
-"""The layers import only downward, and no module imports itself through others.
+"""The layers import only downward, no package imports itself through others, and no module
+imports itself through others.
 
 An AST walk of every module of the package (imports inside functions and ``TYPE_CHECKING``
-blocks count: a deferred import hides a cycle, it does not remove it). The layers, bottom up:
+blocks count: a deferred import hides a cycle, it does not remove it). Every package (and every
+module at the top of ``pyjobq/``) has a rank (:data:`RANKS`); a module imports only its own rank
+and below, and the packages' import graph has no cycle. The layers, bottom up:
 
 - ``pyjobq.core``: pure decisions and vocabularies (the error codes and errors among them);
   imports nothing of pyjobq outside itself.
@@ -9,8 +12,9 @@ blocks count: a deferred import hides a cycle, it does not remove it). The layer
   ``pyjobq.abort`` (the executors' signal): over the core only.
 - ``pyjobq.engine``: the scheduler and its parts, run in the worker and in the page; imports only
   the core and itself — nothing of the executor side, ``pyjobq.browser`` or the front.
-- everything else (the executor side, the browser adapters, the front) may import the engine;
-  the scheduler worker loads nothing of the page's side.
+- then the executor side (``pyjobq.executor``), the browser's adapters (``pyjobq.browser``),
+  the hosts that assemble a queue (``pyjobq.hosts``, with ``pyjobq.testing`` beside it) and the
+  public front; the scheduler worker loads nothing of the page's side.
 """
 
 from __future__ import annotations
@@ -23,6 +27,19 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyjobq"
 LEAVES = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort"}
+
+#: Each package's rank, bottom up: a module imports only packages of its rank or below.
+RANKS: dict[str, int] = {
+    "pyjobq.core": 0,
+    **dict.fromkeys(["pyjobq.codes", "pyjobq.errors", "pyjobq.abort", "pyjobq.config",
+                     "pyjobq.decorated", "pyjobq.service_worker", "pyjobq.services"], 1),
+    **dict.fromkeys(["pyjobq.engine", "pyjobq.memory", "pyjobq.handle"], 2),
+    "pyjobq.executor": 3,
+    "pyjobq.browser": 4,
+    **dict.fromkeys(["pyjobq.hosts", "pyjobq.testing"], 5),
+    **dict.fromkeys(["pyjobq", "pyjobq.queue", "pyjobq.notebook", "pyjobq.outbox", "pyjobq.ui",
+                     "pyjobq.tasks", "pyjobq.scheduling"], 6),
+}
 
 
 def module_name(path: Path) -> str:
@@ -93,6 +110,77 @@ def loaded_by(root: str) -> set[str]:
 
 def within(name: str, layer: str) -> bool:
     return name == layer or name.startswith(layer + ".")
+
+
+def package_of(name: str) -> str:
+    """The ranked package ``name`` belongs to (a module at the top is its own)."""
+    return max((p for p in RANKS if within(name, p)), key=len)
+
+
+def package_graph() -> dict[str, set[tuple[str, str]]]:
+    """Package -> every (module's import, at line) of another package, as ``"module:line"``
+    beside the imported module."""
+    graph: dict[str, set[tuple[str, str]]] = {p: set() for p in RANKS}
+    for name in MODULES:
+        for target, line in imports(name):
+            if target in MODULES and package_of(target) != package_of(name):
+                graph[package_of(name)].add((f"{name}:{line}", target))
+    return graph
+
+
+def upward(graph: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """Every import in ``graph`` of a package ranked above the importer's."""
+    return sorted(f"{at} imports {target}" for package, edges in graph.items()
+                  for at, target in edges if RANKS[package_of(target)] > RANKS[package])
+
+
+def package_cycles(graph: dict[str, set[tuple[str, str]]]) -> list[list[str]]:
+    """Every cycle of the packages' import graph (each found once per package it enters)."""
+    targets = {p: sorted({package_of(t) for _, t in edges}) for p, edges in graph.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(package: str) -> None:
+        state[package] = 1
+        path.append(package)
+        for target in targets[package]:
+            if state.get(target) == 1:
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[package] = 2
+
+    for package in targets:
+        if package not in state:
+            visit(package)
+    return cycles
+
+
+def test_every_module_has_a_ranked_package() -> None:
+    assert [n for n in MODULES if not any(within(n, p) for p in RANKS)] == []
+
+
+def test_no_package_imports_a_package_ranked_above_it() -> None:
+    assert upward(package_graph()) == []
+
+
+def test_the_packages_import_one_another_in_no_cycle() -> None:
+    assert package_cycles(package_graph()) == []
+
+
+def test_a_planted_upward_import_and_a_planted_cycle_are_found() -> None:
+    # A function-level import of the browser from the executor (ranked below it), and the
+    # browser importing the executor back: both checks must see them.
+    planted = package_graph()
+    planted["pyjobq.executor"].add(("pyjobq.executor.side:1", "pyjobq.browser.page_main"))
+    assert upward(planted) == ["pyjobq.executor.side:1 imports pyjobq.browser.page_main"]
+    assert ["pyjobq.executor", "pyjobq.browser", "pyjobq.executor"] in package_cycles(planted)
+    same_rank = package_graph()
+    same_rank["pyjobq.engine"].add(("pyjobq.engine.scheduler:1", "pyjobq.memory"))
+    assert upward(same_rank) == []
+    assert ["pyjobq.engine", "pyjobq.memory", "pyjobq.engine"] in package_cycles(same_rank)
 
 
 def test_the_walk_sees_the_package() -> None:

@@ -1,4 +1,4 @@
-"""The host the executor side runs in: build the side and its scheduler (:func:`start`).
+"""The hosts a queue runs in: build its executor side and its scheduler (:func:`start`).
 
 Runs on the page only (its main thread, or a worker host such as a notebook kernel). In
 Pyodide the scheduler is a module Web Worker (:mod:`pyjobq.browser`). On plain CPython it is
@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from ..config import Settings
 from ..core.errors import PyjobqError
 from ..core.records import new_id
+from ..executor.side import ExecutorSide
+from ..executor.wiring import in_process
 from ..memory import ChannelHub, LockHub, LoopClock, MemoryStore
-from .side import ExecutorSide
-from .wiring import in_process
 
 IN_PYODIDE = sys.platform == "emscripten"
 
 
 def start(settings: Settings) -> ExecutorSide:
+    """The executor side of a queue on ``settings``: in a browser, or on plain CPython."""
     source = new_id()
     if IN_PYODIDE:
         from ..browser.page_main import start_browser
