@@ -121,7 +121,7 @@ def test_a_reconstructor_factory_that_raises_fails_at_once_naming_it() -> None:
 @pytest.mark.parametrize("data", [
     None, "text", 3, [], {}, {"v": 1}, {"v": 2, "type": "wake"},
     {"v": 1, "type": "eval", "code": "1"},
-    {"v": 1, "type": "job-update", "source": "x", "job": "<img src=x onerror=alert(1)>"},
+    {"v": 1, "type": "job-update", "source": "x", "jobs": "<img src=x onerror=alert(1)>"},
     {"v": 1, "type": "run", "job_id": 5},
 ])
 def test_a_malformed_or_foreign_channel_message_is_ignored_and_logged(

@@ -204,5 +204,5 @@ def test_volatile_news_never_reaches_the_channel(publisher: Publisher,
         publisher.progress("v", 1, None)
         await asyncio.sleep(0)
         assert [name for name, _ in log] == ["link", "link"]
-        assert all(m["job"]["volatile"] for _, m in log)
+        assert all(j["volatile"] for _, m in log for j in m["jobs"])
     run(main)

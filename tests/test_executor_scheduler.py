@@ -475,7 +475,7 @@ def test_progress_reported_in_the_executors_first_step_follows_run_started() -> 
         side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
                             reconstructors={"k": lambda params: work})
         side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
-                                        job_type="t", attempt=1))
+                                        job_type="t", attempt=1, claim="s:1"))
         await settle()
         assert heard == ["run_started", "progress", "run_result"]
     run(main)
@@ -520,7 +520,7 @@ def test_progress_is_coalesced_to_one_message_per_100_ms_and_its_last_report_goe
         side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
                             clock=clock, reconstructors={"k": lambda params: work})
         side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
-                                        job_type="t", attempt=1))
+                                        job_type="t", attempt=1, claim="s:1"))
         await settle()
         assert heard == ["run_started", 0.1]  # the first at once, the next four held
         clock.advance(99)
@@ -562,7 +562,7 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
         side = ExecutorSide(link=page_end, channel=ChannelHub().channel("c"), source="s",
                             reconstructors={"k": lambda params: work})
         side.persistent.runner.run(make("run", job_id="j", reconstructor="k", params=None,
-                                        job_type="t", attempt=1))
+                                        job_type="t", attempt=1, claim="s:1"))
         assert steps == ["executor ran"]  # its first step ran inside the handler
         await asyncio.sleep(0)  # one turn: what was posted during the handler is delivered
         assert heard == ["run_started", "run_result"]

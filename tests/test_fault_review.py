@@ -250,9 +250,9 @@ def test_a_forged_job_update_neither_ends_a_run_nor_resolves_done() -> None:
         watching = b.side.job(job.id)
         await settle()
         forger = world.channels.channel(CHANNEL)  # any same-origin script
-        forger.post(make("job-update", source="evil", job={"id": job.id, "deleted": True}))
+        forger.post(make("job-update", source="evil", jobs=[{"id": job.id, "deleted": True}]))
         forger.post(make("job-update", source="evil",
-                         job={"id": job.id, "status": "done", "result": "forged"}))
+                         jobs=[{"id": job.id, "status": "done", "result": "forged"}]))
         await settle()
         assert server.holding == ["/real"] and server.cancelled == []
         assert not job.done.done() and not watching.done.done()
@@ -441,40 +441,16 @@ def test_a_big_result_stays_out_of_job_updates_and_done_reads_it_from_the_store(
     run(main)
 
 
-# ---------------------------------------------------------------- the run protocol, both directions
-
-def _strip_claims(link: Any) -> None:
-    send = link.send
-    link.send = lambda msg: send({k: v for k, v in msg.items() if k != "claim"})
-
-
-@pytest.mark.parametrize("older", ["page", "scheduler"])
-def test_run_revision_2_works_with_an_older_peer(older: str) -> None:
-    async def main() -> None:
-        world, server, tab = serving(Response(500, {}), "hold")
-        _strip_claims(tab.page_link if older == "page" else tab.worker_link)
-        sent_by_page: list[dict[str, Any]] = []
-        tab.worker_link.subscribe(sent_by_page.append)
-        job = tab.side.enqueue_fetch("POST", "/compat", max_attempts=3)
-        await settle()
-        await world.advance(5_000)
-        assert server.holding == ["/compat"]
-        server.release("/compat")
-        await settle()
-        assert (await job.done).status == "done"
-        answers = [m for m in sent_by_page if m["type"] in ("run_started", "run_result")]
-        assert len(answers) == 4 and all("claim" not in m for m in answers)
-    run(main)
-
+# ---------------------------------------------------------------- the run protocol
 
 def test_the_run_messages_carry_and_check_claims() -> None:
-    assert messages.RUN_REVISION == 2
-    for type_ in ("run_started", "abandon_run"):
+    for type_ in ("run_started", "abandon_run", "run_check"):
         assert messages.parse(make(type_, job_id="j", claim="t:1"))["claim"] == "t:1"
-        with pytest.raises(messages.BadMessage):
-            messages.parse(make(type_, job_id="j", claim=5))
+        for claim in ({"claim": 5}, {}):  # of another type, or none: refused
+            with pytest.raises(messages.BadMessage):
+                messages.parse(make(type_, job_id="j", **claim))
     with pytest.raises(messages.BadMessage):
-        messages.parse(make("run_result", job_id="j", ok=True, offline="no"))
+        messages.parse(make("run_result", job_id="j", ok=True, claim="t:1", offline="no"))
 
 
 # ---------------------------------------------------------------- found by the soak

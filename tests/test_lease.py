@@ -297,5 +297,5 @@ def test_a_scheduler_under_a_lease_it_never_gets_hears_no_channel_news() -> None
             await settle()
             engine.scheduler.stop()
             channel.close()
-        assert [m["job"]["id"] for m in heard] == ["j0", "j1"]
+        assert [j["id"] for m in heard for j in m["jobs"]] == ["j0", "j1"]
     run(main)

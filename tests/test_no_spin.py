@@ -16,10 +16,10 @@ from typing import Any
 
 from helpers import Server, reconstructor
 from pyjobq import AbortSignal
-from pyjobq.core.lanes import legacy_run_lock, run_lock
+from pyjobq.core.lanes import run_lock
 from pyjobq.core.mode import JOB_QUEUE
 from pyjobq.engine.scheduler import Scheduler
-from pyjobq.testing import LOCK, Tab, World, record, run, settle
+from pyjobq.testing import LOCK, Tab, World, run, settle
 
 STEP_MS = 100.0
 #: A holder that waits on events looks a handful of times a minute at most; one that spins
@@ -203,44 +203,3 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bou
     run(main)
 
 
-def test_a_run_an_older_pyjobq_holds_under_its_legacy_run_lock_is_waited_for_not_polled() -> None:
-    """During a deploy an older pyjobq's tab runs a job under the run lock's old name
-    (``<lock>:run:<id>``). Recovery counts that run as held elsewhere, so it must watch that
-    name: a watch on the new name, which nobody holds, is granted at once and wakes a pass
-    that finds the same, round and round with no time moving."""
-    async def main() -> None:
-        world = World()
-        # The old tab's run: its record running under its owner, its run lock by the old name.
-        await world.store.add([record("old-run", type="upload", status="running", owner="old-tab",
-                                      attempts=1)])
-        let_go = asyncio.get_running_loop().create_future()
-
-        async def hold(_lock: Any) -> None:
-            await let_go
-
-        old_tab = asyncio.ensure_future(world.locks.client().request(
-            legacy_run_lock(LOCK, "old-run"), hold))
-        await settle()
-        server = Server()
-        tab = world.open_tab(transport=server)
-        waiting = tab.side.enqueue_fetch("POST", "/upload-2", type="upload")
-        await settle()
-        # Still no time moved: a holder that waits has looked a few times, one that spins hundreds.
-        assert worker(tab).looks <= MOST_LOOKS_A_MINUTE, (
-            f"{worker(tab).looks} looks, no time moving")
-        assert (await world.store.get("old-run")).status == "running"  # not recovered: it is held
-        assert (await world.store.get(waiting.id)).status == "pending"  # its lane is busy elsewhere
-
-        assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
-        assert worker(tab).passes <= MOST_LOOKS_A_MINUTE
-        assert server.paths == []
-
-        # The old tab dies with its run: the watch on its lock is what recovers it and goes on.
-        let_go.set_result(None)
-        await old_tab
-        await settle()
-        # Recovered at once (no timer): run again here, then the lane's next job.
-        assert (await world.store.get("old-run")).status == "done"
-        assert (await waiting.done).status == "done"
-        assert sorted(server.paths) == ["/old-run", "/upload-2"]
-    run(main)

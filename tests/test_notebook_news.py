@@ -61,7 +61,7 @@ QUEUE = """
     forger = hosts._shared_hub().channels.channel(queue.settings.channel_name)
 
     def forge(*jobs):
-        forger.post(make("job-update", source="forger", job=jobs[0], jobs=list(jobs)))
+        forger.post(make("job-update", source="forger", jobs=list(jobs)))
 
     def drawn():
         return list(outputs.values())[-1][-1]

@@ -187,7 +187,7 @@ def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> 
             # Another tab's news no longer reaches this one: its channel is closed.
             other = _shared_hub().channels.channel(queue.settings.channel_name)
             other.post({"v": 1, "type": "job-update", "source": "another-tab",
-                        "job": {"id": "elsewhere", "status": "done"}})
+                        "jobs": [{"id": "elsewhere", "status": "done"}]})
             await asyncio.sleep(0.05)
             assert not any(job_id == "elsewhere" for job_id, _ in heard), heard
             print("ok")

@@ -280,7 +280,7 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
         assert start.calls == ["end", "start", "end", "start", "get_in_line"]
         assert boot.failures == 0 and clock.timers == [] and side.unavailable is None
         link.say(make("job-update", source="tab-1",
-                      job={"id": job.id, "status": "done", "result": 1}))
+                      jobs=[{"id": job.id, "status": "done", "result": 1}]))
         assert (await job.done).status == "done"
         assert "booted after 2 failed tries" in caplog.text
 

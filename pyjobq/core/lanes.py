@@ -37,8 +37,8 @@ def run_lock(lock_name: str, job_type: str, job_id: str) -> str:
 
 
 def run_lock_job(lock_name: str, name: str) -> tuple[str, str] | None:
-    """The ``(type, job id)`` a :func:`run_lock` name says, or None for any other lock (a legacy
-    run lock says no type; any script of the origin may name a lock)."""
+    """The ``(type, job id)`` a :func:`run_lock` name says, or None for any other lock (any
+    script of the origin may name a lock)."""
     prefix = f"{lock_name}:run:["
     if not name.startswith(prefix):
         return None
@@ -51,16 +51,10 @@ def run_lock_job(lock_name: str, name: str) -> tuple[str, str] | None:
     return None
 
 
-def legacy_run_lock(lock_name: str, job_id: str) -> str:
-    """The run lock's name before it carried the type (``<lock>:run:<id>``): a page of an older
-    pyjobq during a deploy still takes this one, so recovery still honours it."""
-    return f"{lock_name}:run:{job_id}"
-
-
 def types_held(held: Mapping[str, str], lock_name: str, mine: Collection[str], *,
                skip: Collection[str] = ()) -> dict[str, str]:
     """Types of which another page holds a run lock exclusively, whatever its record says, with
-    one such lock's name each (:func:`run_lock`; a legacy name says no type and counts nowhere):
+    one such lock's name each (:func:`run_lock`; any other name counts nowhere):
     those lanes are busy here. A run on the wire (its record deleted while its frozen page sent
     it) and a lock taken ahead of a claim (a frozen former holder's) count alike: either page may
     yet run that job, so its type waits — in the pass's looks as in its claims, or a look would

@@ -21,14 +21,11 @@ from typing import Any, Mapping, NamedTuple
 from .errors import PyjobqError
 
 VERSION = 1
-#: The run protocol's revision, within version 1. Revision 2: a scheduler stamps every claim
-#: with an identifier (``claim``) that ``run`` and ``abandon_run`` carry and the page echoes in
-#: ``run_started`` and ``run_result``; an answer for another claim is ignored, and a page
+#: The run protocol: a scheduler stamps every claim with an identifier (``claim``) that
+#: ``run``, ``run_check`` and ``abandon_run`` carry and the page echoes in ``run_started``,
+#: ``run_checked`` and ``run_result``; an answer for another claim is ignored, and a page
 #: confirms an abandoned run's end with a ``run_result`` for its claim. ``run_result`` also
-#: says ``offline`` (was the page offline when the attempt failed). Both sides stay compatible
-#: with revision 1 in either direction: a ``run`` with no claim is answered with none, and an
-#: answer with no claim is taken for the job's current claim, as revision 1 did.
-RUN_REVISION = 2
+#: says ``offline`` (was the page offline when the attempt failed).
 #: How long an abandoned run (deleted, cancelled, or its scheduler stopped) may take to end,
 #: counted by the page from the moment it *handles* ``abandon_run``. The page aborts the run's
 #: AbortSignal at once; an executor that heeds it (``signal.heeded``, as the built-in ``fetch``
@@ -123,31 +120,30 @@ SCHEMA: dict[str, MessageType] = {
     "run": _type(SCHEDULER, "Run this claimed job (``claim`` names the claim; the page rebuilds "
                  "the closure from ``reconstructor`` and ``params`` when it has none).",
                  job_id=_STR, reconstructor=_STR, params=_ANY, job_type=_STR, attempt=(int,),
-                 claim=_OPT_STR),
+                 claim=_STR),
     "run_started": _type(PAGE, "The page began the run (the handshake; when none came within "
                          "``handshake_timeout_ms`` the scheduler asks with ``run_check``).",
-                         job_id=_STR, claim=_OPT_STR),
+                         job_id=_STR, claim=_STR),
     "run_check": _type(SCHEDULER, "The handshake deadline passed with no ``run_started``: has this "
                        "claim's run begun? The link is FIFO, so the page handles the ``run`` "
                        "first; a busy or frozen page answers late, never wrongly.",
-                       job_id=_STR, claim=_OPT_STR),
+                       job_id=_STR, claim=_STR),
     "run_checked": _type(PAGE, "The answer to ``run_check``: ``started`` says whether the page has "
                          "this claim's run in hand; false fails the job ``handshake_timeout``.",
-                         job_id=_STR, claim=_OPT_STR, started=(bool,)),
+                         job_id=_STR, claim=_STR, started=(bool,)),
     "run_result": _type(PAGE, "How the run ended: ``ok`` and its ``result``, or its ``error``, "
                         "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``.",
-                        job_id=_STR, ok=(bool,), claim=_OPT_STR, offline=(bool, type(None))),
+                        job_id=_STR, ok=(bool,), claim=_STR, offline=(bool, type(None))),
     "progress": _type(PAGE, "An executor's ``report_progress``: published, never stored.",
                       job_id=_STR),
     "abandon_run": _type(SCHEDULER, "Stop this run: its job was deleted or cancelled, or the "
                          "scheduler stops; the page confirms its end with a ``run_result``.",
-                         job_id=_STR, claim=_OPT_STR),
+                         job_id=_STR, claim=_STR),
     "abort_run": _type(SCHEDULER, "Abort this run's signal (its type was suspended); its outcome "
                        "counts as interrupted.", job_id=_STR),
     # ------------------------------------------------------------ news
     "job-update": _type(NEWS, "Records as just stored or deleted (``jobs``: one transaction's "
-                        "batch, ``job`` its first for older receivers).",
-                        job=(dict,), source=_STR, jobs=(list, type(None))),
+                        "batch).", source=_STR, jobs=(list,)),
     "schedule-update": _type(NEWS, "A periodic schedule ``name`` was stored, changed or deleted: "
                              "the lease holder reads the schedules again.",
                              source=_STR, name=_STR),
@@ -199,12 +195,8 @@ SCHEMA: dict[str, MessageType] = {
 
 
 def updated_jobs(msg: dict[str, Any]) -> list[dict[str, Any]]:
-    """The records a parsed ``job-update`` carries: its batch ``jobs`` (the objects in it), or
-    its one ``job``."""
-    batch = msg.get("jobs")
-    if isinstance(batch, list):
-        return [job for job in batch if isinstance(job, dict)]
-    return [msg["job"]]
+    """The records a parsed ``job-update`` carries: the objects in its batch ``jobs``."""
+    return [job for job in msg["jobs"] if isinstance(job, dict)]
 
 
 def job_update_prefix(source: str) -> str:

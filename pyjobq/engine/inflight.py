@@ -146,11 +146,10 @@ class FlightTable:
         return [f for f in self._running.values() if f.type == job_type]
 
     def for_answer(self, msg: Mapping[str, Any]) -> Flight | None:
-        """The run a page's answer is about: its claim's, or (a page that echoes no claim, an
-        older pyjobq) the job's current one. None for an answer to an earlier claim."""
+        """The run a page's answer is about: its claim's. None for an answer to an earlier
+        claim."""
         flight = self._running.get(msg["job_id"])
-        claim = msg.get("claim")
-        if flight is None or (isinstance(claim, str) and claim != flight.claim):
+        if flight is None or msg["claim"] != flight.claim:
             return None
         return flight
 

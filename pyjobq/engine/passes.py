@@ -234,12 +234,11 @@ class Pass:
         elsewhere: set[str] = set()
         watched: dict[str, str] = {}  # job id -> the name of its run lock another page holds
         lanes_held: dict[str, str] = {}
-        name, legacy = self._e.run_locks.name, self._e.run_locks.legacy_name
+        name = self._e.run_locks.name
         if self._e.mode.run_locks:
             held = await self._e.locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
-            watched = {r.id: lock for r in running for lock in (name(r), legacy(r.id))
-                       if held.get(lock) == "exclusive"}
+            watched = {r.id: name(r) for r in running if held.get(name(r)) == "exclusive"}
             elsewhere = set(watched)
             # Another page's run lock keeps an idle lane waiting (lanes.types_held).
             lanes_held = lanes.types_held(
@@ -247,9 +246,7 @@ class Pass:
                 skip=self._e.flights.busy_types())
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
-        # worker dies with the run lock, and a frozen tab may be discarded later. The name that
-        # is held is the one watched: an older pyjobq's run holds the legacy name, and a watch on
-        # the new one, held by nobody, would be granted at once and wake us round and round.
+        # worker dies with the run lock, and a frozen tab may be discarded later.
         for job_id in sorted(watched):
             self._e.run_locks.watch(watched[job_id])
         for lock in sorted(lanes_held.values()):

@@ -9,16 +9,15 @@ Theory of operation
 A write's news goes two ways: over the link to this scheduler's own page (which
 still hears it after closing its channel) and over the BroadcastChannel to every
 other tab. One ``job-update`` carries all the records one transaction stored, up
-to :data:`NEWS_BATCH` (``jobs``; its first also as ``job`` for older receivers), so
-a burst of 10,000 is twenty messages. News is only news: receivers read the store
-for truth (spec: "the channel is news; the store is the truth").
+to :data:`NEWS_BATCH` (``jobs``), so a burst of 10,000 is twenty messages. News is only
+news: receivers read the store for truth (spec: "the channel is news; the store is the
+truth").
 
-News used to sit between a transaction's commit and the ``run`` of the job that
-transaction claimed: first the channel's post (in Chromium a BroadcastChannel
-message crosses the browser process), then — once that went — the page's own
-news, which the page handles before the ``run`` queued behind it (0.4 ms a job on
-the page, ``bench.mjs --trace``). So what a step stored is queued and posted once
-that step is over — after the ``run`` went out — to the page first and then to
+News posted between a transaction's commit and the ``run`` of the job that transaction
+claimed would delay the run: the channel's post crosses the browser process in Chromium,
+and the page handles its own news before a ``run`` queued behind it (0.4 ms a job on the
+page, ``bench.mjs --trace``). So what a step stored is queued and posted once that step is
+over — after the ``run`` went out — to the page first and then to
 the other tabs, merged with whatever else the step stored, in the order it was
 stored; each record's summary is made then too (after the ``run``), once for both.
 Nothing waits for it: the store was written first, and news is never what anyone
@@ -114,6 +113,5 @@ class Publisher:
 
 
 def _update(source: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One ``job-update``: ``jobs`` when there are several, the first also as ``job``."""
-    return make("job-update", source=source, job=jobs[0],
-                **({"jobs": jobs} if len(jobs) > 1 else {}))
+    """One ``job-update`` of ``jobs``."""
+    return make("job-update", source=source, jobs=jobs)

@@ -79,11 +79,6 @@ class RunLocks:
         """The processor lease's name, which every run lock's begins with."""
         return self._lock_name
 
-    def legacy_name(self, job_id: str) -> str:
-        """The name an older pyjobq gives the same run lock
-        (:func:`pyjobq.core.lanes.legacy_run_lock`)."""
-        return lanes.legacy_run_lock(self._lock_name, job_id)
-
     def name(self, entry: Entry | JobRecord) -> str:
         """The run lock of ``entry``'s job (:func:`pyjobq.core.lanes.run_lock`)."""
         return lanes.run_lock(self._lock_name, entry.type, entry.id)

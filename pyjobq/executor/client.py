@@ -104,7 +104,7 @@ class EngineClient:
         self.router = router = Router("pyjobq", {
             "run": runner.run,
             "run_check": runner.check,
-            "abandon_run": lambda msg: runner.abandon(msg["job_id"], msg.get("claim")),
+            "abandon_run": lambda msg: runner.abandon(msg["job_id"], msg["claim"]),
             "abort_run": runner.abort,
             "reply": self._reply,
             "job-update": self._job_update,

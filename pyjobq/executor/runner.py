@@ -57,8 +57,8 @@ class _Run:
 
     task: asyncio.Future[Any]
     signal: AbortSignal
-    #: The scheduler's claim identifier, echoed in every answer; None from an older scheduler.
-    claim: str | None
+    #: The scheduler's claim identifier, echoed in every answer.
+    claim: str
     #: The run's progress reports, held back to one message per interval until its end.
     progress: RunProgress
     #: Dropped by the scheduler (``abandon_run``): its outcome is not stored, its end is confirmed.
@@ -67,9 +67,9 @@ class _Run:
     grace: Timer | None = None
 
 
-def _claimed(fields: dict[str, Any], claim: str | None) -> dict[str, Any]:
-    """An answer's fields with the claim it answers: echoed only when the ``run`` had one."""
-    return fields if claim is None else {**fields, "claim": claim}
+def _claimed(fields: dict[str, Any], claim: str) -> dict[str, Any]:
+    """An answer's fields with the claim it answers."""
+    return {**fields, "claim": claim}
 
 
 class Runner:
@@ -126,7 +126,7 @@ class Runner:
                 "ok": False, "interrupted": True, "code": Code.LEASE_REVOKED,
                 "error": "the page let the processor lease go (frozen or hidden)"
                          " before this run began",
-            }, msg.get("claim")))
+            }, msg["claim"]))
             return
         if job_id in self.running:
             # A second run of a job this page is still running (an answer of the first may
@@ -134,7 +134,7 @@ class Runner:
             self._send_result(job_id, _claimed({
                 "ok": False, "interrupted": True, "code": Code.ALREADY_RUNNING,
                 "error": "this page is still running an earlier claim of this job",
-            }, msg.get("claim")))
+            }, msg["claim"]))
             return
         started = self._start(msg)
         if started is not None:
@@ -144,11 +144,10 @@ class Runner:
     def check(self, msg: dict[str, Any]) -> None:
         """A ``run_check``: say whether this claim's run is in hand. The link is FIFO, so the
         ``run`` it asks about was handled before it (and answered, if it was refused)."""
-        job_id, claim = msg["job_id"], msg.get("claim")
+        job_id, claim = msg["job_id"], msg["claim"]
         run = self.running.get(job_id)
-        started = run is not None and (claim is None or run.claim is None or run.claim == claim)
-        self.link.send(make("run_checked", job_id=job_id, started=started,
-                            **({"claim": claim} if claim is not None else {})))
+        started = run is not None and run.claim == claim
+        self.link.send(make("run_checked", job_id=job_id, started=started, claim=claim))
 
     def abort(self, msg: dict[str, Any]) -> None:
         """An ``abort_run``: abort the run's signal (its executor decides what to do)."""
@@ -156,12 +155,12 @@ class Runner:
         if running is not None:
             running.signal.abort(msg.get("reason") or "aborted")
 
-    def abandon(self, job_id: str, claim: str | None = None, *, at_once: bool = False) -> None:
+    def abandon(self, job_id: str, claim: str, *, at_once: bool = False) -> None:
         """Drop a run: abort its signal; cancel its task at once unless the executor heeds the
         signal (then only after :data:`ABANDON_GRACE_MS`). The run stays in hand — a second
         ``run`` of the job is refused — until its task ended, which the page then confirms."""
         run = self.running.get(job_id)
-        if run is None or (claim is not None and run.claim is not None and claim != run.claim):
+        if run is None or claim != run.claim:
             return
         if run.abandoned and not at_once:
             return
@@ -190,7 +189,7 @@ class Runner:
             factory = self._unknown_kind(name, msg["job_type"])
         if factory is None:
             self._send_result(job_id,
-                              _claimed(error_fields(OrphanedJobError(name)), msg.get("claim")))
+                              _claimed(error_fields(OrphanedJobError(name)), msg["claim"]))
             return None
         try:
             executor = factory(msg.get("params"))
@@ -198,7 +197,7 @@ class Runner:
             fields = error_fields(exc)
             fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
                           terminal=True, code=Code.RECONSTRUCTOR_FAILED)
-            self._send_result(job_id, _claimed(fields, msg.get("claim")))
+            self._send_result(job_id, _claimed(fields, msg["claim"]))
             return None
         if not callable(executor):
             # Answered now, naming the value: unanswered, the run would wait out the handshake
@@ -208,7 +207,7 @@ class Runner:
                 "error": f"reconstructor {name!r} returned {_shown(executor)}, not an executor: "
                          "have the factory return the job's async def run(signal) (a factory "
                          "with no return statement returns None)",
-            }, msg.get("claim")))
+            }, msg["claim"]))
             return None
         return executor
 
@@ -220,11 +219,10 @@ class Runner:
             return None
         job_id = msg["job_id"]
         signal = AbortSignal()
-        claim: str | None = msg.get("claim")
+        claim: str = msg["claim"]
         # Said before the executor's first step, which runs now (start_now) and may report
         # progress: the engine hears of the run before anything the run says.
-        self.link.send(make("run_started", job_id=job_id,
-                            **({"claim": claim} if claim is not None else {})))
+        self.link.send(make("run_started", job_id=job_id, claim=claim))
         progress = RunProgress(self.link, job_id, self.clock)
         token = _current_run.set(progress)
         try:
@@ -268,11 +266,10 @@ class Runner:
         # job is gone or cancelled, and its progress with it.
         run.progress.end(send_pending=not run.abandoned)
         if run.abandoned:
-            # The scheduler stores nothing of it; a revision-2 scheduler waits for this word
-            # that it ended before the job's type runs again (an older one waits for nothing).
-            if run.claim is not None:
-                self._send_result(job_id, {"ok": False, "error": "abandoned",
-                                           "code": Code.ABANDONED, "claim": run.claim})
+            # The scheduler stores nothing of it, and waits for this word that it ended before
+            # the job's type runs again.
+            self._send_result(job_id, {"ok": False, "error": "abandoned",
+                                       "code": Code.ABANDONED, "claim": run.claim})
             if stopping is not None:
                 raise stopping
             return

@@ -298,7 +298,7 @@ json.dumps({k: v for k, v in record.items() if not k.startswith("_")}, default=s
   await page.evaluate(({ channel, stored }) => {
     const forger = new BroadcastChannel(channel);
     // As pyjobq posts it: JSON text, in the key order of core/messages.py make().
-    const post = (...jobs) => forger.postMessage(JSON.stringify({ v: 1, type: "job-update", source: "forger", job: jobs[0], jobs }));
+    const post = (...jobs) => forger.postMessage(JSON.stringify({ v: 1, type: "job-update", source: "forger", jobs }));
     post({ ...stored, status: "done", updated_at: stored.updated_at + 1e9 });
     post({ ...stored, deleted: true });
     post({ id: "nobody-filed-this", type: "sync", status: "failed", error: "forged", created_at: 1, updated_at: 1, attempts: 1, max_attempts: 1 });

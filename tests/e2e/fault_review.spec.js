@@ -60,8 +60,8 @@ test("a forged job-update on the channel ends nothing: the run goes on and no do
   // Any same-origin script can post on the channel: a delete, then a done with a chosen result.
   await b.evaluate(([name, jobId]) => {
     const forger = new BroadcastChannel(name);
-    forger.postMessage({ v: 1, type: "job-update", source: "evil", job: { id: jobId, deleted: true } });
-    forger.postMessage({ v: 1, type: "job-update", source: "evil", job: { id: jobId, status: "done", result: "forged" } });
+    forger.postMessage({ v: 1, type: "job-update", source: "evil", jobs: [{ id: jobId, deleted: true }] });
+    forger.postMessage({ v: 1, type: "job-update", source: "evil", jobs: [{ id: jobId, status: "done", result: "forged" }] });
     forger.close();
   }, [channel, id]);
   await a.waitForTimeout(3_000); // time for both tabs to have heard (and checked) the news

@@ -192,7 +192,7 @@ for text in ["not json {", "<img src=x onerror=self.pwned=1>", json.dumps([1, 2]
              json.dumps({"v": 9, "type": "wake"}),
              json.dumps({"v": 1, "type": "__import__('js').eval('self.pwned=1')"}),
              json.dumps({"v": 1, "type": "run_result", "job_id": 5, "ok": True}),
-             json.dumps({"v": 1, "type": "job-update", "job": "<script>self.pwned=1</script>", "source": "x"})]:
+             json.dumps({"v": 1, "type": "job-update", "jobs": "<script>self.pwned=1</script>", "source": "x"})]:
     side.resources.boot.platform.worker.postMessage(text)
     channel.postMessage(text)
 channel.close()
