@@ -10,7 +10,7 @@ import pytest
 
 from helpers import Server, holding, one_tab, reconstructor, serving
 from pyjobq import Outcome
-from pyjobq.engine.scheduler import RETENTION_MS
+from pyjobq.core.mode import RETENTION_MS
 from pyjobq.testing import Response, World, run, sequential_ids, settle
 from store_contract import make_record
 

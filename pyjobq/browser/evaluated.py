@@ -51,7 +51,7 @@ class Helper:
     @contextlib.contextmanager
     def refused(self) -> Iterator[None]:
         """While in it, the helper is as a refused evaluation leaves it (a test of the adapter's
-        way without it); as before afterwards."""
+        way without it); as it was afterwards."""
         saved = self._value, self._refused
         self._value, self._refused = None, True
         try:

@@ -43,9 +43,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js
 
-# Defined with pyjobq's other errors, to be caught on CPython too; idb.StorageError as before.
-from ..core.errors import DatabaseUpgradedError as DatabaseUpgradedError
-from ..core.errors import StorageError as StorageError
+from ..core.errors import DatabaseUpgradedError, StorageError
 from ..core.ports import (
     REPLACE,
     Change,
@@ -57,7 +55,6 @@ from ..core.ports import (
     replaces,
 )
 from ..core.records import (
-    MALFORMED,  # noqa: F401  (idb.MALFORMED, as before it moved to the core)
     MAX_DEPTH,
     ForeignRecord,
     JobRecord,

@@ -238,7 +238,7 @@ class WebLocks:
 
     Each request is one call into ``locks.js``, which calls back one proxy this object makes as
     it is made and keeps for its life (the run locks ask one or two a job). Where ``locks.js``
-    cannot be evaluated, each request is made from Python with proxies of its own, as before.
+    cannot be evaluated, each request is made from Python with proxies of its own.
     """
 
     def __init__(self) -> None:

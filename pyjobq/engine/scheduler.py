@@ -78,7 +78,6 @@ from ..core import messages
 from ..core.backoff import make_backoff
 from ..core.messages import make
 from ..core.mode import JOB_QUEUE, Mode
-from ..core.mode import RETENTION_MS as RETENTION_MS  # re-exported (__all__)
 from ..core.ports import (
     Change,
     Channel,
@@ -107,7 +106,7 @@ from .settle import SettleEngine, Settler
 from .sweeper import Sweeper
 from .tasks import TaskSet
 
-__all__ = ["Scheduler", "RETENTION_MS", "DEFAULT_HANDSHAKE_MS"]
+__all__ = ["Scheduler", "DEFAULT_HANDSHAKE_MS"]
 
 log = logging.getLogger("pyjobq")
 

@@ -164,9 +164,9 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
     import js
     from pyodide.ffi import to_js
 
-    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.browser.idb import IndexedDBStore
     from pyjobq.core.ports import Change
-    from pyjobq.core.records import NewJob
+    from pyjobq.core.records import MALFORMED, NewJob
 
     store = IndexedDBStore("malformed")
     good = NewJob(id="good", reconstructor="fetch",
@@ -231,9 +231,9 @@ async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     import js
     from pyodide.ffi import to_js
 
-    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
+    from pyjobq.browser.idb import IndexedDBStore
     from pyjobq.core.ports import Change
-    from pyjobq.core.records import NewJob
+    from pyjobq.core.records import MALFORMED, NewJob
 
     def obj(value):
         return to_js(value, dict_converter=js.Object.fromEntries)
@@ -297,8 +297,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
     import js
     from pyodide.ffi import to_js
 
-    from pyjobq.browser.idb import MALFORMED, IndexedDBStore
-    from pyjobq.core.records import NewJob
+    from pyjobq.browser.idb import IndexedDBStore
+    from pyjobq.core.records import MALFORMED, NewJob
 
     store = IndexedDBStore("malformed-race")
     good = NewJob(id="m", reconstructor="fetch",
