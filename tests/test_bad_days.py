@@ -1,4 +1,4 @@
-"""Issue 22: bad days — a tab frozen or busy at the wrong moment, a tab closed a moment too soon.
+"""Bad days — a tab frozen or busy at the wrong moment, a tab closed a moment too soon.
 
 Each test failed on the main branch before its fix (the finding's number is in its section's
 heading). The liveness, truth and no-spin oracles over many schedules are in
@@ -478,13 +478,13 @@ def test_a_run_lock_the_lock_manager_refuses_loses_no_job_and_stalls_no_lane(
     meanwhile — and runs once asking works again. (A refusal in a settle used to end the settle
     task: the run stayed ``running`` with its run lock held, and its lane waited for good.)"""
     from pyjobq.engine.tasks import new_future
-    from pyjobq.memory import FakeLocks
+    from pyjobq.memory import MemoryLocks
 
     refusing = True
     asked: list[str] = []
-    take = FakeLocks.take_if_available
+    take = MemoryLocks.take_if_available
 
-    def refused_while_refusing(self: FakeLocks, name: str) -> Any:
+    def refused_while_refusing(self: MemoryLocks, name: str) -> Any:
         if f"{LOCK}:run:" not in name:
             return take(self, name)
         asked.append(name)
@@ -494,7 +494,7 @@ def test_a_run_lock_the_lock_manager_refuses_loses_no_job_and_stalls_no_lane(
         answer.set_exception(RuntimeError("navigator.locks.request failed: InvalidStateError"))
         return answer
 
-    monkeypatch.setattr(FakeLocks, "take_if_available", refused_while_refusing)
+    monkeypatch.setattr(MemoryLocks, "take_if_available", refused_while_refusing)
 
     async def main() -> None:
         nonlocal refusing
@@ -618,7 +618,7 @@ def test_a_run_handed_off_offline_whose_failure_is_stored_once_back_online_is_du
     """The tab never heard the ``online`` event (frozen through it, or its worker's missed it):
     a run handed off while the network was down, whose offline failure is stored once the
     network is up again, is due at once, not after the offline ladder's wait (found by the
-    simulation's back-online oracle, seed 72)."""
+    simulation's back-online oracle)."""
     async def main() -> None:
         world = World()
         world.online = False
@@ -637,7 +637,7 @@ def test_a_scheduler_that_begins_with_the_network_up_runs_a_job_left_waiting_off
     """A job failed offline in a tab since closed; the network came back while no tab was open
     (or before this tab's worker began), so no ``online`` event reached a scheduler. The next
     holder's first pass begins as that event does: the job runs at once, not when its ladder
-    says (found by the simulation's back-online oracle, seed 908)."""
+    says (found by the simulation's back-online oracle)."""
     async def main() -> None:
         world = World()
         first, job, gate, calls = await a_run_failing_offline(world)
@@ -752,8 +752,8 @@ def test_a_tab_frozen_idle_through_the_online_event_runs_its_offline_job_within_
     and no ``online`` event reached it (a frozen tab's is lost; Chromium does not always fire
     it inside a dedicated worker). Idle, it was told of no revocation and runs no pass: it
     reads the network again every WATCH_MS while such a job waits, and runs the job then, not
-    when the ladder says (~30 s; found by review, and by the simulation's back-online oracle,
-    seed 2264)."""
+    when the ladder says (~30 s; found by review, and by the simulation's back-online
+    oracle)."""
     async def main() -> None:
         world = World()
         calls: list[float] = []

@@ -246,7 +246,8 @@ def test_an_outbox_call_with_a_wrong_typed_id_or_type_raises_invalid_job_error(
     """Before, ``enqueue(["send"])`` raised a bare ``TypeError: unhashable type``; ``retry(7)``
     and ``delete(None)`` sent requests the scheduler dropped, and the caller waited for ever."""
     from pyjobq import Outbox, OutboxHandler
-    from pyjobq.memory import FakeClock, MemoryStore
+    from pyjobq.memory import MemoryStore
+    from pyjobq.testing import FakeClock
 
     async def main() -> None:
         async def process(entry: Any) -> None:

@@ -1,5 +1,5 @@
-"""Effects in call order (issue 22, finding 10): a housekeeping call takes effect in the order it
-was called, awaited or not, and each of its read-modify-writes is one transaction.
+"""Effects in call order: a housekeeping call takes effect in the order it was called, awaited
+or not, and each of its read-modify-writes is one transaction.
 
 The worlds whose store yields (``MemoryStore(yields=...)``) let other requests run between two
 store calls of one request, as IndexedDB does; a plain memory store never yields, so it could

@@ -456,7 +456,7 @@ def test_coming_back_online_runs_a_job_waiting_out_an_offline_failure_at_once() 
 
 
 def test_progress_reported_in_the_executors_first_step_follows_run_started() -> None:
-    """The executor's first step runs inside the ``run`` handler (issue 24): a progress report
+    """The executor's first step runs inside the ``run`` handler: a progress report
     there must still reach the engine after ``run_started``, never before it."""
     from pyjobq import report_progress
     from pyjobq.core.messages import make
@@ -491,7 +491,8 @@ def test_progress_is_coalesced_to_one_message_per_100_ms_and_its_last_report_goe
     from pyjobq.core.messages import make
     from pyjobq.executor.current import PROGRESS_EVERY_MS
     from pyjobq.executor.side import ExecutorSide
-    from pyjobq.memory import ChannelHub, FakeClock, link_pair
+    from pyjobq.memory import ChannelHub, link_pair
+    from pyjobq.testing import FakeClock
 
     async def main() -> None:
         clock = FakeClock()
@@ -544,7 +545,7 @@ def test_progress_is_coalesced_to_one_message_per_100_ms_and_its_last_report_goe
 def test_run_started_leaves_in_the_run_messages_own_event() -> None:
     """The handshake costs no extra event-loop turn: the page posts run_started while
     handling run, so it is delivered on the very next turn — and the executor's first step
-    runs in that event too (issue 24), so one that finishes there is answered there."""
+    runs in that event too, so one that finishes there is answered there."""
     from pyjobq.core.messages import make
     from pyjobq.executor.side import ExecutorSide
     from pyjobq.memory import ChannelHub, link_pair

@@ -1,4 +1,4 @@
-"""LockHub / FakeLocks keep Web Locks' semantics: a kinder fake would let races through."""
+"""LockHub / MemoryLocks keep Web Locks' semantics: a kinder fake would let races through."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13: the holes a fault review found, one test (or more) per finding, on the memory fakes.
+"""The holes a fault review found, one test (or more) per finding, on the memory fakes.
 
 Each of these failed on the main branch before the fix. Chromium covers what only the browser
 can show (tests/e2e/faults.spec.js, tests/browser/test_idb_store.py).
@@ -20,9 +20,9 @@ from pyjobq.core.messages import make
 from pyjobq.core.records import MAX_DEPTH, NEWS_RESULT_LIMIT
 from pyjobq.errors import InvalidJobError, StoreInUseError
 from pyjobq.handle import Job
-from pyjobq.memory import FakeClock, MemoryStore
+from pyjobq.memory import MemoryStore
 from pyjobq.outbox import Outbox
-from pyjobq.testing import CHANNEL, LOCK, Response, Tab, World, run, settle
+from pyjobq.testing import CHANNEL, LOCK, FakeClock, Response, Tab, World, run, settle
 from store_contract import make_record
 
 
@@ -456,8 +456,8 @@ def test_the_run_messages_carry_and_check_claims() -> None:
 # ---------------------------------------------------------------- found by the soak
 
 def test_a_page_frozen_between_its_recovery_look_and_write_leaves_the_new_run_alone() -> None:
-    """Seeds 9661 and 9783 of the soak: tab A judged a record orphaned, froze before writing,
-    tab B recovered and claimed it meanwhile; A's write on resume must not recover B's run."""
+    """Found by the soak: tab A judged a record orphaned, froze before writing, tab B
+    recovered and claimed it meanwhile; A's write on resume must not recover B's run."""
     async def main() -> None:
         world = World()
         now = world.clock.now()

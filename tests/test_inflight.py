@@ -4,8 +4,7 @@ settles its waiters, exactly once."""
 from __future__ import annotations
 
 from pyjobq.engine.inflight import FlightTable
-from pyjobq.memory import FakeClock
-from pyjobq.testing import run
+from pyjobq.testing import FakeClock, run
 
 
 class Lock:
@@ -93,7 +92,7 @@ def test_an_abandoned_run_keeps_its_type_and_lock_until_the_page_says_it_ended()
 def test_an_abandoned_run_ends_on_its_pages_word_only_however_late() -> None:
     # The page bounds an abandoned run from the moment it handles abandon_run; a clock here,
     # started when abandon_run was sent, ran out while a busy page had not yet handled it and
-    # freed the type with the old request still on the wire (issue 22, finding 4).
+    # freed the type with the old request still on the wire.
     flights, clock, _, ended = table()
     lock = Lock()
     flight = flights.add("a", "t", release_run_lock=lock, deadline_ms=100,

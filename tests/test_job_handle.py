@@ -1,8 +1,8 @@
 """The Job handle: ``await job``, and ``job.done`` / ``job.stored`` shared by any number of waiters.
 
 A waiter that gives up — ``asyncio.wait_for`` timing out, a cancelled task — must stop only
-its own wait: the outcome still reaches every other waiter (issue 15; our own PyScript and
-kernel test pages wait with ``wait_for(job.done, t)``).
+its own wait: the outcome still reaches every other waiter (our own PyScript and kernel test
+pages wait with ``wait_for(job.done, t)``).
 """
 
 from __future__ import annotations

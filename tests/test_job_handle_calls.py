@@ -1,7 +1,7 @@
-"""The Job handle as RQ, arq and Celery users expect (issue 25, part T): ``await
-job.result(timeout=)``, ``await job.status()``, ``job.cancel()``, ``job.retry()``,
-``job.delete()``, for persistent and volatile jobs, and ``pyjobq.jobs(status=, type=, group=)``
-filtered by the engine that reads the store.
+"""The Job handle as RQ, arq and Celery users expect: ``await job.result(timeout=)``,
+``await job.status()``, ``job.cancel()``, ``job.retry()``, ``job.delete()``, for persistent
+and volatile jobs, and ``pyjobq.jobs(status=, type=, group=)`` filtered by the engine that
+reads the store.
 
 The handle's calls settle nothing themselves: they wait on ``done`` like any waiter and ask
 the queue what the module functions ask (tests/test_job_handle.py checks the source).

@@ -17,8 +17,7 @@ from pyjobq.core.codes import REPLACED_ERROR
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.status import TERMINAL, Status
 from pyjobq.executor.registry import Handles, Listeners
-from pyjobq.memory import FakeClock
-from pyjobq.testing import Response, World, run, settle
+from pyjobq.testing import FakeClock, Response, World, run, settle
 
 
 def paths_of(server: Server) -> list[str]:
@@ -343,7 +342,7 @@ class HeldReads:
 
 
 @pytest.mark.parametrize("news, last, expected", [
-    # Seed 3750 of the simulation: the replaced news came during a recheck's read begun before
+    # Found by the simulation: the replaced news came during a recheck's read begun before
     # the replacing transaction committed; the stale "pending" dropped the news's reason and the
     # next recheck, finding the record gone, said deleted.
     ({"status": "pending", "deleted": True, "code": "replaced", "error": REPLACED_ERROR},

@@ -1,5 +1,5 @@
-"""No spin (issue 22, finding 6): a holder with due work it cannot start waits for what will let
-it start, and does not look at the queue again and again while nothing changes.
+"""No spin: a holder with due work it cannot start waits for what will let it start, and does
+not look at the queue again and again while nothing changes.
 
 Each test sets up one way due work cannot start — its lane's predecessor running in a frozen
 tab, an abandoned run of its type still ending, its run lock taken ahead by another page — then

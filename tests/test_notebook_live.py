@@ -1,4 +1,4 @@
-"""The live notebook table (issue 26), on CPython: its throttle, its handles, and the queue's
+"""The live notebook table, on CPython: its throttle, its handles, and the queue's
 table filling in once the store answers. In-memory fakes stand in for IPython's display and
 for the event loop's timer; the queue runs on the memory adapters."""
 

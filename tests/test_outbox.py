@@ -13,7 +13,7 @@ from pyjobq.core.backoff import make_backoff
 from pyjobq.core.messages import parse, updated_jobs
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
-from pyjobq.memory import FakeClock, MemoryStore
+from pyjobq.memory import MemoryStore
 from pyjobq.outbox import (
     LEASE_RAN_OUT,
     Outbox,
@@ -28,7 +28,7 @@ from pyjobq.outbox import (
     rollback_begun,
     undecided,
 )
-from pyjobq.testing import T0, FreezableClock, record, run, settle
+from pyjobq.testing import T0, FakeClock, FreezableClock, record, run, settle
 
 DAY = 24 * 3600 * 1000.0
 
@@ -547,7 +547,7 @@ def test_an_enqueue_right_after_start_on_a_slow_store_is_stored_and_processed() 
     run(main)
 
 
-# -------------------------------------------------------- issue 15: the outbox as its users know it
+# ---------------------------------------------------------------- the outbox as its users know it
 
 def test_an_entry_enqueued_before_start_is_stored_at_once_and_sent_on_start() -> None:
     async def main() -> None:

@@ -329,7 +329,7 @@ def test_launch_chromium_names_a_chromium_it_cannot_start(playwright: Playwright
 def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
         context: BrowserContext, pyjobq_site: Site) -> None:
     # A page timer cannot end a wait while synchronous Python holds the thread: the bound must
-    # be the driver's (issue 27's review, D2). Three seconds busy, a one-second bound.
+    # be the driver's. Three seconds busy, a one-second bound.
     tab = open_tab(context, pyjobq_site.url("tests/harness.html"), setup=SETUP)
     start = time.monotonic()
     with pytest.raises(TabError, match=r"within 1(\.0)? s: the page's main thread is busy"):

@@ -81,7 +81,7 @@ def test_configure_after_the_queue_is_imported_with_other_names_raises_and_names
 
 
 def test_configure_again_with_the_same_names_is_a_no_op_but_replaces_the_hooks() -> None:
-    """A notebook's configure cell run twice (issue 26): the same names change nothing; the
+    """A notebook's configure cell run twice: the same names change nothing; the
     transport and reconstructors given again replace the old ones, as set_transport and
     register_reconstructor would; a job filed after it goes through the new transport."""
     out = run_python("""
@@ -198,9 +198,9 @@ def test_after_stop_the_tab_still_processes_and_hears_its_own_updates_only() -> 
 
 
 def test_housekeeping_calls_take_effect_in_call_order_and_refuse_a_wrong_typed_argument() -> None:
-    """The debounce recipe through the module functions (issue 22, finding 10): the delete
+    """The debounce recipe through the module functions: the delete
     handed to ``create_task`` goes out at the call, before the next save is filed. A wrong-typed
-    id, group or type raises at the call (finding 7)."""
+    id, group or type raises at the call."""
     out = run_python("""
         import asyncio, pyjobq
         from pyjobq.testing import Response
@@ -251,7 +251,7 @@ def test_the_queue_module_offers_what_its_executors_call() -> None:
 
 def test_configure_again_registers_only_the_reconstructors_it_names() -> None:
     """A configure cell run again with one more reconstructor: a kind another cell replaced
-    since (register_reconstructor) keeps its replacement (issue 26 review, finding 7)."""
+    since (register_reconstructor) keeps its replacement."""
     out = run_python("""
         import asyncio, pyjobq
 

@@ -1,7 +1,7 @@
 """A simulated tab's worker boots as ``worker.mjs`` does, followed by the browser's own
 :class:`~pyjobq.executor.boot.Boot` (pyjobq/testing/_boot.py), and fails or stalls as the browser's
-can (issue 22: "a boot that fails or stalls"). Whatever its boot does, a tab that cannot process
-never holds the lease, the others take over, and its jobs reach their end once it can.
+can. Whatever its boot does, a tab that cannot process never holds the lease, the others take
+over, and its jobs reach their end once it can.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_a_waiting_tab_boots_only_once_it_holds_the_lease() -> None:
 
 
 def test_a_tab_that_takes_over_offline_boots_from_the_files_it_fetched_and_sends_when_back_online() -> None:  # noqa: E501
-    # Issue 22, finding 1, simulated: B fetched its files while waiting; the network drops, B
+    # The offline takeover, simulated: B fetched its files while waiting; the network drops, B
     # files a job and A closes. B boots offline, and sends the moment the network is back.
     async def main() -> None:
         world, server = World(), Server()
@@ -121,7 +121,7 @@ def test_a_download_that_fails_or_stalls_a_given_number_of_times_is_retried_unti
 @pytest.mark.parametrize("worker_host", [False, True], ids=["page", "worker_host"])
 def test_a_boot_that_stalls_holding_the_lease_lets_it_go_at_the_deadline_and_another_tab_takes_over(
         worker_host: bool) -> None:
-    # Issue 22, finding 2, simulated: a refused pyodide.asm.wasm leaves loadPyodide hanging.
+    # The stalled boot, simulated: a refused pyodide.asm.wasm leaves loadPyodide hanging.
     async def main() -> None:
         world, server = World(), Server()
         options: dict[str, Any] = (

@@ -1006,7 +1006,7 @@ class Sim:
 
     async def while_frozen(self, went_online: bool) -> None:
         """Every other fault heals, but the frozen tabs stay frozen — a worker host among them
-        holds the lease and cannot let go (issue 22, finding 12). Liveness while frozen: the
+        holds the lease and cannot let go. Liveness while frozen: the
         other tabs take over within the lease watch's bound, and every job ends except those a
         frozen tab pins (its type has a run lock a frozen tab holds: its run may be on the wire)."""
         world = self.world

@@ -386,9 +386,9 @@ def test_an_outside_revocation_stops_it_like_a_database_upgrade() -> None:
 
 def test_a_page_that_takes_the_lease_over_gets_the_report_not_the_lock_error() -> None:
     # A page in line finds the Service Worker silent (it answers no lease pings) and steals the
-    # lease while a run outlasts its wait (soak seed 333): the drain, which stopped claiming when
-    # the page asked, lets its run finish under its run lock and returns its report — before the
-    # fix the lock manager's LockStolen escaped drain() while its engine ran on.
+    # lease while a run outlasts its wait (found by the soak): the drain, which stopped claiming
+    # when the page asked, lets its run finish under its run lock and returns its report — before
+    # the fix the lock manager's LockStolen escaped drain() while its engine ran on.
     async def main() -> None:
         origin = Origin()
         origin.hold = asyncio.Event()
@@ -423,7 +423,7 @@ def test_a_lane_whose_page_only_job_a_page_has_run_is_left_to_the_next_sync_agai
     """A type left to the pages waits only while a job of a kind the drain cannot run is among
     its jobs: once a page has run that job, the lane's other jobs are work a sync can do, so
     they count as ``left`` (the event fails and is fired again), never as ``for_pages`` (the
-    event succeeds and they wait for a page to open). Found by the simulation, seed 10748."""
+    event succeeds and they wait for a page to open). Found by the simulation."""
     async def main() -> None:
         store = MemoryStore()
         await store.add([record("page-job", type="x", reconstructor="page_kind"),

@@ -1,4 +1,4 @@
-"""``@pyjobq.task`` (issue 25, part T): a job kind declared as a decorated ``async def``.
+"""``@pyjobq.task``: a job kind declared as a decorated ``async def``.
 
 Most tests run a task on simulated tabs (``task.options(queue=tab.queue)``, the tab given
 the task's reconstructor as a page that defines the task would have it); those about the

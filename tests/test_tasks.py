@@ -153,7 +153,7 @@ def test_soon_runs_each_call_in_the_context_it_was_given_in() -> None:
 
 def test_again_doubling_waits_out_passing_failures_doubling_to_the_cap_and_raises_others() -> None:
     from pyjobq.engine.tasks import again_doubling
-    from pyjobq.memory import FakeClock
+    from pyjobq.testing import FakeClock
 
     async def main() -> None:
         clock = FakeClock()

@@ -181,7 +181,7 @@ def test_the_kit_imports_on_plain_cpython_without_pyodide() -> None:
 def test_a_tab_resumed_a_moment_before_it_crashes_leaves_no_lease_request_behind() -> None:
     """Tab.resume runs the page's handler as the tab's own code: the lease request it starts dies
     with the tab. Started as the test's code, it outlived the crash, and the dead tab's page was
-    granted the lease once the holder let go — held for ever (the simulation's seed 4829)."""
+    granted the lease once the holder let go — held for ever (found by the simulation)."""
     from helpers import Server
     from pyjobq.testing import LOCK
     from pyjobq.testing import settle as settled

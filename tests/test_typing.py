@@ -199,8 +199,8 @@ def test_updates_and_executor_helpers_are_typed(mypy_output: dict[str, list[str]
 
 
 def test_housekeeping_calls_keep_their_async_signatures(mypy_output: dict[str, list[str]]) -> None:
-    """They send their request at the call now (issue 22, finding 10) and return the coroutine
-    that waits for the reply: to a type checker they are the ``async def`` s they were."""
+    """They send their request at the call now and return the coroutine that waits for the reply:
+    to a type checker they are the ``async def`` s they were."""
     coroutine = "def ({}) -> typing.Coroutine[Any, Any, {}]"
     assert mypy_output["housekeeping"] == [f'note: Revealed type is "{t}"' for t in [
         coroutine.format("job_id: str", "bool"),

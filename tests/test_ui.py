@@ -91,7 +91,7 @@ def test_error_shows_code_and_http_status_but_not_for_done():
 
 
 def test_a_failed_fetch_job_s_error_reads_once():
-    """Issue 26: never "[E403] HTTP 403 POST /x answered 403 (E403)"."""
+    """One wording: never "[E403] HTTP 403 POST /x answered 403 (E403)"."""
     html = jobs_html([record(status="failed", code="E403", http_status=403,
                              error="POST /api/x answered 403 (E403)")])
     assert ">POST /api/x answered 403 (E403)</td>" in html

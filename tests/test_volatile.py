@@ -493,7 +493,7 @@ async def _await(signal: AbortSignal) -> Any:
     return await signal
 
 
-# -------------------------------------------------------- issue 15: volatile jobs by the same rules
+# ---------------------------------------------------------------- volatile jobs by the same rules
 
 
 def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_executor_settles() -> None:  # noqa: E501

@@ -236,7 +236,7 @@ def _reply_to_all(link: SilentLink, values: dict[str, Any]) -> None:
 
 def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_retries(
         caplog: pytest.LogCaptureFixture) -> None:
-    # Issue 22, finding 1: a tab that took the lease over while offline, whose worker cannot
+    # A tab that took the lease over while offline, whose worker cannot
     # load Pyodide, must not report WorkerUnavailable for good nor keep the lease.
     async def main() -> None:
         caplog.set_level(logging.INFO, logger="pyjobq")
@@ -288,8 +288,7 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
 
 
 def test_a_stalled_download_ends_the_worker_and_retries_on_the_ladder() -> None:
-    # Issue 22, finding 2: a worker whose download neither answers nor fails held the
-    # lease for ever.
+    # A worker whose download neither answers nor fails must not hold the lease for ever.
     async def main() -> None:
         clock = ManualClock()
         side, link, told, start, boot = side_with(clock, requests=SilentLink())

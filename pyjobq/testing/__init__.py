@@ -52,9 +52,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..memory import FakeClock
 from . import _records, _world
 from ._boot import BootFault
+from ._clock import FakeClock
 from ._records import record, sequential_ids
 from ._response import Response
 from ._run import UnretrievedError, run, settle

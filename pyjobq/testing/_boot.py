@@ -39,7 +39,7 @@ from ..engine.lease import HostLease, LeaseHolder, LinkLease, fake_grab, watch_i
 from ..engine.scheduler import Scheduler
 from ..executor.boot import Boot
 from ..executor.side import ExecutorSide
-from ..memory import FakeLocks, LockHub, MemoryLink
+from ..memory import LockHub, MemoryLink, MemoryLocks
 
 __all__ = ["BootFault", "SimulatedWorker", "SimulatedStart", "SimulatedTab", "INDEX_URL"]
 
@@ -99,7 +99,7 @@ class SimulatedTab(Protocol):
     more: the tab's module imports this one, never the other way round."""
 
     #: The worker's ``navigator.locks``: a new worker is a new lock context.
-    locks: FakeLocks
+    locks: MemoryLocks
     #: A worker host's lease, once its scheduler booted.
     host_lease: HostLease | None
 
@@ -153,7 +153,7 @@ class SimulatedWorker:
     """One scheduler worker of a tab, from its script's start to its scheduler's ``ready``
     (``worker.mjs``). Made by :meth:`SimulatedStart.start`; :meth:`end` is ``terminate()``."""
 
-    def __init__(self, tab: SimulatedTab, locks: FakeLocks, fault: BootFault | None, *,
+    def __init__(self, tab: SimulatedTab, locks: MemoryLocks, fault: BootFault | None, *,
                  worker_host: bool) -> None:
         self._tab = tab
         #: This worker's ``navigator.locks``: it dies with the worker (a worker host's lease too).

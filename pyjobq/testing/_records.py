@@ -12,7 +12,7 @@ from ..core.status import Status
 
 __all__ = ["record", "sequential_ids", "T0"]
 
-#: The time :func:`record` stamps by default, and :class:`~pyjobq.memory.FakeClock`'s start
+#: The time :func:`record` stamps by default, and :class:`~pyjobq.testing.FakeClock`'s start
 #: (ms since the epoch: 14 November 2023).
 T0 = 1_700_000_000_000.0
 

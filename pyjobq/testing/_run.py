@@ -23,7 +23,7 @@ class UnretrievedError(AssertionError):
 async def settle(limit: int = 500) -> None:
     """Let every ready callback and task run, until nothing is ready (at most ``limit`` turns).
 
-    pyjobq's fakes (:class:`~pyjobq.memory.FakeClock`, the memory store, locks, channel and
+    pyjobq's fakes (:class:`~pyjobq.testing.FakeClock`, the memory store, locks, channel and
     links) deliver through ``call_soon`` and use no loop timers, so "nothing ready" means the
     simulated world is quiet: every message delivered, every pass that could run has run.
     Time only moves when a test moves the clock (:meth:`World.advance`).
@@ -43,7 +43,7 @@ def run(main: Callable[[], Awaitable[Any]] | Awaitable[Any], *, timeout_s: float
 
     - **A timeout guard.** ``main`` is cancelled after ``timeout_s`` seconds of wall-clock time
       and the test fails with ``TimeoutError``: a hang fails instead of stalling the suite. It
-      is a guard only: simulated time (:class:`~pyjobq.memory.FakeClock`) never waits for it.
+      is a guard only: simulated time (:class:`~pyjobq.testing.FakeClock`) never waits for it.
     - **Unretrieved exceptions fail the test.** After ``main`` returns, the loop is settled
       (:func:`settle`) and any exception the loop reported but nobody retrieved — a task that
       died unawaited, a callback that raised — raises :class:`UnretrievedError`.

@@ -3,7 +3,7 @@
 Theory of operation. A :class:`World` is one browser origin: one
 :class:`~pyjobq.memory.MemoryStore` (its IndexedDB), one :class:`~pyjobq.memory.LockHub`
 (``navigator.locks``), one :class:`~pyjobq.memory.ChannelHub` (``BroadcastChannel``) and one
-:class:`~pyjobq.memory.FakeClock`. Each :class:`Tab` is a page — the executor side, which owns
+:class:`~pyjobq.testing.FakeClock`. Each :class:`Tab` is a page — the executor side, which owns
 the public API (``tab.queue``) — and its scheduler worker, wired by a
 :func:`~pyjobq.memory.link_pair`, each with its own lock context, as in Chromium.
 
@@ -66,15 +66,15 @@ from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWork
 from ..executor.wiring import SchedulerOptions, in_process
 from ..memory import (
     ChannelHub,
-    FakeClock,
-    FakeLocks,
     LockHub,
     MemoryChannel,
     MemoryLink,
+    MemoryLocks,
     MemoryStore,
     link_pair,
 )
 from ._boot import BootFault, SimulatedStart
+from ._clock import FakeClock
 from ._run import settle
 
 __all__ = ["World", "Tab", "ServiceWorker", "GuardedStore", "FreezableClock", "FreezableChannel",
@@ -354,9 +354,9 @@ class Tab:
     #: The worker's end of that link.
     worker_link: MemoryLink
     #: The worker's ``navigator.locks``.
-    locks: FakeLocks
+    locks: MemoryLocks
     #: The page's own ``navigator.locks`` (a page and its worker are two lock contexts).
-    page_locks: FakeLocks
+    page_locks: MemoryLocks
     #: This tab's view of the world's clock (its worker's timers).
     clock: FreezableClock
     #: The page's own timers: a blocked page (:meth:`block`) fires none, its worker's run on.
@@ -483,7 +483,7 @@ class Tab:
         """The same object as :attr:`queue` (pyjobq's name for it: the executor side)."""
         return self.queue
 
-    def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: FakeLocks,
+    def _scheduler(self, ends: tuple[MemoryLink, MemoryLink], locks: MemoryLocks,
                    channel: FreezableChannel, source: str, lease: Lease | None) -> Scheduler:
         """The worker's scheduler."""
         world = self.world

@@ -227,7 +227,7 @@ async def test_malformed_records_are_failed_in_one_write_keeping_the_raw_value(s
 async def test_non_finite_and_deep_records_fail_alone_in_indexeddb(selenium):
     """IndexedDB keeps NaN, ±Infinity and values nested thousands deep; each such record is
     failed alone (``malformed_record``) and every read carries on. A newer pyjobq's status is
-    left exactly as it is, and unknown fields survive a read-modify-write (issue 13)."""
+    left exactly as it is, and unknown fields survive a read-modify-write."""
     import js
     from pyodide.ffi import to_js
 
@@ -291,7 +291,7 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
     or a delete made after the read commits before that write (IndexedDB runs one store's
     transactions in the order they were made): the write reads the value again and fails it
     only if it still is malformed, so neither the valid record is overwritten with the failed
-    form nor the deleted one brought back (issue 22, finding 10)."""
+    form nor the deleted one brought back."""
     import asyncio
 
     import js
@@ -331,8 +331,8 @@ async def test_failing_a_malformed_value_keeps_what_was_written_after_the_read(s
 async def test_next_due_at_skips_what_no_pass_could_claim_in_indexeddb(selenium):
     """The by_next_retry index holds every record with a next_retry_at key, whatever its status:
     a done or foreign record's, or -Infinity, sorts first. next_due_at steps over them to the
-    soonest pending record, as the memory stores do (issue 22: a wake in the past, again and
-    again)."""
+    soonest pending record, as the memory stores do (else a wake in the past fires again
+    and again)."""
     import js
     from pyodide.ffi import to_js
 

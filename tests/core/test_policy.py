@@ -55,7 +55,7 @@ def test_claim_at_the_ceiling_fails_unrun() -> None:
 
 def test_claim_at_the_ceiling_explains_itself_not_the_attempt_before() -> None:
     # Stored at its ceiling (by other code, an older pyjobq) after a 401: the claim fails it for
-    # having no attempts left, and nothing of that 401 remains to blame (issue 22).
+    # having no attempts left, and nothing of that 401 remains to blame.
     record = fresh(max_attempts=1, attempts=1, error="HTTPError: 401", http_status=401,
                    code="token_expired")
     assert policy.claim(record, T0 + 1, "tab-a") == record.evolve(
@@ -224,7 +224,7 @@ def test_recover_at_the_ceiling_fails() -> None:
 
 def test_recover_of_a_service_workers_run_gives_the_attempt_back_even_at_the_ceiling() -> None:
     # The browser ended the Service Worker at its event's limit: the run was cut short, not
-    # failed by the job (issue 28).
+    # failed by the job.
     running = policy.claim(fresh(max_attempts=1), T0, service_worker_source())
     assert policy.recover(running, T0 + 50) == running.evolve(
         status=Status.PENDING, owner=None, updated_at=T0 + 50, next_retry_at=T0 + 50,
@@ -248,7 +248,7 @@ def test_attempts_given_back_for_other_causes_leave_the_service_workers_allowanc
         status=Status.FAILED), T0 + 70).cut_short == 0
 
 
-# ------------------------------------------------------------- a terminal record's cause (issue 22)
+# ---------------------------------------------------------------- a terminal record's cause
 # Each way a record ends, after an attempt that left its own error, status and code: the
 # record explains the cause that ended it, never the attempt before.
 
@@ -313,7 +313,7 @@ def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() ->
 
 
 def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
-    # settle sets all three from the outcome (it did before issue 22 too): pinned here beside
+    # settle sets all three from the outcome (it always did): pinned here beside
     # the rest.
     last = _after_a_401(max_attempts=3)
     assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
@@ -453,7 +453,7 @@ def test_offline_failure_is_coded_offline_and_back_online_makes_it_due_now() -> 
 
 @pytest.mark.parametrize("status", [500, 404, 503])
 def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
-    """A server answered: the attempt counts whatever the network did afterwards (issue 13)."""
+    """A server answered: the attempt counts whatever the network did afterwards."""
     running = policy.claim(fresh(max_attempts=1), T0, "a")
     record = settle(running, T0, online=False, ok=False, error="boom", status=status)
     assert record == running.evolve(status=Status.FAILED, owner=None, updated_at=T0, error="boom",

@@ -113,7 +113,7 @@ def test_no_status_set_is_spelt_out_outside_the_status_module() -> None:
 
 
 def test_a_status_reads_as_users_read_it() -> None:
-    """Issue 26: ``Outcome(status='done', ...)``, never ``<Status.DONE: 'done'>``."""
+    """As users read it: ``Outcome(status='done', ...)``, never ``<Status.DONE: 'done'>``."""
     from pyjobq.core.outcome import Outcome
 
     assert repr(Status.DONE) == "'done'" and str(Status.FAILED) == "failed"

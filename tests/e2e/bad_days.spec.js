@@ -1,9 +1,9 @@
 // @ts-check
-// Issue 22 in Chromium: a busy page in a real tab. Long synchronous Python on the page (a
+// In Chromium: a busy page in a real tab. Long synchronous Python on the page (a
 // notebook cell computing) blocks its event loop while its scheduler worker runs on: the
 // worker's handshake deadline passes with the page unable to answer `run`. The job must run
-// once the page is free, not fail `handshake_timeout` (finding 4). The CPython twin, with
-// the frozen tab of finding 3, is tests/test_bad_days.py. Only states are asserted.
+// once the page is free, not fail `handshake_timeout`. The CPython twin, with the
+// frozen tab, is tests/test_bad_days.py. Only states are asserted.
 const { test, expect } = require("@playwright/test");
 const { openHarness, py, storedRecord, workerReady } = require("./helpers");
 

@@ -121,7 +121,7 @@ json.dumps({r["id"]: jobs_table.cells(r, js.Date.now()) for r in await queue.que
     if (c.error && c.error.code) await expect(row(page, id).locator(".code").first()).toHaveText(c.error.code);
   }
   await expect(row(page, failed)).toContainText("1 / 1");
-  // One wording (issue 26): the message says the status and code, so no badge repeats them.
+  // One wording: the message says the status and code, so no badge repeats them.
   await expect(row(page, failed)).toContainText("answered 500 (status_500)");
   await expect(row(page, failed)).not.toContainText("HTTP 500");
   await expect(row(page, refused)).toContainText("status_403");

@@ -1,6 +1,6 @@
 // @ts-check
 // A tab that cannot process never holds the processor lease, and a boot that failed or
-// stalled is retried until it boots, with no reload (issue 22, findings 1 and 2):
+// stalled is retried until it boots, with no reload:
 // - a tab that only imported the queue takes over while the network is down: it boots from
 //   the distribution's files its worker fetched while it waited, tries the job it filed
 //   offline (costing nothing), and sends it once the moment the network is back;

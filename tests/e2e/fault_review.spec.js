@@ -1,7 +1,7 @@
 // @ts-check
-// Issue 13 in Chromium: what only the browser can show of the fault review's findings —
-// a forged job-update on the real BroadcastChannel (6), a request made right after filing
-// (7), and a database upgrade while a job runs (3). Bad records in real IndexedDB (1) are
+// In Chromium: what only the browser can show of the fault review's findings — a forged
+// job-update on the real BroadcastChannel, a request made right after filing, and a database
+// upgrade while a job runs. Bad records in real IndexedDB are
 // tests/browser/test_idb_store.py::test_non_finite_and_deep_records_fail_alone_in_indexeddb.
 // Nothing is timed: only states are asserted, with generous waits (a loaded 2-core machine).
 const { test, expect } = require("@playwright/test");

@@ -1,5 +1,5 @@
 // @ts-check
-// Issue 15 in a real Chromium: the outbox on IndexedDBStore (stored before start(), FIFO across
+// In a real Chromium: the outbox on IndexedDBStore (stored before start(), FIFO across
 // types one at a time) and the lease holder's automatic retention sweep.
 const { test, expect } = require("@playwright/test");
 const { openQueuePage, workerReady, storedRecord, py, resetServer, serverLog, holding, release } = require("./helpers");

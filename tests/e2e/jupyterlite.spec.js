@@ -11,7 +11,7 @@
 //   pyjobq` finds the wheel the site ships in its piplite index.
 // - The second runs the README's JupyterLite example as written, on a site that does not ship
 //   pyjobq: `%pip install pyjobq` falls back to PyPI, answered offline by registries.js.
-// - The third is a notebook's session as a user has it (issue 26): the `queue` table redraws
+// - The third is a notebook's session as a user has it: the `queue` table redraws
 //   itself in place as its jobs run, lists every stored job after a kernel restart, and the
 //   configure cell can be run again — with other names it says to restart the kernel.
 // Every request that leaves the test server is aborted and remembered.

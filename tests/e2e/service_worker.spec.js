@@ -1,5 +1,5 @@
 // @ts-check
-// Saved, then every tab closed: pyjobq's Service Worker drains the queue (issue 28).
+// Saved, then every tab closed: pyjobq's Service Worker drains the queue.
 // - jobs filed offline (fetch jobs and a task), every page of the origin closed, the context
 //   back online and a `sync` dispatched through CDP (ServiceWorker.dispatchSyncEvent): the
 //   server receives each request exactly once, and a page opened after sees them done;

@@ -1,5 +1,5 @@
 // @ts-check
-// Issue 22, finding 12 in Chromium: a holder that cannot let go is taken over (pyjobq/engine/lease.py,
+// In Chromium: a holder that cannot let go is taken over (pyjobq/engine/lease.py,
 // "the lease watch"). A worker host (a JupyterLite-style kernel: pyjobq's executor side in a
 // dedicated worker, its scheduler a nested worker) holds the processor lease from its worker's
 // bootstrap for its worker's life and has no `freeze` event: frozen with its page, it cannot

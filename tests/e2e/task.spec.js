@@ -1,5 +1,5 @@
 // @ts-check
-// @pyjobq.task across a hard reload (issue 25, part T): a page declares a task and files a job
+// @pyjobq.task across a hard reload: a page declares a task and files a job
 // of it that cannot run yet; the page is hard-reloaded (its Python is gone, the job is only in
 // IndexedDB). A reloaded page whose code declares the task again runs it to done; one whose
 // code lacks it fails it as orphaned, and the error names the task.

@@ -1,30 +1,17 @@
-"""Real in-memory implementations of the ports: in the browser and on CPython.
+"""The in-memory stores: :class:`MemoryStore` (the origin's store on plain CPython, and the
+simulation's) and :class:`VolatileStore` (each tab's volatile engine, in the browser too).
 
-In the browser too: :class:`LoopClock` is the page's and the scheduler worker's clock (asyncio
-timers on Pyodide's loop), and each tab's volatile engine runs in the page on a
-:class:`VolatileStore`, with a private :class:`LockHub` and :class:`ChannelHub` and a
-:func:`link_pair` between it and the page (pyjobq/executor/side.py, the outbox likewise).
-
-On plain CPython they also back the queue (:class:`MemoryStore` and the hubs, so code that uses
-it can be tested without a browser), and they are the fakes of the multi-tab simulation:
-several simulated tabs share one :class:`MemoryStore`, one :class:`LockHub`, one
-:class:`ChannelHub` and one :class:`FakeClock`. Each keeps the semantics of the browser API it
-stands for — asynchronous delivery, structured copies, Web Locks' exclusive, shared,
-``ifAvailable`` and ``steal`` — because a fake that is kinder than the browser would let races
-through.
-"""
+Each keeps the IndexedDB store's semantics (one transaction at a time, structured copies, the
+``(created_at, id)`` order, keys that replace), because a store kinder than the browser's would
+let races through."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
-import itertools
-import json
 import logging
 import math
 import time
-from dataclasses import dataclass, field
 from typing import (
     Any,
     Awaitable,
@@ -38,34 +25,25 @@ from typing import (
     TypeVar,
 )
 
-from .core.errors import LockStolen
-from .core.ports import (
+from ..core.ports import (
     REPLACE,
     Change,
     Clock,
     KeyChange,
     KeyUpdated,
-    Message,
-    Release,
-    Unsubscribe,
     Updated,
     decided_by_key,
     last_per_key,
     replaces,
 )
-from .core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
-from .core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
-from .core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
-from .core.view import Entry
-from .engine.tasks import TaskSet, soon, take_by_request
+from ..core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
+from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
+from ..core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
+from ..core.view import Entry
+from .delivery import structured_copy
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
-
-
-def _copy(value: Any) -> Any:
-    """A structured copy, as postMessage and IndexedDB make (JSON-like values only)."""
-    return json.loads(json.dumps(value))
 
 
 # What both stores' queries decide on, from a record's fields: a MemoryStore reads them from the
@@ -175,11 +153,11 @@ class MemoryStore:
             log.error("pyjobq: failing a malformed record in the store: %s", exc)
             failed = malformed(row, exc, self._now())
             del self._rows[key]
-            self._rows[failed.id] = _copy(failed.to_dict())
+            self._rows[failed.id] = structured_copy(failed.to_dict())
             return failed, True
 
     def _decode(self, row: dict[str, Any]) -> JobRecord:
-        return JobRecord.from_dict(_copy(row))
+        return JobRecord.from_dict(structured_copy(row))
 
     def _sorted(self, keys: Any, status: Status | None = None) -> list[JobRecord]:
         records = (r for r in (self._read(k) for k in list(keys)) if r is not None)
@@ -190,7 +168,7 @@ class MemoryStore:
     @_transaction
     async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
         kept, dropped = last_per_key(records)
-        rows = [_copy(r.to_dict()) for r in kept]
+        rows = [structured_copy(r.to_dict()) for r in kept]
         ids = [r.id for r in records]
         for job_id in ids:
             if job_id in self._rows:
@@ -267,7 +245,7 @@ class MemoryStore:
                 done.append(Updated(None, True))
             else:
                 assert isinstance(decided, JobRecord)
-                written[change.job_id] = _copy(decided.to_dict())
+                written[change.job_id] = structured_copy(decided.to_dict())
                 done.append(Updated(self._decode(written[change.job_id]), True))
         self._rows.update(written)
         for record in gone:
@@ -294,7 +272,7 @@ class MemoryStore:
             if new is None:
                 done.append(Updated(current, False))
                 continue
-            written[change.job_id] = _copy(new.to_dict())
+            written[change.job_id] = structured_copy(new.to_dict())
             done.append(Updated(self._decode(written[change.job_id]), True))
         self._rows.update(written)
         return done
@@ -362,7 +340,7 @@ class MemoryStore:
         if row is None:
             return None
         try:
-            return Schedule.from_dict(_copy(row))
+            return Schedule.from_dict(structured_copy(row))
         except ScheduleError as exc:
             if not exc.foreign:
                 log.error("pyjobq: skipping a stored schedule that is not one: %s", exc)
@@ -382,7 +360,7 @@ class MemoryStore:
         new = apply(current)
         if new is None:
             return current
-        self._schedule_rows[name] = _copy(new.to_dict())
+        self._schedule_rows[name] = structured_copy(new.to_dict())
         return self._schedule(name)
 
     @_transaction
@@ -412,30 +390,30 @@ class MemoryStore:
         if decided.job is not None and decided.job.id in self._rows:
             raise KeyError(f"a job with id {decided.job.id!r} already exists")
         # All or none: both rows are made before either is written.
-        schedule_row = _copy(decided.schedule.to_dict())
+        schedule_row = structured_copy(decided.schedule.to_dict())
         if decided.job is not None:
-            self._rows[decided.job.id] = _copy(decided.job.to_dict())
+            self._rows[decided.job.id] = structured_copy(decided.job.to_dict())
         self._schedule_rows[name] = schedule_row
         return decided
 
     def raw_schedules(self) -> dict[str, dict[str, Any]]:
         """The stored schedules' raw values, as DevTools would show them (a test helper)."""
-        rows: dict[str, dict[str, Any]] = _copy(self._schedule_rows)
+        rows: dict[str, dict[str, Any]] = structured_copy(self._schedule_rows)
         return rows
 
     def put_raw_schedule(self, value: dict[str, Any]) -> None:
         """Store any value in the schedules store, as other code could (a test helper)."""
-        self._schedule_rows[value.get("name")] = _copy(value)
+        self._schedule_rows[value.get("name")] = structured_copy(value)
 
     # Test helpers: the raw stored values, as DevTools would show them.
     def raw(self) -> dict[str, dict[str, Any]]:
-        rows: dict[str, dict[str, Any]] = _copy(self._rows)
+        rows: dict[str, dict[str, Any]] = structured_copy(self._rows)
         return rows
 
     def put_raw(self, value: dict[str, Any]) -> None:
         """Store any value as other code could (DevTools, a newer pyjobq): NaN, any depth."""
         try:
-            self._rows[value["id"]] = _copy(value)
+            self._rows[value["id"]] = structured_copy(value)
         except RecursionError:
             self._rows[value["id"]] = value  # deeper than json recurses: kept by reference
 
@@ -588,412 +566,3 @@ def _foreign(row: dict[str, Any]) -> bool:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-# ---------------------------------------------------------------- clocks
-
-class _Timer:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeClock:
-    """A clock that moves only when told to; timers fire in order as it passes them."""
-
-    def __init__(self, start: float = 1_700_000_000_000.0) -> None:
-        self._now = start
-        self._timers: list[tuple[float, int, _Timer, Callable[[], None]]] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self._now
-
-    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _Timer:
-        timer = _Timer()
-        heapq.heappush(self._timers,
-                       (self._now + max(0.0, delay_ms), next(self._seq), timer, callback))
-        return timer
-
-    def next_timer_at(self) -> float | None:
-        while self._timers and self._timers[0][2].cancelled:
-            heapq.heappop(self._timers)
-        return self._timers[0][0] if self._timers else None
-
-    def advance(self, ms: float) -> None:
-        """Move time forward by ``ms``, firing every timer it passes, in order."""
-        target = self._now + ms
-        while True:
-            due = self.next_timer_at()
-            if due is None or due > target:
-                break
-            when, _, timer, callback = heapq.heappop(self._timers)
-            self._now = max(self._now, when)
-            if not timer.cancelled:
-                timer.cancelled = True
-                callback()
-        self._now = target
-
-
-class _LoopTimer:
-    def __init__(self, handle: asyncio.TimerHandle) -> None:
-        self._handle = handle
-
-    def cancel(self) -> None:
-        self._handle.cancel()
-
-
-class LoopClock:
-    """Wall-clock time and asyncio timers: the clock of pyjobq's pages and scheduler workers in
-    a browser (Pyodide's event loop), and of the queue on plain CPython."""
-
-    def now(self) -> float:
-        return time.time() * 1000.0
-
-    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _LoopTimer:
-        loop = asyncio.get_running_loop()
-        return _LoopTimer(loop.call_later(max(0.0, delay_ms) / 1000.0, callback))
-
-
-# ---------------------------------------------------------------- channels and links
-
-class ChannelHub:
-    """Every :class:`MemoryChannel` of one name hears the others, like a BroadcastChannel."""
-
-    def __init__(self) -> None:
-        self._open: list[MemoryChannel] = []
-
-    def channel(self, name: str) -> "MemoryChannel":
-        ch = MemoryChannel(self, name)
-        self._open.append(ch)
-        return ch
-
-    def _deliver(self, sender: "MemoryChannel", message: Message) -> None:
-        loop = asyncio.get_running_loop()
-        for ch in list(self._open):
-            if ch is not sender and ch.name == sender.name:
-                loop.call_soon(self._arrive, sender, ch, _copy(message))
-
-    @staticmethod
-    def _arrive(sender: "MemoryChannel", receiver: "MemoryChannel", message: Message) -> None:
-        if sender.dead:
-            return  # its context crashed: what it posted and was not yet delivered dies with it
-        receiver._receive(message)
-
-
-class _Listeners:
-    """What a channel's end and a link's end share: their subscribers, called in order."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Callable[[Message], None]] = []
-
-    def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
-
-    def _notify(self, message: Message) -> None:
-        for listener in list(self._listeners):
-            listener(message)
-
-
-class MemoryChannel(_Listeners):
-    """One context's end of a named in-memory broadcast channel (a ``BroadcastChannel``).
-
-    What one end posts reaches every *other* open end of the same name, in a later task and
-    as a copy, never the poster itself — as in the browser. Get one from
-    :meth:`ChannelHub.channel`.
-    """
-
-    def __init__(self, hub: ChannelHub, name: str) -> None:
-        super().__init__()
-        self._hub = hub
-        self.name = name
-        self.closed = False
-        #: Its context crashed (:meth:`crash`): messages it posted are no longer delivered.
-        self.dead = False
-        self._ignored: set[str] = set()
-
-    def ignore_source(self, source: str) -> None:
-        """Drop ``job-update``s that ``source`` sent, unread
-        (like the browser port's prefix test)."""
-        self._ignored.add(source)
-
-    def crash(self) -> None:
-        """The context holding this channel died: close it, and drop what it posted in flight."""
-        self.dead = True
-        self.close()
-
-    def post(self, message: Message) -> None:
-        if self.closed:
-            raise RuntimeError("InvalidStateError: the channel is closed")
-        self._hub._deliver(self, message)
-
-    def deliver(self, message: Message) -> None:
-        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
-        it: ``worker.mjs``), as if it arrived now."""
-        self._receive(message)
-
-    def _receive(self, message: Message) -> None:
-        if self.closed:
-            return
-        if self._ignored and isinstance(message, dict) and message.get("type") == "job-update" \
-                and message.get("source") in self._ignored:
-            return
-        self._notify(message)
-
-    def close(self) -> None:
-        self.closed = True
-        if self in self._hub._open:
-            self._hub._open.remove(self)
-
-
-class MemoryLink(_Listeners):
-    """One end of a worker ↔ page pair: messages are copied and delivered in a later task.
-
-    ``together``: what this end sends in one step travels together, in order, in one later
-    call (the volatile engine's link inside its page: :func:`~pyjobq.engine.tasks.soon`, at
-    the end of the current event there, where every task is a browser task). Each direction keeps
-    its order, as a worker's ``postMessage`` does; between the two directions a worker
-    promises no order, and neither does this.
-    """
-
-    def __init__(self, *, copy: bool = True, together: bool = False) -> None:
-        super().__init__()
-        self.peer: MemoryLink | None = None
-        self.closed = False
-        self._copy = copy
-        self._together = together
-        self._outgoing: list[Message] = []
-
-    def send(self, message: Message) -> None:
-        if self.closed or self.peer is None or self.peer.closed:
-            return  # like postMessage to a terminated worker: dropped
-        message = _copy(message) if self._copy else message
-        if not self._together:
-            asyncio.get_running_loop().call_soon(self.peer._receive, message)
-            return
-        if not self._outgoing:
-            soon(self._arrive)  # on a page: at the end of this event, not a browser task later
-        self._outgoing.append(message)
-
-    def _arrive(self) -> None:
-        """Hand the peer what this end sent since the last time, in order."""
-        outgoing, self._outgoing = self._outgoing, []
-        for message in outgoing:
-            if self.peer is not None:
-                self.peer._receive(message)
-
-    def deliver(self, message: Message) -> None:
-        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
-        it: ``worker.mjs``), as if it arrived now."""
-        self._receive(message)
-
-    def _receive(self, message: Message) -> None:
-        if self.closed:
-            return
-        if self.held is not None:  # a frozen context runs no task: the message waits
-            self.held.append(message)
-            return
-        self._notify(message)
-
-    #: Messages waiting while this end's context is frozen (:meth:`freeze`); None when it is not.
-    held: list[Message] | None = None
-
-    def freeze(self) -> None:
-        """This end's context is frozen: hold what arrives until :meth:`thaw`, in order."""
-        if self.held is None:
-            self.held = []
-
-    def thaw(self) -> None:
-        held, self.held = self.held or [], None
-        for message in held:
-            self._receive(message)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def link_pair(*, copy: bool = True) -> tuple[MemoryLink, MemoryLink]:
-    """Two linked ends. ``copy=False`` hands messages over as they are (still in a later task):
-    for an engine and its page in one Python context (volatile jobs), where a structured copy
-    would only cost time; messages are built fresh for each send and never changed after.
-    What an end sends in one step then travels together (:class:`MemoryLink`'s ``together``)."""
-    a, b = MemoryLink(copy=copy, together=not copy), MemoryLink(copy=copy, together=not copy)
-    a.peer, b.peer = b, a
-    return a, b
-
-
-# ---------------------------------------------------------------- locks
-
-@dataclass(eq=False)
-class _Request:
-    name: str
-    mode: str
-    client: "FakeLocks"
-    granted: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
-    stolen: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future())
-    task: asyncio.Task[Any] | None = None
-
-
-class FakeLock:
-    """What a granted :class:`FakeLocks` request's callback receives: the lock's name and mode
-    (the Web Locks API's ``Lock``)."""
-
-    def __init__(self, name: str, mode: str) -> None:
-        self.name = name
-        self.mode = mode
-
-
-class LockHub:
-    """The origin's lock manager: grants in request order, exclusive vs shared, with steal."""
-
-    def __init__(self) -> None:
-        self._queue: dict[str, list[_Request]] = {}
-        self._held: dict[str, list[_Request]] = {}
-
-    def client(self, *, thawed: Callable[[], Awaitable[None]] | None = None) -> "FakeLocks":
-        """One more lock context; ``thawed``: see :class:`FakeLocks`."""
-        return FakeLocks(self, thawed=thawed)
-
-    def held(self) -> dict[str, str]:
-        return {name: holders[0].mode for name, holders in self._held.items() if holders}
-
-    def _grantable(self, req: _Request, *, ignore_queue: bool = False) -> bool:
-        holders = self._held.get(req.name, [])
-        if req.mode == "exclusive":
-            if holders:
-                return False
-        elif any(h.mode == "exclusive" for h in holders):
-            return False
-        if ignore_queue:
-            return not self._queue.get(req.name)
-        return True
-
-    def _grant(self, req: _Request) -> None:
-        self._held.setdefault(req.name, []).append(req)
-        if not req.granted.done():
-            req.granted.set_result(None)
-
-    def _process(self, name: str) -> None:
-        queue = self._queue.get(name, [])
-        while queue:
-            head = queue[0]
-            if not self._grantable(head):
-                break
-            queue.pop(0)
-            self._grant(head)
-            if head.mode == "exclusive":
-                break
-
-    def _release(self, req: _Request) -> None:
-        holders = self._held.get(req.name, [])
-        if req in holders:
-            holders.remove(req)
-        queue = self._queue.get(req.name, [])
-        if req in queue:
-            queue.remove(req)
-        self._process(req.name)
-
-    def _steal(self, req: _Request) -> None:
-        for victim in self._held.get(req.name, []):
-            if not victim.stolen.done():
-                victim.stolen.set_result(None)
-        self._held[req.name] = []
-        self._grant(req)
-
-
-class FakeLocks:
-    """One context's ``navigator.locks`` (a tab or its worker), on a shared :class:`LockHub`.
-
-    ``thawed()``, if given, is awaited between a grant and its callback: a frozen page is granted
-    a lock it waited for (it holds it from then on), but its callback runs only once the page
-    runs again, as in Chromium."""
-
-    def __init__(self, hub: LockHub, *,
-                 thawed: Callable[[], Awaitable[None]] | None = None) -> None:
-        self._hub = hub
-        # Insertion-ordered (not a set, whose order follows object addresses): a crash releases
-        # in request order, so a simulated seed replays exactly.
-        self._mine: dict[_Request, None] = {}
-        self._thawed = thawed
-        self._takes = TaskSet(log, "pyjobq: an in-memory lock request failed")
-        #: Set by :meth:`crash`: a dead context asks for nothing more.
-        self._crashed = False
-
-    async def held(self) -> dict[str, str]:
-        return self._hub.held()
-
-    async def waiting(self) -> set[str]:
-        return {name for name, queue in self._hub._queue.items() if queue}
-
-    async def request(
-        self,
-        name: str,
-        callback: Callable[[Any], Awaitable[Any]],
-        *,
-        mode: str = "exclusive",
-        if_available: bool = False,
-        steal: bool = False,
-    ) -> Any:
-        if mode not in ("exclusive", "shared"):
-            raise ValueError(f"lock mode must be 'exclusive' or 'shared', not {mode!r}")
-        if self._crashed:  # a task of the dead context that had not started yet: it never asks
-            raise asyncio.CancelledError(f"lock {name!r}: its context crashed")
-        hub = self._hub
-        req = _Request(name, mode, self)
-        if steal:
-            hub._steal(req)
-        elif if_available:
-            if not hub._grantable(req, ignore_queue=True):
-                return await callback(None)
-            hub._grant(req)
-        else:
-            hub._queue.setdefault(name, []).append(req)
-            hub._process(name)
-        self._mine[req] = None
-        try:
-            await req.granted
-            if self._thawed is not None:
-                await self._thawed()
-            req.task = asyncio.ensure_future(callback(FakeLock(name, mode)))
-            await asyncio.wait({req.task, req.stolen}, return_when=asyncio.FIRST_COMPLETED)
-            # crash() cancels ``stolen`` too; a dead context's request ends cancelled, not stolen.
-            if req.stolen.done() and not req.stolen.cancelled():
-                raise LockStolen(f"lock {name!r} was stolen")
-            if not req.task.done():
-                # The context crashed while holding it: its callback dies with it.
-                raise asyncio.CancelledError(f"lock {name!r}: its context crashed")
-            return req.task.result()
-        finally:
-            self._mine.pop(req, None)
-            hub._release(req)
-
-    def take_if_available(self, name: str) -> asyncio.Future[Release | None]:
-        """An ``ifAvailable`` request held until its release is called: a frozen context's
-        answer waits for its thaw, and a crash lets the lock go, as :meth:`request`'s do."""
-        return take_by_request(self, name, spawn=self._takes.spawn)
-
-    def held_names(self) -> set[str]:
-        """The locks this context holds now (in either mode)."""
-        return {req.name for req in self._mine if req in self._hub._held.get(req.name, ())}
-
-    def holds(self, name: str) -> bool:
-        """Whether this context holds the lock ``name`` now (in either mode)."""
-        return any(req in self._hub._held.get(name, ()) for req in self._mine)
-
-    def crash(self) -> None:
-        """The context died: its held locks are released and its queued requests dropped; a
-        request it makes after (a task of it that had not started yet) is never granted."""
-        self._crashed = True
-        for req in list(self._mine):
-            self._mine.pop(req, None)
-            if req.task is not None:
-                req.task.cancel()
-            for fut in (req.granted, req.stolen):
-                if not fut.done():
-                    fut.cancel()
-            self._hub._release(req)
