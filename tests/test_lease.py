@@ -14,9 +14,10 @@ from typing import Any, Awaitable, Callable
 from helpers import Server, holding, serving
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
-from pyjobq.engine.lease import LeaseHolder, fake_grab
+from pyjobq.engine.lease import LeaseHolder
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
+from pyjobq.testing._grab import grab_on
 
 
 def holder_and_worker(
@@ -25,7 +26,7 @@ def holder_and_worker(
     page, worker = link_pair()
     heard: list[dict[str, Any]] = []
     worker.subscribe(heard.append)
-    return LeaseHolder(page, fake_grab(hub.client()), LOCK, **options), worker, heard
+    return LeaseHolder(page, grab_on(hub.client()), LOCK, **options), worker, heard
 
 
 def another_tab_processes(hub: LockHub) -> Callable[[], Awaitable[None]]:

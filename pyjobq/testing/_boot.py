@@ -35,11 +35,12 @@ from typing import Callable, Literal, Protocol
 from ..config import DEFAULT_LOCK_NAME
 from ..core.messages import make
 from ..core.ports import Channel, Clock, Lease, Message
-from ..engine.lease import HostLease, LeaseHolder, LinkLease, fake_grab, watch_in_line
+from ..engine.lease import HostLease, LeaseHolder, LinkLease, watch_in_line
 from ..engine.scheduler import Scheduler
 from ..executor.boot import Boot
 from ..executor.side import ExecutorSide
 from ..memory import LockHub, MemoryLink, MemoryLocks
+from ._grab import grab_on
 
 __all__ = ["BootFault", "SimulatedWorker", "SimulatedStart", "SimulatedTab", "INDEX_URL"]
 
@@ -246,7 +247,7 @@ class SimulatedWorker:
         if self._worker_host:
             # pyjobq's lease takes over the lock the bootstrap holds (worker_main._host_lease).
             tab = self._tab
-            tab.host_lease = HostLease(fake_grab(self.locks, thawed=tab.thawed), DEFAULT_LOCK_NAME,
+            tab.host_lease = HostLease(grab_on(self.locks, thawed=tab.thawed), DEFAULT_LOCK_NAME,
                                        tab.worker_lease_channel, tab.clock, tab.name,
                                        held=not self._stolen,
                                        release_bootstrap=self._let_lease_go or (lambda: None))
@@ -271,7 +272,7 @@ class SimulatedWorker:
             if not self._granted.done():
                 self._granted.set_result(None)
 
-        self._cancel_lease = fake_grab(self.locks, thawed=self._tab.thawed)(
+        self._cancel_lease = grab_on(self.locks, thawed=self._tab.thawed)(
             DEFAULT_LOCK_NAME, granted, steal=steal, on_stolen=self._lock_taken)
 
     def _steal(self) -> None:

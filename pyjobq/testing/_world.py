@@ -54,7 +54,6 @@ from ..engine.lease import (
     HostLease,
     LeaseHolder,
     LinkLease,
-    fake_grab,
     lease_channel_name,
 )
 from ..engine.scheduler import Scheduler
@@ -75,6 +74,7 @@ from ..memory import (
 )
 from ._boot import BootFault, SimulatedStart
 from ._clock import FakeClock
+from ._grab import grab_on
 from ._run import settle
 
 __all__ = ["World", "Tab", "ServiceWorker", "GuardedStore", "FreezableClock", "FreezableChannel",
@@ -510,7 +510,7 @@ class Tab:
         """The page's lease holder: it answers pings while it holds the lock and watches the
         holder while in line; a busy or frozen page hears that its lock was taken only once it
         runs again."""
-        return LeaseHolder(self.page_link, fake_grab(self.page_locks, thawed=self._page_runs), LOCK,
+        return LeaseHolder(self.page_link, grab_on(self.page_locks, thawed=self._page_runs), LOCK,
                            channel=self.page_lease_channel, clock=self.page_clock, source=self.name,
                            **options)
 

@@ -170,6 +170,14 @@ def test_the_packages_import_one_another_in_no_cycle() -> None:
     assert package_cycles(package_graph()) == []
 
 
+def test_production_code_never_imports_the_test_kits() -> None:
+    # pyjobq.testing holds the fakes (the clock that moves when told to, freezable ports) and
+    # the simulation: nothing a page, a worker or a kernel runs may load them.
+    assert sorted(f"{name}:{line} imports {target}" for name in MODULES
+                  if not within(name, "pyjobq.testing")
+                  for target, line in imports(name) if within(target, "pyjobq.testing")) == []
+
+
 def test_a_planted_upward_import_and_a_planted_cycle_are_found() -> None:
     # A function-level import of the browser from the executor (ranked below it), and the
     # browser importing the executor back: both checks must see them.
