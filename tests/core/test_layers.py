@@ -134,28 +134,33 @@ def upward(graph: dict[str, set[tuple[str, str]]]) -> list[str]:
                   for at, target in edges if RANKS[package_of(target)] > RANKS[package])
 
 
-def package_cycles(graph: dict[str, set[tuple[str, str]]]) -> list[list[str]]:
-    """Every cycle of the packages' import graph (each found once per package it enters)."""
-    targets = {p: sorted({package_of(t) for _, t in edges}) for p, edges in graph.items()}
-    cycles: list[list[str]] = []
-    state: dict[str, int] = {}
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every cycle of ``graph`` (node -> the nodes it imports), each found once per node it
+    enters."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
     path: list[str] = []
 
-    def visit(package: str) -> None:
-        state[package] = 1
-        path.append(package)
-        for target in targets[package]:
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in graph[node]:
             if state.get(target) == 1:
-                cycles.append(path[path.index(target):] + [target])
+                found.append(path[path.index(target):] + [target])
             elif target not in state:
                 visit(target)
         path.pop()
-        state[package] = 2
+        state[node] = 2
 
-    for package in targets:
-        if package not in state:
-            visit(package)
-    return cycles
+    for node in graph:
+        if node not in state:
+            visit(node)
+    return found
+
+
+def package_cycles(graph: dict[str, set[tuple[str, str]]]) -> list[list[str]]:
+    """Every cycle of the packages' import graph."""
+    return cycles({p: sorted({package_of(t) for _, t in edges}) for p, edges in graph.items()})
 
 
 def test_every_module_has_a_ranked_package() -> None:
@@ -233,22 +238,4 @@ def test_the_scheduler_worker_loads_nothing_of_the_page_side_or_the_front() -> N
 def test_no_import_cycle() -> None:
     graph = {name: sorted({t for t, _ in imports(name) if t in MODULES and t != name})
              for name in MODULES}
-    cycles: list[list[str]] = []
-    state: dict[str, int] = {}  # 1 on the path, 2 done
-    path: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        path.append(name)
-        for target in graph[name]:
-            if state.get(target) == 1:
-                cycles.append(path[path.index(target):] + [target])
-            elif target not in state:
-                visit(target)
-        path.pop()
-        state[name] = 2
-
-    for name in graph:
-        if name not in state:
-            visit(name)
-    assert cycles == []
+    assert cycles(graph) == []
