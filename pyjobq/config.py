@@ -18,6 +18,7 @@ release also makes stored jobs unreachable.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -57,6 +58,9 @@ class Settings:
     #: ``module:function`` of the transport, for the Service Worker to import; None: the
     #: transport is not importable by name (defined in ``__main__`` or inside a function).
     transport_path: str | None = None
+    #: The longest one attempt of a job filed without a ``timeout_s`` of its own may run, in
+    #: seconds; None: no bound.
+    timeout_s: float | None = None
 
 
 _settings = Settings()
@@ -79,6 +83,7 @@ def configure(
     worker_packages: Sequence[str] | None = _UNSET,
     worker_start_timeout_ms: float = _UNSET,
     service_worker: str | None = _UNSET,
+    timeout_s: float | None = _UNSET,
 ) -> None:
     """Set the queue's names and hooks. Call it in the first module your page loads.
 
@@ -109,6 +114,10 @@ def configure(
         service_worker: the URL of pyjobq's Service Worker script served on the app's origin
             (``python -m pyjobq.service_worker > sw.mjs``): it sends the stored jobs when every
             tab is closed (docs/service-worker.md). Default None: only open tabs send them.
+        timeout_s: the longest one attempt may run, for every job filed without a
+            ``timeout_s`` (or ``@pyjobq.task(timeout=)``) of its own: past it, the run's signal
+            aborts and the attempt fails with the code ``timeout``, retried like any failure.
+            Default None: no bound.
 
     Omitted fields keep their value. It may be called more than once, as long as no name is
     given two different values. Once the queue is imported (its settings read for good), a
@@ -143,6 +152,8 @@ def configure(
     if worker_start_timeout_ms is not _UNSET:
         changes["worker_start_timeout_ms"] = _positive_ms("worker_start_timeout_ms",
                                                           worker_start_timeout_ms)
+    if timeout_s is not _UNSET:
+        changes["timeout_s"] = timeout_or_none("timeout_s", timeout_s, ConfigurationError)
     if _read_by is not None:
         _configure_late(changes)
         return
@@ -156,7 +167,7 @@ def configure(
 #: again: the worker and the channel already run on what was read.
 _FIXED_ONCE_READ = ("db_name", "lock_name", "channel_name", "yields", "handshake_timeout_ms",
                     "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms",
-                    "service_worker")
+                    "service_worker", "timeout_s")
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,21 @@ def _yields(yields: Any) -> dict[str, str]:
         raise ConfigurationError(
             f"yields must map job type (str) to lock name (str), got {yields!r}")
     return dict(yields)
+
+
+def timeout_or_none(name: str, value: Any, error: type[Exception]) -> float | None:
+    """``value`` as a timeout in seconds (a finite number > 0), or None for no bound.
+
+    Raises:
+        error: naming ``name``, for anything else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0 < value < math.inf:
+        raise error(f"{name} must be a finite number of seconds > 0, or None for no bound, "
+                    f"got {value!r}")
+    return float(value)
 
 
 def _positive_ms(name: str, value: Any) -> float:

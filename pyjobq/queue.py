@@ -452,6 +452,7 @@ def enqueue_fetch(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
     key: str | None = None,
+    timeout_s: float | None = None,
 ) -> Job:
     """Queue a persistent request, replayed through the transport until it succeeds or must stop.
 
@@ -471,6 +472,11 @@ def enqueue_fetch(
             and its ``done`` resolves cancelled with the code ``replaced``. While one runs,
             this one waits behind it (one job of a key runs at a time, whatever its type).
             Finished jobs of the key are left as they are. A non-empty str, or None.
+        timeout_s: the longest one attempt may run, in seconds: past it, the run's signal
+            aborts (a transport given the signal ends its request), and the attempt fails with
+            the code ``timeout`` and is retried with backoff like any failure, up to
+            ``max_attempts``; the lane moves on. None: ``configure(timeout_s=)``'s, by default
+            no bound.
 
     Debouncing a save is one call: ``enqueue_fetch("PUT", "/doc/1", body, key="doc-1",
     delay_ms=2000)`` on every change. The spec's two calls (``delete_group`` then enqueue)
@@ -484,7 +490,8 @@ def enqueue_fetch(
         InvalidJobError: an argument is of the wrong type or range, or the body is not JSON-like.
     """
     return _queue().enqueue_fetch(method, path, body, type=type, group=group, label=label,
-                                  max_attempts=max_attempts, delay_ms=delay_ms, key=key)
+                                  max_attempts=max_attempts, delay_ms=delay_ms, key=key,
+                                  timeout_s=timeout_s)
 
 
 def enqueue(
@@ -495,6 +502,7 @@ def enqueue(
     label: str | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     key: str | None = None,
+    timeout_s: float | None = None,
 ) -> Job:
     """Queue a volatile job: ``await executor(signal)`` runs in this tab with the same backoff.
 
@@ -515,12 +523,17 @@ def enqueue(
         key: as for :func:`enqueue_fetch`, among this tab's volatile jobs: a waiting volatile job
             of the key is replaced (its ``done`` resolves cancelled, code ``replaced``, and its
             executor is never called); a running one is followed.
+        timeout_s: the longest one attempt may run, in seconds: past it, the run's signal
+            aborts (a transport given the signal ends its request), and the attempt fails with
+            the code ``timeout`` and is retried with backoff like any failure, up to
+            ``max_attempts``; the lane moves on. None: ``configure(timeout_s=)``'s, by default
+            no bound.
 
     Raises:
         InvalidJobError: ``executor`` is not callable, or an argument is out of range.
     """
     return _queue().enqueue(executor, id=id, type=type, label=label, max_attempts=max_attempts,
-                            key=key)
+                            key=key, timeout_s=timeout_s)
 
 
 # The housekeeping calls (suspend_type and resume_type, query_all, the deletes and retries,
@@ -561,15 +574,18 @@ def enqueue_persistent(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     delay_ms: float = 0,
     key: str | None = None,
+    timeout_s: float | None = None,
 ) -> Job:
     """Queue a persistent job of a registered kind, rebuilt from JSON-like ``params`` on every run.
 
     ``enqueue_fetch`` is this call with the built-in ``fetch`` reconstructor, and ``key``
     replaces as it does there (a waiting job of the key is replaced, a running one followed).
     A page that picks the job up without ``reconstructor`` registered fails it as orphaned.
+    ``timeout_s`` bounds each attempt, as for :func:`enqueue_fetch`.
     """
     return _queue().enqueue_persistent(reconstructor, params, type=type, group=group, label=label,
-                                       max_attempts=max_attempts, delay_ms=delay_ms, key=key)
+                                       max_attempts=max_attempts, delay_ms=delay_ms, key=key,
+                                       timeout_s=timeout_s)
 
 
 def register_reconstructor(name: str, factory: Callable[[Any], Any]) -> None:

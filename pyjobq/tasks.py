@@ -78,11 +78,13 @@ class TaskQueue(Protocol):
     def enqueue_persistent(self, reconstructor: str, params: Any = None, *, type: str = ...,
                            group: str | None = ..., label: str | None = ...,
                            max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                           delay_ms: float = ...) -> Job: ...
+                           delay_ms: float = ..., key: str | None = ...,
+                           timeout_s: float | None = ...) -> Job: ...
 
     def enqueue(self, executor: Callable[[AbortSignal], Any], *, id: str | None = ...,
                 type: str = ..., label: str | None = ...,
-                max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Job: ...
+                max_attempts: int = DEFAULT_MAX_ATTEMPTS, key: str | None = ...,
+                timeout_s: float | None = ...) -> Job: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +96,8 @@ class _Options:
     key: str | None = None
     delay_ms: float = 0
     queue: TaskQueue | None = None
+    #: Each attempt's bound in seconds; None: the configured one.
+    timeout: float | None = None
 
 
 #: Every task declared in this Python process, by name (the reconstructors they registered).
@@ -137,6 +141,7 @@ class Task(Generic[P, R]):
         label: str | None = None,
         max_attempts: int | None = None,
         queue: TaskQueue | None = None,
+        timeout: float | None = None,
     ) -> Task[P, R]:
         """This task with options for the calls made through it; each None keeps the task's.
 
@@ -145,7 +150,7 @@ class Task(Generic[P, R]):
                 replaced by the new one, in one transaction; one running keeps running and
                 the new one waits behind it in its lane.
             delay_ms: wait this long before the first try (a persistent task only).
-            type, group, label, max_attempts: override the decorator's defaults.
+            type, group, label, max_attempts, timeout: override the decorator's defaults.
             queue: file on this queue instead of ``pyjobq``'s (a test's
                 :attr:`pyjobq.testing.Tab.queue`).
 
@@ -184,6 +189,9 @@ class Task(Generic[P, R]):
             changes["max_attempts"] = _attempts(max_attempts, f"{self.name}.options")
         if queue is not None:
             changes["queue"] = queue
+        if timeout is not None:
+            changes["timeout"] = _config.timeout_or_none(f"{self.name}.options(timeout)", timeout,
+                                                 InvalidJobError)
         bound: Task[P, R] = Task(self.fn, name=self.name, persistent=self.persistent,
                                  options=dataclasses.replace(self._options, **changes))
         return bound
@@ -215,13 +223,14 @@ class Task(Generic[P, R]):
                 return fn(signal, *args, **kwargs)
 
             return queue.enqueue(run, type=options.type, label=options.label,
-                                 max_attempts=options.max_attempts, **_keyed(options.key))
+                                 max_attempts=options.max_attempts, key=options.key,
+                                 timeout_s=options.timeout)
         self._check_storable(bound)
         params = {"args": list(args), "kwargs": dict(kwargs)}
         return queue.enqueue_persistent(
             self.name, params, type=options.type, group=options.group, label=options.label,
-            max_attempts=options.max_attempts, delay_ms=options.delay_ms,
-            **_keyed(options.key))
+            max_attempts=options.max_attempts, delay_ms=options.delay_ms, key=options.key,
+            timeout_s=options.timeout)
 
     def _check_storable(self, bound: inspect.BoundArguments) -> None:
         parameters = self._signature.parameters
@@ -263,11 +272,6 @@ class Task(Generic[P, R]):
         return f"<pyjobq.Task {self.name!r} {kind}>"
 
 
-def _keyed(key: str | None) -> dict[str, Any]:
-    # TODO(merge with keys that replace): pass key=options.key at both call sites and drop this.
-    return {} if key is None else {"key": key}
-
-
 def _default_queue() -> TaskQueue:
     from . import queue  # the queue starts on its first use, as with any enqueue call
 
@@ -299,6 +303,7 @@ def task(
     label: str | None = None,
     group: str | None = None,
     persistent: bool = True,
+    timeout: float | None = None,
 ) -> Callable[[Callable[Concatenate[AbortSignal, P], Awaitable[R]]], Task[P, R]]: ...
 
 
@@ -312,6 +317,7 @@ def task(
     label: str | None = None,
     group: str | None = None,
     persistent: bool = True,
+    timeout: float | None = None,
 ) -> Any:
     """Declare a job kind: ``@pyjobq.task`` or ``@pyjobq.task(type="saves", ...)`` over an
     ``async def f(signal, *args, **kwargs)``.
@@ -327,6 +333,9 @@ def task(
             :meth:`Task.options` says otherwise (``label`` defaults to the function's name).
         persistent: True (default): jobs are stored and survive a reload; False: volatile
             jobs, run only by this tab, through :func:`pyjobq.enqueue` (no ``group``, no delay).
+        timeout: the longest one attempt of its jobs may run, in seconds (``timeout_s`` of
+            :func:`pyjobq.enqueue_fetch`: past it the attempt fails ``timeout`` and is
+            retried); None: ``configure(timeout_s=)``'s, by default no bound.
 
     Importing it reads no configured names and starts no queue: declare tasks before
     :func:`pyjobq.configure` or after, before the queue starts or while it runs. Declaring a
@@ -345,7 +354,9 @@ def task(
         return _declare(fn, name=name, options=_Options(
             type=_declared(type, "type"), max_attempts=_declared_attempts(max_attempts),
             label=_declared(label, "label") if label is not None else _label(fn),
-            group=_declared(group, "group") if group is not None else None),
+            group=_declared(group, "group") if group is not None else None,
+            timeout=_config.timeout_or_none("@pyjobq.task(timeout=...)", timeout,
+                                            ConfigurationError)),
             persistent=persistent)
 
     if fn is not None:

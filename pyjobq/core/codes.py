@@ -54,6 +54,14 @@ class Code(str, enum.Enum):
         "handled `run` without beginning it. A busy or frozen page is not this: it is waited for.",
         "Its executor side did not take the run (its handler for the job's kind is missing); "
         "`retry_job(id)` once it does.")
+    TIMEOUT = (
+        "timeout",
+        "The attempt ran longer than the job's timeout (`timeout_s=`, `@pyjobq.task(timeout=)`, "
+        "`configure(timeout_s=)`): its signal was aborted and, unless the executor heeds it, "
+        "its task cancelled (one that heeds it, after 30 s). It counts as an attempt and is "
+        "retried with backoff, up to `max_attempts`.",
+        "Raise the timeout if the work needs longer, or make the transport honour the signal "
+        "so a slow server's request ends when the attempt does.")
     RECONSTRUCTOR_FAILED = (
         "reconstructor_failed",
         "The factory raised while rebuilding the job.",

@@ -118,9 +118,10 @@ SCHEMA: dict[str, MessageType] = {
                     "The browser is back online: jobs waiting out an offline failure are due now."),
     # ------------------------------------------------------------ running a job
     "run": _type(SCHEDULER, "Run this claimed job (``claim`` names the claim; the page rebuilds "
-                 "the closure from ``reconstructor`` and ``params`` when it has none).",
+                 "the closure from ``reconstructor`` and ``params`` when it has none; "
+                 "``timeout_ms`` bounds the attempt, or none).",
                  job_id=_STR, reconstructor=_STR, params=_ANY, job_type=_STR, attempt=(int,),
-                 claim=_STR),
+                 claim=_STR, timeout_ms=(int, float, type(None))),
     "run_started": _type(PAGE, "The page began the run (the handshake; when none came within "
                          "``handshake_timeout_ms`` the scheduler asks with ``run_check``).",
                          job_id=_STR, claim=_STR),

@@ -198,6 +198,8 @@ class NewJob:
     #: Keys that replace: a job stored with a key replaces the waiting job of that key, in the
     #: transaction that stores it (:meth:`pyjobq.core.ports.Store.add`).
     key: str | None = None
+    #: The longest one attempt may run, in ms (``timeout_s`` of the call); None: no bound.
+    timeout_ms: float | None = None
     #: ``params``' JSON text when the caller has it, checked (:func:`json_text`, with words of
     #: its own: ``enqueue_fetch`` checks its body): not encoded again. Not a field.
     params_json: InitVar[str | None] = None
@@ -218,7 +220,8 @@ class NewJob:
                 and isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool)
                 and self.max_attempts >= 1
                 and isinstance(delay, (int, float)) and not isinstance(delay, bool)
-                and math.isfinite(delay) and delay >= 0):
+                and math.isfinite(delay) and delay >= 0
+                and (self.timeout_ms is None or _positive(self.timeout_ms))):
             self._explain()
         object.__setattr__(self, "_params_text", params_json if params_json is not None
                            else json_text(self.params, "the job's params"))
@@ -249,6 +252,9 @@ class NewJob:
             and math.isfinite(self.delay_ms) and self.delay_ms >= 0,
             "delay_ms must be a finite number >= 0, got {}", self.delay_ms,
         )
+        _need(self.timeout_ms is None or _positive(self.timeout_ms),
+              "timeout must be a finite number of seconds > 0 or None, got {} ms",
+              self.timeout_ms)
 
     def to_message(self) -> dict[str, Any]:
         """The job as ``enqueue`` carries it: its fields, ``params`` as the JSON text checked
@@ -296,6 +302,7 @@ class NewJob:
             _reconstructor=self.reconstructor,
             _params=self.params,
             key=self.key,
+            timeout_ms=self.timeout_ms,
         )
 
 
@@ -303,6 +310,12 @@ class NewJob:
 _NEW_JOB_FIELDS = tuple(f for f in fields(NewJob) if f.init)
 _NEW_JOB_NAMES = tuple(f.name for f in _NEW_JOB_FIELDS)
 _get_new_job = operator.attrgetter(*_NEW_JOB_NAMES)
+
+def _positive(value: Any) -> bool:
+    """Whether ``value`` is a finite number > 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value > 0
+
 
 def _shown(value: Any) -> str:
     return reprlib.repr(value)
@@ -348,6 +361,8 @@ class JobRecord:
     #: The job's key (``enqueue_fetch(..., key=)``): at most one waiting and one running job
     #: per key; a newer one replaces the waiting one (pyjobq/core/ports.py, ``Store.add``).
     key: str | None = None
+    #: The longest one attempt may run, in ms; None: no bound (``NewJob.timeout_ms``).
+    timeout_ms: float | None = None
     #: Fields this version does not know (a newer pyjobq's), written back as they were.
     unknown_fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -529,9 +544,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "yield_lock": (str,),
     "owner": (str,),
     "key": (str,),
+    "timeout_ms": (int, float),
 }
 _OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code",
-                       "yield_lock", "owner", "key"})
+                       "yield_lock", "owner", "key", "timeout_ms"})
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ class Handoff:
             params=record._params,
             job_type=record.type,
             attempt=record.attempts,
+            timeout_ms=record.timeout_ms,
         ))
         self._arm_verify()
         if self._told_gone.pop(record.id, None) is not None:

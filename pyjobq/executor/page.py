@@ -95,7 +95,7 @@ def assemble_page(ports: PagePorts, settings: Settings, source: str) -> Page:
         link=ports.link, requests=requests.link, requests_source=page_source,
         channel=ports.channel, source=source, reconstructors=settings.reconstructors,
         transport=settings.transport, locks=ports.locks, yields=settings.yields,
-        is_online=ports.is_online, clock=ports.clock)
+        is_online=ports.is_online, clock=ports.clock, timeout_s=settings.timeout_s)
     side.resources = HostResources(requests=requests.scheduler)
     requests.scheduler.start()
     return Page(side, requests.scheduler)

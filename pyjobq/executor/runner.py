@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -65,6 +66,10 @@ class _Run:
     abandoned: bool = False
     #: The timer that cancels an abandoned run whose executor heeds its signal, after the grace.
     grace: Timer | None = None
+    #: The timer of the job's timeout (``timeout_ms`` of its ``run``); None: no bound.
+    deadline: Timer | None = None
+    #: The timeout it ran out, in ms, once it did.
+    timed_out: float | None = None
 
 
 def _claimed(fields: dict[str, Any], claim: str) -> dict[str, Any]:
@@ -176,6 +181,24 @@ class Runner:
 
             run.grace = self.clock.call_later(ABANDON_GRACE_MS, cancel)
 
+    def _time_out(self, job_id: str, run: _Run, timeout_ms: float) -> None:
+        """The run's timeout passed: abort its signal, and cancel its task at once unless the
+        executor heeds the signal (then after :data:`ABANDON_GRACE_MS`, as for an abandoned
+        run). Its end says ``timeout`` unless it answered with a success meanwhile."""
+        if self.running.get(job_id) is not run or run.abandoned:
+            return
+        run.timed_out = timeout_ms
+        run.signal.abort("timeout")
+        if not run.signal.heeded:
+            run.task.cancel()
+        elif run.grace is None:
+            task = run.task
+
+            def cancel() -> None:
+                task.cancel()
+
+            run.grace = self.clock.call_later(ABANDON_GRACE_MS, cancel)
+
     def _executor(self, msg: dict[str, Any]) -> Executor | None:
         """The job's executor: its closure, or rebuilt by its reconstructor. None when the run
         was answered instead (no such reconstructor here, its factory raised, or it returned
@@ -232,7 +255,12 @@ class Runner:
             task: asyncio.Future[Any] = start_now(_called(executor, signal))
         finally:
             _current_run.reset(token)
-        self.running[job_id] = _Run(task, signal, claim, progress)
+        run = self.running[job_id] = _Run(task, signal, claim, progress)
+        timeout_ms = msg.get("timeout_ms")
+        if isinstance(timeout_ms, (int, float)) and not isinstance(timeout_ms, bool) \
+                and 0 < timeout_ms < math.inf:
+            run.deadline = self.clock.call_later(
+                timeout_ms, lambda: self._time_out(job_id, run, float(timeout_ms)))
         yield_lock = self.yields.get(msg.get("job_type", ""))
         if yield_lock and self.locks is not None:
             self._hold_shared(yield_lock, task, signal)
@@ -262,6 +290,8 @@ class Runner:
                 del self.running[job_id]
             if run.grace is not None:
                 run.grace.cancel()
+            if run.deadline is not None:
+                run.deadline.cancel()
         # The report still held goes before the run's end, never after it; an abandoned run's
         # job is gone or cancelled, and its progress with it.
         run.progress.end(send_pending=not run.abandoned)
@@ -273,6 +303,11 @@ class Runner:
             if stopping is not None:
                 raise stopping
             return
+        if run.timed_out is not None and not fields["ok"]:
+            # An answer in hand is kept: only a run that did not succeed is a timeout.
+            fields = {"ok": False, "code": Code.TIMEOUT,
+                      "error": f"the attempt ran longer than its timeout of "
+                               f"{run.timed_out / 1000:g} s"}
         if fields["ok"] and isinstance(fields["result"], Answer):
             fields.update(result=fields["result"].result, status=fields["result"].status)
         if fields["ok"]:

@@ -35,7 +35,7 @@ from typing import (
 )
 
 from ..abort import AbortSignal
-from ..config import check_reconstructor
+from ..config import check_reconstructor, timeout_or_none
 from ..core import mode as _mode
 from ..core.errors import InvalidJobError, WorkerUnavailable
 from ..core.messages import make, updated_jobs
@@ -176,8 +176,11 @@ class ExecutorSide:
         is_online: Callable[[], bool] | None = None,
         engine: Scheduler | None = None,
         unknown_kind: Callable[[str, str], Callable[[Any], Any] | None] | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.source = source
+        #: The timeout of a job filed without one of its own (``configure(timeout_s=)``).
+        self.timeout_s = timeout_s
         self.transport = transport
         self.clock: Clock = clock or LoopClock()
         self.locks = locks
@@ -269,12 +272,21 @@ class ExecutorSide:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         delay_ms: float = 0,
         key: str | None = None,
+        timeout_s: float | None = None,
     ) -> Job:
         check_key(key, "enqueue_persistent(key)")
         return self.persistent.file(NewJob(
             id=new_id(), reconstructor=reconstructor, params=params, type=type, group=group,
             label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
+            timeout_ms=self._timeout_ms(timeout_s, "enqueue_persistent(timeout_s)"),
             params_json=stored_json(params, "the job's params")))
+
+    def _timeout_ms(self, timeout_s: float | None, where: str) -> float | None:
+        """A job's timeout in ms: ``timeout_s``, or the configured one when it is None."""
+        seconds = timeout_or_none(where, timeout_s, InvalidJobError)
+        if seconds is None:
+            seconds = self.timeout_s
+        return None if seconds is None else seconds * 1000.0
 
     def enqueue_fetch(
         self,
@@ -288,8 +300,10 @@ class ExecutorSide:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         delay_ms: float = 0,
         key: str | None = None,
+        timeout_s: float | None = None,
     ) -> Job:
         check_key(key, "enqueue_fetch(key)")
+        timeout_ms = self._timeout_ms(timeout_s, "enqueue_fetch(timeout_s)")
         if not isinstance(method, str) or method.upper() not in FETCH_METHODS:
             raise InvalidJobError(
                 f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
@@ -305,7 +319,7 @@ class ExecutorSide:
         return self.persistent.file(NewJob(
             id=new_id(), reconstructor=FETCH, params={"method": method, "path": path, "body": body},
             type=type, group=group, label=label, max_attempts=max_attempts, delay_ms=delay_ms,
-            key=key, params_json=params_json))
+            key=key, timeout_ms=timeout_ms, params_json=params_json))
 
     def job(self, job_id: str) -> Job:
         """A handle on a job by id, e.g. a persistent one after a reload; ``done`` resolves as
@@ -353,8 +367,10 @@ class ExecutorSide:
         label: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         key: str | None = None,
+        timeout_s: float | None = None,
     ) -> Job:
         check_key(key, "enqueue(key)")
+        timeout_ms = self._timeout_ms(timeout_s, "enqueue(timeout_s)")
         if not callable(executor):
             raise InvalidJobError(
                 f"executor must be an async callable taking the abort signal, got {executor!r}")
@@ -365,7 +381,8 @@ class ExecutorSide:
             # a duplicate outstanding id: the same job, the same done
             return volatile.handles.jobs[id]
         new = NewJob(id=id if id is not None else new_id(), reconstructor=VOLATILE, params=None,
-                     type=type, label=label, max_attempts=max_attempts, key=key)
+                     type=type, label=label, max_attempts=max_attempts, key=key,
+                     timeout_ms=timeout_ms)
         volatile.runner.closures[new.id] = executor
         return volatile.file(new)
 

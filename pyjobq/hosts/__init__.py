@@ -57,7 +57,7 @@ def start_memory(settings: Settings, source: str) -> ExecutorSide:
         link=engine.link, engine=engine.scheduler,
         channel=hub.channels.channel(settings.channel_name),
         source=source, reconstructors=settings.reconstructors, transport=settings.transport,
-        locks=hub.locks.client(), yields=settings.yields)
+        locks=hub.locks.client(), yields=settings.yields, timeout_s=settings.timeout_s)
 
 
 @dataclass
