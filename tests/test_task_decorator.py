@@ -289,14 +289,16 @@ class FakeQueue:
         return Job("volatile")
 
 
-def test_a_key_is_handed_to_the_queue_only_when_given() -> None:
+def test_a_task_hands_the_queue_its_key_and_timeout() -> None:
     async def main() -> None:
         queue = FakeQueue()
         save_note.options(queue=queue).enqueue("d", "t")
-        save_note.options(queue=queue, key="doc-1").enqueue("d", "t")
+        save_note.options(queue=queue, key="doc-1", timeout=2.5).enqueue("d", "t")
         count_items.options(queue=queue, key="list").enqueue({"a"})
         (_, _, plain), (_, _, keyed), (_, _, volatile) = queue.asked
-        assert "key" not in plain and keyed["key"] == "doc-1" and volatile["key"] == "list"
+        assert (plain["key"], plain["timeout_s"]) == (None, None)
+        assert (keyed["key"], keyed["timeout_s"]) == ("doc-1", 2.5)
+        assert (volatile["key"], volatile["timeout_s"]) == ("list", None)
         assert keyed["delay_ms"] == 0 and keyed["group"] == "doc-1"
     asyncio.run(main())
 

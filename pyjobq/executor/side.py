@@ -278,15 +278,8 @@ class ExecutorSide:
         return self.persistent.file(NewJob(
             id=new_id(), reconstructor=reconstructor, params=params, type=type, group=group,
             label=label, max_attempts=max_attempts, delay_ms=delay_ms, key=key,
-            timeout_ms=self._timeout_ms(timeout_s, "enqueue_persistent(timeout_s)"),
+            timeout_ms=_timeout_ms(timeout_s, self.timeout_s, "enqueue_persistent(timeout_s)"),
             params_json=stored_json(params, "the job's params")))
-
-    def _timeout_ms(self, timeout_s: float | None, where: str) -> float | None:
-        """A job's timeout in ms: ``timeout_s``, or the configured one when it is None."""
-        seconds = timeout_or_none(where, timeout_s, InvalidJobError)
-        if seconds is None:
-            seconds = self.timeout_s
-        return None if seconds is None else seconds * 1000.0
 
     def enqueue_fetch(
         self,
@@ -303,7 +296,7 @@ class ExecutorSide:
         timeout_s: float | None = None,
     ) -> Job:
         check_key(key, "enqueue_fetch(key)")
-        timeout_ms = self._timeout_ms(timeout_s, "enqueue_fetch(timeout_s)")
+        timeout_ms = _timeout_ms(timeout_s, self.timeout_s, "enqueue_fetch(timeout_s)")
         if not isinstance(method, str) or method.upper() not in FETCH_METHODS:
             raise InvalidJobError(
                 f"method must be one of {', '.join(sorted(FETCH_METHODS))}, got {method!r}")
@@ -334,28 +327,9 @@ class ExecutorSide:
     # ------------------------------------------------------------ volatile jobs
 
     def _volatile(self) -> EngineClient:
-        """Volatile jobs run on the same engine as persistent ones — a
-        :class:`~pyjobq.engine.scheduler.Scheduler` — over a store that only this tab holds
-        (:class:`~pyjobq.memory.VolatileStore`: no copies, and a job is forgotten once its
-        ``done`` is published): same lanes, same backoff, nothing written to IndexedDB."""
+        """This tab's volatile engine, started on first use (:func:`_volatile_engine`)."""
         if self.volatile is None:
-            persistent = self.persistent.runner
-            source = self.source + ":volatile"
-            engine = in_process(
-                store=VolatileStore(), source=source, clock=self.clock, lock_name="volatile",
-                locks=LockHub().client(),
-                channel=ChannelHub().channel("volatile"),  # heard by no other tab
-                copy=False,  # one Python context: no structured copies
-                mode=_mode.VOLATILE,
-                # The same reading as persistent jobs' when a page says nothing of its own.
-                is_online=(persistent.is_online if persistent.is_online is not None
-                           else _assume_online))
-            runner = Runner(engine.link, clock=self.clock, closures={},
-                            is_online=persistent.is_online)
-            self.volatile = EngineClient(engine.link, runner=runner,
-                                         handles=Handles(self.listeners, self.clock,
-                                                         control=self, volatile=True),
-                                         source=source, engine=engine.scheduler)
+            self.volatile = _volatile_engine(self)
         return self.volatile
 
     def enqueue(
@@ -370,7 +344,7 @@ class ExecutorSide:
         timeout_s: float | None = None,
     ) -> Job:
         check_key(key, "enqueue(key)")
-        timeout_ms = self._timeout_ms(timeout_s, "enqueue(timeout_s)")
+        timeout_ms = _timeout_ms(timeout_s, self.timeout_s, "enqueue(timeout_s)")
         if not callable(executor):
             raise InvalidJobError(
                 f"executor must be an async callable taking the abort signal, got {executor!r}")
@@ -525,3 +499,38 @@ class ExecutorSide:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._channel.close()
+
+
+def _timeout_ms(timeout_s: float | None, default_s: float | None, where: str) -> float | None:
+    """A job's timeout in ms: ``timeout_s``, or ``default_s`` (the configured one) when it is
+    None; None for no bound.
+
+    Raises:
+        InvalidJobError: ``timeout_s`` is not a finite number > 0 or None, naming ``where``.
+    """
+    seconds = timeout_or_none(where, timeout_s, InvalidJobError)
+    if seconds is None:
+        seconds = default_s
+    return None if seconds is None else seconds * 1000.0
+
+
+def _volatile_engine(side: ExecutorSide) -> EngineClient:
+    """Volatile jobs run on the same engine as persistent ones — a
+    :class:`~pyjobq.engine.scheduler.Scheduler` — over a store that only this tab holds
+    (:class:`~pyjobq.memory.VolatileStore`: no copies, and a job is forgotten once its
+    ``done`` is published): same lanes, same backoff, nothing written to IndexedDB."""
+    persistent = side.persistent.runner
+    source = side.source + ":volatile"
+    engine = in_process(
+        store=VolatileStore(), source=source, clock=side.clock, lock_name="volatile",
+        locks=LockHub().client(),
+        channel=ChannelHub().channel("volatile"),  # heard by no other tab
+        copy=False,  # one Python context: no structured copies
+        mode=_mode.VOLATILE,
+        # The same reading as persistent jobs' when a page says nothing of its own.
+        is_online=(persistent.is_online if persistent.is_online is not None
+                   else _assume_online))
+    runner = Runner(engine.link, clock=side.clock, closures={}, is_online=persistent.is_online)
+    return EngineClient(engine.link, runner=runner,
+                        handles=Handles(side.listeners, side.clock, control=side, volatile=True),
+                        source=source, engine=engine.scheduler)

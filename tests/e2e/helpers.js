@@ -21,6 +21,17 @@ function readmeExample(name) {
   return match[1];
 }
 
+/** The fenced block right after \`<!-- example: NAME -->\` in docs/DOC, as written (a block
+ * indented inside a list item comes back dedented). */
+function docExample(doc, name) {
+  const text = fs.readFileSync(path.join(__dirname, "..", "..", "docs", doc), "utf8");
+  const after = text.split(`<!-- example: ${name} -->`)[1];
+  const match = after && after.match(/^\s*?( *)```[a-z]*\n([\s\S]*?)\n *```/);
+  if (!match) throw new Error(`docs/${doc} has no example ${name}`);
+  const indent = match[1].length;
+  return match[2].split("\n").map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length))).join("\n") + "\n";
+}
+
 /** A job's record read straight from the origin's IndexedDB (no pyjobq call), or null. */
 async function storedRecord(page, id, dbName = "ui-jobs") {
   return page.evaluate(async ([name, jobId]) => {
@@ -178,7 +189,7 @@ async function release(request, key) {
 }
 
 module.exports = {
-  readmeExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
+  readmeExample, docExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
   holding, release,
   HARNESS, openHarness, harnessReady, refreshingTransport,
   jobs: kit.jobs, jobRow: kit.jobRow, waitForStatus: kit.waitForStatus, crashTab: kit.crashTab,

@@ -5,6 +5,7 @@
 // - pyscript.html / pyscript-worker.html: PyScript from the CDN on its default interpreter
 //   (Pyodide 314.0.2 from the CDN), pyjobq through its `packages` config, on the main thread
 //   and with the `worker` attribute;
+// - pyscript-self-hosted.html: PyScript served by the app, its "interpreter" the app's Pyodide;
 // - self-hosted.html: a distribution on the app's own origin whose lock lists pyjobq.
 // The CDN and PyPI are answered offline from build/cdn (registries.js). Each page is served at
 // /readme/<name> with the README's app.py beside it, byte for byte as the README has them.
@@ -122,6 +123,17 @@ test.describe("README examples, as written", () => {
     expect(served).toContain("https://cdn.jsdelivr.net/pyodide/v314.0.7/full/pyodide.asm.wasm");
     expect(served.filter((u) => u.startsWith("https://pypi.org/"))).toEqual([]); // not from PyPI
     expect(leaks).toEqual([]);
+  });
+
+  test("pyscript-self-hosted.html: PyScript and its interpreter on the app's origin", async ({ context, baseURL }) => {
+    const { leaks, served } = await readmeSite(context, baseURL);
+    const { page } = await runInNewTab(context, "pyscript-self-hosted.html", "PyScript self-hosted");
+    expect(served).toEqual([]); // nothing from a CDN or PyPI
+    expect(leaks).toEqual([]);
+    // pyjobq's worker loads the page's own Pyodide: the one "interpreter" names.
+    const scheduler = page.workers().filter((w) => w.url().includes("#db=notes-jobs"));
+    expect(scheduler.length).toBe(1);
+    expect(decodeURIComponent(scheduler[0].url())).toContain(`index=${baseURL}/pyodide/`);
   });
 
   test("self-hosted.html: a distribution on the app's origin whose lock lists pyjobq", async ({ context, baseURL }) => {
