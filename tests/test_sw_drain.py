@@ -352,23 +352,44 @@ def test_after_a_page_took_the_lease_the_drain_no_longer_answers_its_pings() -> 
     asyncio.run(main())
 
 
-def test_a_retry_that_falls_due_within_the_budget_is_waited_for() -> None:
+def test_a_failed_attempt_leaves_its_retry_to_the_next_sync_one_try_a_sync() -> None:
+    """With no tab open, an outage must not spend a job's ladder within one event: the drain
+    that saw a 503 ends (the job pending, the event failed: the browser fires it again after
+    its own back-off) instead of waiting out 1 s, 2 s, 4 s and 8 s; the next sync tries once
+    more. A job delayed a moment is still waited for: it never failed."""
     async def main() -> None:
         origin = Origin()
-        answers = [503, 200]
+        answers = [503, 503, 200]
 
         async def flaky(method: str, path: str, body: Any) -> Response:
             origin.sent.append(path)
-            return Response(answers.pop(0), {})
+            return Response(answers.pop(0) if path == "/a" else 200, {})
 
-        await origin.store.add([record("a")])
+        now = LoopClock().now()
+        await origin.store.add([record("a", max_attempts=3),
+                                record("soon", type="y", next_retry_at=now + 200)])
         queue = origin.queue()
         queue = DrainQueue(lock_name=queue.lock_name, source=queue.source, transport=flaky,
                            reconstructors={}, yields={}, handshake_timeout_ms=10_000)
         report = await sw_drain.drain(origin.ports(), queue, 60_000)
+        assert (report.stopped, report.ended, report.left) == ("done", 1, 1)
+        assert sorted(origin.sent) == ["/a", "/soon"]  # the delayed job was waited for
+        assert (await statuses(origin.store))["a"] == ("pending", 1, 0)
+
+        async def due_now() -> None:  # the browser's back-off passed: the retry is due
+            stored = await origin.store.get("a")
+            assert stored is not None
+            origin.store.put_raw(stored.evolve(next_retry_at=LoopClock().now()).to_dict())
+
+        await due_now()
+        report = await sw_drain.drain(origin.ports(), queue, 60_000)  # the next sync
+        assert (report.stopped, report.left) == ("done", 1)
+        assert (await statuses(origin.store))["a"] == ("pending", 2, 0)
+        await due_now()
+        report = await sw_drain.drain(origin.ports(), queue, 60_000)
         assert (report.stopped, report.ended, report.left) == ("done", 1, 0)
-        assert origin.sent == ["/a", "/a"]
-        assert (await statuses(origin.store))["a"] == ("done", 2, 0)
+        assert origin.sent.count("/a") == 3
+        assert (await statuses(origin.store))["a"] == ("done", 3, 0)
     asyncio.run(main())
 
 

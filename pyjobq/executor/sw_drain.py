@@ -43,9 +43,15 @@ differs is only when it holds the processor lease:
   (``for_pages``) and fail no event — no sync could run them; the next page that opens does.
 
 The drain ends on its own when nothing runs and nothing falls due before its budget ends
-(``done``) — a retry due in a few seconds is waited for. Its :class:`DrainReport` says how many
-pending jobs it left (due now or later), so the script can make the event fail and the browser
-fire it again later (Background Sync's retries): no job it can run is left waiting for a page.
+(``done``): a job filed with a delay due in a few seconds is waited for, but not the retry of
+a job whose attempt failed in this drain — that retry is the next sync's. With no tab open an
+API outage would otherwise spend a job's whole ladder (1 s, 2 s, 4 s, 8 s) within one event,
+and fail a save made just before the laptop closed over a 20-second outage; left to the next
+sync, its tries are spaced by the browser's own sync back-off (minutes), one try a sync. (A
+retry that falls due while other work keeps the drain running is run then, as usual.) Its
+:class:`DrainReport` says how many pending jobs it left (due now or later), so the script can
+make the event fail and the browser fire it again later (Background Sync's retries): no job it
+can run is left waiting for a page.
 """
 
 from __future__ import annotations
@@ -267,16 +273,22 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
                         is_online=ports.is_online, unknown_kind=unknown_kind)
     scheduler = engine.scheduler
 
+    #: The jobs whose attempt failed in this drain and wait out a retry: left for the next sync.
+    tried: set[str] = set()
+
     def heard(update: Any) -> None:
         if update.get("status") in TERMINAL and not update.get("deleted"):
             report.ended += 1
+        elif update.get("status") == Status.PENDING and update.get("error") is not None \
+                and isinstance(update.get("id"), str):
+            tried.add(update["id"])
 
     side.on_update(heard)
     unhear = _hear_pages(ports, queue.source, lease, report)
     try:
         try:
             await _hold(lease, scheduler, ports, queue.lock_name, started + budget_ms, report,
-                        left.types)
+                        left.types, tried)
             # Runs in flight finish under their run locks, however the drain stopped (a page
             # that asked for the lease waits for them): abandoned only at the event's end —
             # budget plus grace — since an abandoned request may still reach the server (its
@@ -333,9 +345,9 @@ def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
 
 async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPorts,
                 lock_name: str, budget_end: float, report: DrainReport,
-                left: AbstractSet[str]) -> None:
+                left: AbstractSet[str], tried: AbstractSet[str]) -> None:
     """Hold the lease until a page asks for it, the budget ends, or nothing is due and running
-    (but in the lanes ``left`` to the pages)."""
+    (but in the lanes ``left`` to the pages, and the retries of the jobs ``tried`` here)."""
     while not lease.revoked:
         await _sleep(ports.clock, LOOK_MS)
         if lease.revoked:
@@ -348,7 +360,7 @@ async def _hold(lease: ServiceWorkerLease, scheduler: Scheduler, ports: DrainPor
             log.info("pyjobq service worker: the budget is spent; stopping")
             report.stopped = "budget"
             lease.revoke()
-        elif not scheduler.in_flight and not await _due_by(ports.store, budget_end, left):
+        elif not scheduler.in_flight and not await _due_by(ports.store, budget_end, left, tried):
             lease.revoke()  # done for now: nothing it can run falls due before the budget ends
 
 
@@ -381,7 +393,9 @@ async def _left(store: Store, for_pages: AbstractSet[str],
     return len(pending) - waiting + len(running) + len(paused), waiting
 
 
-async def _due_by(store: Store, when: float, left: AbstractSet[str]) -> list[JobRecord]:
-    """The pending jobs that fall due by ``when``, but for the types ``left`` to the pages."""
+async def _due_by(store: Store, when: float, left: AbstractSet[str],
+                  tried: AbstractSet[str]) -> list[JobRecord]:
+    """The pending jobs that fall due by ``when``, but for the types ``left`` to the pages and
+    the retries of the jobs ``tried`` in this drain (each waits for the next sync)."""
     return [r for r in await store.by_status(Status.PENDING.value)
-            if (r.next_retry_at or 0) <= when and r.type not in left]
+            if (r.next_retry_at or 0) <= when and r.type not in left and r.id not in tried]

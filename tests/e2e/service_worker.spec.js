@@ -302,3 +302,42 @@ json.dumps({"attempts": _r["attempts"], "given_back": _r["given_back"], "cut_sho
   // Sent twice: the cut run (its answer went nowhere) and the page's; the job is done once.
   expect((await serverLog(request)).filter((r) => r.path === "/api/hold/sw-cut")).toHaveLength(2);
 });
+
+test("an API outage with every tab closed spends one attempt a sync: a 503 is tried again on the next sync, not a second later", async ({ context, baseURL, request }) => {
+  test.setTimeout(240_000);
+  await context.grantPermissions(["background-sync"], { origin: baseURL });
+  const key = "sw-outage";
+  const script = (responses) => request.post("/__control/script", { data: { key, responses } });
+  expect((await script([{ status: 503 }, { status: 503 }, { status: 200, body: { ok: true } }])).ok()).toBeTruthy();
+  const [id] = await fileOfflineAndClose(context, [`/api/script/${key}`]);
+  await context.setOffline(false);
+  const sent = async () => (await serverLog(request)).filter((r) => r.path === `/api/script/${key}`);
+  /** The drains the Service Worker reported, once one more ended than `after`. */
+  const drainsAfter = async (after) => {
+    let drains = [];
+    await expect.poll(async () => {
+      const worker = context.serviceWorkers()[0];
+      drains = worker ? await worker.evaluate(() => /** @type {any} */ (self).pyjobqDrains || []).catch(() => []) : [];
+      return drains.length;
+    }, { timeout: 120_000, intervals: [500] }).toBeGreaterThan(after);
+    return drains;
+  };
+  // The first sync: one try (503); the drain ends with the job left for the next sync.
+  const { blank } = await dispatchSync(context, baseURL);
+  const first = await drainsAfter(0);
+  expect((await sent()).map((r) => r.status)).toEqual([503]);
+  expect(first.at(-1)).toMatchObject({ left: 1 });
+  await blank.close();
+  // The next sync (the browser's back-off passed): one more try.
+  const { blank: again } = await dispatchSync(context, baseURL);
+  await drainsAfter(first.length);
+  await expect.poll(async () => (await sent()).map((r) => r.status), { timeout: 60_000 }).toEqual([503, 503]);
+  await again.close();
+  // A page that opens later finds the job pending with two attempts spent, and sends it.
+  const page = await openQueue(context);
+  const out = await py(page, `
+_o = await asyncio.wait_for(queue.job(${JSON.stringify(id)}).done, 90)
+json.dumps([_o.status, _o.http_status])`);
+  expect(out).toEqual(["done", 200]);
+  expect((await sent()).map((r) => r.status)).toEqual([503, 503, 200]);
+});
