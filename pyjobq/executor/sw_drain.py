@@ -275,15 +275,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
 
     #: The jobs whose attempt failed in this drain and wait out a retry: left for the next sync.
     tried: set[str] = set()
-
-    def heard(update: Any) -> None:
-        if update.get("status") in TERMINAL and not update.get("deleted"):
-            report.ended += 1
-        elif update.get("status") == Status.PENDING and update.get("error") is not None \
-                and isinstance(update.get("id"), str):
-            tried.add(update["id"])
-
-    side.on_update(heard)
+    side.on_update(functools.partial(_heard, report, tried))
     unhear = _hear_pages(ports, queue.source, lease, report)
     try:
         try:
@@ -312,6 +304,15 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         log.warning("pyjobq service worker: left jobs of kind(s) %s (type(s) %s) for a page",
                     ", ".join(sorted(set(refused))), ", ".join(sorted(left.types)))
     report.left, report.for_pages = await _left(ports.store, left.types, frozenset(refused))
+
+
+def _heard(report: DrainReport, tried: set[str], update: Any) -> None:
+    """A job's news during the drain: an end is counted, a failed attempt's job is ``tried``."""
+    if update.get("status") in TERMINAL and not update.get("deleted"):
+        report.ended += 1
+    elif update.get("status") == Status.PENDING and update.get("error") is not None \
+            and isinstance(update.get("id"), str):
+        tried.add(update["id"])
 
 
 def _hear_pages(ports: DrainPorts, source: str, lease: ServiceWorkerLease,
