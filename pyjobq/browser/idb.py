@@ -43,17 +43,9 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import jsnull, to_js
 
+from ..core import store_rules as rules
 from ..core.errors import DatabaseUpgradedError, StorageError
-from ..core.ports import (
-    REPLACE,
-    Change,
-    KeyChange,
-    KeyUpdated,
-    Updated,
-    decided_by_key,
-    last_per_key,
-    replaces,
-)
+from ..core.ports import Change, KeyChange, KeyUpdated, Updated
 from ..core.records import (
     MAX_DEPTH,
     ForeignRecord,
@@ -62,7 +54,7 @@ from ..core.records import (
     malformed,
     shallow_json,
 )
-from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
+from ..core.schedule import Occurrence, Schedule
 from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
 from ..engine.tasks import new_future
@@ -275,12 +267,6 @@ def _decode_data(data: Any, bad: list[tuple[Any, JobRecord]], *, quiet: bool = F
         return None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -292,19 +278,19 @@ def _entry(value: Any, key: Any, bad: list[tuple[Any, JobRecord]]) -> Entry | No
     # A missing property raises AttributeError through the proxy: read with defaults.
     status = getattr(value, "status", None)
     type_ = _text(getattr(value, "type", None))
-    created = _number(getattr(value, "created_at", None))
+    created = rules.number(getattr(value, "created_at", None))
     retry = getattr(value, "next_retry_at", None)
-    attempts = _number(getattr(value, "attempts", None))
+    attempts = rules.number(getattr(value, "attempts", None))
     if status in KNOWN and type_ is not None and created is not None and isinstance(key, str) \
             and attempts is not None \
-            and (retry is None or retry is jsnull or _number(retry) is not None):
+            and (retry is None or retry is jsnull or rules.number(retry) is not None):
         lock, owner = getattr(value, "yield_lock", None), getattr(value, "owner", None)
         job_key = getattr(value, "key", None)
         if job_key is None or job_key is jsnull or _text(job_key):
             return Entry(key, type_, Status(status), created,
                          None if retry is None or retry is jsnull else float(retry),
                          _text(lock), _text(owner),
-                         _number(getattr(value, "updated_at", None)) or created, int(attempts),
+                         rules.number(getattr(value, "updated_at", None)) or created, int(attempts),
                          _text(job_key))
     record = _decode(value, bad)
     return None if record is None else Entry.of(record)
@@ -327,9 +313,7 @@ def _deletable(value: Any) -> JobRecord | None:
 
 
 def _records(values: Any, bad: list[tuple[Any, JobRecord]]) -> list[JobRecord]:
-    records = [r for r in (_decode(value, bad) for value in values) if r is not None]
-    records.sort(key=lambda r: (r.created_at, r.id))
-    return records
+    return rules.oldest_first(r for r in (_decode(value, bad) for value in values) if r is not None)
 
 
 def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
@@ -344,43 +328,34 @@ def _apply(changes: Sequence[Change], done: list[Updated], values: Any,
     for a malformed one failed), for ``own`` once the transaction committed. Without ``own``
     (no texts: :func:`_update_per_request`) nothing is taken on trust, and nothing is kept."""
     kept: list[JobRecord | None] = [] if put_records is None else put_records
-    written: dict[str, JobRecord] = {}
     dels: list[Any] = []
     puts: list[dict[str, Any]] = []
-    for i, change in enumerate(changes):
-        current: JobRecord | None
+
+    def load(i: int, change: Change) -> JobRecord | Updated:
         text = texts[i]
-        if change.job_id in written:
-            current = written[change.job_id]
-        elif text is None:  # no record: JavaScript's undefined
-            done.append(Updated(None, False))
-            continue
-        elif own is not None and (mine := own.read(change.job_id, text)) is not None:
-            current = mine
-        else:
-            bad: list[tuple[Any, JobRecord]] = []
-            current = _decode_text(text, values[i] if text == "" else None, bad)
-            if bad:  # failed in this same transaction; the change is not applied to it
-                key, failed = bad[0]
-                if key != failed.id and key is not None:
-                    dels.append(key)  # a non-str key: the failed record is filed under its str
-                puts.append(failed.to_dict())
-                kept.append(None)
-                done.append(Updated(failed, False))
-                continue
-            if current is None:  # a newer pyjobq's record: left exactly as it is
-                done.append(Updated(None, False))
-                continue
-        new = change.replacement(current)
-        if new is None:
-            done.append(Updated(current, False))
-            continue
+        if text is None:  # no record: JavaScript's undefined
+            return Updated(None, False)
+        if own is not None and (mine := own.read(change.job_id, text)) is not None:
+            return mine
+        bad: list[tuple[Any, JobRecord]] = []
+        current = _decode_text(text, values[i] if text == "" else None, bad)
+        if bad:  # failed in this same transaction; the change is not applied to it
+            key, failed = bad[0]
+            if key != failed.id and key is not None:
+                dels.append(key)  # a non-str key: the failed record is filed under its str
+            puts.append(failed.to_dict())
+            kept.append(None)
+            return Updated(failed, False)
+        # None: a newer pyjobq's record, left exactly as it is.
+        return Updated(None, False) if current is None else current
+
+    applied = rules.apply_changes(changes, load)
+    done.extend(applied.done)
+    for new in applied.writes:
         puts.append(new.to_dict())
         # Kept to be trusted when read back only while unfinished: a settle reads back the claim
         # it stored; a finished record is seldom read by an update again.
         kept.append(None if new.terminal else new)
-        written[change.job_id] = new
-        done.append(Updated(new, True))
     keep = [] if put_records is None else [i for i, r in enumerate(kept) if r is not None]
     return to_js({"del": dels, "put": puts, "keep": keep}, dict_converter=js.Object.fromEntries,
                  create_pyproxies=False)
@@ -437,7 +412,7 @@ def _add_keyed(t: _Transaction, values: Any, keys: Sequence[str], adding: Collec
         if not cursor:  # the end: JavaScript null (a falsy JsNull, not None, in newer Pyodide)
             return
         status = getattr(cursor.value, "status", None)
-        if status in REPLACEABLE and cursor.primaryKey not in adding:
+        if rules.is_status(status, REPLACEABLE) and cursor.primaryKey not in adding:
             record = _deletable(cursor.value)
             if record is not None and record.status in REPLACEABLE:
                 cursor.delete()
@@ -455,29 +430,24 @@ def _update_keyed(t: _Transaction, changes: Sequence[KeyChange], done: list[Upda
     through the ``by_key`` index from that read's success event, then the decision and its
     write from theirs — decided on what this transaction read. ``done[i]``: what change ``i``
     did; ``replaced``: the records deleted as replaced."""
-    taken: set[str] = set()
+    taken = rules.Taken()
 
     def decide(i: int, current: JobRecord, values: Any) -> None:
         others = [r for r in _records(values, []) if r.id != current.id] \
             if values is not None else []
-        decided = decided_by_key(changes[i], current, others)
-        if decided is None:
-            done[i] = Updated(current, False)
-        elif decided is REPLACE:
-            t.store.delete(current.id)
-            replaced.append(current)
-            done[i] = Updated(None, True)
-        else:
-            assert isinstance(decided, JobRecord)
-            t.store.put(_to_js(decided.to_dict()))
-            done[i] = Updated(decided, True)
+        decision = rules.decide_keyed(changes[i], current, others)
+        done[i] = decision.updated
+        if decision.gone is not None:
+            t.store.delete(decision.gone.id)
+            replaced.append(decision.gone)
+        if decision.write is not None:
+            t.store.put(_to_js(decision.write.to_dict()))
 
     def read(i: int, value: Any) -> None:
         job_id = changes[i].job_id
-        if value is None or value is jsnull or job_id in taken:
+        if value is None or value is jsnull or not taken.first(job_id):
             done[i] = Updated(None, False)
             return
-        taken.add(job_id)
         bad: list[tuple[Any, JobRecord]] = []
         current = _decode(value, bad)
         if bad:
@@ -650,14 +620,10 @@ class _ScheduleStore:
         stored: list[Schedule | None] = []
 
         def read(value: Any) -> None:
-            current = _schedule(value)
-            if current is None and not _absent(value):
-                stored.append(None)  # not one of ours to overwrite (a newer pyjobq's, malformed)
-                return
-            new = apply(current)
-            if new is not None:
-                t.store.put(_to_js(new.to_dict()))
-            stored.append(current if new is None else new)
+            put = rules.put_schedule(not _absent(value), _schedule(value), apply)
+            if put.write is not None:
+                t.store.put(_to_js(put.write.to_dict()))
+            stored.append(put.answer)
 
         t.then(t.store.get(name), read)
         await t
@@ -671,7 +637,7 @@ class _ScheduleStore:
             if _absent(value):
                 return
             current = _schedule(value)
-            if current is not None or not _foreign_schedule(value):
+            if rules.deletes_schedule(current, _schedule_data(value)):
                 t.store.delete(name)
             if current is not None:
                 deleted.append(current)
@@ -842,13 +808,12 @@ class IndexedDBStore(_ScheduleStore):
     # ------------------------------------------------------------ the Store contract
 
     async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
-        kept, dropped = last_per_key(records)
-        if len({r.id for r in records}) != len(records):
-            raise KeyError("the same id appears twice in one add")
+        kept, dropped = rules.last_per_key(records)
+        rules.check_ids(records)
         # One conversion and one call for the whole batch.
         values = to_js([record.to_dict() for record in kept],
                        dict_converter=js.Object.fromEntries, create_pyproxies=False)
-        keys = sorted({r.key for r in kept if r.key is not None and replaces(r)})
+        keys = sorted({r.key for r in kept if r.key is not None and rules.replaces(r)})
         replaced: list[JobRecord] = []
         try:
             if keys:
@@ -867,8 +832,7 @@ class IndexedDBStore(_ScheduleStore):
                 raise KeyError("a job with one of these ids already exists: "
                                f"{[r.id for r in records][:5]}") from None
             raise
-        replaced.sort(key=lambda r: (r.created_at, r.id))
-        return replaced + dropped
+        return rules.oldest_first(replaced) + dropped
 
     async def get(self, job_id: str) -> JobRecord | None:
         t = await self._tx("readonly", "get")
@@ -911,7 +875,7 @@ class IndexedDBStore(_ScheduleStore):
         _update_keyed(t, changes, done, replaced)
         await t
         return KeyUpdated([u if u is not None else Updated(None, False) for u in done],
-                          sorted(replaced, key=lambda r: (r.created_at, r.id)))
+                          rules.oldest_first(replaced))
 
     async def update_by_status(self, statuses: Collection[Status],
                                apply: Callable[[JobRecord], JobRecord | None], *,
@@ -1089,21 +1053,10 @@ def _schedule(value: Any) -> Schedule | None:
     if _absent(value):
         return None
     try:
-        return Schedule.from_dict(_schedule_data(value))
-    except ScheduleError as exc:
-        if not exc.foreign:
-            log.error("pyjobq: skipping a stored schedule that is not one: %s", exc)
-        return None
+        return rules.schedule_of(_schedule_data(value))
     except Exception as exc:  # a value to_py cannot read
         log.error("pyjobq: skipping a stored schedule that cannot be read: %s", exc)
         return None
-
-
-def _foreign_schedule(value: Any) -> bool:
-    data = _schedule_data(value)
-    version = data.get("v") if isinstance(data, dict) else None
-    return isinstance(version, (int, float)) and not isinstance(version, bool) \
-        and version > SCHEDULE_VERSION
 
 
 def _previous_job(value: Any) -> JobRecord | None:

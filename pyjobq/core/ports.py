@@ -25,7 +25,7 @@ from typing import (
 from .errors import LockStolen as LockStolen
 from .records import JobRecord
 from .schedule import Occurrence, Schedule
-from .status import REPLACEABLE, Status
+from .status import Status
 from .view import Entry
 
 if TYPE_CHECKING:
@@ -94,15 +94,6 @@ class KeyUpdated(NamedTuple):
     replaced: list[JobRecord]
 
 
-def decided_by_key(change: KeyChange, current: JobRecord,
-                   others: Sequence[JobRecord]) -> "JobRecord | Replace | None":
-    """What ``change`` does to ``current`` (None: leaves it, also when its status is not one of
-    ``when``): what every store's :meth:`Store.update_keyed` runs."""
-    if current.status not in change.when:
-        return None
-    return change.decide(current, [o for o in others if o.id != current.id])
-
-
 class Updated(NamedTuple):
     """What one :class:`Change` did: the record stored afterwards (None: there is none),
     and whether the change was applied."""
@@ -131,8 +122,9 @@ class Store(Protocol):
         retried) or ``paused`` — which is deleted.
         A running record of the key is left (the new one waits behind it: the view never starts
         a keyed job while another of its key runs), and so are finished ones. Of several records
-        of one key in ``records`` only the last is stored (:func:`last_per_key`). Only a record
-        that waits itself replaces (:func:`replaces`): one added as running or finished does not.
+        of one key in ``records`` only the last is stored. Only a record that waits itself
+        replaces: one added as running or finished does not (the rules:
+        :mod:`pyjobq.core.store_rules`).
 
         Returns what was replaced, to be published as deleted with the code ``replaced``: the
         waiting records deleted, as they were, oldest first, then the records of ``records``
@@ -271,22 +263,6 @@ class ScheduleStore(Protocol):
         this transaction read, so of two tabs deciding on one slot the second finds it
         accounted for.
         """
-def last_per_key(records: Sequence[JobRecord]) -> tuple[list[JobRecord], list[JobRecord]]:
-    """(what ``Store.add`` stores, what it drops): of several waiting records of one key in a
-    burst, the last one filed replaces the others before any is stored. The rest are all kept."""
-    last = {r.key: r.id for r in records if replaces(r)}
-    kept = [r for r in records if not replaces(r) or last[r.key] == r.id]
-    if len(kept) == len(records):
-        return list(records), []
-    return kept, [r for r in records if replaces(r) and last[r.key] != r.id]
-
-
-def replaces(record: JobRecord) -> bool:
-    """Whether storing ``record`` replaces the waiting jobs of its key: it has a key and waits
-    itself (a new job does; a record written with another status — history — replaces none)."""
-    return record.key is not None and record.status in REPLACEABLE
-
-
 class Clock(Protocol):
     def now(self) -> float:
         """Milliseconds since the epoch."""

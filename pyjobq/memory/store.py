@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import time
 from typing import (
     Any,
@@ -19,63 +18,21 @@ from typing import (
     Collection,
     Concatenate,
     Coroutine,
-    Iterable,
     ParamSpec,
     Sequence,
     TypeVar,
 )
 
-from ..core.ports import (
-    REPLACE,
-    Change,
-    Clock,
-    KeyChange,
-    KeyUpdated,
-    Updated,
-    decided_by_key,
-    last_per_key,
-    replaces,
-)
+from ..core import store_rules as rules
+from ..core.ports import Change, Clock, KeyChange, KeyUpdated, Updated
 from ..core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
-from ..core.schedule import SCHEDULE_VERSION, Occurrence, Schedule, ScheduleError
-from ..core.status import CLAIMABLE, REPLACEABLE, TERMINAL, UNFINISHED, Status
+from ..core.schedule import Occurrence, Schedule
+from ..core.status import REPLACEABLE, TERMINAL, UNFINISHED, Status
 from ..core.view import Entry
 from .delivery import structured_copy
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""
-
-
-# What both stores' queries decide on, from a record's fields: a MemoryStore reads them from the
-# raw stored value (anything other code wrote: not decoded until it matches), a VolatileStore
-# from its records.
-
-def _oldest_first(records: Iterable[JobRecord]) -> list[JobRecord]:
-    return sorted(records, key=lambda r: (r.created_at, r.id))
-
-
-def _is(status: Any, statuses: Collection[Status]) -> bool:
-    # A raw value's status may be anything, unhashable too: only a str can be one of ours.
-    return isinstance(status, str) and status in statuses
-
-
-def _later(at: Any, after: float) -> bool:
-    """Whether IndexedDB's ``by_next_retry`` index holds ``at`` above ``after`` (an open lower
-    bound): a number above it (NaN is no key), or a string or an array (keys of those types
-    order after every number); None, a bool or an object is not in the index at all."""
-    if isinstance(at, bool):
-        return False
-    if isinstance(at, (int, float)):
-        return at > after
-    return isinstance(at, (str, list))
-
-
-def _soonest(timed: Iterable[tuple[Any, Any]], after: float | None) -> float | None:
-    """The smallest "not before" of the (status, next_retry_at) pairs that have one (a pending
-    record or a running lease), past ``after`` when given."""
-    times = [at for status, at in timed
-             if _is(status, CLAIMABLE) and _finite(at) and (after is None or at > after)]
-    return min(times, default=None)
 
 
 _P = ParamSpec("_P")
@@ -163,31 +120,29 @@ class MemoryStore:
         records = (r for r in (self._read(k) for k in list(keys)) if r is not None)
         if status is not None:
             records = (r for r in records if r.status is status)  # a malformed one is failed now
-        return _oldest_first(records)
+        return rules.oldest_first(records)
 
     @_transaction
     async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
-        kept, dropped = last_per_key(records)
+        kept, dropped = rules.last_per_key(records)
         rows = [structured_copy(r.to_dict()) for r in kept]
-        ids = [r.id for r in records]
-        for job_id in ids:
-            if job_id in self._rows:
-                raise KeyError(f"a job with id {job_id!r} already exists")
-        if len(set(ids)) != len(ids):
-            raise KeyError("the same id appears twice in one add")
+        for record in records:
+            if record.id in self._rows:
+                raise KeyError(f"a job with id {record.id!r} already exists")
+        rules.check_ids(records)
         # A walk over every row per keyed add: this store is the tests' (IndexedDB reads its
         # by_key index).
-        keys = {r.key for r in kept if replaces(r)}
+        keys = {r.key for r in kept if rules.replaces(r)}
         waiting = [k for k, r in self._rows.items()
                    if isinstance(r.get("key"), str) and r["key"] in keys
-                   and _is(r.get("status"), REPLACEABLE)] if keys else []
-        replaced = [r for r in (self._read(k) for k in waiting)
-                    if r is not None and r.status in REPLACEABLE]  # a malformed one is failed
+                   and rules.is_status(r.get("status"), REPLACEABLE)] if keys else []
+        # A malformed one is failed by the read, and not replaced.
+        replaced = rules.replaced_by(keys, (r for r in map(self._read, waiting) if r is not None))
         for record in replaced:
             del self._rows[record.id]
         for row in rows:
             self._rows[row["id"]] = row
-        return _oldest_first(replaced) + dropped
+        return replaced + dropped
 
     @_transaction
     async def get(self, job_id: str) -> JobRecord | None:
@@ -207,12 +162,13 @@ class MemoryStore:
                                due_after: float | None = None) -> list[Updated]:
         wanted = frozenset(Status(s) for s in statuses)
         found: list[JobRecord] = []
-        for key in [k for k, r in self._rows.items() if _is(r.get("status"), wanted)
-                    and (due_after is None or _later(r.get("next_retry_at"), due_after))]:
+        for key in [k for k, r in self._rows.items() if rules.is_status(r.get("status"), wanted)
+                    and (due_after is None or rules.later(r.get("next_retry_at"), due_after))]:
             record, failed = self._load(key)
             if record is not None and not failed:
                 found.append(record)
-        return self._update_many([Change(r.id, apply, wanted) for r in _oldest_first(found)])
+        return self._update_many(
+            [Change(r.id, apply, wanted) for r in rules.oldest_first(found)])
 
     @_transaction
     async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
@@ -220,13 +176,11 @@ class MemoryStore:
         written: dict[str, dict[str, Any]] = {}
         gone: list[JobRecord] = []
         done: list[Updated] = []
-        taken: set[str] = set()
+        taken = rules.Taken()
         for change in changes:
-            # Each record is decided once (a second change of one id is left, as IndexedDB's).
-            if change.job_id not in self._rows or change.job_id in taken:
+            if change.job_id not in self._rows or not taken.first(change.job_id):
                 done.append(Updated(None, False))
                 continue
-            taken.add(change.job_id)
             current, failed = self._load(change.job_id)
             if current is None or failed:
                 done.append(Updated(current, False))
@@ -237,58 +191,40 @@ class MemoryStore:
                 r for r in (self._read(k) for k, v in list(self._rows.items())
                             if v.get("key") == current.key and k != change.job_id)
                 if r is not None]
-            decided = decided_by_key(change, current, others)
-            if decided is None:
-                done.append(Updated(current, False))
-            elif decided is REPLACE:
-                gone.append(current)
-                done.append(Updated(None, True))
-            else:
-                assert isinstance(decided, JobRecord)
-                written[change.job_id] = structured_copy(decided.to_dict())
-                done.append(Updated(self._decode(written[change.job_id]), True))
+            decision = rules.decide_keyed(change, current, others)
+            done.append(decision.updated)
+            if decision.write is not None:
+                written[change.job_id] = structured_copy(decision.write.to_dict())
+            if decision.gone is not None:
+                gone.append(decision.gone)
         self._rows.update(written)
         for record in gone:
             self._rows.pop(record.id, None)
         return KeyUpdated(done, gone)
 
     def _update_many(self, changes: Sequence[Change]) -> list[Updated]:
+        def load(_i: int, change: Change) -> JobRecord | Updated:
+            if change.job_id not in self._rows:
+                return Updated(None, False)
+            current, failed = self._load(change.job_id)
+            return Updated(current, False) if current is None or failed else current
+
+        applied = rules.apply_changes(changes, load)
         # All or none: the new rows are written only once every change has run.
-        written: dict[str, dict[str, Any]] = {}
-        done: list[Updated] = []
-        for change in changes:
-            if change.job_id in written:
-                current: JobRecord | None = self._decode(written[change.job_id])
-            elif change.job_id in self._rows:
-                current, failed = self._load(change.job_id)
-                if current is None or failed:
-                    done.append(Updated(current, False))
-                    continue
-            else:
-                done.append(Updated(None, False))
-                continue
-            assert current is not None
-            new = change.replacement(current)
-            if new is None:
-                done.append(Updated(current, False))
-                continue
-            written[change.job_id] = structured_copy(new.to_dict())
-            done.append(Updated(self._decode(written[change.job_id]), True))
-        self._rows.update(written)
-        return done
+        self._rows.update({r.id: structured_copy(r.to_dict()) for r in applied.writes})
+        return applied.done
 
     @_transaction
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
         keys = list(self._rows) if ids is None else [i for i in ids if i in self._rows]
         found: list[Entry] = []
         for key in keys:
-            if ids is None and _is(self._rows[key].get("status"), TERMINAL):
+            if ids is None and rules.is_status(self._rows[key].get("status"), TERMINAL):
                 continue  # not decoded: a look never pays for the history
             record = self._read(key)
             if record is not None and (ids is not None or record.status in UNFINISHED):
                 found.append(Entry.of(record))
-        found.sort(key=lambda e: (e.created_at, e.id))
-        return found
+        return rules.oldest_first(found)
 
     @_transaction
     async def delete_many(self, job_ids: Sequence[str],
@@ -298,7 +234,7 @@ class MemoryStore:
     @_transaction
     async def delete_group(self, group: str) -> list[JobRecord]:
         keys = [k for k, r in self._rows.items() if r.get("group") == group]
-        return _oldest_first(self._delete(keys))
+        return rules.oldest_first(self._delete(keys))
 
     def _delete(self, keys: Sequence[Any],
                 when: Collection[Status] | None = None) -> list[JobRecord]:
@@ -324,8 +260,8 @@ class MemoryStore:
 
     @_transaction
     async def next_due_at(self, after: float | None = None) -> float | None:
-        return _soonest(((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()),
-                        after)
+        return rules.soonest(
+            ((r.get("status"), r.get("next_retry_at")) for r in self._rows.values()), after)
 
     @_transaction
     async def all(self) -> list[JobRecord]:
@@ -337,14 +273,7 @@ class MemoryStore:
         """The stored schedule ``name``; None when there is none, or it is not one (logged) or a
         newer pyjobq's (left as it is)."""
         row = self._schedule_rows.get(name)
-        if row is None:
-            return None
-        try:
-            return Schedule.from_dict(structured_copy(row))
-        except ScheduleError as exc:
-            if not exc.foreign:
-                log.error("pyjobq: skipping a stored schedule that is not one: %s", exc)
-            return None
+        return None if row is None else rules.schedule_of(structured_copy(row))
 
     @_transaction
     async def schedules(self) -> list[Schedule]:
@@ -354,20 +283,16 @@ class MemoryStore:
     @_transaction
     async def put_schedule(self, name: str,
                            apply: Callable[[Schedule | None], Schedule | None]) -> Schedule | None:
-        current = self._schedule(name)
-        if current is None and name in self._schedule_rows:
-            return None  # not one of ours to overwrite (a newer pyjobq's, or malformed)
-        new = apply(current)
-        if new is None:
-            return current
-        self._schedule_rows[name] = structured_copy(new.to_dict())
-        return self._schedule(name)
+        put = rules.put_schedule(name in self._schedule_rows, self._schedule(name), apply)
+        if put.write is not None:
+            self._schedule_rows[name] = structured_copy(put.write.to_dict())
+        return put.answer
 
     @_transaction
     async def delete_schedule(self, name: str) -> Schedule | None:
         current = self._schedule(name)
-        if name in self._schedule_rows and (current is not None or not _foreign(
-                self._schedule_rows[name])):
+        if name in self._schedule_rows and rules.deletes_schedule(current,
+                                                                  self._schedule_rows[name]):
             del self._schedule_rows[name]
         return current
 
@@ -445,17 +370,15 @@ class VolatileStore:
             self._records[record.id] = record
 
     async def add(self, records: Sequence[JobRecord]) -> list[JobRecord]:
-        kept, dropped = last_per_key(records)
-        ids = [r.id for r in records]
-        for job_id in ids:
-            existing = self._records.get(job_id)
+        kept, dropped = rules.last_per_key(records)
+        for record in records:
+            existing = self._records.get(record.id)
             if existing is not None and existing.status not in TERMINAL:
-                raise KeyError(f"a job with id {job_id!r} already exists and has not finished")
-        if len(set(ids)) != len(ids):
-            raise KeyError("the same id appears twice in one add")
-        keys = {r.key for r in kept if replaces(r)}
-        replaced = _oldest_first(r for r in self._records.values()
-                                 if r.key in keys and r.status in REPLACEABLE) if keys else []
+                raise KeyError(
+                    f"a job with id {record.id!r} already exists and has not finished")
+        rules.check_ids(records)
+        keys = {r.key for r in kept if rules.replaces(r)}
+        replaced = rules.replaced_by(keys, self._records.values()) if keys else []
         for record in replaced:
             del self._records[record.id]
         for record in kept:
@@ -469,46 +392,30 @@ class VolatileStore:
         return (await self.update_many([change]))[0]
 
     async def update_many(self, changes: Sequence[Change]) -> list[Updated]:
-        written: dict[str, JobRecord] = {}
-        done: list[Updated] = []
-        for change in changes:
-            current = written.get(change.job_id) or self._records.get(change.job_id)
-            if current is None:
-                done.append(Updated(None, False))
-                continue
-            new = change.replacement(current)
-            if new is None:
-                done.append(Updated(current, False))
-                continue
-            written[change.job_id] = new
-            done.append(Updated(new, True))
-        for record in written.values():  # all or none: kept only once every change has run
+        applied = rules.apply_changes(
+            changes, lambda _i, change: self._records.get(change.job_id) or Updated(None, False))
+        for record in applied.writes:  # all or none: kept only once every change has run
             self._keep(record)
-        return done
+        return applied.done
 
     async def update_keyed(self, changes: Sequence[KeyChange]) -> KeyUpdated:
         written: dict[str, JobRecord] = {}
         gone: dict[str, JobRecord] = {}
         done: list[Updated] = []
-        taken: set[str] = set()
+        taken = rules.Taken()
         for change in changes:
             current = self._records.get(change.job_id)
-            if current is None or change.job_id in taken:
+            if current is None or not taken.first(change.job_id):
                 done.append(Updated(None, False))
                 continue
-            taken.add(change.job_id)
             others = [] if current.key is None else [
                 r for r in self._records.values() if r.key == current.key and r.id != current.id]
-            decided = decided_by_key(change, current, others)
-            if decided is None:
-                done.append(Updated(current, False))
-            elif decided is REPLACE:
-                gone[current.id] = current
-                done.append(Updated(None, True))
-            else:
-                assert isinstance(decided, JobRecord)
-                written[change.job_id] = decided
-                done.append(Updated(decided, True))
+            decision = rules.decide_keyed(change, current, others)
+            done.append(decision.updated)
+            if decision.write is not None:
+                written[change.job_id] = decision.write
+            if decision.gone is not None:
+                gone[current.id] = decision.gone
         for record in written.values():  # all or none: kept only once every change has run
             self._keep(record)
         for job_id in gone:
@@ -519,8 +426,8 @@ class VolatileStore:
                                apply: Callable[[JobRecord], JobRecord | None], *,
                                due_after: float | None = None) -> list[Updated]:
         wanted = frozenset(Status(s) for s in statuses)
-        found = _oldest_first(r for r in self._records.values() if r.status in wanted and (
-            due_after is None or _later(r.next_retry_at, due_after)))
+        found = rules.oldest_first(r for r in self._records.values() if r.status in wanted and (
+            due_after is None or rules.later(r.next_retry_at, due_after)))
         return await self.update_many([Change(r.id, apply, wanted) for r in found])
 
     async def entries(self, ids: Sequence[str] | None = None) -> list[Entry]:
@@ -528,8 +435,7 @@ class VolatileStore:
             found = [Entry.of(r) for r in self._records.values() if r.status in UNFINISHED]
         else:
             found = [Entry.of(self._records[i]) for i in ids if i in self._records]
-        found.sort(key=lambda e: (e.created_at, e.id))
-        return found
+        return rules.oldest_first(found)
 
     async def delete_many(self, job_ids: Sequence[str],
                           when: Collection[Status] | None = None) -> list[JobRecord]:
@@ -541,28 +447,17 @@ class VolatileStore:
 
     async def delete_group(self, group: str) -> list[JobRecord]:
         return await self.delete_many([
-            r.id for r in _oldest_first(self._records.values()) if r.group == group])
+            r.id for r in rules.oldest_first(self._records.values()) if r.group == group])
 
     async def by_status(self, status: str) -> list[JobRecord]:
         wanted = Status(status)
-        return _oldest_first(r for r in self._records.values() if r.status is wanted)
+        return rules.oldest_first(r for r in self._records.values() if r.status is wanted)
 
     async def by_group(self, group: str) -> list[JobRecord]:
-        return _oldest_first(r for r in self._records.values() if r.group == group)
+        return rules.oldest_first(r for r in self._records.values() if r.group == group)
 
     async def next_due_at(self, after: float | None = None) -> float | None:
-        return _soonest(((r.status, r.next_retry_at) for r in self._records.values()), after)
+        return rules.soonest(((r.status, r.next_retry_at) for r in self._records.values()), after)
 
     async def all(self) -> list[JobRecord]:
-        return _oldest_first(self._records.values())
-
-
-def _foreign(row: dict[str, Any]) -> bool:
-    """Whether a stored schedule value is a newer pyjobq's (left as it is, even by a delete)."""
-    version = row.get("v")
-    return isinstance(version, (int, float)) and not isinstance(version, bool) \
-        and version > SCHEDULE_VERSION
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return rules.oldest_first(self._records.values())
