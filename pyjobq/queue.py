@@ -16,13 +16,9 @@ loop at import, so the in-process queue starts on first use.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
 import reprlib
-import weakref
-from collections import OrderedDict
-from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, AsyncIterator, Callable, Coroutine
 
 from . import config as _config
 from . import hosts as _hosts
@@ -30,14 +26,14 @@ from . import notebook as _notebook
 from . import scheduling as _scheduling
 from . import services as _services
 from .abort import AbortSignal
-from .core import jobs_table as _jobs_table
 from .core.errors import InvalidJobError
 from .core.records import A_GROUP, A_TYPE, DEFAULT_MAX_ATTEMPTS, check_str
-from .core.status import KNOWN, TERMINAL, Status
+from .core.status import KNOWN, Status
 from .executor.current import current_job_id as current_job_id  # queue.current_job_id()
 from .executor.current import report_progress as report_progress  # queue.report_progress()
 from .executor.side import ExecutorSide
 from .handle import Job, JobUpdate
+from .notebook.known import Known as _Known
 
 _log = logging.getLogger("pyjobq")
 
@@ -47,333 +43,20 @@ SERVICE_NAME = "job-queue"
 settings = _config.read(__name__)
 
 _side: ExecutorSide | None = None
-#: The records this tab has heard of, newest state of each, for a notebook's synchronous display.
-#: Unfinished jobs are always kept; finished ones beyond the newest KNOWN_FINISHED are forgotten
-#: (they stay in the store: query_all() shows them), so a long session's memory stays flat.
-_known: OrderedDict[str, dict[str, Any]] = OrderedDict()
-KNOWN_FINISHED = 1000
-#: The ids of the finished records in ``_known``, least recently updated first: trimming is
-#: O(1) per update, not a walk over every known record.
-_finished: OrderedDict[str, None] = OrderedDict()
-#: What news said that the store has not confirmed yet, least recently heard first: each id the
-#: next read asks about, with the news of its end
-#: (see :func:`pyjobq.core.jobs_table.confirm_first`),
-#: or None for news of a job ``_known`` did not hold. News is any same-origin script's word, so
-#: it only prompts that read; at most :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` wait.
-_due: OrderedDict[str, dict[str, Any] | None] = OrderedDict()
-#: The rows of ``_known`` only news told of: no answer of the store has listed them yet.
-_heard_only: set[str] = set()
-#: The rows of ``_known`` that are this tab's volatile jobs (see :func:`_is_volatile_here`).
-_volatile_here: set[str] = set()
 
 
 def _queue() -> ExecutorSide:
     global _side
     if _side is None:
         _side = _hosts.start(_config.settings())
-        _side.on_update(_remember)
+        _side.on_update(_known.remember)
         _services.register(SERVICE_NAME, _side)
         _scheduling.started(_side)  # the @periodic schedules defined so far take effect
     return _side
 
 
-class _Heard:
-    """What :func:`_remember` heard while one read of every record (``query_all``) was in
-    flight: the newest state of each job, ``None`` for a deleted one. The store's answer may
-    predate any of it, so it is laid over that answer, never thrown away for it: a job filed
-    meanwhile stays listed, a job deleted meanwhile stays gone."""
-
-    def __init__(self) -> None:
-        self.news: dict[str, dict[str, Any] | None] = {}
-
-
-#: The reads of every record in flight, each with what was heard since it was asked. Weak: a
-#: ``query_all()`` coroutine dropped without being awaited takes its own with it.
-_reads: weakref.WeakSet[_Heard] = weakref.WeakSet()
-
-
-def _remember(update: JobUpdate) -> None:
-    """Take one ``job-update`` as news: an unfinished job's state is shown as it comes; an end,
-    a deletion or a finished job running again only prompts a read of the store, whose answer
-    is shown (:func:`_check_again`). Fields of the wrong kind are left out
-    (:func:`pyjobq.core.jobs_table.row`), so no row can stop the table."""
-    news = _jobs_table.row(update)
-    if news is None:
-        return
-    job_id: str = news["id"]
-    shown = _known.get(job_id)
-    if _jobs_table.late_progress(news, shown):
-        return
-    if _jobs_table.confirm_first(news, shown):
-        _expect(job_id, news)
-        _read_soon()
-        return
-    if shown is None:
-        _heard_only.add(job_id)
-        _expect(job_id, None)
-    if _side is not None and _side.volatile is not None and _side.volatile.knows(job_id):
-        _volatile_here.add(job_id)
-    record = _known[job_id] = {**_known.pop(job_id, {}), **news}
-    for heard in _reads:
-        heard.news[job_id] = record
-    _changed()
-    _read_soon()
-
-
-def _expect(job_id: str, news: dict[str, Any] | None) -> None:
-    """Ask the next read about ``job_id`` (``news``: the end it was told of). Beyond
-    :data:`pyjobq.core.jobs_table.MAX_UNCONFIRMED` waiting, the oldest is let go, with its row
-    if only news told of it: what the tables show is then no longer the whole store, and they
-    say so until it is read again (on the next display, or at once while one is live)."""
-    global _store
-    if news is None and job_id in _due:
-        return  # the end it waits to confirm is what it is read for
-    _due.pop(job_id, None)
-    _due[job_id] = news
-    while len(_due) > _jobs_table.MAX_UNCONFIRMED:
-        dropped, _ = _due.popitem(last=False)
-        if dropped in _heard_only:
-            _forget(dropped)
-            for heard in _reads:
-                heard.news.pop(dropped, None)
-        _store = dataclasses.replace(_store, answered=False)
-
-
-def _forget(job_id: str) -> None:
-    """The row of ``job_id`` leaves the tables (and every set that names it)."""
-    _known.pop(job_id, None)
-    _finished.pop(job_id, None)
-    _heard_only.discard(job_id)
-    _volatile_here.discard(job_id)
-
-
-def _is_volatile_here(job_id: str) -> bool:
-    """Whether ``job_id`` is a row's job this tab's volatile engine ran: it was heard of
-    unfinished while that engine held its closure. That engine forgets a job once it is done,
-    so no read can confirm that end; its news comes from this tab, and a read that finds no
-    record of the job then leaves the news of its end standing (``<bg-jobs>`` asks too)."""
-    return job_id in _volatile_here
-
-
-def _changed() -> None:
-    # News runs on an event loop: a live table that could not read the store (shown outside
-    # one) or whose read ended with its loop asks now. After a failed read it waits to be
-    # displayed again (a store that keeps failing is not asked every half second).
-    if _tables.live and _store.error is None:
-        _fill_in()
-    _tables.changed()
-    _keep_reading()
-
-
-#: The live tables' next read of the unfinished jobs they show, while armed.
-_recheck: _notebook.Timer | None = None
-#: That read, while in flight.
-_checking: asyncio.Task[None] | None = None
-
-
-def _keep_reading() -> None:
-    """Arm the live tables' next read of the unfinished jobs they show, unless one is armed
-    (see :func:`_reread`). Armed on any change, a table shown, a read's answer; what to read is
-    decided when it fires, so a burst of news costs no walk of the records."""
-    if _tables.live:
-        _arm_reread()
-
-
-def _arm_reread() -> None:
-    global _recheck
-    if _recheck is None or not _recheck.pending():
-        _recheck = _notebook.loop_call_later(_recheck_s(), _reread)
-
-
-def _recheck_s() -> float:
-    """How often, in seconds, a live table reads its unfinished jobs again: the interval both
-    tables share (:data:`pyjobq.core.jobs_table.RECHECK_MS`, ``<bg-jobs>`` too)."""
-    return _jobs_table.RECHECK_MS / 1000
-
-
-def _read_soon() -> None:
-    """Start the read of what news said (``_due``) now, unless a read is under way: it starts
-    the next when it ends. Where no event loop runs, the ids wait for the next news or table
-    drawn on one."""
-    if not _due or (_checking is not None and _can_finish(_checking)):
-        return
-    loop = _notebook.event_loop()
-    if loop is not None:
-        _start_check(loop, [])
-
-
-def _start_check(loop: asyncio.AbstractEventLoop, shown: list[str]) -> None:
-    """One read of the store at a time — so each begins after the one before answered, and
-    their answers are taken in order: ``shown`` (the unfinished rows, :func:`_reread`) and
-    every id news asked about."""
-    global _checking
-    _checking = loop.create_task(_check_again(shown))
-    _checking.add_done_callback(_checked)
-
-
-def _reread() -> None:
-    """While a live table shows an unfinished job, read those jobs' records again each
-    :data:`pyjobq.core.jobs_table.RECHECK_MS` (:func:`pyjobq.core.jobs_table.read_again`). News of a
-    job's end or deletion is lost for good when the tab that stored it crashed or froze before
-    broadcasting it; the store is the truth, and a table that only followed news would show
-    that job unfinished for ever. Once no table shows an unfinished job it stops until the next
-    change."""
-    global _recheck
-    _recheck = None
-    if not _tables.live or not _store.answered:  # the first read (_fill_in) comes first
-        return
-    shown = [job_id for job_id, r in _known.items()
-             if r.get("status") not in TERMINAL and _tables.shows(r)]
-    if not shown:
-        return
-    if _checking is None or not _can_finish(_checking):
-        loop = _notebook.event_loop()
-        if loop is None:
-            return
-        _start_check(loop, shown)
-    _keep_reading()
-
-
-async def _check_again(unfinished: list[str]) -> None:
-    """Read the stored record of each of ``unfinished`` (rows shown unfinished) and of every
-    id news asked about (``_due``, taken as the read begins: a task its loop never ran leaves
-    them waiting), and show what
-    the store says: a record that says more than its row replaces it, a record of a job news
-    told of is shown, and a job with no record leaves the tables — unless news of that job
-    came while it was read (that news is the newer; an id news asked about is read again)."""
-    due = dict(_due)
-    _due.clear()
-    job_ids = list(dict.fromkeys([*unfinished, *due]))
-    heard = _Heard()
-    # The reads of every record asked before this one: its answer may be newer than theirs (a
-    # read asked after it is at least as new, and is left alone).
-    earlier = list(_reads)
-    _reads.add(heard)  # before the requests go out: whatever is heard after may be newer
-    try:
-        # Bounded: a read that never answers must not keep the next ones (nor what is heard
-        # meanwhile) waiting for good.
-        found = await asyncio.wait_for(_jobs_table.read_again(_queue(), job_ids), _recheck_s())
-    except BaseException:
-        for job_id, news in due.items():  # still unconfirmed: the next read asks again
-            _expect(job_id, news)
-        raise
-    finally:
-        _reads.discard(heard)
-    for job_id, stored in found.items():
-        if job_id in heard.news:
-            if job_id in due:
-                _expect(job_id, due[job_id])
-            continue
-        shown = _known.get(job_id)
-        record = None if stored is None else _jobs_table.row(stored)
-        if record is None:
-            news = due.get(job_id)
-            if news is not None and news.get("status") == Status.DONE \
-                    and _is_volatile_here(job_id):
-                record = {**(shown or {}), **news}  # forgotten by its engine once done
-            elif shown is None:
-                _mark(earlier, job_id, None)  # gone: an older answer must not draw it back
-                continue
-            elif shown.get("volatile") is True and shown.get("status") == Status.DONE:
-                continue  # a done volatile job its engine forgot
-            else:
-                _forget(job_id)
-                _mark(earlier, job_id, None)
-                continue
-        elif shown is None and job_id not in due:
-            continue  # it left the tables while it was read
-        elif shown is not None and not _jobs_table.read_is_news(record, shown):
-            _heard_only.discard(job_id)
-            continue
-        _heard_only.discard(job_id)
-        _known.pop(job_id, None)
-        _known[job_id] = record
-        _finished.pop(job_id, None)
-        if record.get("status") in TERMINAL:
-            _finished[job_id] = None
-        _mark(earlier, job_id, record)
-    _forget_finished()
-    _tables.changed()
-
-
-def _mark(earlier: list[_Heard], job_id: str, record: dict[str, Any] | None) -> None:
-    # News to a read of every record asked before this one and still in flight, as heard news
-    # is: its answer may predate this one, and must not draw the job back as it was.
-    for other in earlier:
-        if other in _reads:
-            other.news[job_id] = record
-
-
-def _checked(done: asyncio.Task[None]) -> None:
-    global _checking
-    if _checking is done:
-        _checking = None
-    if not done.cancelled() and done.exception() is not None:
-        # What the tables show stays; the next period (or news) reads again.
-        _log.debug("pyjobq: a live table could not read its jobs again: %s", done.exception())
-        return
-    if not done.cancelled():
-        _read_soon()  # what news asked about while this one was read
-
-
-def _forget_finished() -> None:
-    global _store
-    while len(_finished) > KNOWN_FINISHED:
-        job_id, _ = _finished.popitem(last=False)
-        _forget(job_id)
-        _store = dataclasses.replace(_store, finished_kept=KNOWN_FINISHED)
-
-
-#: Whether ``_known`` holds every stored record yet (the store answered a query_all), whether
-#: the last read failed, and whether other tabs' news still arrives.
-_store = _notebook.StoreState()
-#: The table's own read of every record (see :func:`_fill_in`), while in flight.
-_filling: asyncio.Task[Any] | None = None
-
-
-def _render(view: _notebook.View, retired: bool) -> dict[str, str]:
-    records = sorted(_known.values(), key=lambda r: (_notebook.created_at(r), str(r["id"])))
-    store = dataclasses.replace(_store, reading=bool(_reads))
-    return _notebook.table_bundle(records, view, store, retired=retired)
-
-
-def _fill_in() -> None:
-    """Ask the store for every record, unless it answered already or is being asked — on the
-    event loop that runs now; where none runs (plain CPython outside asyncio), the table says
-    it is not read. Called whenever a table is displayed or drawn: after a failed read, that
-    is the retry."""
-    global _filling, _store
-    _arm_reread()  # a table shown (live from just after this) once the store answered too
-    _read_soon()  # what news heard where no event loop ran asked about
-    if _store.answered or (_filling is not None and _can_finish(_filling)):
-        return
-    loop = _notebook.event_loop()
-    if loop is None:
-        return
-    _store = dataclasses.replace(_store, error=None)
-    _filling = loop.create_task(query_all())
-    _filling.add_done_callback(_filled)
-
-
-def _can_finish(task: asyncio.Task[Any]) -> bool:
-    # A task of a loop that ended (CPython's asyncio.run) or that no longer runs this code
-    # would keep the table "reading" for good: a new read is asked on the loop of now.
-    loop = task.get_loop()
-    return not task.done() and not loop.is_closed() and loop is _notebook.event_loop()
-
-
-def _filled(done: asyncio.Task[Any]) -> None:
-    global _filling, _store
-    if _filling is done:
-        _filling = None
-    if not done.cancelled() and done.exception() is not None and not _store.answered:
-        error = done.exception()
-        # What the table knew stays drawn; the caption says the read failed and how to retry.
-        _store = dataclasses.replace(_store, error=f"{type(error).__name__}: {error}")
-    _tables.changed()
-
-
-_tables = _notebook.LiveTables(_render, on_show=_fill_in)
+#: What this tab knows of the jobs, for the notebook's tables (:mod:`pyjobq.notebook.known`).
+_known = _Known(lambda: _queue(), lambda: _side)
 
 _STATUSES = tuple(str(status) for status in Status)
 
@@ -395,7 +78,7 @@ def table(*, type: str | None = None, group: str | None = None,
     _check_view("table", type, group, status)
     return _notebook.JobsTable(
         _notebook.View(type=type, group=group, status=None if status is None else str(status)),
-        _tables)
+        _known.tables)
 
 
 def jobs(*, status: str | None = None, type: str | None = None,
@@ -438,7 +121,7 @@ def _repr_html_() -> str:
     """Where there is no IPython display, ``queue`` renders as its jobs table as it is now —
     every record as of the last :func:`query_all`, updated by ``job-update`` events since (the
     read of every record starts here too, where an event loop runs)."""
-    return _tables.draw(_notebook.View())["text/html"]
+    return _known.tables.draw(_notebook.View())["text/html"]
 
 
 def enqueue_fetch(
@@ -627,45 +310,7 @@ def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
     """Every persistent record (with ``_params``), oldest first, then this tab's volatile jobs.
 
     Asked at the call: the answer reflects every call made before this one."""
-    heard = _Heard()
-    _reads.add(heard)  # before the request goes out: whatever is heard after may be newer
-    return _remember_all(_queue().query_all(), heard)
-
-
-async def _remember_all(reply: Awaitable[list[dict[str, Any]]],
-                        heard: _Heard) -> list[dict[str, Any]]:
-    global _store
-    try:
-        records = await reply
-    finally:
-        _reads.discard(heard)
-    known: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for listed in records:
-        kept = _jobs_table.row(listed)
-        if kept is not None:
-            known[kept["id"]] = kept
-    answered = set(known)
-    # What was heard while the store answered is laid over its answer: a job filed meanwhile
-    # is added, a job deleted meanwhile removed, and of two states of one job the newer kept
-    # (heard news of the same age wins: it may carry progress the store does not keep).
-    for job_id, news in heard.news.items():
-        if news is None:
-            known.pop(job_id, None)
-        elif job_id not in known or (_jobs_table.updated_at(news)
-                                     >= _jobs_table.updated_at(known[job_id])):
-            known[job_id] = {**known.get(job_id, {}), **news}
-    _known.clear()
-    _known.update(known)
-    _heard_only.intersection_update(_known.keys() - answered)
-    _volatile_here.intersection_update(_known.keys())
-    _store = dataclasses.replace(_store, answered=True, error=None, finished_kept=None)
-    _finished.clear()
-    _finished.update((job_id, None) for job_id, r in _known.items()
-                     if r.get("status") in TERMINAL)
-    _forget_finished()
-    _tables.changed()
-    _keep_reading()
-    return records
+    return _known.query_all()
 
 
 def delete_job(job_id: str) -> Coroutine[Any, Any, bool]:
@@ -767,11 +412,9 @@ def stop() -> None:
     when it holds it, and its own jobs' updates still reach it over its worker; updates from
     other tabs no longer do. To stop processing on this tab, close it.
     """
-    global _store
     if _side is not None:
         _side.stop()
-        _store = dataclasses.replace(_store, hears_other_tabs=False)
-        _tables.changed()  # the live tables say they no longer hear other tabs
+        _known.stopped()
 
 
 def _register_late(name: str, factory: Callable[[Any], Any]) -> None:

@@ -61,7 +61,7 @@ async def install(queue: Any = None) -> None:
         from . import queue as default_queue
 
         queue = default_queue
-        volatile_here = default_queue._is_volatile_here
+        volatile_here = default_queue._known.is_volatile_here
     _installing = asyncio.get_event_loop().create_future()
     try:
         module = await bg_jobs.load_module()

@@ -200,8 +200,8 @@ def test_queue_displays_a_table_that_fills_in_from_the_store_and_follows_its_job
         earlier = [await queue.enqueue_fetch("POST", f"/e{n}", label=f"earlier {n}").done
                    for n in range(3)]
         # A fresh kernel hears nothing of what was stored before it: forget it all.
-        queue._known.clear(); queue._finished.clear()
-        queue._store = notebook.StoreState()
+        queue._known.records.clear(); queue._known.finished.clear()
+        queue._known.store = notebook.StoreState()
         queue._ipython_display_()
         (drawn,) = outputs.values()
         first = drawn[0]["text/html"]
@@ -242,7 +242,7 @@ def test_displayed_outside_an_event_loop_the_table_is_drawn_and_nothing_is_left_
     assert notebook.NOT_READ in drawn[0]["text/html"], drawn
     assert notebook.READING not in drawn[0]["text/html"], drawn
     assert notebook.NOT_READ in repr(queue.table()) and notebook.NOT_READ in queue._repr_html_()
-    print(queue._filling is None)
+    print(queue._known.filling is None)
     """)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True" and "never awaited" not in done.stderr
@@ -323,7 +323,7 @@ def test_a_job_filed_while_the_table_reads_the_store_is_listed() -> None:
         first = queue.enqueue_fetch("POST", "/a", type="notes", label="first save")
         second = queue.enqueue_fetch("POST", "/b", type="notes", label="second save")
         await wait_for(lambda d: notebook.READING not in d["text/html"], "read")
-        assert queue._store.answered
+        assert queue._known.store.answered
         # The second stays pending behind the first (one lane) and sends no news until then:
         # it is drawn because the answer did not throw it away.
         drawn = await wait_for(lambda d: "1 running, 1 pending" in d["text/plain"], "both drawn")
@@ -353,7 +353,7 @@ def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
         kept = queue.enqueue_fetch("POST", "/y", label="kept")
         await job.done, await kept.done
         # A fresh kernel has heard of nothing.
-        queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+        k = queue._known; k.records.clear(); k.finished.clear(); k.store = notebook.StoreState()
         queue._ipython_display_()  # the read is asked now, then the delete
         assert await queue.delete_job(job.id)
         await wait_for(lambda d: notebook.READING not in d["text/html"]
@@ -362,7 +362,7 @@ def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
         drawn = list(outputs.values())[-1][-1]
         assert "doomed" not in drawn["text/html"], drawn
         assert drawn["text/plain"] == "Background jobs: 1 done", drawn
-        assert job.id not in queue._known
+        assert job.id not in queue._known.records
         print("ok")
 
     asyncio.run(main())
@@ -402,23 +402,23 @@ def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None
         for news in ({"id": "gone", "deleted": True}, rec("moved", "done", 2),
                      rec("filed", "pending", 3), rec("stale", "running", 4),
                      rec("tied", "running", 7, progress=0.5)):
-            queue._remember(news)
+            queue._known.remember(news)
         await asyncio.sleep(0.05)  # the read of what news said answers first
         answered.set()
         listed = await reading
         await asyncio.sleep(0.05)
         assert [r["id"] for r in listed] == ["gone", "moved", "stale", "tied"]  # as answered
-        known = {job_id: r["status"] for job_id, r in queue._known.items()}
+        known = {job_id: r["status"] for job_id, r in queue._known.records.items()}
         assert known == {"moved": "done", "stale": "pending", "tied": "running",
                          "filed": "pending"}, known
-        assert queue._known["tied"]["progress"] == 0.5
-        assert len(queue._reads) == 0 and queue._store.answered
+        assert queue._known.records["tied"]["progress"] == 0.5
+        assert len(queue._known.reads) == 0 and queue._known.store.answered
         dropped = queue.query_all()  # never awaited
-        assert len(queue._reads) == 1
+        assert len(queue._known.reads) == 1
         dropped.close()
         del dropped
         gc.collect()
-        assert len(queue._reads) == 0
+        assert len(queue._known.reads) == 0
         print("ok")
 
     asyncio.run(main())
@@ -449,7 +449,7 @@ def test_the_table_still_updates_after_an_event_loop_ended_with_a_redraw_or_a_re
     (drawn,) = outputs.values()
 
     # A read cut short by its loop's end: the next loop's news asks again.
-    queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+    k = queue._known; k.records.clear(); k.finished.clear(); k.store = notebook.StoreState()
 
     async def third():
         queue._ipython_display_()  # asks the store; the loop ends before the answer
@@ -459,7 +459,7 @@ def test_the_table_still_updates_after_an_event_loop_ended_with_a_redraw_or_a_re
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 3 done", "whole")
 
     asyncio.run(third())
-    assert not queue._store.answered
+    assert not queue._known.store.answered
     asyncio.run(fourth())
     print("ok")
     """)
@@ -481,7 +481,7 @@ def test_repr_and_repr_html_read_the_store_where_an_event_loop_runs() -> None:
             await queue.enqueue_fetch("POST", f"/e{n}", label=f"earlier {n}").done
 
     asyncio.run(stored())
-    queue._known.clear(); queue._finished.clear(); queue._store = notebook.StoreState()
+    k = queue._known; k.records.clear(); k.finished.clear(); k.store = notebook.StoreState()
     text = repr(queue.table())
     assert notebook.NOT_READ in text and notebook.READING not in text, text
     assert notebook.NOT_READ in queue._repr_html_()
@@ -490,7 +490,7 @@ def test_repr_and_repr_html_read_the_store_where_an_event_loop_runs() -> None:
         assert notebook.READING in repr(queue.table())  # ...and the read is under way
         for _ in range(100):
             await asyncio.sleep(0.02)
-            if queue._store.answered:
+            if queue._known.store.answered:
                 break
         html = queue._repr_html_()
         assert all(f"earlier {n}" in html for n in range(3)), html
@@ -513,7 +513,7 @@ def test_a_failed_read_keeps_what_the_table_knew_and_says_how_to_retry() -> None
 
     async def main():
         await queue.enqueue_fetch("POST", "/a", label="heard of").done
-        queue._store = notebook.StoreState(finished_kept=5)
+        queue._known.store = notebook.StoreState(finished_kept=5)
         side = queue._queue()
         answer = side.query_all
 
@@ -529,7 +529,7 @@ def test_a_failed_read_keeps_what_the_table_knew_and_says_how_to_retry() -> None
         assert notebook.READING not in drawn["text/html"]
         await queue.enqueue_fetch("POST", "/b", label="later").done  # news asks no new read
         await asyncio.sleep(0.1)
-        assert "could not be read" in queue._render(notebook.View(), False)["text/html"]
+        assert "could not be read" in queue._known.render(notebook.View(), False)["text/html"]
         side.query_all = answer
         queue._ipython_display_()  # displayed again: read again
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "read again")
@@ -625,9 +625,9 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         assert asked == [], "no live table: the store is not read"
         await queue.query_all()  # a cell read the store before the table is shown
         # A volatile job this tab's engine ran and forgot once done: no read can confirm its end.
-        queue._volatile_here.add("v")
-        queue._remember(rec("v", "done", 1, volatile=True))
-        queue._remember(rec("p", "running", 1, progress=0.5))  # progress is never stored
+        queue._known.volatile_here.add("v")
+        queue._known.remember(rec("v", "done", 1, volatile=True))
+        queue._known.remember(rec("p", "running", 1, progress=0.5))  # progress is never stored
         asked.clear()
         queue._ipython_display_()
         await wait_for(lambda d: "3 running, 1 pending, 1 done" in d["text/plain"], "drawn")
@@ -640,11 +640,11 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         drawn = await wait_for(lambda d: set(d["text/plain"].split(": ")[1].split(", ")) == truth,
                                "the store's truth, with no news")
         assert ">b<" not in drawn["text/html"] and ">v<" in drawn["text/html"], drawn
-        assert queue._known["p"]["progress"] == 0.5
+        assert queue._known.records["p"]["progress"] == 0.5
         finished = [s for s in asked if s in ("done", "failed", "cancelled", None)]
         assert finished == [], f"finished records were read: {finished}"
         stored["p"] = rec("p", "done", 3)
-        queue._remember(rec("p", "done", 3))  # news of the end: read, and the store agrees
+        queue._known.remember(rec("p", "done", 3))  # news of the end: read, and the store agrees
         await asyncio.sleep(0.1)
         asked.clear()
         await asyncio.sleep(0.3)  # six periods: no table shows an unfinished job
@@ -757,7 +757,7 @@ def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
         await wait_for(lambda d: "1 running" in d["text/plain"], "drawn")
         stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "read after a hang")
-        assert len(calls) >= 2 and len(queue._reads) == 0, (calls, len(queue._reads))
+        assert len(calls) >= 2 and len(queue._known.reads) == 0, (calls, len(queue._known.reads))
         print("ok")
 
     asyncio.run(main())
@@ -805,7 +805,7 @@ def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() ->
         listed = await cell
         assert [r["status"] for r in listed] == ["running", "running"]  # the cell's own answer
         # What the tables draw from now (the next period would mend it, so read it at once):
-        kept = {job_id: r["status"] for job_id, r in queue._known.items()}
+        kept = {job_id: r["status"] for job_id, r in queue._known.records.items()}
         assert kept == {"a": "done"}, kept
         print("ok")
 
@@ -862,7 +862,7 @@ def test_a_re_read_is_not_laid_over_a_query_all_asked_after_it() -> None:
         q_gate.set()
         listed = await cell
         assert [r["id"] for r in listed] == ["b"]
-        kept = {job_id: r["status"] for job_id, r in queue._known.items()}
+        kept = {job_id: r["status"] for job_id, r in queue._known.records.items()}
         assert kept == {"b": "running"}, kept
         print("ok")
 

@@ -105,8 +105,8 @@ def test_forged_news_of_an_end_never_shows_and_the_table_shows_the_store_s_truth
         assert all("done" not in d and "failed" not in d for d in every), every
         assert drawn()["text/plain"] == "Background jobs: 1 running", drawn()
         assert str((await queue.get_job(job.id))["status"]) == "running"
-        assert queue._known[job.id]["status"] == "running"
-        assert "nobody-filed-this" not in queue._known
+        assert queue._known.records[job.id]["status"] == "running"
+        assert "nobody-filed-this" not in queue._known.records
         gate.set()
         await job.done
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "really done")
@@ -138,7 +138,7 @@ def test_a_row_of_wrong_typed_fields_neither_stops_the_table_nor_reaches_it() ->
         await wait_for(lambda d: "odd date" in d["text/html"], "the odd news drawn")
         html = queue._repr_html_()  # drawn at once: it sorts every row
         assert "odd date" in html and "earlier 0" in html, html
-        row = queue._known[job.id]
+        row = queue._known.records[job.id]
         assert row["label"] == "odd date" and row["status"] == "running", row
         assert row["created_at"] == stored["created_at"], row
         assert row["updated_at"] == stored["updated_at"] and row["attempts"] == 1, row
@@ -169,7 +169,7 @@ def test_forged_news_with_many_random_ids_keeps_the_table_s_memory_bounded() -> 
 
         def held(update):
             nonlocal peak
-            peak = max(peak, len(queue._known))
+            peak = max(peak, len(queue._known.records))
 
         queue.on_update(held)  # after the queue's own listener: it sees what that one kept
         for batch in range(40):
@@ -181,12 +181,13 @@ def test_forged_news_with_many_random_ids_keeps_the_table_s_memory_bounded() -> 
         assert peak <= 2 * limit + 1, (peak, limit)
         for _ in range(400):
             await asyncio.sleep(0.01)
-            if not queue._due and queue._checking is None:
+            if not queue._known.due and queue._known.checking is None:
                 break
         assert limit == jobs_table.MAX_UNCONFIRMED
-        forged = [job_id for job_id in queue._known if job_id.startswith("forged-")]
-        assert forged == [] and not queue._heard_only, (len(forged), len(queue._heard_only))
-        assert [r["label"] for r in queue._known.values()] == ["real job"]
+        forged = [job_id for job_id in queue._known.records if job_id.startswith("forged-")]
+        heard_only = queue._known.heard_only
+        assert forged == [] and not heard_only, (len(forged), len(heard_only))
+        assert [r["label"] for r in queue._known.records.values()] == ["real job"]
         html = queue._repr_html_()
         assert "real job" in html and "forged" not in html
         print("ok", peak)

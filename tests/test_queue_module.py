@@ -142,19 +142,19 @@ def test_the_notebook_view_keeps_unfinished_jobs_and_only_the_newest_finished_on
 
         pyjobq.configure(transport=send)
         from pyjobq import queue
-        queue.KNOWN_FINISHED = 5
+        queue._known.keep_finished = 5
 
         async def main():
             waiting = queue.enqueue_fetch("POST", "/later", delay_ms=3_600_000, label="waits")
             for n in range(12):
                 await queue.enqueue_fetch("POST", f"/n{n}", label=f"job {n}").done
             await asyncio.sleep(0.05)
-            statuses = [r["status"] for r in queue._known.values()]
-            labels = [r["label"] for r in queue._known.values()]
+            statuses = [r["status"] for r in queue._known.records.values()]
+            labels = [r["label"] for r in queue._known.records.values()]
             assert statuses.count("done") == 5 and "pending" in statuses, statuses
             assert labels[-5:] == [f"job {n}" for n in range(7, 12)] and "waits" in labels, labels
             assert len(await queue.query_all()) == 13  # the store still holds every record
-            assert len(queue._known) == 6
+            assert len(queue._known.records) == 6
             print("ok")
 
         asyncio.run(main())

@@ -201,7 +201,8 @@ def test_queue_draws_its_table_without_importing_ui():
     assert not imported & {"ui", ".ui", "pyjobq.ui"}
     # On CPython, in a fresh interpreter (importing the queue reads the names for good).
     script = ("import sys, pyjobq.queue as q\n"
-              "q._remember({'id': 'j1', 'type': 'notes', 'status': 'pending', 'code': 'gone'})\n"
+              "q._known.remember({'id': 'j1', 'type': 'notes', 'status': 'pending',"
+              " 'code': 'gone'})\n"
               "html = q._repr_html_()\n"
               "print('pyjobq.ui' in sys.modules, html.startswith('<table'), '[gone]' in html)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,

@@ -66,9 +66,9 @@ import math
 import sys
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
-from .core import jobs_table
-from .core.jobs_table import Cells
-from .core.status import TERMINAL
+from ..core import jobs_table
+from ..core.jobs_table import Cells
+from ..core.status import TERMINAL
 
 _CELL = ('style="padding:4px 10px;text-align:left;vertical-align:top;'
          'border-bottom:1px solid #d8dee4"')
