@@ -14,20 +14,16 @@ from pyjobq.core.messages import parse, updated_jobs
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
 from pyjobq.memory import MemoryStore
-from pyjobq.outbox import (
+from pyjobq.core.outbox_claims import (
     LEASE_RAN_OUT,
-    Outbox,
-    OutboxEntry,
-    OutboxHandler,
-    Prune,
     RunClaim,
     delivered,
     lease_ran_out,
-    outbox_backoff,
     renewed,
     rollback_begun,
     undecided,
 )
+from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
 from pyjobq.testing import T0, FakeClock, FreezableClock, record, run, settle
 
 DAY = 24 * 3600 * 1000.0

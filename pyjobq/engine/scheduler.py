@@ -6,7 +6,7 @@ One engine, four places. Every tab's scheduler worker runs one on the persistent
 (pyjobq/browser/worker_main.py); and in the page, the waiting tab's request scheduler
 answers its page's store requests on the same store while its worker waits for the lease
 (``NeverLease``, pyjobq/browser/page_main.py), the volatile engine runs this tab's volatile
-jobs (pyjobq/executor/side.py), and the outbox runs its entries (pyjobq/outbox.py) — the
+jobs (pyjobq/executor/side.py), and the outbox runs its entries (pyjobq/outbox/) — the
 last two in their own :class:`~pyjobq.core.mode.Mode`. The CPython simulation runs them
 all in one process.
 
