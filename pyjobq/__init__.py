@@ -39,8 +39,8 @@ from .core.errors import (
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
 from .handle import Completion, Job, JobUpdate
-from .scheduling import Periodic, periodic
 from .tasks import Task, task
+from .tasks.periodic import Periodic, periodic
 
 if TYPE_CHECKING:
     # What the lazy loading below hands out, for mypy and pyright; the same objects.

@@ -23,7 +23,6 @@ from typing import Any, AsyncIterator, Callable, Coroutine
 from . import config as _config
 from . import hosts as _hosts
 from . import notebook as _notebook
-from . import scheduling as _scheduling
 from . import services as _services
 from .abort import AbortSignal
 from .core.errors import InvalidJobError
@@ -37,7 +36,7 @@ from .notebook.known import Known as _Known
 
 _log = logging.getLogger("pyjobq")
 
-SERVICE_NAME = "job-queue"
+SERVICE_NAME = _services.JOB_QUEUE
 
 #: The names this queue runs under, read when this module was imported.
 settings = _config.read(__name__)
@@ -50,8 +49,7 @@ def _queue() -> ExecutorSide:
     if _side is None:
         _side = _hosts.start(_config.settings())
         _side.on_update(_known.remember)
-        _services.register(SERVICE_NAME, _side)
-        _scheduling.started(_side)  # the @periodic schedules defined so far take effect
+        _services.register(SERVICE_NAME, _side)  # the @periodic schedules defined so far start
     return _side
 
 

@@ -644,20 +644,20 @@ CHECKS: list[Callable[[Any], Awaitable[None]]] = [
 # (pyjobq.core.ports.ScheduleStore): the stores that keep the job queue's schedules.
 
 def _definition(name: str = "s", every_ms: float = 60_000.0, **options: Any) -> Any:
-    from pyjobq.core.schedule import ScheduleDefinition
+    from pyjobq.core.periodic import ScheduleDefinition
 
     return ScheduleDefinition(name=name, every_ms=every_ms, type=options.pop("type", name),
                               **options)
 
 
 def _define_at(now: float, definition: Any) -> Callable[[Any], Any]:
-    from pyjobq.core.schedule import define
+    from pyjobq.core.periodic import define
 
     return lambda current: define(current, definition, now)
 
 
 def _occur_at(now: float) -> Callable[[Any, Any], Any]:
-    from pyjobq.core.schedule import occurrence
+    from pyjobq.core.periodic import occurrence
 
     return lambda current, previous: occurrence(current, previous, now)
 
@@ -684,7 +684,7 @@ async def check_delete_schedule_returns_what_it_deleted(store: Any) -> None:
 
 
 async def check_advance_schedule_adds_the_job_with_the_advance(store: Any) -> None:
-    from pyjobq.core.schedule import occurrence_id
+    from pyjobq.core.periodic import occurrence_id
 
     await store.put_schedule("s", _define_at(T0, _definition()))
     assert await store.advance_schedule("s", _occur_at(T0 + 1)) is None  # no slot due yet
@@ -752,7 +752,7 @@ async def check_an_advance_that_raises_changes_nothing(store: Any) -> None:
     # A job id that exists already: the whole transaction fails, the schedule is not advanced.
     from dataclasses import replace
 
-    from pyjobq.core.schedule import Occurrence
+    from pyjobq.core.periodic import Occurrence
 
     def clash(current: Any, previous: Any) -> Any:
         return Occurrence(replace(current, last_slot=current.last_slot + 60_000.0),

@@ -11,9 +11,6 @@ import pytest
 import pyjobq
 from pyjobq.core.backoff import make_backoff
 from pyjobq.core.messages import parse, updated_jobs
-from pyjobq.core.status import Status
-from pyjobq.errors import InvalidJobError
-from pyjobq.memory import MemoryStore
 from pyjobq.core.outbox_claims import (
     LEASE_RAN_OUT,
     RunClaim,
@@ -23,6 +20,9 @@ from pyjobq.core.outbox_claims import (
     rollback_begun,
     undecided,
 )
+from pyjobq.core.status import Status
+from pyjobq.errors import InvalidJobError
+from pyjobq.memory import MemoryStore
 from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
 from pyjobq.testing import T0, FakeClock, FreezableClock, record, run, settle
 

@@ -1,6 +1,6 @@
 """Periodic work (``@pyjobq.periodic``): each due slot enqueued once per origin, on simulated tabs.
 
-The rules (pyjobq/core/schedule.py, docs/periodic.md): slots are multiples of ``every`` since the
+The rules (pyjobq/core/periodic.py, docs/periodic.md): slots are multiples of ``every`` since the
 epoch; only the lease holder enqueues, in one transaction with the schedule's advance; a missed
 slot runs once (the latest); a slot due while the previous occurrence is unfinished is skipped.
 The slot arithmetic itself is tests/core/test_schedule.py; the simulation's oracles over many
@@ -20,11 +20,11 @@ import pytest
 
 from pyjobq.abort import AbortSignal
 from pyjobq.core.errors import InvalidJobError
-from pyjobq.core.schedule import ScheduleDefinition, occurrence_id, slot_at
+from pyjobq.core.periodic import ScheduleDefinition, occurrence_id, slot_at
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.executor.current import current_job_id
-from pyjobq.scheduling import Periodic, periodic
 from pyjobq.service_worker import config_json
+from pyjobq.tasks.periodic import Periodic, periodic
 from pyjobq.testing import Tab, World, run, settle
 
 MINUTE = 60_000.0
@@ -296,15 +296,16 @@ def test_a_slot_due_while_the_previous_occurrence_runs_is_skipped() -> None:
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """No schedule defined, no queue started, and the settings' reconstructors as they were
     (a decorator registers its reconstructor there)."""
-    from pyjobq import config, scheduling
+    from pyjobq import config
+    from pyjobq.tasks import periodic as periodic_module
 
-    monkeypatch.setattr(scheduling, "_defined", {})
-    monkeypatch.setattr(scheduling, "_queue", None)
+    monkeypatch.setattr(periodic_module, "_defined", {})
+    monkeypatch.setattr(periodic_module, "_queue", None)
     monkeypatch.setattr(config, "_settings", config.settings())
 
 
 def test_the_decorator_checks_its_arguments_and_keeps_the_function_callable(fresh: None) -> None:
-    from pyjobq import scheduling
+    from pyjobq.tasks import periodic as periodic_module
 
     with pytest.raises(InvalidJobError, match="timedelta"):
         periodic(every=900)  # type: ignore[arg-type]
@@ -318,7 +319,7 @@ def test_the_decorator_checks_its_arguments_and_keeps_the_function_callable(fres
     assert tidy_every.definition.every_ms == 15 * MINUTE
     assert tidy_every.definition.type == tidy_every.name
     assert asyncio.run(tidy_every(AbortSignal())) == "tidied"  # still the function
-    assert scheduling._defined == {tidy_every.name: tidy_every}
+    assert periodic_module._defined == {tidy_every.name: tidy_every}
 
 
 async def tidy(signal: AbortSignal) -> str:
@@ -327,7 +328,8 @@ async def tidy(signal: AbortSignal) -> str:
 
 def test_a_function_that_cannot_be_called_with_the_signal_alone_is_refused_saying_how(
         fresh: None) -> None:
-    from pyjobq import config, scheduling
+    from pyjobq import config
+    from pyjobq.tasks import periodic as periodic_module
 
     async def keyword_signal(*, signal: AbortSignal) -> None: ...
 
@@ -359,7 +361,7 @@ def test_a_function_that_cannot_be_called_with_the_signal_alone_is_refused_sayin
     assert asyncio.run(every(optional_rest)(AbortSignal())) == 3
     refused = {"keyword_signal", "no_parameter", "needs_an_argument", "tidy", "<lambda>"}
     assert not [n for n in config.settings().reconstructors if n.rpartition(".")[2] in refused]
-    assert [n.rpartition(".")[2] for n in scheduling._defined] == ["optional_rest"]
+    assert [n.rpartition(".")[2] for n in periodic_module._defined] == ["optional_rest"]
 
 
 def test_the_reconstructor_is_registered_with_its_module_before_the_queue_starts(
@@ -391,7 +393,7 @@ def test_a_name_that_is_another_reconstructor_is_refused(fresh: None) -> None:
 
 
 def test_a_schedule_defined_before_the_queue_takes_effect_when_it_starts(fresh: None) -> None:
-    from pyjobq import scheduling
+    from pyjobq.tasks import periodic as periodic_module
 
     async def main() -> None:
         world = World()
@@ -403,7 +405,7 @@ def test_a_schedule_defined_before_the_queue_takes_effect_when_it_starts(fresh: 
 
         await settle()
         assert world.store.raw_schedules() == {}  # the queue has not started
-        scheduling.started(tab.side)
+        periodic_module.started(tab.side)
         await settle()
         assert world.store.raw_schedules()[NAME]["label"] == "Tidy up"
         slot = await to_next_slot(world)
@@ -446,12 +448,12 @@ def test_a_stored_schedule_that_is_not_one_is_skipped_and_logged(
 
 def test_in_a_notebook_a_cell_run_after_the_queue_started_takes_effect_at_once(
         fresh: None) -> None:
-    from pyjobq import scheduling
+    from pyjobq.tasks import periodic as periodic_module
 
     async def main() -> None:
         world = World()
         tab = world.open_tab(page_lease=True)
-        scheduling.started(tab.side)  # the kernel imported the queue in an earlier cell
+        periodic_module.started(tab.side)  # the kernel imported the queue in an earlier cell
         await settle()
 
         def cell(minutes: int) -> Periodic[Any]:
@@ -474,5 +476,5 @@ def test_in_a_notebook_a_cell_run_after_the_queue_started_takes_effect_at_once(
         record = await world.store.get(slot_id(slot))
         assert record.result == "every 2"
         assert await cell(2).cancel() is True
-        assert world.store.raw_schedules() == {} and scheduling._defined == {}
+        assert world.store.raw_schedules() == {} and periodic_module._defined == {}
     run(main)

@@ -85,8 +85,8 @@ from pyjobq.core import policy
 from pyjobq.core.backoff import Backoff
 from pyjobq.core.errors import StorageError
 from pyjobq.core.messages import RECHECK_MS
+from pyjobq.core.periodic import ScheduleDefinition, slot_at
 from pyjobq.core.policy import SW_GIVE_BACKS
-from pyjobq.core.schedule import ScheduleDefinition, slot_at
 from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.engine.online import WATCH_MS
@@ -94,7 +94,7 @@ from pyjobq.errors import Interrupted, Terminal
 from pyjobq.executor.current import current_job_id
 from pyjobq.executor.fetch import make_fetch
 from pyjobq.executor.sw_drain import GRACE_MS, LOOK_MS
-from pyjobq.scheduling import Periodic
+from pyjobq.tasks.periodic import Periodic
 from pyjobq.testing import (
     CHANNEL,
     LOCK,

@@ -282,7 +282,7 @@ def test_a_wrong_missing_or_unknown_task_argument_is_a_type_error(
     assert len([e for e in errors if e.startswith("error:")]) == len(expected), errors
 def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str]]) -> None:
     reveal, result, unscheduled, wrong_signal, wrong_every, *more = mypy_output["periodic"]
-    assert reveal == 'note: Revealed type is "pyjobq.scheduling.Periodic[int]"'
+    assert reveal == 'note: Revealed type is "pyjobq.tasks.periodic.Periodic[int]"'
     assert result == 'note: Revealed type is "int"'
     assert unscheduled == 'note: Revealed type is "bool"'
     assert ('Argument 1 to "__call__" of "Periodic" has incompatible type "int"; expected '

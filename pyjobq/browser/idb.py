@@ -23,7 +23,7 @@ Schema (spec: "The job record"): the application-named database, version 2 — t
 version 1 and two additions —, object store ``jobs`` keyed on ``id``, indexes ``by_status``,
 ``by_group``, ``by_group_status`` (compound) and ``by_next_retry`` (the spec's), and ``by_key``
 (keys that replace: ``enqueue_fetch(..., key=)``); and the object store ``schedules``, keyed on
-``name``: the periodic schedules (pyjobq/core/schedule.py). ``next_retry_at`` is set only on
+``name``: the periodic schedules (pyjobq/core/periodic.py). ``next_retry_at`` is set only on
 pending records, so ``by_next_retry`` lists exactly the waiting work. The upgrade step creates
 only what is missing (:func:`upgrade_step`), so a database of version 1 (or none) upgrades in
 place; a page of an older pyjobq then holding it at version 1 gets ``versionchange``, stops and
@@ -45,6 +45,7 @@ from pyodide.ffi import jsnull, to_js
 
 from ..core import store_rules as rules
 from ..core.errors import DatabaseUpgradedError, StorageError
+from ..core.periodic import Occurrence, Schedule
 from ..core.ports import Change, KeyChange, KeyUpdated, Updated
 from ..core.records import (
     MAX_DEPTH,
@@ -54,7 +55,6 @@ from ..core.records import (
     malformed,
     shallow_json,
 )
-from ..core.schedule import Occurrence, Schedule
 from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
 from ..engine.tasks import new_future

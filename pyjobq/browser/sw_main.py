@@ -57,7 +57,7 @@ async def drain(config_json: str, budget_ms: float) -> str:
 
 def _tasks(config: ServiceWorkerConfig) -> dict[str, Callable[[Any], Any]]:
     """The reconstructors of the page's persistent tasks and periodic functions whose modules
-    import here (declaring one registers it in the settings: pyjobq.tasks, pyjobq.scheduling);
+    import here (declaring one registers it in the settings: pyjobq.tasks, pyjobq.tasks.periodic);
     one that does not import waits for a page."""
     for module in sorted(set(config.tasks.values())):
         try:

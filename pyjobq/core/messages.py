@@ -101,7 +101,7 @@ SCHEMA: dict[str, MessageType] = {
     "resume_type": _type(PAGE, "Unpark a suspended type's jobs.", job_type=_STR,
                          request_id=_OPT_STR),
     "schedule": _type(PAGE, "Store a periodic schedule's definition (``ScheduleDefinition."
-                      "to_message``; pyjobq/core/schedule.py); answered with it as stored.",
+                      "to_message``; pyjobq/core/periodic.py); answered with it as stored.",
                       schedule=(dict,), request_id=_OPT_STR),
     "unschedule": _type(PAGE, "Delete a periodic schedule by ``name`` (its jobs stay).",
                         name=_STR, request_id=_OPT_STR),

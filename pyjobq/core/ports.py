@@ -23,8 +23,8 @@ from typing import (
 # A public path kept (docs/api.md: its home before it joined PyjobqError); pyjobq's own modules
 # import it from .errors.
 from .errors import LockStolen as LockStolen
+from .periodic import Occurrence, Schedule
 from .records import JobRecord
-from .schedule import Occurrence, Schedule
 from .status import Status
 from .view import Entry
 
@@ -229,7 +229,7 @@ class Store(Protocol):
 
 
 class ScheduleStore(Protocol):
-    """Stored periodic schedules (pyjobq/core/schedule.py), keyed on ``name``, beside the jobs.
+    """Stored periodic schedules (pyjobq/core/periodic.py), keyed on ``name``, beside the jobs.
 
     The same contract as :class:`Store`: every method is one atomic transaction, records come
     back as new objects, calls take effect in the order they were made. A stored value that is

@@ -13,9 +13,9 @@ import logging
 import math
 from typing import Any, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence, TypeVar
 
+from .periodic import SCHEDULE_VERSION, Schedule, ScheduleError
 from .ports import REPLACE, Change, KeyChange, Updated
 from .records import JobRecord
-from .schedule import SCHEDULE_VERSION, Schedule, ScheduleError
 from .status import CLAIMABLE, REPLACEABLE
 
 log = logging.getLogger("pyjobq")

@@ -8,7 +8,7 @@ request scheduler in the page). Inert where the engine was given no
 
 Theory of operation
 -------------------
-The schedules are stored (pyjobq/core/schedule.py has the record and its rules). A page that
+The schedules are stored (pyjobq/core/periodic.py has the record and its rules). A page that
 defines one sends ``schedule``; whichever engine answers stores it (one read-modify-write: a new
 schedule starts at the next slot, a changed one keeps what was accounted for) and says so on the
 channel (``schedule-update``), so the lease holder — in any tab — reads the schedules again and
@@ -18,7 +18,7 @@ The pass calls :meth:`Periodic.look` each time round its loop, as it calls the s
 reads the schedules (once a pass, and again after news of a change or an advance that found the
 store moved on), and for each one with a slot due takes it in one transaction with the
 schedule's advance (``ScheduleStore.advance_schedule``): the decision
-(:func:`~pyjobq.core.schedule.occurrence`) is made there on what that transaction read, so a
+(:func:`~pyjobq.core.periodic.occurrence`) is made there on what that transaction read, so a
 slot is enqueued once per origin however many tabs decide on it — a tab that took the lease
 from a frozen holder, and the frozen holder when it thaws, both decide and one of them finds
 the slot accounted for. The occurrence's job is published like any enqueue (the table and
@@ -40,9 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from ..core.errors import DatabaseUpgradedError, PyjobqError, StorageError
-from ..core.ports import Clock, ScheduleStore, Timer
-from ..core.records import JobRecord
-from ..core.schedule import (
+from ..core.periodic import (
     Occurrence,
     Schedule,
     ScheduleDefinition,
@@ -52,6 +50,8 @@ from ..core.schedule import (
     occurrence,
     synced,
 )
+from ..core.ports import Clock, ScheduleStore, Timer
+from ..core.records import JobRecord
 from .calls import Publish
 from .tasks import again_doubling
 

@@ -39,6 +39,7 @@ from ..config import check_reconstructor, timeout_or_none
 from ..core import mode as _mode
 from ..core.errors import InvalidJobError, WorkerUnavailable
 from ..core.messages import make, updated_jobs
+from ..core.periodic import ScheduleDefinition
 from ..core.ports import Channel, Clock, Link, LockManager
 from ..core.records import (
     A_GROUP,
@@ -56,7 +57,6 @@ from ..core.records import (
     stored_json,
 )
 from ..core.router import Router
-from ..core.schedule import ScheduleDefinition
 from ..handle import Job, JobUpdate, known_status
 from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
 from .client import EngineClient
@@ -436,7 +436,7 @@ class ExecutorSide:
     # ------------------------------------------------------------ periodic schedules
 
     def schedule(self, definition: ScheduleDefinition) -> Coroutine[Any, Any, dict[str, Any]]:
-        """Store a periodic schedule's definition (pyjobq/scheduling.py); returns it as stored."""
+        """Store a periodic schedule's definition (``@pyjobq.periodic``); returns it as stored."""
         return _reply(self.persistent.request(
             make("schedule", schedule=definition.to_message())), dict)
 

@@ -24,9 +24,9 @@ from typing import (
 )
 
 from ..core import store_rules as rules
+from ..core.periodic import Occurrence, Schedule
 from ..core.ports import Change, Clock, KeyChange, KeyUpdated, Updated
 from ..core.records import MAX_DEPTH, ForeignRecord, JobRecord, RecordError, depth, malformed
-from ..core.schedule import Occurrence, Schedule
 from ..core.status import REPLACEABLE, TERMINAL, UNFINISHED, Status
 from ..core.view import Entry
 from .delivery import structured_copy

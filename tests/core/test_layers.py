@@ -32,13 +32,13 @@ LEAVES = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort"}
 RANKS: dict[str, int] = {
     "pyjobq.core": 0,
     **dict.fromkeys(["pyjobq.codes", "pyjobq.errors", "pyjobq.abort", "pyjobq.config",
-                     "pyjobq.decorated", "pyjobq.service_worker", "pyjobq.services"], 1),
+                     "pyjobq.service_worker", "pyjobq.services"], 1),
     **dict.fromkeys(["pyjobq.engine", "pyjobq.memory", "pyjobq.handle"], 2),
     "pyjobq.executor": 3,
     "pyjobq.browser": 4,
     **dict.fromkeys(["pyjobq.hosts", "pyjobq.testing"], 5),
     **dict.fromkeys(["pyjobq", "pyjobq.queue", "pyjobq.notebook", "pyjobq.outbox", "pyjobq.ui",
-                     "pyjobq.tasks", "pyjobq.scheduling"], 6),
+                     "pyjobq.tasks"], 6),
 }
 
 

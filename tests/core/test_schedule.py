@@ -1,11 +1,11 @@
-"""pyjobq/core/schedule.py: slots, definitions and the occurrence decision, step by step."""
+"""pyjobq/core/periodic.py: slots, definitions and the occurrence decision, step by step."""
 
 from __future__ import annotations
 
 import pytest
 
 from pyjobq.core.errors import InvalidJobError
-from pyjobq.core.schedule import (
+from pyjobq.core.periodic import (
     Schedule,
     ScheduleDefinition,
     ScheduleError,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pyjobq.core import store_rules as rules
+from pyjobq.core.periodic import SCHEDULE_VERSION, Schedule, ScheduleDefinition
 from pyjobq.core.ports import REPLACE, Change, KeyChange, Updated
-from pyjobq.core.schedule import SCHEDULE_VERSION, Schedule, ScheduleDefinition
 from pyjobq.core.status import Status
 from pyjobq.testing import record
 

@@ -56,14 +56,14 @@ from typing import (
     overload,
 )
 
-from . import config as _config
-from .abort import AbortSignal
-from .core.errors import ConfigurationError, InvalidJobError
-from .core.records import BUILT_IN_KINDS, DEFAULT_MAX_ATTEMPTS, stored_json
-from .decorated import check_signal_first
+from .. import config as _config
+from ..abort import AbortSignal
+from ..core.decorated import check_signal_first
+from ..core.errors import ConfigurationError, InvalidJobError
+from ..core.records import BUILT_IN_KINDS, DEFAULT_MAX_ATTEMPTS, stored_json
 
 if TYPE_CHECKING:
-    from .handle import Job
+    from ..handle import Job
 
 __all__ = ["Task", "TaskQueue", "task"]
 
@@ -273,7 +273,7 @@ class Task(Generic[P, R]):
 
 
 def _default_queue() -> TaskQueue:
-    from . import queue  # the queue starts on its first use, as with any enqueue call
+    from .. import queue  # the queue starts on its first use, as with any enqueue call
 
     return queue
 

@@ -1,7 +1,7 @@
 """``@pyjobq.periodic``: an ``async def`` run once per slot of ``every``, once per origin.
 
 The function has the shape of a ``@pyjobq.task`` with no arguments: ``async def tidy(signal)``,
-the job's :class:`~pyjobq.AbortSignal` first (pyjobq/tasks.py's "Typing" says why), so one
+the job's :class:`~pyjobq.AbortSignal` first (pyjobq/tasks/__init__.py's "Typing" says why), so one
 convention serves both decorators and ``await tidy(AbortSignal())`` is typed.
 
 Importable before the queue, like :func:`pyjobq.configure`: importing this module or applying
@@ -9,9 +9,9 @@ the decorator neither imports :mod:`pyjobq.queue` nor reads the configured names
 registers the function as the reconstructor of its jobs as ``@pyjobq.task`` does
 (:func:`pyjobq.config.add_reconstructor`, with the function's module, which the Service Worker
 imports to run them). Its definition is stored (the ``schedule`` request) when the queue starts
-(:mod:`pyjobq.queue` calls :func:`started`), or at once if it has, whence the lease holder — in
-whichever tab — enqueues each due slot once (pyjobq/engine/periodic.py; the rules:
-pyjobq/core/schedule.py, docs/periodic.md).
+(it registers as the ``job-queue`` service, which calls :func:`started`), or at once if it has,
+whence the lease holder — in whichever tab — enqueues each due slot once
+(pyjobq/engine/periodic.py; the rules: pyjobq/core/periodic.py, docs/periodic.md).
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import logging
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Protocol, TypeVar
 
-from . import config as _config
-from .abort import AbortSignal
-from .core.errors import InvalidJobError, PyjobqError
-from .core.records import DEFAULT_MAX_ATTEMPTS
-from .core.schedule import MIN_EVERY_MS, ScheduleDefinition
-from .decorated import check_signal_first
+from .. import config as _config
+from .. import services as _services
+from ..abort import AbortSignal
+from ..core.decorated import check_signal_first
+from ..core.errors import InvalidJobError, PyjobqError
+from ..core.periodic import MIN_EVERY_MS, ScheduleDefinition
+from ..core.records import DEFAULT_MAX_ATTEMPTS
 
 __all__ = ["Periodic", "periodic", "started"]
 
@@ -59,7 +60,7 @@ class Periodic(Generic[_R]):
     Attributes:
         name: the schedule's name (``module:qualname``, or the ``name=`` given); also the
             reconstructor its jobs are rebuilt with.
-        definition: what is stored (:class:`~pyjobq.core.schedule.ScheduleDefinition`).
+        definition: what is stored (:class:`~pyjobq.core.periodic.ScheduleDefinition`).
     """
 
     def __init__(self, fn: Callable[[AbortSignal], Awaitable[_R]],
@@ -220,10 +221,13 @@ def periodic(
 
 
 def started(queue: _Queue) -> None:
-    """The queue started (called by :mod:`pyjobq.queue`): every schedule defined so far takes
-    effect on it, and later ones at once."""
+    """The queue started (it registered as the ``job-queue`` service): every schedule defined
+    so far takes effect on it, and later ones at once."""
     global _queue
     _queue = queue
     for schedule in list(_defined.values()):
         schedule.attach(queue)
+
+
+_services.when_registered(_services.JOB_QUEUE, started)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .core.errors import PyjobqError
+from .errors import PyjobqError
 
 __all__ = ["check_signal_first"]
 
