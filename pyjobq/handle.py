@@ -23,7 +23,7 @@ no waiter is left behind.
 awaitable in a task — three event-loop steps a job (the task's first step, its wake-up,
 its end) — and a burst of 10,000 ``stored`` paid 30,000 browser tasks on a page. The
 done-callbacks of everything settled in one step are called together in one later
-step (:func:`~pyjobq.engine.tasks.soon`), in the order they became due: a burst's
+step (:func:`~pyjobq.loop.soon`), in the order they became due: a burst's
 ``gather`` costs one step, not one a job.
 
 The handle's own calls — :meth:`Job.result`, :meth:`Job.status`, :meth:`Job.cancel`,
@@ -44,7 +44,7 @@ from .core.codes import Code
 from .core.errors import InvalidJobError, PyjobqError
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
-from .engine.tasks import new_future, soon
+from .loop import new_future, soon
 
 T = TypeVar("T")
 
@@ -296,7 +296,7 @@ class Completion(Generic[T]):
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], object], arg: Any,
                context: contextvars.Context) -> None:
     """``fn(arg)`` in ``context``, with every other done-callback due on ``loop``, in one step
-    (:func:`~pyjobq.engine.tasks.soon`: on a page, at the end of the event that made it due)."""
+    (:func:`~pyjobq.loop.soon`: on a page, at the end of the event that made it due)."""
     soon(functools.partial(fn, arg), loop, context=context)
 
 

@@ -477,7 +477,7 @@ def test_a_run_lock_the_lock_manager_refuses_loses_no_job_and_stalls_no_lane(
     was refused waits, unclaimed, for the pass's bounded re-look — asking no faster than that
     meanwhile — and runs once asking works again. (A refusal in a settle used to end the settle
     task: the run stayed ``running`` with its run lock held, and its lane waited for good.)"""
-    from pyjobq.engine.tasks import new_future
+    from pyjobq.loop import new_future
     from pyjobq.memory import MemoryLocks
 
     refusing = True
@@ -889,7 +889,7 @@ def test_a_schedule_whose_advance_keeps_failing_is_skipped_and_the_pass_goes_on(
         world, ticks, server = World(), Ticks(), Server()
         tab = open_with(world, ticks, transport=server, page_lease=True)
         await settle()
-        store = tab.scheduler.periodic._e.schedules
+        store = tab.scheduler.periodic._engine.schedules
 
         async def refuse(name: str, decide: Any) -> Any:
             raise StorageError(f"IndexedDB advance_schedule failed for {name}")

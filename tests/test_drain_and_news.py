@@ -1,4 +1,4 @@
-"""The worker's batched event loop (pyjobq/browser/drain.py) and the publisher's news order
+"""The worker's batched event loop (pyjobq/browser/batching.py) and the publisher's news order
 (pyjobq/engine/publisher.py), on CPython: both are pure Python over the loop and the ports."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from pyjobq.browser import drain
+from pyjobq.browser import batching as drain
 from pyjobq.core.messages import updated_jobs
 from pyjobq.engine.publisher import NEWS_BATCH, Publisher
 from pyjobq.testing import record, run

@@ -42,7 +42,7 @@ behind an unfinished occurrence — by the time the world goes quiet after its m
 frozen tabs stay frozen, once the others took the lease).
 
 Most seeds' origin also has **pyjobq's Service Worker**, a tab without a page
-(:class:`~pyjobq.testing.ServiceWorker`: the browser's own drain, pyjobq/executor/sw_drain.py, on
+(:class:`~pyjobq.testing.ServiceWorker`: the browser's own drain, pyjobq/service_worker/drain.py, on
 the world's store, locks and channel). The browser wakes it with a ``sync`` at random moments —
 sometimes after the user closed every tab, so it drains with no page, sometimes while pages are
 open (it finds the lease held, or lets it go to a page that asks) — kills it mid-drain, at one of
@@ -93,7 +93,7 @@ from pyjobq.engine.online import WATCH_MS
 from pyjobq.errors import Interrupted, Terminal
 from pyjobq.executor.current import current_job_id
 from pyjobq.executor.fetch import make_fetch
-from pyjobq.executor.sw_drain import GRACE_MS, LOOK_MS
+from pyjobq.service_worker.drain import GRACE_MS, LOOK_MS
 from pyjobq.tasks.periodic import Periodic
 from pyjobq.testing import (
     CHANNEL,

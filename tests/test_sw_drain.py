@@ -1,4 +1,4 @@
-"""The Service Worker's drain (pyjobq/executor/sw_drain.py) on the memory adapters: the same
+"""The Service Worker's drain (pyjobq/service_worker/drain.py) on the memory adapters: the same
 drain the browser runs (tests/e2e/service_worker.spec.js), a tab without a page."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pyjobq.core.records import service_worker_source
 from pyjobq.core.status import Status
 from pyjobq.engine.lease import lease_channel_name
 from pyjobq.engine.scheduler import Scheduler
-from pyjobq.executor import sw_drain
-from pyjobq.executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore, link_pair
+from pyjobq.service_worker import drain as sw_drain
+from pyjobq.service_worker.drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from pyjobq.testing import Response, record
 
 LOCK = "q-lock"

@@ -1,4 +1,4 @@
-"""``engine.tasks``: ``start_now`` (a task whose first step runs in the caller's event) and
+"""``pyjobq.loop``: ``start_now`` (a task whose first step runs in the caller's event) and
 ``again_doubling`` (a try repeated while its failures pass)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pyjobq.engine.tasks import start_now
+from pyjobq.loop import start_now
 
 
 async def _steps(log: list[str]) -> str:
@@ -60,7 +60,7 @@ def test_a_factory_that_takes_no_eager_start_gets_an_ordinary_task() -> None:
 
 
 def test_soon_runs_what_it_was_given_together_in_order_in_one_step() -> None:
-    from pyjobq.engine import tasks
+    from pyjobq import loop as tasks
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -89,7 +89,7 @@ def test_soon_runs_what_it_was_given_together_in_order_in_one_step() -> None:
 def test_soon_wakes_through_the_waker_a_page_sets_once_per_run() -> None:
     """On a page the waker is a microtask (pyjobq/browser/page_main.py): it is asked once for
     everything given before it runs, and runs it all."""
-    from pyjobq.engine import tasks
+    from pyjobq import loop as tasks
 
     woken: list[int] = []
 
@@ -114,7 +114,7 @@ def test_soon_wakes_through_the_waker_a_page_sets_once_per_run() -> None:
 def test_a_spawned_task_that_ends_in_its_first_step_is_reaped_there() -> None:
     import logging
 
-    from pyjobq.engine.tasks import TaskSet
+    from pyjobq.loop import TaskSet
 
     async def main() -> None:
         spawned = TaskSet(logging.getLogger("pyjobq"), "failed")
@@ -137,7 +137,7 @@ def test_soon_runs_each_call_in_the_context_it_was_given_in() -> None:
     a tab's in-tab messages ran as another tab's code, and died with it."""
     import contextvars
 
-    from pyjobq.engine import tasks
+    from pyjobq import loop as tasks
 
     who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
     seen: list[str] = []
@@ -152,7 +152,7 @@ def test_soon_runs_each_call_in_the_context_it_was_given_in() -> None:
 
 
 def test_again_doubling_waits_out_passing_failures_doubling_to_the_cap_and_raises_others() -> None:
-    from pyjobq.engine.tasks import again_doubling
+    from pyjobq.loop import again_doubling
     from pyjobq.testing import FakeClock
 
     async def main() -> None:

@@ -16,7 +16,7 @@ The two transactions of every job — the enqueue's ``add`` and the settle-and-c
 calls Python back (:meth:`_OneCalls._called_back`, one long-lived proxy) in the last
 read's success event, and issues the writes Python decided, converted in one ``to_js``; it
 calls back once more in the event that ends the transaction, where the awaiting code goes on
-(:func:`pyjobq.browser.drain.run_ready`). The decisions stay here; a transaction costs one
+(:func:`pyjobq.browser.batching.run_ready`). The decisions stay here; a transaction costs one
 call rather than a proxy per request, and no browser task of its own after it ends.
 
 Schema (spec: "The job record"): the application-named database, version 2 — the spec's
@@ -57,9 +57,9 @@ from ..core.records import (
 )
 from ..core.status import CLAIMABLE, KNOWN, REPLACEABLE, UNFINISHED, Status
 from ..core.view import Entry
-from ..engine.tasks import new_future
-from . import drain, proxies
-from .evaluated import Helper
+from ..loop import new_future
+from . import batching, proxies
+from .js_helpers import Helper
 
 log = logging.getLogger("pyjobq")
 
@@ -575,7 +575,7 @@ class _OneCalls:
     def _called_back(self, token: int, values: Any, end: Any) -> Any:
         """``idb_batch.js`` calls this in a transaction's events: with the values read (the
         answer is what to write), and at its end (the awaiting code goes on at once, in that
-        same event: :func:`pyjobq.browser.drain.run_ready`)."""
+        same event: :func:`pyjobq.browser.batching.run_ready`)."""
         pending = self._pending.get(token)
         if pending is None:
             return None
@@ -594,7 +594,7 @@ class _OneCalls:
                     pending.written = written.to_py()
             except Exception as exc:
                 log.debug("pyjobq: the texts of what %s put were unreadable: %s", pending.what, exc)
-        with drain.event():  # the awaiting code goes on in this event
+        with batching.event():  # the awaiting code goes on in this event
             pending.ended.set_result(error)
         return None
 

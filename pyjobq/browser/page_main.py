@@ -56,12 +56,12 @@ from urllib.parse import urlencode
 import js  # type: ignore[import-not-found]
 from pyodide.ffi import JsException, to_js
 
+from .. import loop as tasks
 from ..config import Settings
 from ..core.boot import BootFailure
 from ..core.codes import Code
 from ..core.errors import WorkerUnavailable
 from ..core.ports import Clock, Link, Message, Unsubscribe
-from ..engine import tasks
 from ..engine.lease import lease_channel_name, watch_in_line
 from ..executor.boot import Boot
 from ..executor.page import Page, PagePorts, assemble_page, follow_boot
@@ -503,13 +503,13 @@ class Preloaded:
         self._boot.replace(reason)
 
 
-#: The one proxy of :func:`~pyjobq.engine.tasks.run_soon`, made as this page's first queue
+#: The one proxy of :func:`~pyjobq.loop.run_soon`, made as this page's first queue
 #: starts and kept for the page's life.
 _run_soon_proxy: Any = None
 
 
 def wake_at_end_of_event() -> None:
-    """pyjobq's own follow-ups on this page (:func:`~pyjobq.engine.tasks.soon`: the volatile
+    """pyjobq's own follow-ups on this page (:func:`~pyjobq.loop.soon`: the volatile
     engine's in-tab messages, the done-callbacks of jobs that just ended) run at the end of the
     event that made them, as a microtask, not in a browser task each behind whatever the page
     queued. The application's own event loop is left as it is."""
@@ -519,7 +519,14 @@ def wake_at_end_of_event() -> None:
         tasks.use_waker(lambda: js.queueMicrotask(proxy))
 
 
-def start_browser(settings: Settings, source: str) -> ExecutorSide:
+#: What starts the page's part of the Service Worker drain once the worker started
+#: (:func:`pyjobq.service_worker.page.start`, given by :mod:`pyjobq.hosts`): the settings, the
+#: side, the script's absolute URL and the pyjobq bundle's maker; returns what the side keeps.
+StartServiceWorker = Callable[[Settings, ExecutorSide, str, Callable[[], bytes]], Any]
+
+
+def start_browser(settings: Settings, source: str,
+                  start_service_worker: StartServiceWorker | None = None) -> ExecutorSide:
     wake_at_end_of_event()
     try:
         index, lock_json, lock_base = distribution(settings)
@@ -571,9 +578,7 @@ def start_browser(settings: Settings, source: str) -> ExecutorSide:
         boot.online()  # and a worker that could not boot offline is started again now
 
     side.resources.unlisten_online = proxies.listen(js.globalThis, "online", online)
-    if settings.service_worker is not None:
-        from . import sw_page
-
-        side.resources.service_worker = sw_page.start(
+    if settings.service_worker is not None and start_service_worker is not None:
+        side.resources.service_worker = start_service_worker(
             settings, side, absolute(settings.service_worker), pyjobq_bundle)
     return side

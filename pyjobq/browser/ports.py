@@ -21,9 +21,9 @@ from pyodide.ffi import JsException, to_js
 from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
 from ..core.ports import Message, Release, Unsubscribe
-from ..engine.tasks import TaskSet, new_future, take_by_request
-from . import drain, proxies
-from .evaluated import Helper
+from ..loop import TaskSet, new_future, take_by_request
+from . import batching, proxies
+from .js_helpers import Helper
 
 log = logging.getLogger("pyjobq")
 
@@ -76,7 +76,7 @@ class _Listeners:
         data = event.data
         if self.ignored and isinstance(data, str) and data.startswith(self.ignored):
             return
-        with drain.event():  # in the scheduler worker: handled in the event that delivered it
+        with batching.event():  # in the scheduler worker: handled in the event that delivered it
             self.deliver(data)
 
     def close(self) -> None:
@@ -300,7 +300,7 @@ class WebLocks:
             elif what == "granted":  # its asker gave up (a cancelled request): let it go at once
                 self._helper.release(token)
             return
-        with drain.event():  # in the scheduler worker: what it makes ready runs in this event
+        with batching.event():  # in the scheduler worker: what it makes ready runs in this event
             try:
                 if what in ("granted", "unavailable"):
                     self._hold(token, ask,
@@ -324,7 +324,7 @@ class WebLocks:
             elif what == "failed" and not answer.cancelled() and answer.result() is not None:
                 log.warning("pyjobq: lock taken away while held: %s: %s", error_name, error_message)
             return
-        with drain.event():  # in the scheduler worker: the asker goes on in this event
+        with batching.event():  # in the scheduler worker: the asker goes on in this event
             if what == "granted":
                 answer.set_result(functools.partial(self._helper.release, token))
             elif what == "unavailable":
@@ -359,7 +359,8 @@ class WebLocks:
         outcome: asyncio.Future[Any] = loop.create_future()
 
         def granted(lock: Any) -> Any:
-            with drain.event():  # in the scheduler worker: the holder starts in the grant's event
+            # In the scheduler worker: the holder starts in the grant's event.
+            with batching.event():
                 return grant(lock)
 
         def grant(lock: Any) -> Any:

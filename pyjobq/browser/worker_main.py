@@ -14,7 +14,7 @@ from ..core.router import Router
 from ..engine.lease import HostLease, LinkLease, lease_channel_name
 from ..engine.scheduler import Scheduler
 from ..memory import LoopClock
-from . import drain, proxies
+from . import batching, proxies
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, web_grab
 
@@ -51,8 +51,8 @@ def start(params_json: str, early: Any) -> None:
         log.addHandler(ConsoleHandler(logging.WARNING))
     params = json.loads(params_json)
     # This Pyodide is pyjobq's own: ready callbacks run together, one browser task per batch
-    # (pyjobq/browser/drain.py has why).
-    drain.install(asyncio.get_event_loop())
+    # (pyjobq/browser/batching.py has why).
+    batching.install(asyncio.get_event_loop())
     link = PortLink(js.self)
     # Beside the scheduler on the same link: it logs what is not one of ours.
     link.subscribe(Router("pyjobq worker", {"debug_counts": lambda msg: _debug_counts(link, msg)},

@@ -31,9 +31,9 @@ from ..core.messages import RECHECK_MS, make
 from ..core.ports import Change, Clock, Release, Timer
 from ..core.records import JobRecord
 from ..core.status import ONLY_RUNNING, Status
-from .calls import Send, Spawn, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
+from .parts import Send, Spawn, Write
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Handoff:
     """The engine's runs on their way to the page: hand-off, handshake, abandon, gone checks."""
 
     def __init__(self, engine: HandoffEngine) -> None:
-        self._e = engine
+        self._engine = engine
         self._verify_timer: Timer | None = None
         #: Jobs other tabs said they deleted or cancelled while no run of them was in flight here,
         #: with when: a claim stored before that news and handed off after it (a tab frozen in
@@ -70,9 +70,10 @@ class Handoff:
 
     def hand_off(self, record: JobRecord, release_run_lock: Release | None = None) -> None:
         """Post ``run`` for a claim that committed; its handshake deadline starts now."""
-        flight = self._e.flights.add(record.id, record.type, release_run_lock=release_run_lock,
-                                   deadline_ms=self._e.handshake_ms, on_deadline=self._on_deadline)
-        self._e.send(make(
+        flight = self._engine.flights.add(
+            record.id, record.type, release_run_lock=release_run_lock,
+            deadline_ms=self._engine.handshake_ms, on_deadline=self._on_deadline)
+        self._engine.send(make(
             "run",
             job_id=record.id,
             claim=flight.claim,
@@ -84,7 +85,7 @@ class Handoff:
         ))
         self._arm_verify()
         if self._told_gone.pop(record.id, None) is not None:
-            self._e.spawn(self._verify_gone(record.id, flight.claim))
+            self._engine.spawn(self._verify_gone(record.id, flight.claim))
 
     def stop(self) -> None:
         """The engine stops: no more rechecks."""
@@ -95,9 +96,9 @@ class Handoff:
     # ------------------------------------------------------------ the handshake
 
     def run_started(self, msg: dict[str, Any]) -> None:
-        flight = self._e.flights.for_answer(msg)
+        flight = self._engine.flights.for_answer(msg)
         if flight is not None:
-            self._e.flights.started(flight)
+            self._engine.flights.started(flight)
 
     def _on_deadline(self, flight: Flight) -> None:
         """The handshake deadline passed with no ``run_started``: ask the page, rather than fail.
@@ -109,38 +110,38 @@ class Handoff:
         ``run``: a late page answers late — ``run_started`` first — and never wrongly. Only a
         page that handled ``run`` and has no run of this claim in hand fails the job.
         """
-        if self._e.flights.get(flight.job_id) is flight and not flight.started:
-            self._e.send(make("run_check", job_id=flight.job_id, claim=flight.claim))
+        if self._engine.flights.get(flight.job_id) is flight and not flight.started:
+            self._engine.send(make("run_check", job_id=flight.job_id, claim=flight.claim))
 
     def run_checked(self, msg: dict[str, Any]) -> None:
-        flight = self._e.flights.for_answer(msg)
+        flight = self._engine.flights.for_answer(msg)
         if flight is not None and not flight.started and msg["started"] is False:
-            self._e.spawn(self._handshake_expired(flight))
+            self._engine.spawn(self._handshake_expired(flight))
 
     async def _handshake_expired(self, flight: Flight) -> None:
-        if self._e.flights.get(flight.job_id) is not flight or flight.started:
+        if self._engine.flights.get(flight.job_id) is not flight or flight.started:
             return
-        self._e.flights.take(flight)
-        self._e.send(make("abandon_run", job_id=flight.job_id, claim=flight.claim))
-        now = self._e.clock.now()
+        self._engine.flights.take(flight)
+        self._engine.send(make("abandon_run", job_id=flight.job_id, claim=flight.claim))
+        now = self._engine.clock.now()
 
         def change(cur: JobRecord) -> JobRecord | None:
-            if cur.owner != self._e.source:
+            if cur.owner != self._engine.source:
                 return None
             return policy.fail(
                 cur, now,
                 "run_started never came: the page handled 'run' but has no run of this claim in "
-                f"hand (asked after {int(self._e.handshake_ms)} ms). Its executor side did not "
-                f"take the run: the handler for reconstructor {cur._reconstructor!r} is missing "
-                "there.",
+                f"hand (asked after {int(self._engine.handshake_ms)} ms). Its executor side did "
+                f"not take the run: the handler for reconstructor {cur._reconstructor!r} is "
+                "missing there.",
                 code=Code.HANDSHAKE_TIMEOUT,
             )
 
         try:
-            await self._e.write([Change(flight.job_id, change, ONLY_RUNNING)])
+            await self._engine.write([Change(flight.job_id, change, ONLY_RUNNING)])
         finally:
-            self._e.flights.finish(flight)
-            self._e.control.kick()
+            self._engine.flights.finish(flight)
+            self._engine.control.kick()
 
     # ------------------------------------------------------------ runs whose job went
 
@@ -148,35 +149,37 @@ class Handoff:
         """Another tab says it deleted or cancelled ``job_id``. A run of it in flight here is
         dropped if the store agrees (True: there was one); otherwise the word is kept for a
         claim of it handed off soon (False)."""
-        flight = self._e.flights.get(job_id)
+        flight = self._engine.flights.get(job_id)
         if flight is None:
-            now = self._e.clock.now()
+            now = self._engine.clock.now()
             self._told_gone = {i: t for i, t in self._told_gone.items() if now - t < RECHECK_MS}
             self._told_gone[job_id] = now
             return False
-        self._e.spawn(self._verify_gone(flight.job_id, flight.claim))
+        self._engine.spawn(self._verify_gone(flight.job_id, flight.claim))
         return True
 
     def _arm_verify(self) -> None:
-        if self._verify_timer is None and self._e.flights and not self._e.control.stopped \
-                and self._e.recheck:
-            self._verify_timer = self._e.clock.call_later(RECHECK_MS, self._verify_in_flight)
+        engine = self._engine
+        if self._verify_timer is None and engine.flights and not engine.control.stopped \
+                and engine.recheck:
+            self._verify_timer = self._engine.clock.call_later(RECHECK_MS, self._verify_in_flight)
 
     def _verify_in_flight(self) -> None:
         """Read the records of the runs in flight: one deleted or cancelled by a tab that died (or
         froze) before broadcasting it is dropped here rather than run to its end."""
         self._verify_timer = None
-        for flight in self._e.flights:
+        for flight in self._engine.flights:
             if flight.started:
-                self._e.spawn(self._verify_gone(flight.job_id, flight.claim))
+                self._engine.spawn(self._verify_gone(flight.job_id, flight.claim))
         self._arm_verify()
 
     async def _verify_gone(self, job_id: str, claim: str) -> None:
-        record = await self._e.get(job_id)
-        flight = self._e.flights.get(job_id)
+        record = await self._engine.get(job_id)
+        flight = self._engine.flights.get(job_id)
         if flight is None or flight.claim != claim:
             return
-        if record is None or record.status is not Status.RUNNING or record.owner != self._e.source:
+        if record is None or record.status is not Status.RUNNING \
+                or record.owner != self._engine.source:
             self.abandon(job_id)
 
     def abandon(self, job_id: str) -> None:
@@ -188,8 +191,8 @@ class Handoff:
         engine keeps no clock of its own (one started here would run out early on a busy or
         frozen page).
         """
-        flight = self._e.flights.abandon(job_id)
+        flight = self._engine.flights.abandon(job_id)
         if flight is None:
             return
-        self._e.send(make("abandon_run", job_id=job_id, claim=flight.claim))
-        self._e.control.kick()
+        self._engine.send(make("abandon_run", job_id=job_id, claim=flight.claim))
+        self._engine.control.kick()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ..core.ports import Clock, Timer
-from .tasks import new_future
+from ..loop import new_future
 
 
 @dataclass(eq=False)

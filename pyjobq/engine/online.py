@@ -49,8 +49,8 @@ from ..core.policy import OFFLINE
 from ..core.ports import Clock, Store, Timer, Updated
 from ..core.records import JobRecord
 from ..core.status import ONLY_PENDING, Status
+from ..loop import again_doubling
 from .inflight import FlightTable
-from .tasks import again_doubling
 
 log = logging.getLogger("pyjobq")
 

@@ -57,9 +57,9 @@ from ..core.status import (
     Status,
 )
 from ..core.view import Entry, QueueView
-from .calls import EngineBasics, Publish, Write
 from .control import PassControl
 from .inflight import Flight, FlightTable
+from .parts import EngineBasics, Publish, Write
 from .periodic import Periodic
 from .runlocks import RunLocks, WakeTimer, no_release
 from .sweeper import Sweeper
@@ -94,7 +94,7 @@ class PassEngine(EngineBasics):
 
 class LeftForPages:
     """The types whose jobs this context cannot run (the Service Worker meeting a kind only
-    pages have, pyjobq/executor/sw_drain.py): their lanes are busy here for good — never picked
+    pages have, pyjobq/service_worker/drain.py): their lanes are busy here for good — never picked
     nor chained, so each keeps its order (its next job waits behind it) for a page — while the
     other lanes go on. Only where each type is a lane."""
 
@@ -120,7 +120,7 @@ class Pass:
     """The lease holder's looks, claims and parks, over the view of the queue."""
 
     def __init__(self, engine: PassEngine) -> None:
-        self._e = engine
+        self._engine = engine
         #: The view of the queue (pyjobq/core/view.py); None outside a pass.
         self._view: QueueView | None = None
         self._read_at = 0.0
@@ -157,14 +157,14 @@ class Pass:
         kicks, reads the record from the store."""
         if self._view is not None:
             self._view.mark_stale(job_id)
-            self._e.control.kick()
+            self._engine.control.kick()
 
     # ------------------------------------------------------------ the pass
 
     async def run(self) -> None:
         # The view of the queue is this pass's: read whole on taking the lease, kept current by
         # our own writes and re-reads of what news names (pyjobq/core/view.py has why).
-        control = self._e.control
+        control = self._engine.control
         self.runs += 1
         self._picked_at = None
         await self._read_view()
@@ -172,11 +172,11 @@ class Pass:
             while not control.stopped and not control.revoked:
                 self.looks += 1
                 control.begin_look()
-                self._looked_at = self._e.clock.now()
+                self._looked_at = self._engine.clock.now()
                 await self._catch_up()
-                await self._e.sweeper.look()
-                await self._e.periodic.look()
-                if self._e.mode.recovers:
+                await self._engine.sweeper.look()
+                await self._engine.periodic.look()
+                if self._engine.mode.recovers:
                     # On leases nothing is orphaned by a lock: a lease that ran out is due instead.
                     await self._recover()
                 await self._unpark_free()
@@ -186,7 +186,7 @@ class Pass:
                 progressed = await self._start_ready()
                 # An abandoned run still ending holds its type here: the pass (and so the lease)
                 # waits for it, or the next holder would start that type beside it.
-                if not self._e.flights and not self._e.flights.ending and not progressed:
+                if not self._engine.flights and not self._engine.flights.ending and not progressed:
                     # The view says nothing is left; the store has the last word before we let go.
                     if await self._read_view():
                         continue
@@ -196,26 +196,26 @@ class Pass:
                     await control.wait()
         finally:
             self._view = None
-            self._e.periodic.forget()
-            self._e.run_locks.drop_prefetched()
+            self._engine.periodic.forget()
+            self._engine.run_locks.drop_prefetched()
 
     async def _read_view(self) -> bool:
         """Read the view whole from the store; True when that changed what it held."""
         before = self._view.snapshot() if self._view is not None else None
         view = QueueView()
-        view.replace(await self._e.store.entries())
-        self._view, self._read_at = view, self._e.clock.now()
+        view.replace(await self._engine.store.entries())
+        self._view, self._read_at = view, self._engine.clock.now()
         return before is not None and before != view.snapshot()
 
     async def _catch_up(self) -> None:
         """Read again what news named since the last look, and everything once a recheck is due."""
         view = self._require_view()
-        if self._e.clock.now() - self._read_at >= RECHECK_MS:
+        if self._engine.clock.now() - self._read_at >= RECHECK_MS:
             await self._read_view()
             return
         ids = view.stale()
         if ids:
-            found = {e.id: e for e in await self._e.store.entries(ids)}
+            found = {e.id: e for e in await self._engine.store.entries(ids)}
             for job_id in ids:
                 if job_id in found:
                     view.apply(found[job_id])
@@ -228,74 +228,77 @@ class Pass:
         return self._view
 
     async def _recover(self) -> None:
-        now = self._e.clock.now()
-        ours = self._e.flights.ours()
+        now = self._engine.clock.now()
+        ours = self._engine.flights.ours()
         running = lanes.orphans(self._require_view().with_status(Status.RUNNING), ours)
         elsewhere: set[str] = set()
         watched: dict[str, str] = {}  # job id -> the name of its run lock another page holds
         lanes_held: dict[str, str] = {}
-        name = self._e.run_locks.name
-        if self._e.mode.run_locks:
-            held = await self._e.locks.held()
+        name = self._engine.run_locks.name
+        if self._engine.mode.run_locks:
+            held = await self._engine.locks.held()
             # Runners take run locks exclusively; a shared holder is a watcher (ours, perhaps).
             watched = {r.id: name(r) for r in running if held.get(name(r)) == "exclusive"}
             elsewhere = set(watched)
             # Another page's run lock keeps an idle lane waiting (lanes.types_held).
             lanes_held = lanes.types_held(
-                held, self._e.run_locks.lock_name, ours | self._e.run_locks.prefetched_ids(),
-                skip=self._e.flights.busy_types())
+                held, self._engine.run_locks.lock_name,
+                ours | self._engine.run_locks.prefetched_ids(),
+                skip=self._engine.flights.busy_types())
         self._busy_elsewhere = {r.type for r in running if r.id in elsewhere} | set(lanes_held)
         # Wake when each holder lets go: a closed tab releases its lease (pagehide) before its
         # worker dies with the run lock, and a frozen tab may be discarded later.
         for job_id in sorted(watched):
-            self._e.run_locks.watch(watched[job_id])
+            self._engine.run_locks.watch(watched[job_id])
         for lock in sorted(lanes_held.values()):
-            self._e.run_locks.watch(lock)
+            self._engine.run_locks.watch(lock)
         orphaned = lanes.orphans(running, ours, elsewhere)
-        if not orphaned or self._e.control.revoked:
+        if not orphaned or self._engine.control.revoked:
             return  # revoked: the page let the lease go (it froze); recovery is the next holder's
 
         def change(cur: JobRecord, *, seen: Entry) -> JobRecord | None:
             # Only the run we judged orphaned: a page frozen between that look and this write
             # must not recover the run another tab claimed meanwhile (it changed owner).
-            if cur.id in self._e.flights.ours() or self._e.control.revoked \
+            if cur.id in self._engine.flights.ours() or self._engine.control.revoked \
                     or (cur.owner, cur.updated_at, cur.attempts) \
                     != (seen.owner, seen.updated_at, seen.attempts):
                 return None
             return policy.recover(cur, now)
 
-        await self._e.write([Change(e.id, functools.partial(change, seen=e), ONLY_RUNNING)
+        await self._engine.write([Change(e.id, functools.partial(change, seen=e), ONLY_RUNNING)
                              for e in orphaned])
 
     async def _unpark_free(self) -> None:
-        await unpark_free(self._e, self._require_view())
+        await unpark_free(self._engine, self._require_view())
 
     async def _replace_superseded(self) -> None:
-        await replace_superseded(self._e, self._require_view())
+        await replace_superseded(self._engine, self._require_view())
 
     def _busy(self) -> set[str]:
-        return self._e.flights.busy_types() | self._busy_elsewhere | self._e.left_for_pages.types
+        return (self._engine.flights.busy_types() | self._busy_elsewhere
+                | self._engine.left_for_pages.types)
 
     async def _start_ready(self) -> bool:
         """Start the oldest due job of every idle type: every park and claim in one transaction."""
-        now = self._picked_at = self._e.clock.now()
-        picks = self._require_view().picks(now, self._busy(), self._e.flights.ours(),
-                                           leases=self._e.mode.leases, lanes=self._e.mode.lanes)
+        now = self._picked_at = self._engine.clock.now()
+        mode = self._engine.mode
+        picks = self._require_view().picks(now, self._busy(), self._engine.flights.ours(),
+                                           leases=mode.leases, lanes=mode.lanes)
         if not picks:
             return False
-        held = await self._e.locks.held() if self._e.yields else {}
-        starts = lanes.plan_starts(picks, suspended=self._e.suspended, yields=self._e.yields,
-                                   held=held)
+        held = await self._engine.locks.held() if self._engine.yields else {}
+        starts = lanes.plan_starts(picks, suspended=self._engine.suspended,
+                                   yields=self._engine.yields, held=held)
         for lock in starts.watch:
-            self._e.run_locks.watch(lock)
+            self._engine.run_locks.watch(lock)
         parks = [Change(e.id, functools.partial(_park, now=now, lock=lock), ONLY_PENDING)
                  for e, lock in starts.parks]
         claims = list(starts.claims)
-        releases = await self._e.run_locks.take(claims)
+        releases = await self._engine.run_locks.take(claims)
         claims = [e for e in claims if e.id in releases]
-        if claims and self._e.mode.run_locks:
+        if claims and self._engine.mode.run_locks:
             claims = await self._claims_alone(claims, releases)
-        if self._e.control.revoked:
+        if self._engine.control.revoked:
             for release in releases.values():
                 release()  # the page let the lease go while we asked: claim nothing
             return False
@@ -308,20 +311,20 @@ class Pass:
         taken (:func:`pyjobq.core.lanes.types_held` says why); the others' locks are let go and
         the holders' watched. A settle's follow-on needs no such look: its lane's run lock was
         held all along, from the run that settles to the next."""
-        held = await self._e.locks.held()
-        mine = self._e.flights.ours() | set(releases) | self._e.run_locks.prefetched_ids()
-        busy = lanes.types_held(held, self._e.run_locks.lock_name, mine)
+        held = await self._engine.locks.held()
+        mine = self._engine.flights.ours() | set(releases) | self._engine.run_locks.prefetched_ids()
+        busy = lanes.types_held(held, self._engine.run_locks.lock_name, mine)
         kept = []
         view = self._require_view()
         for entry in claims:
             if entry.type in busy:
                 releases.pop(entry.id)()
-                self._e.run_locks.watch(busy[entry.type])
+                self._engine.run_locks.watch(busy[entry.type])
                 # Our view and the other page's disagree on the lane's next job (each took the
                 # one it believed oldest): both records are read again before the next look picks,
                 # or two pages with stale views give way to each other for ever.
                 view.mark_stale(entry.id)
-                other = lanes.run_lock_job(self._e.run_locks.lock_name, busy[entry.type])
+                other = lanes.run_lock_job(self._engine.run_locks.lock_name, busy[entry.type])
                 if other is not None:
                     view.mark_stale(other[1])
             else:
@@ -331,19 +334,19 @@ class Pass:
     def _prefetch(self, job_type: str) -> None:
         """Take the run locks of the lane's next jobs now, while this one runs: the settle's
         transaction then claims the next with no wait for the lock manager."""
-        run_locks = self._e.run_locks
-        if not self._e.mode.run_locks or self._view is None or not self._going():
+        run_locks = self._engine.run_locks
+        if not self._engine.mode.run_locks or self._view is None or not self._going():
             return
-        now, ours = self._e.clock.now(), self._e.flights.ours()
+        now, ours = self._engine.clock.now(), self._engine.flights.ours()
         while run_locks.wants_prefetch(job_type):
             entry = self._view.oldest_due(job_type, now, ours | run_locks.prefetched(job_type),
-                                          leases=self._e.mode.leases)
+                                          leases=self._engine.mode.leases)
             if entry is None:
                 return
             run_locks.prefetch(entry)
 
     def _going(self) -> bool:
-        return not self._e.control.stopped and not self._e.control.revoked
+        return not self._engine.control.stopped and not self._engine.control.revoked
 
     async def group_commit(self, changes: list[Change], claims: list[Entry],
                            releases: dict[str, Release], now: float) -> list[Updated]:
@@ -352,7 +355,7 @@ class Pass:
         all_changes = changes + [Change(e.id, lambda cur: self._claim(cur, now), CLAIMABLE)
                                  for e in claims]
         try:
-            done = await self._e.write(all_changes)
+            done = await self._engine.write(all_changes)
         except BaseException:
             for release in releases.values():
                 release()
@@ -363,8 +366,8 @@ class Pass:
                 release()  # deleted or changed by another tab meanwhile
                 continue
             assert updated.record is not None
-            if updated.record.status is Status.RUNNING and not self._e.control.stopped:
-                self._e.hand_off(updated.record, None if release is no_release else release)
+            if updated.record.status is Status.RUNNING and not self._engine.control.stopped:
+                self._engine.hand_off(updated.record, None if release is no_release else release)
                 self._prefetch(updated.record.type)
             else:  # failed at the ceiling rather than run, or stopped while it committed: an
                 release()  # orphan, never sent, that the next holder recovers (its lock let go)
@@ -374,9 +377,9 @@ class Pass:
         """The claim's one read-modify-write (never a job of ours, nor once the lease went or the
         scheduler stopped: either may land between the pass's decision and its transaction, and
         a page in line, or the Service Worker's next holder, claims from that moment)."""
-        if cur.id in self._e.flights.ours() or not self._going():
+        if cur.id in self._engine.flights.ours() or not self._going():
             return None
-        return policy.claim_due(cur, now, self._e.source, self._e.mode.lease_ms)
+        return policy.claim_due(cur, now, self._engine.source, self._engine.mode.lease_ms)
 
     async def follow_on(self, flight: Flight, now: float) -> tuple[Entry, Release] | None:
         """The next job of a settling run's lane, with its run lock, to claim in the settle's
@@ -384,11 +387,11 @@ class Pass:
         (a suspended type, a yield lock to check, the lease going)."""
         if not self._going() or self._view is None or not self._chains(flight.type):
             return None
-        entry = self._view.follow_on(flight.type, now, self._e.flights.ours(),
-                                     leases=self._e.mode.leases, lanes=self._e.mode.lanes)
+        entry = self._view.follow_on(flight.type, now, self._engine.flights.ours(),
+                                     leases=self._engine.mode.leases, lanes=self._engine.mode.lanes)
         if entry is None or not self._chains(entry.type):
             return None
-        releases = await self._e.run_locks.take([entry])
+        releases = await self._engine.run_locks.take([entry])
         release = releases.get(entry.id)
         if release is not None and not self._going():
             release()
@@ -396,8 +399,8 @@ class Pass:
         return None if release is None else (entry, release)
 
     def _chains(self, job_type: str) -> bool:
-        return lanes.chains(job_type, suspended=self._e.suspended, yields=self._e.yields,
-                            busy_elsewhere=self._busy_elsewhere | self._e.left_for_pages.types)
+        return lanes.chains(job_type, suspended=self._engine.suspended, yields=self._engine.yields,
+                            busy_elsewhere=self._busy_elsewhere | self._engine.left_for_pages.types)
 
     def wake_after(self) -> float | None:
         """The moment the wake is armed after: the last look's (None before this pass's first
@@ -431,22 +434,22 @@ class Pass:
         """While lanes run: the next moment something *becomes* due, from the view; a look at
         once, with no timer, when that moment passed since the last look; and a look within
         ``Mode.recheck_ms`` whatever happens."""
-        if self._e.control.stopped or self._view is None:
+        if self._engine.control.stopped or self._view is None:
             return
-        now = self._e.clock.now()
+        now = self._engine.clock.now()
         due_at = self._view.next_due_at(self.wake_after())
         if due_at is not None and due_at <= now:
-            self._e.retry_timer.clear()
-            self._e.control.kick()
+            self._engine.retry_timer.clear()
+            self._engine.control.kick()
             return
-        if self._e.mode.recheck_ms is not None:
+        if self._engine.mode.recheck_ms is not None:
             # The bounded re-look, for the waits nothing announces (a run lock held shared by a
             # frozen page's watch: RunLocks.take) and news that never came. The spec's reason:
             # "Every look is taken again while the lanes run. A lane that runs for an hour would
             # otherwise hold all of that up for the hour." Never sooner: it is not a poll.
-            due_at = min(due_at if due_at is not None else now + self._e.mode.recheck_ms,
-                         now + self._e.mode.recheck_ms)
-        self._e.retry_timer.arm_at(due_at)
+            due_at = min(due_at if due_at is not None else now + self._engine.mode.recheck_ms,
+                         now + self._engine.mode.recheck_ms)
+        self._engine.retry_timer.arm_at(due_at)
 
 
 async def unpark_free(e: PassEngine, view: QueueView) -> None:

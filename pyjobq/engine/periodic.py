@@ -52,8 +52,8 @@ from ..core.periodic import (
 )
 from ..core.ports import Clock, ScheduleStore, Timer
 from ..core.records import JobRecord
-from .calls import Publish
-from .tasks import again_doubling
+from ..loop import again_doubling
+from .parts import Publish
 
 log = logging.getLogger("pyjobq")
 
@@ -85,7 +85,7 @@ class Periodic:
     """The stored schedules' looks, timer and requests, for one engine."""
 
     def __init__(self, engine: PeriodicEngine) -> None:
-        self._e = engine
+        self._engine = engine
         #: The schedules as last read, by name; None: read them at the next look.
         self._known: dict[str, Schedule] | None = None
         self._timer: Timer | None = None
@@ -127,12 +127,12 @@ class Periodic:
         A schedule's trouble is its own: an advance that raises is logged, and that schedule is
         left out of the looks for :data:`TROUBLE_MS`, doubling while it keeps raising (its wake
         too), while the pass goes on."""
-        store = self._e.schedules
+        store = self._engine.schedules
         if store is None or self._stopped:
             return
         if self._known is None:
             self._known = {s.name: s for s in await store.schedules()}
-        now = self._e.clock.now()
+        now = self._engine.clock.now()
         moved = False
         for name, schedule in sorted(self._known.items()):
             if due_slot(schedule, now) is None or self._troubled.get(name, now) > now:
@@ -182,7 +182,7 @@ class Periodic:
                 schedule.name, lambda current, _previous: synced(current, slot, now))
 
     def _published(self, job: JobRecord) -> None:
-        self._e.publish([job])
+        self._engine.publish([job])
 
     def _arm(self, now: float) -> None:
         self._clear_timer()
@@ -192,11 +192,11 @@ class Periodic:
         if wake_at is not None:
             # A slot the stored schedule still shows due (read again just now) fires at once
             # only once: the next look advances it or reads it as moved on.
-            self._timer = self._e.clock.call_later(max(0.0, wake_at - now), self._due)
+            self._timer = self._engine.clock.call_later(max(0.0, wake_at - now), self._due)
 
     def _due(self) -> None:
         self._timer = None
-        self._e.wake()
+        self._engine.wake()
 
     def _clear_timer(self) -> None:
         if self._timer is not None:
@@ -206,16 +206,16 @@ class Periodic:
     # ------------------------------------------------------------ requests (any engine)
 
     def _store(self, what: str) -> ScheduleStore:
-        if self._e.schedules is None:
+        if self._engine.schedules is None:
             raise PyjobqError(f"{what}: this queue keeps no schedules (periodic work is the "
                               "persistent job queue's, not volatile jobs' or the outbox's)")
-        return self._e.schedules
+        return self._engine.schedules
 
     async def schedule(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """Store a schedule's definition (``msg["schedule"]``); returns it as stored."""
         store = self._store("schedule")
         definition = ScheduleDefinition.from_message(msg["schedule"])
-        now = self._e.clock.now()
+        now = self._engine.clock.now()
         changed: list[Schedule] = []
 
         def apply(current: Schedule | None) -> Schedule | None:
@@ -238,7 +238,7 @@ class Periodic:
         schedule's look does, for as long as the engine runs): a page's definition, sent once as
         it loads, is not lost to a store's bad moment."""
         return await again_doubling(
-            self._e.clock, lambda: store.put_schedule(name, apply),
+            self._engine.clock, lambda: store.put_schedule(name, apply),
             first_ms=TROUBLE_MS, max_ms=TROUBLE_MAX_MS,
             passes=lambda exc: (isinstance(exc, StorageError) and not self._stopped
                                 and not isinstance(exc, DatabaseUpgradedError)),
@@ -257,5 +257,5 @@ class Periodic:
 
     def _changed(self, name: str) -> None:
         self.heard()
-        self._e.announce(name)
-        self._e.wake()
+        self._engine.announce(name)
+        self._engine.wake()

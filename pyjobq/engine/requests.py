@@ -41,8 +41,8 @@ from ..core.mode import RETENTION_MS
 from ..core.ports import REPLACE, Change, Clock, KeyChange, KeyUpdated, Replace, Store, Updated
 from ..core.records import JobRecord, NewJob
 from ..core.status import KNOWN, ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
-from .calls import Publish, Send, Write
 from .inflight import FlightTable
+from .parts import Publish, Send, Write
 from .sweeper import sweep
 
 log = logging.getLogger("pyjobq")

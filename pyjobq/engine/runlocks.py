@@ -42,8 +42,8 @@ from ..core import lanes
 from ..core.ports import Clock, LockManager, Release, TakesIfAvailable, Timer
 from ..core.records import JobRecord
 from ..core.view import Entry
-from .calls import Spawn
-from .tasks import take_by_request
+from ..loop import take_by_request
+from .parts import Spawn
 
 log = logging.getLogger("pyjobq")
 

@@ -92,6 +92,7 @@ from ..core.ports import (
 from ..core.records import JobRecord
 from ..core.router import Router
 from ..core.status import Status
+from ..loop import TaskSet
 from .control import PassControl
 from .handoff import Handoff, HandoffEngine
 from .inflight import FlightTable
@@ -104,7 +105,6 @@ from .requests import RequestEngine, RequestTable
 from .runlocks import RunLocks, WakeTimer
 from .settle import SettleEngine, Settler
 from .sweeper import Sweeper
-from .tasks import TaskSet
 
 __all__ = ["Scheduler", "DEFAULT_HANDSHAKE_MS"]
 

@@ -53,10 +53,10 @@ from ..core.ports import Change, Release, Updated
 from ..core.records import JobRecord, RunResult
 from ..core.status import ONLY_RUNNING, Status
 from ..core.view import Entry
-from .calls import EngineBasics, Publish, Write
+from ..loop import again_doubling, new_future, sleep
 from .control import PassControl
 from .inflight import Flight, FlightTable
-from .tasks import again_doubling, new_future, sleep
+from .parts import EngineBasics, Publish, Write
 
 log = logging.getLogger("pyjobq")
 
@@ -163,7 +163,7 @@ class Settler:
     """Stores each run's outcome, and claims its lane's next job in the same transaction."""
 
     def __init__(self, engine: SettleEngine) -> None:
-        self._e = engine
+        self._engine = engine
         #: Settles waiting for the one committing now: the next transaction takes them all.
         self._queue: list[_Queued] = []
         #: How many transactions of settles are under way (at most IN_FLIGHT).
@@ -174,9 +174,9 @@ class Settler:
 
         The volatile engine starts it in the answer's own event (``spawn(now=True)``: on a page,
         a browser task fewer a job). The persistent engine's worker runs what the event made
-        ready in that event anyway (:func:`pyjobq.browser.drain.event`), so its settle stays an
+        ready in that event anyway (:func:`pyjobq.browser.batching.event`), so its settle stays an
         ordinary task there."""
-        e = self._e
+        e = self._engine
         if e.flights.ended(msg.get("claim")):
             return  # an abandoned run's last word: its type and run lock are free
         flight = e.flights.for_answer(msg)
@@ -231,8 +231,9 @@ class Settler:
     async def _held_yield_lock(self, job_type: str, outcome: RunResult) -> str | None:
         """The yield lock an interrupted run stopped for, when someone holds it exclusively
         now: the job parks under it."""
-        lock = self._e.yields.get(job_type)
-        if outcome.interrupted and lock and (await self._e.locks.held()).get(lock) == "exclusive":
+        lock = self._engine.yields.get(job_type)
+        if outcome.interrupted and lock \
+                and (await self._engine.locks.held()).get(lock) == "exclusive":
             return lock
         return None
 
@@ -242,7 +243,7 @@ class Settler:
         network came back during, and is still back (``online_again()``, read as the record is
         written), that failed offline is due now, as the ``online`` event's sweep would have
         made it had it been waiting then."""
-        e = self._e
+        e = self._engine
 
         def settle(cur: JobRecord) -> JobRecord | None:
             if cur.owner != e.source:
@@ -317,7 +318,7 @@ class Settler:
                 elif item.follow is not None:  # two lanes' next is one job: claimed once
                     item.follow = None
             try:
-                done = await self._e.lanes.group_commit(
+                done = await self._engine.lanes.group_commit(
                     [item.change(item.outcome) for item in batch],
                     [entry for entry, _ in claims.values()],
                     {job_id: release for job_id, (_, release) in claims.items()},
@@ -330,8 +331,9 @@ class Settler:
             else:
                 for i, item in enumerate(batch):
                     if not item.answer.done():  # its settle cancelled meanwhile: stored anyway
-                        item.answer.set_result(_Stored([done[i]], item.follow is not None
-                                                       and item.follow[0].id in self._e.flights))
+                        follows_here = item.follow is not None \
+                            and item.follow[0].id in self._engine.flights
+                        item.answer.set_result(_Stored([done[i]], follows_here))
                 return
         # Each alone, whatever the others did (one cancelled meanwhile not), side by side: one
         # whose store refuses it waits out its tries without holding the others back. A settle
@@ -360,7 +362,7 @@ class Settler:
         """Store ``outcome`` with the claim of ``follow``, one transaction: what each change did,
         the settle first, and whether the lane went on with ``follow``. Tried again after each of
         :data:`RETRY_MS`; then the store's error is raised (:meth:`_kept` goes on from there)."""
-        e = self._e
+        e = self._engine
         for wait in (*RETRY_MS, None):
             try:
                 done = await e.lanes.group_commit(
@@ -387,7 +389,7 @@ class Settler:
         (``result_not_storable``), once the store takes the record without its result: running
         the job again would give the same result. Any other failure is the store's, and passes:
         the success is tried again whole. Raises once the engine stopped."""
-        e = self._e
+        e = self._engine
         last = failure
 
         async def store() -> _Stored:
@@ -417,8 +419,8 @@ class Settler:
             failed=None if outcome.ok and refused_the_value(failure) else failure)
 
     async def _delete_if_done(self, settled: Updated) -> None:
-        if self._e.mode.on_success == "delete" and settled.applied and settled.record is not None \
-                and settled.record.status is Status.DONE:
+        if self._engine.mode.on_success == "delete" and settled.applied \
+                and settled.record is not None and settled.record.status is Status.DONE:
             # Done was published first, so whoever waits on the job sees it succeed.
-            await self._e.store.delete_many([settled.record.id])
-            self._e.publish([settled.record], deleted=True)
+            await self._engine.store.delete_many([settled.record.id])
+            self._engine.publish([settled.record], deleted=True)

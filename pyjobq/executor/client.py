@@ -31,8 +31,8 @@ from ..core.records import NewJob, new_id
 from ..core.router import Router
 from ..core.status import Status
 from ..engine.lease import LEASE_MESSAGES
-from ..engine.tasks import new_future
 from ..handle import Job
+from ..loop import new_future
 from .registry import Handles
 from .runner import Runner
 

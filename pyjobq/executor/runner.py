@@ -25,7 +25,7 @@ from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqE
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
 from ..core.records import check_json
-from ..engine.tasks import start_now
+from ..loop import start_now
 from .current import RunProgress, _current_run
 from .fetch import Answer, code_from_body
 
@@ -108,7 +108,7 @@ class Runner:
         self.link = link
         #: The factory for a kind with no reconstructor here, given the kind and the job's type,
         #: or None: the job fails as orphaned (the Service Worker gives such a job back to the
-        #: pages, and leaves its type to them: pyjobq/executor/sw_drain.py).
+        #: pages, and leaves its type to them: pyjobq/service_worker/drain.py).
         self._unknown_kind = unknown_kind
         self.clock = clock
         self.registry: dict[str, Callable[[Any], Executor]] = dict(registry or {})

@@ -97,7 +97,7 @@ class HostResources:
     #: Undoes the page's ``online`` listener.
     unlisten_online: Callable[[], None] | None = None
     #: The page's registration of pyjobq's Service Worker (``configure(service_worker=...)``,
-    #: pyjobq/browser/sw_page.py).
+    #: pyjobq/service_worker/page.py).
     service_worker: "Closable | None" = None
 
 

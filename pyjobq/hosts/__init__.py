@@ -27,8 +27,9 @@ def start(settings: Settings) -> ExecutorSide:
     source = new_id()
     if IN_PYODIDE:
         from ..browser.page_main import start_browser
+        from ..service_worker.page import start as start_service_worker
 
-        return start_browser(settings, source)
+        return start_browser(settings, source, start_service_worker)
     return start_memory(settings, source)
 
 

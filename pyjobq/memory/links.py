@@ -7,7 +7,7 @@ import asyncio
 from ..core.ports import (
     Message,
 )
-from ..engine.tasks import soon
+from ..loop import soon
 from .delivery import Listeners, structured_copy
 
 
@@ -15,7 +15,7 @@ class MemoryLink(Listeners):
     """One end of a worker ↔ page pair: messages are copied and delivered in a later task.
 
     ``together``: what this end sends in one step travels together, in order, in one later
-    call (the volatile engine's link inside its page: :func:`~pyjobq.engine.tasks.soon`, at
+    call (the volatile engine's link inside its page: :func:`~pyjobq.loop.soon`, at
     the end of the current event there, where every task is a browser task). Each direction keeps
     its order, as a worker's ``postMessage`` does; between the two directions a worker
     promises no order, and neither does this.

@@ -17,7 +17,7 @@ from ..core.errors import LockStolen
 from ..core.ports import (
     Release,
 )
-from ..engine.tasks import TaskSet, take_by_request
+from ..loop import TaskSet, take_by_request
 
 log = logging.getLogger("pyjobq")
 """The library's logger (``"pyjobq"``), silent unless the application configures logging."""

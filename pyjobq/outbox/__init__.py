@@ -73,10 +73,10 @@ from ..core.ports import Clock, Store, Timer
 from ..core.records import DEFAULT_MAX_ATTEMPTS, FETCH, MALFORMED, JobRecord, check_str, new_id
 from ..core.status import Status
 from ..engine.lease import GateLease
-from ..engine.tasks import TaskSet
 from ..executor.side import ExecutorSide, current_job_id
 from ..executor.wiring import InProcess, in_process
 from ..handle import Job, JobUpdate
+from ..loop import TaskSet
 from ..memory import ChannelHub, LoopClock
 from .entries import (
     _AN_ENTRY_ID,

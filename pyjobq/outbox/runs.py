@@ -23,7 +23,7 @@ from ..core.outbox_claims import (
 from ..core.ports import Change, Clock, Store, Timer
 from ..core.records import JobRecord
 from ..core.status import ONLY_FAILED, ONLY_RUNNING, Status
-from ..engine.calls import Spawn
+from ..engine.parts import Spawn
 from ..engine.scheduler import Scheduler
 from ..handle import JobUpdate
 from .entries import (

@@ -33,7 +33,7 @@ boots once it holds the lease, and fails or stalls as :attr:`Tab.boot_faults` sa
 stalled boot lets the lease go and is retried.
 
 pyjobq's Service Worker is a :class:`ServiceWorker` (:meth:`World.start_service_worker`, a ``sync``
-event): a context with no page that runs the browser's drain (pyjobq/executor/sw_drain.py) on the
+event): a context with no page that runs the browser's drain (pyjobq/service_worker/drain.py) on the
 world's store, locks, channel and clock until its drain returns or the browser kills it.
 """
 
@@ -57,11 +57,9 @@ from ..engine.lease import (
     lease_channel_name,
 )
 from ..engine.scheduler import Scheduler
-from ..executor import sw_drain
 from ..executor.boot import Boot
 from ..executor.page import Page, PagePorts, assemble_page, follow_boot
 from ..executor.side import ExecutorSide
-from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from ..executor.wiring import SchedulerOptions, in_process
 from ..memory import (
     ChannelHub,
@@ -72,6 +70,8 @@ from ..memory import (
     MemoryStore,
     link_pair,
 )
+from ..service_worker import drain as sw_drain
+from ..service_worker.drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
 from ._boot import BootFault, SimulatedStart
 from ._clock import FakeClock
 from ._grab import grab_on
@@ -676,7 +676,7 @@ class ServiceWorker:
     """pyjobq's Service Worker in a :class:`World`: a tab without a page, woken by a ``sync``.
 
     Start one with :meth:`World.start_service_worker`. It runs the browser's very drain
-    (:func:`pyjobq.executor.sw_drain.drain`) on the world's store (through a
+    (:func:`pyjobq.service_worker.drain.drain`) on the world's store (through a
     :class:`GuardedStore`), its own lock context on the world's locks, the world's channel and
     clock (its timers and listeners run as its own code, like a tab's), with its own source
     (:func:`~pyjobq.core.records.service_worker_source`), the transport and budget it was given.
@@ -709,7 +709,7 @@ class ServiceWorker:
         self.budget_ms, self.started_at = budget_ms, world.clock.now()
         #: When the drain returned; None while it runs, or if it was killed.
         self.ended_at: float | None = None
-        #: The drain's report, as it goes (:class:`~pyjobq.executor.sw_drain.DrainReport`).
+        #: The drain's report, as it goes (:class:`~pyjobq.service_worker.drain.DrainReport`).
         self.report = DrainReport()
         #: The lease as the drain holds it: revoked once it stops claiming.
         self.lease = ServiceWorkerLease()

@@ -8,13 +8,17 @@ and below, and the packages' import graph has no cycle. The layers, bottom up:
 
 - ``pyjobq.core``: pure decisions and vocabularies (the error codes and errors among them);
   imports nothing of pyjobq outside itself.
-- the leaves ``pyjobq.codes``, ``pyjobq.errors`` (the public paths of the core's) and
-  ``pyjobq.abort`` (the executors' signal): over the core only.
+- the leaves ``pyjobq.codes``, ``pyjobq.errors`` (the public paths of the core's),
+  ``pyjobq.abort`` (the executors' signal) and ``pyjobq.loop`` (the event-loop helpers): over
+  the core only; beside them the settings and the Service Worker's script and config.
 - ``pyjobq.engine``: the scheduler and its parts, run in the worker and in the page; imports only
-  the core and itself — nothing of the executor side, ``pyjobq.browser`` or the front.
-- then the executor side (``pyjobq.executor``), the browser's adapters (``pyjobq.browser``),
-  the hosts that assemble a queue (``pyjobq.hosts``, with ``pyjobq.testing`` beside it) and the
-  public front; the scheduler worker loads nothing of the page's side.
+  the core, the loop helpers and itself — nothing of the executor side, ``pyjobq.browser`` or
+  the front.
+- then the executor side (``pyjobq.executor``, with the Service Worker's drain), the browser's
+  adapters (``pyjobq.browser``, with the Service Worker's own and its page's part), the hosts
+  that assemble a queue (``pyjobq.hosts``, with ``pyjobq.testing`` beside it) and the public
+  front; the scheduler worker loads nothing of the page's side. A feature's folder
+  (``pyjobq.service_worker``) ranks each of its modules where its imports put it.
 """
 
 from __future__ import annotations
@@ -26,16 +30,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyjobq"
-LEAVES = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort"}
+LEAVES = {"pyjobq.codes", "pyjobq.errors", "pyjobq.abort", "pyjobq.loop"}
 
 #: Each package's rank, bottom up: a module imports only packages of its rank or below.
 RANKS: dict[str, int] = {
     "pyjobq.core": 0,
-    **dict.fromkeys(["pyjobq.codes", "pyjobq.errors", "pyjobq.abort", "pyjobq.config",
-                     "pyjobq.service_worker", "pyjobq.services"], 1),
+    **dict.fromkeys(["pyjobq.codes", "pyjobq.errors", "pyjobq.abort", "pyjobq.loop",
+                     "pyjobq.config", "pyjobq.service_worker", "pyjobq.services"], 1),
     **dict.fromkeys(["pyjobq.engine", "pyjobq.memory", "pyjobq.handle"], 2),
-    "pyjobq.executor": 3,
-    "pyjobq.browser": 4,
+    **dict.fromkeys(["pyjobq.executor", "pyjobq.service_worker.drain"], 3),
+    **dict.fromkeys(["pyjobq.browser", "pyjobq.service_worker.worker",
+                     "pyjobq.service_worker.page"], 4),
     **dict.fromkeys(["pyjobq.hosts", "pyjobq.testing"], 5),
     **dict.fromkeys(["pyjobq", "pyjobq.queue", "pyjobq.notebook", "pyjobq.outbox", "pyjobq.ui",
                      "pyjobq.tasks"], 6),
@@ -192,6 +197,7 @@ def test_a_planted_upward_import_and_a_planted_cycle_are_found() -> None:
     assert ["pyjobq.executor", "pyjobq.browser", "pyjobq.executor"] in package_cycles(planted)
     same_rank = package_graph()
     same_rank["pyjobq.engine"].add(("pyjobq.engine.scheduler:1", "pyjobq.memory"))
+    same_rank["pyjobq.memory"].add(("pyjobq.memory.store:1", "pyjobq.engine.scheduler"))
     assert upward(same_rank) == []
     assert ["pyjobq.engine", "pyjobq.memory", "pyjobq.engine"] in package_cycles(same_rank)
 
@@ -217,7 +223,7 @@ def test_the_leaves_import_only_the_core(name: str) -> None:
 @pytest.mark.parametrize("name", [n for n in MODULES if within(n, "pyjobq.engine")])
 def test_the_engine_imports_nothing_of_the_executor_side_the_browser_or_the_front(
         name: str) -> None:
-    allowed = ("pyjobq.core", "pyjobq.engine")
+    allowed = ("pyjobq.core", "pyjobq.loop", "pyjobq.engine")
     assert [(t, line) for t, line in imports(name)
             if not any(within(t, layer) for layer in allowed)] == []
 
@@ -229,7 +235,7 @@ def test_the_scheduler_worker_loads_nothing_of_the_page_side_or_the_front() -> N
     # ``pyjobq.x`` import runs it.)
     page_side = ("pyjobq.executor", "pyjobq.queue", "pyjobq.outbox", "pyjobq.ui", "pyjobq.notebook",
                  "pyjobq.browser.page_main", "pyjobq.browser.lifecycle", "pyjobq.browser.bg_jobs",
-                 "pyjobq.testing")
+                 "pyjobq.service_worker.page", "pyjobq.testing")
     loaded = loaded_by("pyjobq.browser.worker_main")
     assert {"pyjobq.engine.scheduler", "pyjobq.browser.idb"} <= loaded
     assert sorted(n for n in loaded if any(within(n, side) for side in page_side)) == []

@@ -9,7 +9,7 @@
 // statically and handed to loadPyodide (Pyodide's docs/usage/service-worker.md); no top-level
 // await either: Pyodide loads inside the event's waitUntil, once per Service Worker life.
 //
-// What it does, and nothing more (the engine is Python: pyjobq.browser.sw_main):
+// What it does, and nothing more (the engine is Python: pyjobq.service_worker.worker):
 // - on `sync` with a tag "pyjobq:<db>" (the page registers one when a persistent job is stored
 //   or fails offline), and on a page's {pyjobq_sw: "drain", db} message: loads Pyodide and
 //   the pyjobq files the page left in Cache Storage, and drains that queue — only if no page
@@ -53,7 +53,7 @@ export function pyjobqServiceWorker(scope) {
     if (!config) return 0; // no page configured this queue with a Service Worker
     const pyodide = await boot(db);
     if (!pyodide) return 0;
-    const main = pyodide.pyimport("pyjobq.browser.sw_main");
+    const main = pyodide.pyimport("pyjobq.service_worker.worker");
     const report = JSON.parse(await main.drain(await config.text(), Math.max(0, BUDGET_MS - (Date.now() - started))));
     // For DevTools' console (and tests): how each drain of this Service Worker's life went.
     (scope.pyjobqDrains ||= []).push({ db, at: Date.now(), ...report });

@@ -3,8 +3,8 @@
 Runs only in the Service Worker (``service_worker.mjs`` calls :func:`drain` inside a ``sync``
 event's ``waitUntil``), in a Pyodide of its own, with the pyjobq files, the app's transport
 package and its tasks' packages that a page left in Cache Storage
-(:mod:`pyjobq.browser.sw_page`). The drain itself — when it holds the lease, when it stops,
-what it runs — is :mod:`pyjobq.executor.sw_drain`, on ports: here IndexedDB, ``navigator.locks``
+(:mod:`pyjobq.service_worker.page`). The drain itself — when it holds the lease, when it stops,
+what it runs — is :mod:`pyjobq.service_worker.drain`, on ports: here IndexedDB, ``navigator.locks``
 and BroadcastChannel.
 """
 
@@ -16,15 +16,15 @@ from typing import Any, Callable
 
 import js  # type: ignore[import-not-found]
 
+from ..browser.idb import IndexedDBStore
+from ..browser.ports import BroadcastChannelPort, WebLocks
 from ..config import import_transport, settings
 from ..core.records import service_worker_source
 from ..engine.lease import lease_channel_name
-from ..executor.sw_drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
-from ..executor.sw_drain import drain as drain_on
 from ..memory import LoopClock
-from ..service_worker import ServiceWorkerConfig
-from .idb import IndexedDBStore
-from .ports import BroadcastChannelPort, WebLocks
+from . import ServiceWorkerConfig
+from .drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
+from .drain import drain as drain_on
 
 log = logging.getLogger("pyjobq")
 
@@ -32,7 +32,7 @@ log = logging.getLogger("pyjobq")
 async def drain(config_json: str, budget_ms: float) -> str:
     """Run the due jobs of the queue ``config_json`` names, if no page processes it.
 
-    Returns the :class:`~pyjobq.executor.sw_drain.DrainReport` as JSON (``left``: jobs due and
+    Returns the :class:`~pyjobq.service_worker.drain.DrainReport` as JSON (``left``: jobs due and
     still pending)."""
     config = ServiceWorkerConfig.from_json(config_json)
     report = DrainReport()

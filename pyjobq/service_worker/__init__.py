@@ -6,8 +6,8 @@ a Service Worker imports Pyodide statically, so the folder is written into the s
 ``configure(service_worker="/sw.mjs", transport="app.transport:send")`` turns it on:
 docs/service-worker.md has the whole setup and its limits.
 
-The names here are shared by the page's side (:mod:`pyjobq.browser.sw_page`), the Service
-Worker's (:mod:`pyjobq.browser.sw_main`) and the script.
+The names here are shared by the page's side (:mod:`pyjobq.service_worker.page`), the Service
+Worker's (:mod:`pyjobq.service_worker.worker`) and the script.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .config import Settings
+from ..config import Settings
 
 #: The Cache Storage cache where a page leaves what the Service Worker needs.
 CACHE = "pyjobq-service-worker"
@@ -134,7 +134,7 @@ def script(index: str, *, part: bool = False) -> str:
         raise ValueError(f"--index must be the URL of a Pyodide folder, got {index!r}")
     if not index.endswith("/"):
         index += "/"
-    template = resources.files("pyjobq.browser").joinpath("service_worker.mjs").read_text(
+    template = resources.files(__name__).joinpath("service_worker.mjs").read_text(
         encoding="utf-8")
     text = template.replace(_INDEX, index)
     if part:
@@ -160,6 +160,3 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""Background tasks that are kept alive until they finish, and whose failures are logged.
+"""The event-loop helpers: background tasks kept alive until they finish (their failures
+logged), futures, callbacks run soon, sleeps on a clock, lock requests.
 
 Every engine's (in the scheduler worker and in the page), and the outbox's own.
 """

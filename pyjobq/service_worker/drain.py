@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 pyjobq's Service Worker is a tab without a page. When the browser wakes it (a ``sync`` event,
 or its own start where Background Sync is refused) it runs this drain with the browser's ports
-(:mod:`pyjobq.browser.sw_main`); CPython tests run the very same drain on the memory adapters
+(:mod:`pyjobq.service_worker.worker`); CPython tests run the very same drain on the memory adapters
 (``tests/test_sw_drain.py``). It runs the pages' engine — the scheduler and the executor side
 linked in this one context, on the origin's store, locks and channel — so the retry policy,
 lanes, run locks, the attempt ceiling and the ``job-update`` news are the pages' own. What
@@ -71,9 +71,9 @@ from ..core.router import Router
 from ..core.status import TERMINAL, Status
 from ..engine.lease import answer_pings
 from ..engine.scheduler import Scheduler
-from ..engine.tasks import sleep as _sleep
-from .side import ExecutorSide
-from .wiring import in_process
+from ..executor.side import ExecutorSide
+from ..executor.wiring import in_process
+from ..loop import sleep as _sleep
 
 log = logging.getLogger("pyjobq")
 

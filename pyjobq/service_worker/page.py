@@ -5,10 +5,10 @@ Theory of operation
 Runs on a page's main thread only (a Service Worker is registered from a document; a worker
 host — a notebook kernel, a PyScript worker — says so once and goes on without one). When the
 page's queue starts, it leaves in Cache Storage what the Service Worker needs to drain the
-queue with no page open (:mod:`pyjobq.browser.sw_main`), then registers the script:
+queue with no page open (:mod:`pyjobq.service_worker.worker`), then registers the script:
 
 * ``config.json`` — the queue's names, ``yields``, the handshake bound and the transport's
-  import path (:class:`pyjobq.browser.sw_main.ServiceWorkerConfig`);
+  import path (:class:`pyjobq.service_worker.worker.ServiceWorkerConfig`);
 * ``bundle.zip`` — the pyjobq files this page imported and the transport's top-level package,
   so the Service Worker runs the page's own pyjobq and the page's own transport.
 
@@ -31,14 +31,14 @@ import js  # type: ignore[import-not-found]
 from pyodide.ffi import to_js
 
 from .. import config
+from ..browser import lifecycle
+from ..browser.ports import js_object
 from ..config import Settings
 from ..core.status import Status
-from ..engine.tasks import TaskSet
 from ..executor.side import ExecutorSide
 from ..handle import JobUpdate
-from ..service_worker import CACHE, bundle, cache_path, config_json, sync_tag
-from . import lifecycle
-from .ports import js_object
+from ..loop import TaskSet
+from . import CACHE, bundle, cache_path, config_json, sync_tag
 
 log = logging.getLogger("pyjobq")
 
