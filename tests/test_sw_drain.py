@@ -14,11 +14,11 @@ from pyjobq.core.mode import OUTBOX
 from pyjobq.core.ports import Change
 from pyjobq.core.records import service_worker_source
 from pyjobq.core.status import Status
-from pyjobq.engine.lease import lease_channel_name
+from pyjobq.engine.lease import ServiceWorkerLease, lease_channel_name
 from pyjobq.engine.scheduler import Scheduler
 from pyjobq.memory import ChannelHub, LockHub, LoopClock, MemoryStore, link_pair
 from pyjobq.service_worker import drain as sw_drain
-from pyjobq.service_worker.drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
+from pyjobq.service_worker.drain import DrainPorts, DrainQueue, DrainReport
 from pyjobq.testing import Response, record
 
 LOCK = "q-lock"

@@ -69,7 +69,7 @@ from ..core.ports import Channel, Clock, LockManager, Store
 from ..core.records import JobRecord
 from ..core.router import Router
 from ..core.status import TERMINAL, Status
-from ..engine.lease import answer_pings
+from ..engine.lease import ServiceWorkerLease, answer_pings
 from ..engine.scheduler import Scheduler
 from ..executor.side import ExecutorSide
 from ..executor.wiring import in_process
@@ -137,47 +137,6 @@ class DrainQueue:
     reconstructors: Mapping[str, Callable[[Any], Any]]
     yields: Mapping[str, str]
     handshake_timeout_ms: float
-
-
-class ServiceWorkerLease:
-    """The lease as the Service Worker holds it: taken before the scheduler starts
-    (``if_available``), revoked when a page asks for it, when the budget ends or when the drain
-    is done. Once revoked it is never held again by this drain. ``stolen``: a page took the
-    lock from it (the drain's runs may still be finishing, but it holds nothing)."""
-
-    can_be_granted = True
-
-    def __init__(self) -> None:
-        self.revoked = False
-        self.stolen = False
-        self._on_revoked: Callable[[], None] | None = None
-        #: Resolved when the drain is over: a scheduler loop waiting on a revoked lease returns.
-        self._over: asyncio.Future[None] = asyncio.get_event_loop().create_future()
-
-    async def hold(self, callback: Callable[[], Awaitable[None]],
-                   on_revoked: Callable[[], None]) -> bool:
-        # Kept after the pass: a revocation between passes reaches the engine too, or a run's
-        # settle would still chain its lane's next claim.
-        self._on_revoked = on_revoked
-        if self.revoked:
-            on_revoked()  # a new pass begins unrevoked: the settles must see it revoked again
-            await asyncio.shield(self._over)  # the drain stops this scheduler, then ends this
-            return False
-        await callback()
-        return not self.revoked
-
-    def end(self) -> None:
-        """The drain is over (its scheduler stopped): a loop waiting for the lease returns,
-        rather than stay pending until the collector destroys it with an error."""
-        self.revoke()
-        if not self._over.done():
-            self._over.set_result(None)
-
-    def revoke(self) -> None:
-        if not self.revoked:
-            self.revoked = True
-            if self._on_revoked is not None:
-                self._on_revoked()
 
 
 def _not_here(name: str) -> Callable[[Any], Callable[[Any], Awaitable[Any]]]:

@@ -20,10 +20,10 @@ from ..browser.idb import IndexedDBStore
 from ..browser.ports import BroadcastChannelPort, WebLocks
 from ..config import import_transport, settings
 from ..core.records import service_worker_source
-from ..engine.lease import lease_channel_name
+from ..engine.lease import ServiceWorkerLease, lease_channel_name
 from ..memory import LoopClock
 from . import ServiceWorkerConfig
-from .drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
+from .drain import DrainPorts, DrainQueue, DrainReport
 from .drain import drain as drain_on
 
 log = logging.getLogger("pyjobq")

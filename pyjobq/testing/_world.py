@@ -54,6 +54,7 @@ from ..engine.lease import (
     HostLease,
     LeaseHolder,
     LinkLease,
+    ServiceWorkerLease,
     lease_channel_name,
 )
 from ..engine.scheduler import Scheduler
@@ -71,7 +72,7 @@ from ..memory import (
     link_pair,
 )
 from ..service_worker import drain as sw_drain
-from ..service_worker.drain import DrainPorts, DrainQueue, DrainReport, ServiceWorkerLease
+from ..service_worker.drain import DrainPorts, DrainQueue, DrainReport
 from ._boot import BootFault, SimulatedStart
 from ._clock import FakeClock
 from ._grab import grab_on
