@@ -137,6 +137,28 @@ PROGRAMS = {
     """,
     "every_name": "import pyjobq\n" + "".join(
         f"reveal_type(pyjobq.{name})\n" for name in pyjobq.__all__),
+    # The narrow interfaces the parts of pyjobq talk through are each a true subset of the
+    # executor side that is handed to them: a rename or a missing parameter there is an error.
+    "subsets": """
+        from pyjobq.executor.side import ExecutorSide
+        from pyjobq.handle import JobControl
+        from pyjobq.tasks import TaskQueue
+        from pyjobq.tasks.periodic import _Queue
+
+        def hand_out(side: ExecutorSide) -> tuple[JobControl, TaskQueue, _Queue]:
+            return side, side, side
+    """,
+    "drifted": """
+        from typing import Any
+        from pyjobq.tasks import TaskQueue
+
+        class NoKey:
+            def enqueue_persistent(self, reconstructor: str, params: Any = None, *,
+                                   type: str = "default") -> Any: ...
+            def enqueue(self, executor: Any, *, id: str | None = None) -> Any: ...
+
+        queue: TaskQueue = NoKey()
+    """,
 }
 
 
@@ -290,3 +312,12 @@ def test_a_periodic_function_keeps_its_signature(mypy_output: dict[str, list[str
     assert 'Argument "every" to "periodic" has incompatible type "int"' in wrong_every
     assert len(more) == 1 and ('has incompatible type "Callable[[AbortSignal, str], Coroutine['
                                in more[0]), more
+
+
+def test_each_narrow_interface_is_a_true_subset_of_the_executor_side(
+        mypy_output: dict[str, list[str]]) -> None:
+    assert mypy_output["subsets"] == []
+    # The check can fail: a queue whose enqueue lacks key= and timeout_s= is not a TaskQueue.
+    errors = [line for line in mypy_output["drifted"] if line.startswith("error:")]
+    assert len(errors) == 1, mypy_output["drifted"]
+    assert 'has type "NoKey", variable has type "TaskQueue"' in errors[0]
