@@ -86,7 +86,7 @@ from pyjobq.core.backoff import Backoff
 from pyjobq.core.errors import StorageError
 from pyjobq.core.messages import RECHECK_MS
 from pyjobq.core.periodic import ScheduleDefinition, slot_at
-from pyjobq.core.policy import SW_GIVE_BACKS
+from pyjobq.core.policy import SW_GIVE_BACKS, UNAUTHORIZED_FOR_MS
 from pyjobq.core.status import TERMINAL
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS
 from pyjobq.engine.online import WATCH_MS
@@ -420,7 +420,7 @@ class Sim:
             if answer == "terminal":
                 raise Terminal("the work cannot succeed")
             if answer == "interrupted":
-                counted = False
+                # Nothing asked it to stop (its signal was not aborted): a failed attempt.
                 raise Interrupted("stopped on request")
             if answer == 401:
                 counted = False
@@ -1139,6 +1139,12 @@ class Sim:
             return
         if code is not None and code.startswith("s") and code[1:].isdigit():
             assert last == int(code[1:]), f"{where} (truth)"
+        elif code == "unauthorized":
+            since = record.unauthorized_since
+            assert last == 401 and since is not None \
+                and record.updated_at - since >= UNAUTHORIZED_FOR_MS, f"{where} (truth)"
+        elif code == "interrupted_unasked":
+            assert last == "interrupted", f"{where}: only an unasked Interrupted says so (truth)"
         else:
             assert last == "terminal", f"{where}: nothing that happened fails a job so (truth)"
 

@@ -78,6 +78,7 @@ def test_record_is_a_stored_record_with_the_fields_named() -> None:
         "next_retry_at": T0, "result": None, "error": None, "http_status": None, "code": None,
         "given_back": 0, "cut_short": 0, "yield_lock": None, "owner": None, "key": None,
         "timeout_ms": None,
+        "unauthorized_since": None,
     }
     failed = record("b", status="failed", attempts=5, error="HTTP 500", http_status=500)
     assert (failed.status, failed.next_retry_at, failed.attempts, failed.http_status) == (

@@ -265,7 +265,10 @@ def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
     run(main)
 
 
-def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
+def test_an_interrupted_attempt_nothing_asked_for_counts_and_is_retried_with_backoff() -> None:
+    # Interrupted gives the attempt back only when the run's signal was aborted (a suspended
+    # type, a stolen yield lock, a dropped run): raised unasked, it would otherwise run again
+    # at once for ever, with no ceiling.
     async def main() -> None:
         world, tab = one_tab()
         calls = 0
@@ -275,6 +278,36 @@ def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
             calls += 1
             if calls == 1:
                 raise Interrupted("yielded to the foreground")
+            return "finished"
+
+        job = tab.side.enqueue(stops_once, max_attempts=2)
+        await settle()
+        record = await volatile_record(tab, job.id)
+        assert (calls, record["status"], record["code"]) == (1, "pending", "interrupted_unasked")
+        assert record["next_retry_at"] > world.clock.now()  # on the backoff ladder, not at once
+        await world.advance(60_000)
+        assert await job.done == Outcome(id=job.id, status="done", result="finished")
+        assert calls == 2
+
+        at_the_ceiling = tab.side.enqueue(stops_once, max_attempts=1)
+        calls = 0
+        out = await asyncio.wait_for(at_the_ceiling.done, 5)
+        assert (out.status, out.code) == ("failed", "interrupted_unasked")
+        assert "signal was not aborted" in out.error
+    run(main)
+
+
+def test_an_interrupted_attempt_whose_signal_was_aborted_gives_the_attempt_back() -> None:
+    async def main() -> None:
+        world, tab = one_tab()
+        calls = 0
+
+        async def stops_once(signal: AbortSignal) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                signal.abort("the foreground asked")
+                signal.raise_if_aborted()
             return "finished"
 
         job = tab.side.enqueue(stops_once, max_attempts=1)

@@ -6,6 +6,8 @@ similar. Randomness is passed in, so tests pin the jitter.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import random as _random
 from dataclasses import dataclass
 from typing import Callable
@@ -43,3 +45,26 @@ class Backoff:
 def make_backoff(random: Callable[[], float] = _random.random, **kw: float) -> Backoff:
     """The job queue's ladder: roughly 1 s, 2 s, 4 s, 8 s, 16 s, then about 30 s."""
     return Backoff(random=random, **kw)
+
+
+#: The longest ``Retry-After`` honoured: a server asking for more is retried after an hour,
+#: so a job's attempts still end within ``max_attempts`` hours at most.
+RETRY_AFTER_CAP_MS = 3_600_000.0
+
+
+def retry_after_ms(value: object, now_ms: float) -> float | None:
+    """A ``Retry-After`` header's wait in ms (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
+    counted from ``now_ms`` (a date past is no wait); None for no header or one that says
+    neither."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text) * 1000.0
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() * 1000.0 - now_ms)

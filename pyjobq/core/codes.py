@@ -111,6 +111,18 @@ class Code(str, enum.Enum):
         "answer was stored.",
         "If it happens every time, the job itself may crash its page (memory, say): look there; "
         "`retry_job(id)` gives a fresh budget.")
+    UNAUTHORIZED = (
+        "unauthorized",
+        "Every attempt for 24 hours was answered 401 (each retried a minute later, its attempt "
+        "given back): the token was never renewed.",
+        "Renew the credentials the transport sends, then `retry_job(id)` (or `retry_all()`).")
+    INTERRUPTED_UNASKED = (
+        "interrupted_unasked",
+        "The executor raised `Interrupted` while its signal was not aborted: nothing asked it to "
+        "stop, so the attempt counts, like any failure, and is retried with backoff up to "
+        "`max_attempts`.",
+        "Raise `Interrupted` only once the signal is aborted (`signal.raise_if_aborted()`); "
+        "raise another error for a failure.")
     OFFLINE = (
         "offline",
         "The last attempt failed with no network below; the job waits (its attempt given back) "

@@ -73,6 +73,7 @@ class JobError(PyjobqError):
         code: str | None = None,
         terminal: bool = False,
         interrupted: bool = False,
+        retry_after_ms: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -80,6 +81,9 @@ class JobError(PyjobqError):
         self.code = code
         self.terminal = terminal
         self.interrupted = interrupted
+        #: How long the server asked to wait before the next try (a 429's or 503's
+        #: ``Retry-After``), in ms; None: it did not say.
+        self.retry_after_ms = retry_after_ms
 
 
 class HTTPError(JobError):

@@ -133,7 +133,8 @@ SCHEMA: dict[str, MessageType] = {
                          "this claim's run in hand; false fails the job ``handshake_timeout``.",
                          job_id=_STR, claim=_STR, started=(bool,)),
     "run_result": _type(PAGE, "How the run ended: ``ok`` and its ``result``, or its ``error``, "
-                        "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``.",
+                        "``status``, ``code``, ``terminal``, ``interrupted``, ``offline``, "
+                        "``retry_after_ms``.",
                         job_id=_STR, ok=(bool,), claim=_STR, offline=(bool, type(None))),
     "progress": _type(PAGE, "An executor's ``report_progress``: published, never stored.",
                       job_id=_STR),

@@ -16,11 +16,13 @@ Order of the branches (spec: "Retry timing and special HTTP statuses"):
 1. ok → done.
 2. interrupted → attempt given back; parked if its yield lock is held or its type is
    suspended, else pending now.
-3. terminal, or HTTP 403/409/422 → failed at once, whatever ``max_attempts`` says.
-4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``.
+3. terminal, or HTTP 400/403/409/413/422 → failed at once, whatever ``max_attempts`` says.
+4. HTTP 401 → pending in 60 s, attempt given back; never consults ``max_attempts``. After
+   24 hours of nothing but 401s (``UNAUTHORIZED_FOR_MS``) → failed, ``unauthorized``.
 5. offline (no HTTP status: nothing was reached) → pending on the ordinary ladder, attempt given
    back.
-6. otherwise (404 included) → failed at the ceiling, else pending on the ladder.
+6. otherwise (404 included) → failed at the ceiling, else pending on the ladder — or later, when
+   a 429 or 503 said ``Retry-After`` (honoured up to an hour).
 
 A record that ends (done, failed, cancelled) says why in ``error``, ``http_status`` and
 ``code``, all three set by the move that ended it from the cause that did: nothing an
@@ -36,16 +38,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Sequence
 
+from .backoff import RETRY_AFTER_CAP_MS
 from .codes import Code
 from .records import JobRecord, RunResult, is_service_worker
 from .status import TERMINAL, Event, Status, apply
 
 #: Replaying a byte-identical request cannot change permissions, resolve a
-#: conflict or fix an invalid body. Closed on purpose: callers must treat one
-#: HTTP status the same way everywhere. 404 is deliberately absent (RFC 9110 §15.5.5).
-TERMINAL_STATUSES = frozenset({403, 409, 422})
+#: conflict, fix a malformed or invalid body or make it smaller. Closed on purpose: callers must
+#: treat one HTTP status the same way everywhere. 404 is deliberately absent (RFC 9110 §15.5.5).
+TERMINAL_STATUSES = frozenset({400, 403, 409, 413, 422})
 UNAUTHORIZED = 401
 AUTH_RETRY_MS = 60_000.0
+#: How long a job may be answered nothing but 401s before it fails ``unauthorized``: a day of
+#: tries a minute apart, time enough for a user to come back and sign in again, yet a bound.
+UNAUTHORIZED_FOR_MS = 24 * 3600 * 1000.0
+#: The statuses whose ``Retry-After`` is honoured (RFC 9110 §10.2.3, RFC 6585 §4).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
 #: The code of a failure with no network below: coming back online makes such jobs due at once.
 OFFLINE = Code.OFFLINE
 
@@ -123,14 +131,15 @@ def settle(
     exclusively; ``suspended`` says the job's (volatile) type is suspended. Either
     parks an interrupted job instead of re-queueing it. Without ``http_status_rules``
     (the outbox) an HTTP status is an ordinary failure — no 60 s 401 wait, no
-    403/409/422 fail-fast; the handler's ``is_retryable_error`` made any of them
+    400/403/409/413/422 fail-fast; the handler's ``is_retryable_error`` made any of them
     terminal already — and a failure while offline is released uncounted whatever it
     carried (spec outbox.txt: "Offline releaseUncounted ... then skip").
     """
     if outcome.ok:
         return _move(record, Event.SUCCEED, now, result=outcome.result, error=None,
-                     http_status=outcome.status, code=None)
-    failure = dict(error=outcome.error or "failed", http_status=outcome.status, code=outcome.code)
+                     http_status=outcome.status, code=None, unauthorized_since=None)
+    failure: dict[str, object] = dict(error=outcome.error or "failed", http_status=outcome.status,
+                                      code=outcome.code, unauthorized_since=None)
     given_back = dict(attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if outcome.interrupted:
         if held_yield_lock is not None or suspended:
@@ -140,8 +149,15 @@ def settle(
     if outcome.terminal or (http_status_rules and outcome.status in TERMINAL_STATUSES):
         return _move(record, Event.FAIL, now, **failure)
     if http_status_rules and outcome.status == UNAUTHORIZED:
+        since = record.unauthorized_since if record.unauthorized_since is not None else now
+        if now - since >= UNAUTHORIZED_FOR_MS:
+            hours = UNAUTHORIZED_FOR_MS / 3_600_000
+            return _move(record, Event.FAIL, now, **{
+                **failure, "code": Code.UNAUTHORIZED, "unauthorized_since": since,
+                "error": f"{failure['error']} — every attempt for {hours:g} hours was answered "
+                         "401: the credentials were never renewed"})
         return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back,
-                     **failure)
+                     **{**failure, "unauthorized_since": since})
     if not online and (outcome.status is None or not http_status_rules):
         # Only a failure that never reached a server says nothing about the job: one with an
         # HTTP status was answered, so it counts whatever the network did afterwards.
@@ -152,7 +168,11 @@ def settle(
         return _move(record, Event.RETRY, now, next_retry_at=now + delay, **given_back, **failure)
     if record.attempts >= record.max_attempts:
         return _move(record, Event.FAIL, now, **failure)
-    return _move(record, Event.RETRY, now, next_retry_at=now + backoff(record.attempts), **failure)
+    delay = backoff(record.attempts)
+    if http_status_rules and outcome.status in RETRY_AFTER_STATUSES \
+            and outcome.retry_after_ms is not None:
+        delay = max(delay, min(outcome.retry_after_ms, RETRY_AFTER_CAP_MS))
+    return _move(record, Event.RETRY, now, next_retry_at=now + delay, **failure)
 
 
 def after_abort(outcome: RunResult) -> RunResult:

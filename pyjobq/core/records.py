@@ -363,6 +363,9 @@ class JobRecord:
     key: str | None = None
     #: The longest one attempt may run, in ms; None: no bound (``NewJob.timeout_ms``).
     timeout_ms: float | None = None
+    #: When the 401s began that every attempt since was answered with; None: the last attempt
+    #: was not a 401. Past ``policy.UNAUTHORIZED_FOR_MS`` of them the job fails ``unauthorized``.
+    unauthorized_since: float | None = None
     #: Fields this version does not know (a newer pyjobq's), written back as they were.
     unknown_fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -545,9 +548,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "owner": (str,),
     "key": (str,),
     "timeout_ms": (int, float),
+    "unauthorized_since": (int, float),
 }
 _OPTIONAL = frozenset({"group", "label", "next_retry_at", "error", "http_status", "code",
-                       "yield_lock", "owner", "key", "timeout_ms"})
+                       "yield_lock", "owner", "key", "timeout_ms", "unauthorized_since"})
 
 
 @dataclass(frozen=True)
@@ -563,6 +567,8 @@ class RunResult:
     interrupted: bool = False
     #: The page's word on whether it was offline when the attempt failed; None: it did not say.
     offline: bool | None = None
+    #: The wait the server asked for (``Retry-After`` of a 429 or 503), in ms; None: none.
+    retry_after_ms: float | None = None
 
     @classmethod
     def from_message(cls, data: Mapping[str, Any]) -> "RunResult":
@@ -583,6 +589,7 @@ class RunResult:
             terminal=data.get("terminal") is True,
             interrupted=data.get("interrupted") is True,
             offline=offline if isinstance(offline, bool) else None,
+            retry_after_ms=_optional_wait(data.get("retry_after_ms")),
         )
         if outcome.ok:
             try:
@@ -596,6 +603,14 @@ class RunResult:
 
 def _optional_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _optional_wait(value: Any) -> float | None:
+    # A wait is a finite number of ms, never negative and never a bool.
+    if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
 
 
 def _optional_int(value: Any) -> int | None:

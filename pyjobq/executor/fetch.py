@@ -22,9 +22,12 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import time
+from collections.abc import Mapping
 from typing import Any, Awaitable, Callable
 
 from ..abort import AbortSignal
+from ..core.backoff import retry_after_ms
 from ..core.codes import Code
 from ..core.errors import HTTPError, JobError, NoTransportError
 from .current import current_job_id
@@ -70,6 +73,23 @@ class Answer:
     def __init__(self, result: Any, status: int | None = None) -> None:
         self.result = result
         self.status = status
+
+
+def header(response: Any, name: str) -> str | None:
+    """A response header's value, or None: a JS ``Response``'s ``Headers`` (read with ``get``,
+    whose names are case-insensitive), or a mapping (``pyodide.http.FetchResponse.headers``,
+    :class:`pyjobq.testing.Response`), read whatever the case of its names."""
+    headers = getattr(response, "headers", None)
+    if isinstance(headers, Mapping):
+        wanted = name.lower()
+        value = next((v for k, v in headers.items()
+                      if isinstance(k, str) and k.lower() == wanted), None)
+    else:
+        try:
+            value = headers.get(name) if headers is not None else None
+        except Exception:  # a headers object that cannot be read says nothing
+            return None
+    return value if isinstance(value, str) else None
 
 
 def _parse(text: str) -> Any:
@@ -158,6 +178,8 @@ def make_fetch(
                     f"{params['method']} {params['path']} answered {status}"
                     + (f" ({code})" if code else ""),
                     status=status, body=text, code=code,
+                    retry_after_ms=retry_after_ms(header(response, "Retry-After"),
+                                                  time.time() * 1000.0),
                 )
             return Answer(_parse(text), status)
 

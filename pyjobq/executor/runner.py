@@ -49,7 +49,13 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
         "code": code,
         "terminal": getattr(exc, "terminal", False) is True,
         "interrupted": getattr(exc, "interrupted", False) is True,
+        "retry_after_ms": _wait(getattr(exc, "retry_after_ms", None)),
     }
+
+
+def _wait(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and value >= 0 else None
 
 
 @dataclass
@@ -70,6 +76,15 @@ class _Run:
     deadline: Timer | None = None
     #: The timeout it ran out, in ms, once it did.
     timed_out: float | None = None
+
+
+def _unasked(fields: dict[str, Any]) -> dict[str, Any]:
+    """An ``Interrupted`` that nothing asked for (its signal was not aborted): an attempt that
+    failed, counted and retried with backoff like any failure — given back, it would run again
+    at once for ever, with no ceiling."""
+    return {"interrupted": False, "code": Code.INTERRUPTED_UNASKED,
+            "error": f"{fields['error']} (raised Interrupted while its signal was not aborted: "
+                     "counted as a failed attempt)"}
 
 
 def _claimed(fields: dict[str, Any], claim: str) -> dict[str, Any]:
@@ -279,6 +294,8 @@ class Runner:
             fields = error_fields(exc)
             if self.is_online is not None:
                 fields["offline"] = not self.is_online()  # read now: when the attempt failed
+            if fields["interrupted"] and not run.signal.aborted:
+                fields.update(_unasked(fields))
         except BaseException as exc:  # KeyboardInterrupt, SystemExit, a framework's own
             # The run still ends with its answer (or it would stay running for good, its lane
             # blocked); what stops the program goes on stopping it, once answered.

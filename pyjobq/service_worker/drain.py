@@ -142,7 +142,9 @@ class DrainQueue:
 def _not_here(name: str) -> Callable[[Any], Callable[[Any], Awaitable[Any]]]:
     """The factory of a kind this Service Worker cannot run: its run is given back."""
     def factory(_params: Any) -> Callable[[Any], Awaitable[Any]]:
-        async def run(_signal: Any) -> Any:
+        async def run(signal: Any) -> Any:
+            # Given back on purpose: the signal says so, or the run would count as a failure.
+            signal.abort("left for a page")
             raise Interrupted(f"the Service Worker has no reconstructor {name!r}: left for a page")
         return run
     return factory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyjobq.core import policy
-from pyjobq.core.backoff import make_backoff
+from pyjobq.core.backoff import RETRY_AFTER_CAP_MS, make_backoff, retry_after_ms
 from pyjobq.core.records import (
     JobRecord,
     RunResult,
@@ -109,7 +109,8 @@ def test_401_goes_back_in_60_s_and_gives_the_attempt_back() -> None:
     record = settle(running, T0 + 3, ok=False, error="expired", status=401, code="token_expired")
     assert record == running.evolve(
         status=Status.PENDING, owner=None, updated_at=T0 + 3, next_retry_at=T0 + 3 + 60_000,
-        attempts=0, given_back=1, error="expired", http_status=401, code="token_expired")
+        attempts=0, given_back=1, error="expired", http_status=401, code="token_expired",
+        unauthorized_since=T0 + 3)
 
 
 def test_401_never_fails_even_after_100_repeats() -> None:
@@ -149,8 +150,8 @@ def test_offline_for_a_long_time_never_fails_and_caps_the_delay() -> None:
         Status.PENDING, 0, T0 + 30_000)
 
 
-@pytest.mark.parametrize("status", [403, 409, 422])
-def test_403_409_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
+@pytest.mark.parametrize("status", [400, 403, 409, 413, 422])
+def test_400_403_409_413_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
     running = policy.claim(fresh(), T0, "a")
     record = settle(running, T0 + 1, ok=False, error="no", status=status, code="refused")
     assert record == running.evolve(
@@ -158,7 +159,7 @@ def test_403_409_422_fail_at_once_on_attempt_one_of_five(status: int) -> None:
         error="no", http_status=status, code="refused")
 
 
-@pytest.mark.parametrize("status", [403, 409, 422])
+@pytest.mark.parametrize("status", [400, 403, 409, 413, 422])
 def test_terminal_statuses_fail_even_offline(status: int) -> None:
     running = policy.claim(fresh(), T0, "a")
     record = settle(running, T0, online=False, ok=False, error="no", status=status)
@@ -259,7 +260,8 @@ def _after_a_401(max_attempts: int = 1) -> JobRecord:
                      code="token_expired")
     assert waiting == first.evolve(status=Status.PENDING, owner=None, updated_at=T0 + 1, attempts=0,
                                    given_back=1, next_retry_at=T0 + 1 + 60_000,
-                                   error="HTTPError: 401", http_status=401, code="token_expired")
+                                   error="HTTPError: 401", http_status=401, code="token_expired",
+                                   unauthorized_since=T0 + 1)
     last = policy.claim(waiting, T0 + 60_001, "tab-a")
     assert last == waiting.evolve(status=Status.RUNNING, owner="tab-a", updated_at=T0 + 60_001,
                                   attempts=1, next_retry_at=None)
@@ -318,7 +320,7 @@ def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
     last = _after_a_401(max_attempts=3)
     assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
         status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode",
-        http_status=None, code=None)
+        http_status=None, code=None, unauthorized_since=None)
 
 
 def test_a_cancel_after_a_401_has_no_http_status() -> None:
@@ -460,7 +462,7 @@ def test_a_failure_with_an_http_status_is_never_offline(status: int) -> None:
                                     http_status=status, code=None)
 
 
-@pytest.mark.parametrize("status", [401, 403, 409, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 409, 413, 422])
 def test_without_the_job_queues_http_rules_a_status_is_an_ordinary_failure(status: int) -> None:
     running = policy.claim(fresh(max_attempts=3), T0, "tab")
     after = policy.settle(running, RunResult(ok=False, error="x", status=status), now=T0 + 1,
@@ -513,3 +515,56 @@ def test_claim_due_on_leases_reclaims_only_a_running_lease_that_ran_out() -> Non
         running, 1_000.0, "me", 1_000.0)
     # no leases: recovery's, not the claim's
     assert policy.claim_due(running, 5_000.0, "me", None) is None
+
+
+# ---------------------------------------------------------------- 401s for a day, Retry-After
+
+def test_401s_for_a_day_fail_unauthorized_and_any_other_answer_ends_the_streak() -> None:
+    record, now = fresh(max_attempts=2), T0
+    while record.status is Status.PENDING:
+        record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired",
+                        status=401)
+        now += 60_000
+    assert record.status is Status.FAILED and record.code == "unauthorized"
+    assert record.unauthorized_since == T0 and record.http_status == 401
+    assert record.updated_at - T0 == policy.UNAUTHORIZED_FOR_MS
+    assert "every attempt for 24 hours was answered 401" in (record.error or "")
+    # A 500 between two 401s starts the day again: only an unbroken streak is a bound.
+    streak = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, status=401, error="x")
+    other = settle(policy.claim(streak, T0 + 1, "a"), T0 + 1, ok=False, status=500, error="x")
+    assert (streak.unauthorized_since, other.unauthorized_since) == (T0, None)
+    again = settle(policy.claim(other, T0 + 10, "a"), T0 + policy.UNAUTHORIZED_FOR_MS,
+                   ok=False, status=401, error="x")
+    assert again.status is Status.PENDING
+    assert again.unauthorized_since == T0 + policy.UNAUTHORIZED_FOR_MS
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_of_a_429_or_503_is_honoured_up_to_an_hour(status: int) -> None:
+    running = policy.claim(fresh(), T0, "a")
+    asked = settle(running, T0, ok=False, status=status, error="busy", retry_after_ms=120_000.0)
+    assert asked.next_retry_at == T0 + 120_000 and asked.attempts == 1
+    shorter = settle(running, T0, ok=False, status=status, error="busy", retry_after_ms=10.0)
+    assert shorter.next_retry_at == T0 + 1000  # never sooner than the ladder's own step
+    capped = settle(running, T0, ok=False, status=status, error="busy",
+                    retry_after_ms=86_400_000.0)
+    assert capped.next_retry_at == T0 + RETRY_AFTER_CAP_MS
+    at_the_ceiling = policy.claim(fresh(max_attempts=1), T0, "a")
+    assert settle(at_the_ceiling, T0, ok=False, status=status, error="busy",
+                  retry_after_ms=120_000.0).status is Status.FAILED
+
+
+def test_retry_after_means_nothing_on_another_status() -> None:
+    running = policy.claim(fresh(), T0, "a")
+    assert settle(running, T0, ok=False, status=500, error="x",
+                  retry_after_ms=120_000.0).next_retry_at == T0 + 1000
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("120", 120_000.0), (" 0 ", 0.0), ("Wed, 21 Oct 2015 07:28:00 GMT", 5_000.0),
+    ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0), ("-3", None), ("soon", None), ("1.5", None),
+    (None, None), (120, None)])
+def test_a_retry_after_header_reads_as_delay_seconds_or_an_http_date(value, expected) -> None:
+    now = 1_445_412_480_000.0 - 5_000.0  # five seconds before 07:28:00 GMT
+    assert retry_after_ms(value, now) == expected
+

@@ -84,7 +84,7 @@ def test_to_dict_is_flat_json_with_status_as_a_string() -> None:
         "created_at": T0, "updated_at": T0, "_reconstructor": "fetch", "_params": {"path": "/a"},
         "group": "g", "label": None, "next_retry_at": T0, "result": None, "error": None,
         "http_status": None, "code": None, "given_back": 0, "cut_short": 0, "yield_lock": None,
-        "owner": None, "key": None, "timeout_ms": None,
+        "owner": None, "key": None, "timeout_ms": None, "unauthorized_since": None,
     }
 
 
