@@ -58,9 +58,9 @@ class Mode:
     #: any type, one at a time (spec outbox.txt "FIFO by createdAt among due keys").
     lanes: Literal["type", "fifo"] = "type"
     #: The job queue's HTTP status rules (spec "Retry timing and special HTTP statuses"): a 401
-    #: waits 60 s uncounted, 400/403/409/413/422 fail at once, and only a failure with no HTTP status
-    #: counts as offline. False (the outbox): a status is an ordinary error, and every failure
-    #: while offline is released uncounted.
+    #: waits 60 s uncounted, 400/403/409/413/422 fail at once, and only a failure with no HTTP
+    #: status counts as offline. False (the outbox): a status is an ordinary error, and every
+    #: failure while offline is released uncounted.
     http_status_rules: bool = True
     #: The lease holder deletes ``done`` records older than this by itself, on taking the lease
     #: and every :data:`~pyjobq.core.retention.SWEEP_EVERY_MS` while it holds it; None: no sweep.
