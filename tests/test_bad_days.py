@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Server
+from helpers import Server, checkpointing
 from pyjobq.abort import AbortSignal
 from pyjobq.core import policy
 from pyjobq.core.errors import StorageError
@@ -131,14 +131,7 @@ def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle(
             world = World()
             tab = world.open_tab()
             cleanup = asyncio.Event()
-
-            async def checkpointing(signal: AbortSignal) -> None:
-                signal.heeded = True
-                await signal.wait()
-                await cleanup.wait()  # saving a checkpoint before it settles
-                signal.raise_if_aborted()
-
-            job = tab.side.enqueue(checkpointing, type="decode")
+            job = tab.side.enqueue(checkpointing(cleanup), type="decode")
             await settle()
             assert await getattr(tab.side, verb)(job.id) is True
             await settle()

@@ -14,7 +14,7 @@ import pytest
 
 import pyjobq
 import pyjobq.engine.scheduler as scheduler_module
-from helpers import one_tab, reconstructor
+from helpers import checkpointing, one_tab, reconstructor
 from pyjobq import AbortSignal, Interrupted, Outcome, PyjobqError, Terminal
 from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff
@@ -504,14 +504,7 @@ def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_
         async def main() -> None:
             world, tab = one_tab()
             cleanup = asyncio.Event()
-
-            async def checkpointing(signal: AbortSignal) -> None:
-                signal.heeded = True
-                await signal.wait()
-                await cleanup.wait()  # saving a checkpoint before it settles
-                signal.raise_if_aborted()
-
-            job = tab.side.enqueue(checkpointing, type="decode")
+            job = tab.side.enqueue(checkpointing(cleanup), type="decode")
             await settle()
             suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
             await settle()
