@@ -70,6 +70,20 @@ class Work:
         self.release_event.set()
 
 
+class FirstCall:
+    """An executor whose first call is ``first(signal)`` and whose later calls return ``result``;
+    ``calls`` counts them all."""
+
+    def __init__(self, first: Callable[[AbortSignal], Awaitable[Any]], result: Any) -> None:
+        self.first, self.result, self.calls = first, result, 0
+
+    async def __call__(self, signal: AbortSignal) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            return await self.first(signal)
+        return self.result
+
+
 # ---------------------------------------------------------------- enqueue
 
 
@@ -268,20 +282,16 @@ def test_terminal_fails_at_once_whatever_max_attempts_says() -> None:
 def test_interrupted_gives_the_attempt_back_and_runs_again_at_once() -> None:
     async def main() -> None:
         world, tab = one_tab()
-        calls = 0
 
-        async def stops_once(signal: AbortSignal) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise Interrupted("yielded to the foreground")
-            return "finished"
+        async def yields(signal: AbortSignal) -> Any:
+            raise Interrupted("yielded to the foreground")
 
+        stops_once = FirstCall(yields, "finished")
         job = tab.side.enqueue(stops_once, max_attempts=1)
         await settle()  # no clock advance: an interrupted job is pending again now
         assert await job.done == Outcome(id=job.id, status="done", result="finished")
         record = await volatile_record(tab, job.id)
-        assert (calls, record["attempts"], record["given_back"]) == (2, 1, 1)
+        assert (stops_once.calls, record["attempts"], record["given_back"]) == (2, 1, 1)
     run(main)
 
 
@@ -613,8 +623,7 @@ def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs
 
 def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothing() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         world.online = False
         tab.side.enqueue(lambda _s: asyncio.sleep(0), type="t")
         await settle()
@@ -627,17 +636,12 @@ def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothin
 def test_whatever_an_executor_raises_after_suspend_type_aborted_it_counts_as_interrupted() -> None:
     async def main() -> None:
         world, tab = one_tab()
-        calls = 0
 
         async def sloppy(signal: AbortSignal) -> str:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                await signal.wait()
-                raise ValueError("stream closed")  # not Interrupted: it was stopped all the same
-            return "resumed"
+            await signal.wait()
+            raise ValueError("stream closed")  # not Interrupted: it was stopped all the same
 
-        job = tab.side.enqueue(sloppy, type="decode", max_attempts=1)
+        job = tab.side.enqueue(FirstCall(sloppy, "resumed"), type="decode", max_attempts=1)
         await settle()
         await tab.side.suspend_type("decode")
         record = await volatile_record(tab, job.id)
