@@ -1,11 +1,16 @@
 """What pyjobq's own CPython tests share beyond :mod:`pyjobq.testing`: a scripted transport
 (:class:`Server`), the one-tab worlds most tests start from (:func:`one_tab`, :func:`serving`,
-:func:`holding`), :func:`reconstructor` and :func:`listed`. Import from here; don't copy them into a
-test file."""
+:func:`holding`), :func:`reconstructor`, :func:`checkpointing`, :func:`listed`, and for scripts
+run in a fresh interpreter :func:`run_python`, :func:`main_runs` and :data:`SLOW_TRANSPORT`.
+Import from here; don't copy them into a test file."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from pyjobq.abort import AbortSignal
@@ -72,6 +77,17 @@ def reconstructor(
     return factory
 
 
+def checkpointing(cleanup: asyncio.Event) -> Callable[[AbortSignal], Awaitable[None]]:
+    """A volatile executor that heeds its signal: once aborted, it saves a checkpoint (waits
+    for ``cleanup``) before it settles, aborted."""
+    async def executor(signal: AbortSignal) -> None:
+        signal.heeded = True
+        await signal.wait()
+        await cleanup.wait()  # saving a checkpoint before it settles
+        signal.raise_if_aborted()
+    return executor
+
+
 def serving(*answers: Any, **options: Any) -> tuple[World, Server, Tab]:
     """A new world with one tab whose transport is ``Server(*answers)``; ``options`` go to
     :meth:`World.open_tab`."""
@@ -94,3 +110,42 @@ def listed(job_id: str = "a1b2c3d4e5f6", **over: Any) -> dict[str, Any]:
     base = record(job_id, type="notes", label="save note", created_at=1_000.0,
                   next_retry_at=None).to_dict()
     return {**base, **over}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, timeout: float = 60) -> str:
+    """Runs ``code`` (dedented) in a fresh interpreter at the repository's root; returns what it
+    printed, once it has exited without an error."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def main_runs(script: str, timeout: float = 60) -> None:
+    """Runs ``script`` as :func:`run_python` does, then its ``async def main()`` to its end."""
+    out = run_python(script + """
+    asyncio.run(main())
+    print("ok")
+    """, timeout)
+    assert out.strip() == "ok"
+
+
+#: Lines of a script run in a fresh interpreter (indented as the notebook tests write theirs):
+#: pyjobq configured with a transport that answers every request at once but ``/slow``, which
+#: it holds until ``gate`` is set.
+SLOW_TRANSPORT = """
+    import asyncio, pyjobq
+    from pyjobq.testing import Response
+
+    gate = asyncio.Event()
+
+    async def send(method, path, body):
+        if path == "/slow":
+            await gate.wait()
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+"""

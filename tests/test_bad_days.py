@@ -1,8 +1,8 @@
 """Bad days — a tab frozen or busy at the wrong moment, a tab closed a moment too soon.
 
-Each test failed on the main branch before its fix (the finding's number is in its section's
-heading). The liveness, truth and no-spin oracles over many schedules are in
-tests/test_simulation.py; Chromium covers what only the browser can show (tests/e2e).
+Each test failed on the main branch before its fix (its section's heading names the finding).
+The liveness, truth and no-spin oracles over many schedules are in tests/test_simulation.py;
+Chromium covers what only the browser can show (tests/e2e).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from helpers import Server
+from helpers import Server, checkpointing
 from pyjobq.abort import AbortSignal
 from pyjobq.core import policy
 from pyjobq.core.errors import StorageError
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import ABANDON_GRACE_MS, RECHECK_MS, make
 from pyjobq.core.ports import Change
+from pyjobq.core.records import JobRecord
 from pyjobq.core.status import UNFINISHED
 from pyjobq.engine.lease import PING_MS, SILENT_PINGS, LinkLease
 from pyjobq.engine.online import WATCH_MS
@@ -42,7 +43,7 @@ def freeze_at_run(world: World, *, block: bool = False, at: str = "run") -> list
     return caught
 
 
-# ---------------------------------------------------------------- 3. frozen right after run
+# ---------------------------------------------------------------- frozen right after run
 
 def test_a_tab_frozen_right_after_run_runs_the_job_on_resume_rather_than_failing_it() -> None:
     async def main() -> None:
@@ -62,7 +63,7 @@ def test_a_tab_frozen_right_after_run_runs_the_job_on_resume_rather_than_failing
     run(main)
 
 
-# ---------------------------------------------------------------- 4. a busy page
+# ---------------------------------------------------------------- a busy page
 
 def test_a_busy_page_is_not_a_handshake_failure() -> None:
     async def main() -> None:
@@ -77,8 +78,8 @@ def test_a_busy_page_is_not_a_handshake_failure() -> None:
         tab.unblock()
         await settle()
         record = await world.store.get(job.id)
-        assert (record.status.value, record.code, record.attempts) == ("done", None, 1)
-        assert server.paths == ["/busy"]
+        assert (record.status.value, record.code, record.attempts, server.paths) == (
+            "done", None, 1, ["/busy"])
     run(main)
 
 
@@ -121,7 +122,7 @@ def test_an_abandoned_run_on_a_busy_page_keeps_its_type_until_the_page_ends_it()
     run(main)
 
 
-# ---------------------------------------------------------------- 9. suspend_type after a cancel
+# ---------------------------------------------------------------- suspend_type after a cancel
 
 def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle() -> None:
     # Spec: suspend_type "resolves when that executor settles". Cancelled first, the run is
@@ -131,14 +132,7 @@ def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle(
             world = World()
             tab = world.open_tab()
             cleanup = asyncio.Event()
-
-            async def checkpointing(signal: AbortSignal) -> None:
-                signal.heeded = True
-                await signal.wait()
-                await cleanup.wait()  # saving a checkpoint before it settles
-                signal.raise_if_aborted()
-
-            job = tab.side.enqueue(checkpointing, type="decode")
+            job = tab.side.enqueue(checkpointing(cleanup), type="decode")
             await settle()
             assert await getattr(tab.side, verb)(job.id) is True
             await settle()
@@ -152,7 +146,7 @@ def test_suspend_type_after_a_cancel_waits_for_the_abandoned_executor_to_settle(
         run(main)
 
 
-# ---------------------------------------------------------- 5. saved, then closed a moment too soon
+# ------------------------------------------------------------- saved, then closed a moment too soon
 
 def test_an_idle_holder_finds_a_job_whose_news_died_with_its_tab_within_30_s() -> None:
     # A waiting tab stores its own enqueue (its page's request scheduler), then is killed before
@@ -276,7 +270,7 @@ def test_a_scheduler_stopped_while_its_claim_commits_hands_off_nothing(phase: st
     run(main)
 
 
-# --------------------------------------------------------------- 6. no spin: a watch in its own way
+# ---------------------------------------------------------------- no spin: a watch in its own way
 
 def test_a_run_lock_let_go_elsewhere_is_claimed_without_the_watch_getting_in_its_own_way() -> None:
     # The engine watches a run lock held elsewhere with a shared request; it woke from inside
@@ -367,7 +361,7 @@ def test_a_deleted_job_still_sending_on_a_frozen_tab_keeps_its_type_waiting_else
     run(main)
 
 
-# ---------------------------------------------------------------- 12. a frozen worker-host holder
+# ---------------------------------------------------------------- a frozen worker-host holder
 
 async def until_taken_over(world: World, tab: Tab) -> int:
     """Move time a ping at a time until ``tab`` holds the lease; returns the pings it took."""
@@ -673,6 +667,22 @@ def named_server(world: World, calls: list[str], name: str, *,
     return send
 
 
+async def offline_at_the_cap(world: World, tab: Tab, path: str) -> JobRecord:
+    """``POST path``, filed on ``tab`` with the network down, fails offline; once its record says
+    it was given back 8 times, it is due, and fails offline again: its next try is at the
+    ladder's cap. Returns its record then."""
+    world.online = False
+    job = tab.queue.enqueue_fetch("POST", path)
+    await settle()
+    await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
+    record = await world.store.get(job.id)
+    assert record is not None and record.next_retry_at is not None
+    await world.advance(record.next_retry_at - world.clock.now() + 1)
+    record = await world.store.get(job.id)
+    assert record is not None
+    return record
+
+
 @pytest.mark.parametrize("back_first", [False, True],
                          ids=["back after the takeover", "back before the takeover"])
 def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_network_is_back(
@@ -697,15 +707,9 @@ def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_netwo
         if back_first:
             a.resume()  # awake in line behind B: it hears B's news with the network down
             await settle()
-        world.online = False
-        job = b.queue.enqueue_fetch("POST", "/j")
-        await settle()
-        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
-        record = await world.store.get(job.id)
-        assert record is not None and record.next_retry_at is not None
-        await world.advance(record.next_retry_at - world.clock.now() + 1)  # fails offline again
-        record = await world.store.get(job.id)
-        assert record is not None and record.code == "offline" and calls == ["B", "B"]
+        record = await offline_at_the_cap(world, b, "/j")
+        job_id = record.id
+        assert record.code == "offline" and calls == ["B", "B"]
         assert (record.next_retry_at or 0.0) - world.clock.now() > 20_000  # the ladder's cap
         if back_first:
             world.online = True  # no online event reaches any tab
@@ -716,7 +720,7 @@ def test_an_offline_failure_another_tab_stored_then_closed_is_due_when_the_netwo
         world.online = True  # no online event reaches A
         await settle()
         await world.advance(WATCH_MS + 1)
-        record = await world.store.get(job.id)
+        record = await world.store.get(job_id)
         assert record is not None and record.status.value == "done", record
         assert calls == ["B", "B", "A"]
     run(main)
@@ -766,22 +770,16 @@ def test_a_tab_frozen_idle_through_the_online_event_runs_its_offline_job_within_
 
         tab = world.open_tab(transport=server, page_lease=page_lease)
         await settle()
-        world.online = False
-        job = tab.queue.enqueue_fetch("POST", "/x")
-        await settle()
-        await world.store.update_many([Change(job.id, lambda cur: cur.evolve(given_back=8))])
-        record = await world.store.get(job.id)
-        assert record is not None and record.next_retry_at is not None
-        await world.advance(record.next_retry_at - world.clock.now() + 1)  # fails again, offline
-        record = await world.store.get(job.id)
-        assert record is not None and record.code == "offline" and record.next_retry_at is not None
+        record = await offline_at_the_cap(world, tab, "/x")
+        job_id = record.id
+        assert record.code == "offline" and record.next_retry_at is not None
         assert record.next_retry_at - world.clock.now() > 20_000  # the ladder at its cap
         tab.freeze()
         world.online = True  # no online event reaches the frozen tab
         tab.resume()
         await settle()
         await world.advance(WATCH_MS)
-        record = await world.store.get(job.id)
+        record = await world.store.get(job_id)
         assert record is not None and record.status.value == "done", record
         assert world.online and len(calls) == 3  # two offline tries, then the one that went
     run(main)

@@ -17,7 +17,7 @@ import pytest
 from helpers import Server
 from pyjobq.core.status import Status
 from pyjobq.memory import MemoryStore
-from pyjobq.testing import World, record, run, settle
+from pyjobq.testing import Tab, World, record, run, settle
 
 
 def _yielding_world(turns: int = 2) -> World:
@@ -25,6 +25,12 @@ def _yielding_world(turns: int = 2) -> World:
     world = World()
     world.store = MemoryStore(clock=world.clock, yields=turns)
     return world
+
+
+def _yielding_tab(*answers: Any, turns: int = 2) -> tuple[World, Server, Tab]:
+    """A tab on :func:`_yielding_world`, its transport ``Server(*answers)``."""
+    world, server = _yielding_world(turns), Server(*answers)
+    return world, server, world.open_tab(transport=server)
 
 
 async def _failed(world: World, *ids: str, group: str | None = None) -> None:
@@ -96,8 +102,7 @@ def test_a_delete_then_a_retry_of_one_job_apply_in_call_order_on_a_store_that_yi
     the record in one transaction and deleted it in another: the retry landed between them,
     answered True, and was lost with the record (and a run could start on it)."""
     async def main() -> None:
-        world = _yielding_world(turns)
-        tab = world.open_tab(transport=Server())
+        world, _, tab = _yielding_tab(turns=turns)
         await _failed(world, "x")
         deleted = tab.queue.delete_job("x")
         retried = tab.queue.retry_job("x")
@@ -109,8 +114,7 @@ def test_a_delete_then_a_retry_of_one_job_apply_in_call_order_on_a_store_that_yi
 
 def test_a_delete_group_then_a_retry_apply_in_call_order_on_a_store_that_yields() -> None:
     async def main() -> None:
-        world = _yielding_world()
-        tab = world.open_tab(transport=Server())
+        world, _, tab = _yielding_tab()
         await _failed(world, "a", "b", group="doc")
         deleted = tab.queue.delete_group("doc")
         retried = tab.queue.retry_job("b")
@@ -124,9 +128,7 @@ def test_a_retry_then_a_delete_both_apply_on_a_store_that_yields() -> None:
     """The other order: the retry is first, so it applies, and the delete then ends the job
     whatever the retry started; nothing is sent twice, nothing is left."""
     async def main() -> None:
-        world = _yielding_world()
-        server = Server("hold")
-        tab = world.open_tab(transport=server)
+        world, server, tab = _yielding_tab("hold")
         await _failed(world, "x")
         retried = tab.queue.retry_job("x")
         deleted = tab.queue.delete_job("x")
@@ -141,8 +143,7 @@ def test_a_retry_all_then_a_cancel_apply_in_call_order_on_a_store_that_yields() 
     transaction and revived them in another: the cancel landed between, found x still failed
     and answered False, and x was revived — the later call lost to the earlier one."""
     async def main() -> None:
-        world = _yielding_world()
-        tab = world.open_tab(transport=Server("hold", "hold"))
+        world, _, tab = _yielding_tab("hold", "hold")
         await _failed(world, "x", "y")
         retried = tab.queue.retry_all()
         cancelled = tab.queue.cancel_job("x")

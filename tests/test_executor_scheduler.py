@@ -11,6 +11,7 @@ import pytest
 from helpers import Server, holding, one_tab, reconstructor, serving
 from pyjobq import Outcome
 from pyjobq.core.mode import RETENTION_MS
+from pyjobq.handle import Job
 from pyjobq.testing import Response, World, run, sequential_ids, settle
 from store_contract import make_record
 
@@ -98,11 +99,17 @@ def test_the_page_with_the_reconstructor_runs_what_another_page_filed() -> None:
     run(main)
 
 
+async def tried_without_a_transport(max_attempts: int) -> tuple[World, Job]:
+    """A tab configured with no transport, and its ``POST /x`` (``max_attempts``) tried once."""
+    world, tab = one_tab(transport=None)
+    job = tab.side.enqueue_fetch("POST", "/x", max_attempts=max_attempts)
+    await settle()
+    return world, job
+
+
 def test_no_transport_error_says_how_to_configure_one() -> None:
     async def main() -> None:
-        world, tab = one_tab(transport=None)
-        job = tab.side.enqueue_fetch("POST", "/x", max_attempts=1)
-        await settle()
+        _, job = await tried_without_a_transport(max_attempts=1)
         outcome = await job.done
         assert (outcome.status, outcome.code, outcome.http_status) == (
             "failed", "no_transport", None)
@@ -112,9 +119,7 @@ def test_no_transport_error_says_how_to_configure_one() -> None:
 
 def test_no_transport_retries_on_the_ladder_until_max_attempts() -> None:
     async def main() -> None:
-        world, tab = one_tab(transport=None)
-        job = tab.side.enqueue_fetch("POST", "/x", max_attempts=3)
-        await settle()
+        world, job = await tried_without_a_transport(max_attempts=3)
         assert (await world.store.get(job.id)).next_retry_at == world.clock.now() + 1000
         await world.advance(1000)
         await world.advance(2000)

@@ -48,9 +48,14 @@ class Tabs:
         return await request
 
 
-def test_exclusive_excludes_and_queues_fifo() -> None:
+@pytest.fixture
+def tabs() -> Tabs:
+    """The test's own lock hub and log."""
+    return Tabs()
+
+
+def test_exclusive_excludes_and_queues_fifo(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
         (a, ta), (b, tb), (c, tc) = (tabs.request(n) for n in "abc")
         tasks = [ta, tb, tc]
@@ -69,12 +74,10 @@ def test_exclusive_excludes_and_queues_fifo() -> None:
     run(main())
 
 
-def test_shared_coexists_and_excludes_exclusive() -> None:
+def test_shared_coexists_and_excludes_exclusive(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
-        s1, t1 = tabs.request("s1", mode="shared")
-        s2, t2 = tabs.request("s2", mode="shared")
+        (s1, t1), (s2, t2) = (tabs.request(n, mode="shared") for n in ("s1", "s2"))
         await settle()
         x, tx = tabs.request("x")
         await settle()
@@ -96,9 +99,8 @@ def test_shared_coexists_and_excludes_exclusive() -> None:
     run(main())
 
 
-def test_different_names_do_not_interact() -> None:
+def test_different_names_do_not_interact(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
         a, ta = tabs.request("a", "L1")
         b, tb = tabs.request("b", "L2")
@@ -112,9 +114,8 @@ def test_different_names_do_not_interact() -> None:
 
 @pytest.mark.parametrize("mode, beside", [("exclusive", None), ("shared", "shared")],
                          ids=["exclusive_gets_none_when_taken", "shared_is_granted_beside_shared"])
-def test_if_available(mode: str, beside: str | None) -> None:
+def test_if_available(mode: str, beside: str | None, tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
         a, ta = tabs.request("a", mode=mode)
         await settle()
@@ -132,9 +133,8 @@ def test_if_available(mode: str, beside: str | None) -> None:
     run(main())
 
 
-def test_steal_rejects_the_victim_while_its_callback_keeps_running() -> None:
+def test_steal_rejects_the_victim_while_its_callback_keeps_running(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
         victim, tv = tabs.request("victim", mode="shared")
         await settle()
@@ -153,9 +153,8 @@ def test_steal_rejects_the_victim_while_its_callback_keeps_running() -> None:
     run(main())
 
 
-def test_crash_releases_held_and_drops_queued() -> None:
+def test_crash_releases_held_and_drops_queued(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub, log = tabs.hub, tabs.log
         dying, waiting_dying = hub.client(), hub.client()
         a, ta = tabs.request("a", client=dying)
@@ -174,9 +173,8 @@ def test_crash_releases_held_and_drops_queued() -> None:
     run(main())
 
 
-def test_held_through_a_client() -> None:
+def test_held_through_a_client(tabs: Tabs) -> None:
     async def main() -> None:
-        tabs = Tabs()
         hub = tabs.hub
         client = hub.client()
         assert await client.held() == {}

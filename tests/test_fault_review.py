@@ -42,7 +42,7 @@ def raw_record(job_id: str, now: float, **changes: Any) -> dict[str, Any]:
     return record
 
 
-# ---------------------------------------------------------------- 1. one bad record stops the queue
+# ---------------------------------------------------------------- one bad record stops the queue
 
 @pytest.mark.parametrize("bad", [
     {"attempts": math.nan}, {"max_attempts": math.inf}, {"created_at": -math.inf},
@@ -70,7 +70,7 @@ def test_a_record_with_bad_numbers_or_any_depth_fails_alone_and_the_queue_runs_o
     run(main)
 
 
-# ----------------------------------------------------------- 2. an HTTP failure refunded as offline
+# -------------------------------------------------------------- an HTTP failure refunded as offline
 
 def test_a_500_answered_just_before_the_network_dropped_costs_its_attempt() -> None:
     async def main() -> None:
@@ -111,7 +111,7 @@ def test_offline_is_what_the_page_saw_when_the_attempt_failed() -> None:
     run(main)
 
 
-# ------------------------------------------------------- 3. a database upgrade runs live jobs twice
+# ---------------------------------------------------------- a database upgrade runs live jobs twice
 
 def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() -> None:
     async def main() -> None:
@@ -153,7 +153,7 @@ def test_a_stopped_scheduler_keeps_its_runs_locked_until_the_page_ends_them() ->
     run(main)
 
 
-# ---------------------------------------------------------- 4. delete/cancel frees the type at once
+# ------------------------------------------------------------- delete/cancel frees the type at once
 
 @pytest.mark.parametrize("how", ["delete", "cancel"])
 def test_the_debounce_recipe_never_has_two_saves_of_one_type_in_flight(how: str) -> None:
@@ -202,7 +202,7 @@ def test_a_transport_of_three_arguments_is_called_as_before() -> None:
     run(main)
 
 
-# ---------------------------------------------------------- 5. a late result lands on the wrong run
+# ------------------------------------------------------------- a late result lands on the wrong run
 
 def test_an_answer_for_another_claim_is_ignored() -> None:
     async def main() -> None:
@@ -236,7 +236,7 @@ def test_a_page_refuses_a_second_run_of_a_job_it_is_running() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 6. the channel trusted as truth
+# ---------------------------------------------------------------- the channel trusted as truth
 
 async def a_run_and_another_tab() -> tuple[World, Server, Tab, Job, Tab]:
     """Tab A with its job ``/real`` held on the wire, and a second tab B."""
@@ -274,7 +274,7 @@ def test_a_true_delete_by_another_tab_still_ends_the_run_and_resolves_done() -> 
     run(main)
 
 
-# ---------------------------------------------------------------- 7. requests overtake the enqueue
+# ---------------------------------------------------------------- requests overtake the enqueue
 
 def test_delete_job_right_after_filing_deletes_it_and_it_is_never_sent() -> None:
     async def main() -> None:
@@ -286,7 +286,7 @@ def test_delete_job_right_after_filing_deletes_it_and_it_is_never_sent() -> None
     run(main)
 
 
-# ---------------------------------------------------------------- 8. depth mismatch
+# ---------------------------------------------------------------- a body too deep to store
 
 def test_a_body_too_deep_to_store_is_refused_at_the_call_and_its_batch_is_stored() -> None:
     async def main() -> None:
@@ -337,7 +337,7 @@ def test_the_scheduler_fails_a_result_it_cannot_store_instead_of_running_it_agai
     run(main)
 
 
-# ------------------------------------------------------ 9. a transient store error stalls the queue
+# --------------------------------------------------------- a transient store error stalls the queue
 
 def test_a_pass_that_raised_re_arms_its_wake() -> None:
     async def main() -> None:
@@ -360,7 +360,7 @@ def test_a_pass_that_raised_re_arms_its_wake() -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- 10. records from a newer pyjobq
+# ---------------------------------------------------------------- records from a newer pyjobq
 
 def test_unknown_fields_survive_a_read_modify_write() -> None:
     async def main() -> None:
@@ -393,7 +393,7 @@ def test_a_status_this_version_does_not_know_is_left_as_it_is() -> None:
     run(main)
 
 
-# ------------------------------------------------------------ 11. an Outbox on the queue's database
+# ---------------------------------------------------------------- an Outbox on the queue's database
 
 def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     async def main() -> None:
@@ -417,7 +417,7 @@ def test_an_outbox_refuses_a_store_holding_the_job_queues_records() -> None:
     run(main)
 
 
-# ------------------------------------------------------------- 12. a 10 MB result crosses every tab
+# ---------------------------------------------------------------- a 10 MB result crosses every tab
 
 def test_a_big_result_stays_out_of_job_updates_and_done_reads_it_from_the_store() -> None:
     async def main() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Server, reconstructor
+from helpers import one_tab, reconstructor, serving
 from pyjobq import AbortSignal, Code, Job, JobFailed, PyjobqError, Status, Terminal
 from pyjobq.errors import JobFailed as PublicJobFailed
 from pyjobq.errors import PyjobqError as Base
@@ -53,9 +53,7 @@ def test_job_failed_is_a_pyjobq_error_with_its_outcome() -> None:
 
 def test_result_returns_the_result_and_raises_job_failed_for_failed_and_cancelled() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(Response(200, {"id": 7}), Response(422, {"code": "bad_title"}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(200, {"id": 7}), Response(422, {"code": "bad_title"}))
         ok = tab.queue.enqueue_fetch("POST", "/notes", {"t": 1})
         assert await ok.result() == {"id": 7}
         bad = tab.queue.enqueue_fetch("POST", "/bad", {"t": 2})
@@ -79,8 +77,7 @@ def test_result_returns_the_result_and_raises_job_failed_for_failed_and_cancelle
 
 def test_result_of_a_deleted_job_raises_job_failed_with_code_deleted() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab(transport=Server("hold"))
+        world, _, tab = serving("hold")
         job = tab.queue.enqueue_fetch("POST", "/slow")
         await settle()
         assert await job.delete() is True
@@ -93,8 +90,7 @@ def test_result_of_a_deleted_job_raises_job_failed_with_code_deleted() -> None:
 
 def test_a_result_timeout_raises_timeout_error_and_the_job_keeps_running() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         held = Held()
         job = tab.queue.enqueue(held)
         other = asyncio.ensure_future(job.result())
@@ -134,9 +130,7 @@ def test_a_result_timeout_that_is_not_a_finite_number_of_seconds_is_refused_at_o
 
 def test_status_reads_the_record_now_and_is_none_once_it_is_gone() -> None:
     async def main() -> None:
-        world = World()
-        server = Server("hold", Response(500, {}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving("hold", Response(500, {}))
         job = tab.queue.enqueue_fetch("POST", "/a", max_attempts=1)
         assert await job.status() is Status.PENDING  # filed, not yet claimed
         await settle()
@@ -153,8 +147,7 @@ def test_status_reads_the_record_now_and_is_none_once_it_is_gone() -> None:
 
 def test_a_volatile_job_answers_done_once_its_engine_forgot_it_and_none_once_deleted() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
 
         async def quick(signal: AbortSignal) -> str:
             return "quick"
@@ -178,9 +171,7 @@ def test_a_volatile_job_answers_done_once_its_engine_forgot_it_and_none_once_del
 
 def test_cancel_retry_and_delete_work_on_persistent_and_volatile_jobs() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(Response(500, {}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(500, {}))
         persistent = tab.queue.enqueue_fetch("POST", "/p", max_attempts=1)
         assert (await persistent).status == "failed"
         assert await persistent.retry() is True
@@ -242,9 +233,7 @@ def test_a_handle_made_by_hand_says_to_use_one_a_queue_made() -> None:
 
 def test_jobs_returns_the_matching_records_filtered_where_the_store_is_read() -> None:
     async def main() -> None:
-        world = World()
-        server = Server(Response(200, {}), Response(500, {}))
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving(Response(200, {}), Response(500, {}))
         a = tab.queue.enqueue_fetch("POST", "/a", type="saves", group="doc-1")
         b = tab.queue.enqueue_fetch("POST", "/b", type="saves", group="doc-2", max_attempts=1)
         c = tab.queue.enqueue_fetch("POST", "/c", type="uploads", group="doc-1", delay_ms=60_000)

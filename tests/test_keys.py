@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Server, serving
+from helpers import Server, one_tab, serving
 from pyjobq import Code, InvalidJobError
 from pyjobq.core.codes import REPLACED_ERROR
 from pyjobq.core.messages import RECHECK_MS
@@ -303,7 +303,7 @@ def test_delete_group_then_enqueue_still_debounces_as_the_spec_says() -> None:
 
 def test_the_key_is_stored_shown_in_news_and_in_query_all() -> None:
     async def main() -> None:
-        _world, _server, tab = serving()
+        _world, tab = one_tab()  # never sent: no transport
         job = tab.side.enqueue_fetch("PUT", "/x", key="doc-1", delay_ms=1_000)
         await settle()
         assert tab.published[job.id]["key"] == "doc-1"
@@ -341,6 +341,18 @@ class HeldReads:
             future.set_result({})  # the recheck's batch leaves an unfinished record out
 
 
+async def awaited_j1() -> tuple[FakeClock, HeldReads, Handles, Any, asyncio.Future[Any]]:
+    """A page's handles on a fake clock, their reads :class:`HeldReads`: the clock, the reads,
+    the handles, the handle of job ``j1`` (stored) and a wait of at most 1 s for its end."""
+    clock, reads = FakeClock(), HeldReads()
+    handles = Handles(Listeners(), clock, reads, read_ended=reads.ended)
+    job = handles.add("j1")
+    job._stored.set_result(None)
+    waiter = asyncio.ensure_future(asyncio.wait_for(job.done, 1))
+    await asyncio.sleep(0)
+    return clock, reads, handles, job, waiter
+
+
 @pytest.mark.parametrize("news, last, expected", [
     # Found by the simulation: the replaced news came during a recheck's read begun before
     # the replacing transaction committed; the stale "pending" dropped the news's reason and the
@@ -354,12 +366,7 @@ class HeldReads:
 def test_news_heard_while_a_stale_read_is_under_way_is_checked_by_a_read_after_it(
         news: dict[str, Any], last: dict[str, Any] | None, expected: tuple[Any, Any]) -> None:
     async def main() -> None:
-        clock, reads = FakeClock(), HeldReads()
-        handles = Handles(Listeners(), clock, reads, read_ended=reads.ended)
-        job = handles.add("j1")
-        job._stored.set_result(None)
-        waiter = asyncio.ensure_future(asyncio.wait_for(job.done, 1))
-        await asyncio.sleep(0)
+        clock, reads, handles, job, waiter = await awaited_j1()
         clock.advance(RECHECK_MS)  # the recheck's read begins: the record is still pending
         assert [job_id for job_id, _, _ in reads.reads] == ["j1"]
         handles.update({"id": "j1", **news}, trusted=False)  # another tab's news, mid-read
@@ -381,12 +388,7 @@ def test_a_recheck_during_a_read_begun_after_the_news_reads_once_and_news_proven
     its reason is dropped (a record deleted much later says deleted), and a recheck that comes
     while a read is under way starts no second read."""
     async def main() -> None:
-        clock, reads = FakeClock(), HeldReads()
-        handles = Handles(Listeners(), clock, reads, read_ended=reads.ended)
-        job = handles.add("j1")
-        job._stored.set_result(None)
-        waiter = asyncio.ensure_future(asyncio.wait_for(job.done, 1))
-        await asyncio.sleep(0)
+        clock, reads, handles, job, waiter = await awaited_j1()
         handles.update({"id": "j1", "status": "pending", "deleted": True, "code": "replaced"},
                        trusted=False)
         assert len(reads.reads) == 1

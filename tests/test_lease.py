@@ -15,6 +15,7 @@ from helpers import Server, holding, serving
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.messages import make
 from pyjobq.engine.lease import LeaseHolder
+from pyjobq.handle import Job
 from pyjobq.memory import LockHub, link_pair
 from pyjobq.testing import LOCK, Response, Tab, World, run, settle
 from pyjobq.testing._grab import grab_on
@@ -49,6 +50,16 @@ def two_tabs(first: Server, second: Server) -> tuple[World, Tab, Tab]:
     world = World()
     return (world, world.open_tab(transport=first, page_lease=True),
             world.open_tab(transport=second, page_lease=True))
+
+
+async def a_decoding() -> tuple[World, Tab, Tab, Server, Server, Job]:
+    """:func:`two_tabs`, the first one's server holding its requests, and that tab's
+    ``POST /decode`` (type ``upload``) on the wire."""
+    server_a, server_b = Server("hold"), Server()
+    world, a, b = two_tabs(server_a, server_b)
+    job = a.side.enqueue_fetch("POST", "/decode", type="upload")
+    await settle()
+    return world, a, b, server_a, server_b, job
 
 
 def test_the_holder_grants_keeps_between_drains_and_lets_go_when_frozen() -> None:
@@ -129,10 +140,7 @@ def test_a_queued_request_is_dropped_on_freeze_and_made_again_on_resume() -> Non
 
 def test_a_frozen_tab_hands_the_queue_over_and_finishes_its_own_run_once() -> None:
     async def main() -> None:
-        server_a, server_b = Server("hold"), Server()
-        world, a, b = two_tabs(server_a, server_b)
-        long_job = a.side.enqueue_fetch("POST", "/decode", type="upload")
-        await settle()
+        world, a, b, server_a, server_b, long_job = await a_decoding()
         assert server_a.holding == ["/decode"]
         assert world.locks.held()[run_lock(LOCK, "upload", long_job.id)] == "exclusive"
 
@@ -199,10 +207,7 @@ def test_a_run_claimed_after_the_freeze_is_given_back_unspent() -> None:
 
 def test_a_frozen_tab_that_is_discarded_has_its_run_recovered_once() -> None:
     async def main() -> None:
-        server_a, server_b = Server("hold"), Server()
-        world, a, b = two_tabs(server_a, server_b)
-        job = a.side.enqueue_fetch("POST", "/decode", type="upload")
-        await settle()
+        world, a, b, server_a, server_b, job = await a_decoding()
         a.freeze()
         await settle()
         # B woke on A's update, took the lease A let go and skipped the run A's lock guards;

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helpers import Server, reconstructor
+from helpers import Server, reconstructor, serving
 from pyjobq import AbortSignal
 from pyjobq.core.lanes import run_lock
 from pyjobq.core.mode import JOB_QUEUE
@@ -38,6 +38,23 @@ async def looks_while_time_runs(world: World, scheduler: Scheduler, ms: float) -
 def worker(tab: Tab) -> Scheduler:
     assert tab.scheduler is not None
     return tab.scheduler
+
+
+async def held_by_another_page(
+        world: World, job_id: str,
+        **options: Any) -> tuple[asyncio.Future[None], asyncio.Future[Any]]:
+    """Another page asks for the run lock of ``upload`` job ``job_id`` (``options`` go to the
+    lock request) and keeps it until the first future returned is resolved; the second is that
+    page's request. Returns once the world has settled."""
+    let_go: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def hold(_lock: Any) -> None:
+        await let_go
+
+    other = asyncio.ensure_future(world.locks.client().request(
+        run_lock(LOCK, "upload", job_id), hold, **options))
+    await settle()
+    return let_go, other
 
 
 def test_a_lane_whose_predecessor_runs_in_a_frozen_tab_is_waited_for_not_polled() -> None:
@@ -106,20 +123,11 @@ def test_a_lane_whose_abandoned_run_is_still_ending_is_waited_for_not_polled() -
 
 def test_a_run_lock_taken_ahead_by_another_page_is_waited_for_not_polled() -> None:
     async def main() -> None:
-        server = Server("hold", "hold")
-        world = World()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving("hold", "hold")
         first = tab.side.enqueue_fetch("POST", "/upload-1", type="upload")
         second = tab.side.enqueue_fetch("POST", "/upload-2", type="upload")
         # Another page holds the second job's run lock (it took it ahead, then lost the lease).
-        let_go = asyncio.get_running_loop().create_future()
-
-        async def hold(_lock: Any) -> None:
-            await let_go
-
-        other = asyncio.ensure_future(world.locks.client().request(
-            run_lock(LOCK, "upload", second.id), hold))
-        await settle()
+        let_go, other = await held_by_another_page(world, second.id)
         # A page holding a run lock of the type may be starting it (a holder whose silent lease
         # was taken, before it hears: pyjobq/engine/lease.py), so the whole lane waits — watched.
         assert server.holding == []
@@ -144,20 +152,11 @@ def test_a_watch_granted_while_a_lane_runs_lets_go_before_it_wakes_the_pass() ->
     pass it wakes then takes that run lock. Woken from inside the grant, it found the watch
     itself holding the lock, watched again, was granted at once: round and round, no time moving."""
     async def main() -> None:
-        server = Server("hold", "hold")
-        world = World()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving("hold", "hold")
         # keeps the pass waiting
         other_lane = tab.side.enqueue_fetch("POST", "/decode", type="decode")
         upload = tab.side.enqueue_fetch("POST", "/upload", type="upload")
-        let_go = asyncio.get_running_loop().create_future()
-
-        async def hold(_lock: Any) -> None:
-            await let_go
-
-        other = asyncio.ensure_future(world.locks.client().request(
-            run_lock(LOCK, "upload", upload.id), hold))
-        await settle()
+        let_go, other = await held_by_another_page(world, upload.id)
         assert server.holding == ["/decode"]
         assert (await world.store.get(upload.id)).status == "pending"
 
@@ -180,18 +179,10 @@ def test_a_run_lock_a_frozen_page_holds_shared_is_looked_at_again_within_the_bou
     pass that still cannot take the lock, and go round with no time moving. Nothing announces
     the thaw to us, so the holder looks again within the bounded re-look (Mode.recheck_ms)."""
     async def main() -> None:
-        server = Server()
-        world = World()
-        tab = world.open_tab(transport=server)
+        world, server, tab = serving()
         job = tab.side.enqueue_fetch("POST", "/upload", type="upload")
-        thawed = asyncio.get_running_loop().create_future()
-
-        async def frozen_watch(_lock: Any) -> None:
-            await thawed
-
-        other = asyncio.ensure_future(world.locks.client().request(
-            run_lock(LOCK, "upload", job.id), frozen_watch, mode="shared"))
-        await settle()
+        # the frozen page's watch, held shared until it thaws
+        thawed, other = await held_by_another_page(world, job.id, mode="shared")
         assert await looks_while_time_runs(world, worker(tab), 60_000.0) <= MOST_LOOKS_A_MINUTE
         assert server.paths == [] and (await world.store.get(job.id)).status == "pending"
 

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from helpers import SLOW_TRANSPORT, main_runs, run_python
 from pyjobq import notebook
 from pyjobq.core import jobs_table
 from pyjobq.notebook import LiveTables, StoreState, View, table_bundle
@@ -152,13 +153,6 @@ def test_until_the_store_answers_the_table_says_it_is_not_the_whole_queue() -> N
     assert notebook.READING not in failed["text/html"] and "No jobs yet." not in failed["text/html"]
 
 
-def run_python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 # An in-memory IPython.display, installed before the queue is displayed: it keeps every
 # output and every update of it by display id, as a notebook front end does.
 FAKE_IPYTHON = """
@@ -182,18 +176,7 @@ FAKE_IPYTHON = """
 
 
 def test_queue_displays_a_table_that_fills_in_from_the_store_and_follows_its_jobs() -> None:
-    out = run_python(FAKE_IPYTHON + """
-    import asyncio, pyjobq
-    from pyjobq.testing import Response
-
-    gate = asyncio.Event()
-
-    async def send(method, path, body):
-        if path == "/slow":
-            await gate.wait()
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
+    main_runs(FAKE_IPYTHON + SLOW_TRANSPORT + """
     from pyjobq import queue, notebook
 
     async def main():
@@ -226,11 +209,7 @@ def test_queue_displays_a_table_that_fills_in_from_the_store_and_follows_its_job
                 break
         assert drawn[-1]["text/plain"] == "Background jobs: 4 done", drawn[-1]
         assert len(outputs) == 1  # the same output, redrawn
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_displayed_outside_an_event_loop_the_table_is_drawn_and_nothing_is_left_unawaited() -> None:
@@ -304,11 +283,20 @@ QUEUE = FAKE_IPYTHON + """
         raise AssertionError(f"never {what}: {outputs}")
 """
 
+# QUEUE, its transport answering every request at once.
+ANSWERED = QUEUE + """
+    async def send(method, path, body):
+        return Response(200, {})
+
+    pyjobq.configure(transport=send)
+    from pyjobq import queue, notebook
+"""
+
 
 def test_a_job_filed_while_the_table_reads_the_store_is_listed() -> None:
     """The store's answer predates the jobs filed after the read was asked: they are laid over
     it, not thrown away (the second one would have vanished until it changed again)."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     gate = asyncio.Event()
 
     async def send(method, path, body):
@@ -331,23 +319,13 @@ def test_a_job_filed_while_the_table_reads_the_store_is_listed() -> None:
         gate.set()
         await first.done, await second.done
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "done")
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
     """The store's answer may list a job deleted after the read was asked: the deletion heard
     meanwhile is laid over the answer (no ghost row in a table that says it is whole)."""
-    out = run_python(QUEUE + """
-    async def send(method, path, body):
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
-    from pyjobq import queue, notebook
-
+    main_runs(ANSWERED + """
     async def main():
         job = queue.enqueue_fetch("POST", "/x", label="doomed")
         kept = queue.enqueue_fetch("POST", "/y", label="kept")
@@ -363,11 +341,7 @@ def test_a_job_deleted_while_the_table_reads_the_store_is_not_drawn() -> None:
         assert "doomed" not in drawn["text/html"], drawn
         assert drawn["text/plain"] == "Background jobs: 1 done", drawn
         assert job.id not in queue._known.records
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None:
@@ -375,7 +349,7 @@ def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None
     what that read found is laid over the older answer (a tombstone, the newer state), a job
     heard of only now is added, the newer of two states of a job is kept (news of the same age
     wins: it may carry progress), and a read dropped unawaited leaves nothing recording."""
-    out = run_python("""
+    main_runs("""
     import asyncio, gc
     from pyjobq import queue
 
@@ -419,23 +393,13 @@ def test_what_is_heard_while_the_store_answers_is_laid_over_its_answer() -> None
         del dropped
         gc.collect()
         assert len(queue._known.reads) == 0
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_the_table_still_updates_after_an_event_loop_ended_with_a_redraw_or_a_read_due() -> None:
     """CPython's asyncio.run ends its loop with the redraw armed (or the read in flight): the
     next loop's news arms another, and asks the store again, instead of waiting for good."""
-    out = run_python(QUEUE + """
-    async def send(method, path, body):
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
-    from pyjobq import queue, notebook
-
+    out = run_python(ANSWERED + """
     async def first():
         queue._ipython_display_()
         await queue.enqueue_fetch("POST", "/a").done  # a redraw is armed; the loop ends
@@ -469,13 +433,7 @@ def test_the_table_still_updates_after_an_event_loop_ended_with_a_redraw_or_a_re
 def test_repr_and_repr_html_read_the_store_where_an_event_loop_runs() -> None:
     """``repr(queue.table())``, ``print``, ``_repr_html_``: inside a loop they start the read
     their caption announces; outside one the caption says the store is not read, and how."""
-    out = run_python(QUEUE + """
-    async def send(method, path, body):
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
-    from pyjobq import queue, notebook
-
+    main_runs(ANSWERED + """
     async def stored():
         for n in range(3):
             await queue.enqueue_fetch("POST", f"/e{n}", label=f"earlier {n}").done
@@ -496,21 +454,11 @@ def test_repr_and_repr_html_read_the_store_where_an_event_loop_runs() -> None:
         assert all(f"earlier {n}" in html for n in range(3)), html
         assert notebook.READING not in html and notebook.NOT_READ not in html
         assert str(queue.table(status="done")) == ("Background jobs: 3 done (status 'done')")
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_failed_read_keeps_what_the_table_knew_and_says_how_to_retry() -> None:
-    out = run_python(QUEUE + """
-    async def send(method, path, body):
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
-    from pyjobq import queue, notebook
-
+    main_runs(ANSWERED + """
     async def main():
         await queue.enqueue_fetch("POST", "/a", label="heard of").done
         queue._known.store = notebook.StoreState(finished_kept=5)
@@ -533,21 +481,11 @@ def test_a_failed_read_keeps_what_the_table_knew_and_says_how_to_retry() -> None
         side.query_all = answer
         queue._ipython_display_()  # displayed again: read again
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 2 done", "read again")
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_after_stop_the_table_says_it_no_longer_hears_other_tabs() -> None:
-    out = run_python(QUEUE + """
-    async def send(method, path, body):
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
-    from pyjobq import queue, notebook
-
+    main_runs(ANSWERED + """
     async def main():
         await queue.enqueue_fetch("POST", "/a").done
         queue._ipython_display_()
@@ -555,11 +493,7 @@ def test_after_stop_the_table_says_it_no_longer_hears_other_tabs() -> None:
         queue.stop()
         drawn = await wait_for(lambda d: notebook.STOPPED in d["text/html"], "stopped")
         assert "news from other tabs no longer reaches this table" in drawn["text/plain"], drawn
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_table_of_a_status_or_type_that_cannot_be_refuses_it_and_says_what_to_pass() -> None:
@@ -595,7 +529,7 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
     job by id, never the finished ones — so it ends on the store's truth (one job done, one
     deleted) with no news. Rows it does not ask about stay as heard (a done volatile job the
     store forgot, a running job's progress); once no table shows an unfinished job it stops."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     from pyjobq import queue
     from pyjobq.core import jobs_table
     from pyjobq.core.status import Status
@@ -649,17 +583,13 @@ def test_a_live_table_reads_the_store_again_while_it_shows_an_unfinished_job() -
         asked.clear()
         await asyncio.sleep(0.3)  # six periods: no table shows an unfinished job
         assert asked == [], f"read with nothing unfinished shown: {asked}"
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
     """A live table that shows only finished jobs (``status="failed"``) does not read the store
     again, whatever unfinished job another view would show."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     from pyjobq import queue
     from pyjobq.core import jobs_table
 
@@ -684,12 +614,9 @@ def test_a_table_of_finished_jobs_reads_nothing_again() -> None:
         asked.clear()
         await asyncio.sleep(0.3)
         assert asked == [], asked
-        print("ok")
 
     from pyjobq import notebook
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_read_again_reads_by_id_and_for_many_the_unfinished_statuses() -> None:
@@ -729,18 +656,33 @@ def test_read_again_reads_by_id_and_for_many_the_unfinished_statuses() -> None:
     assert sorted(a for a in many.asked if a not in jobs_table.UNFINISHED) == sorted(many_ids[-2:])
 
 
-def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
-    """A live table's read of its unfinished jobs is given one period: one that never answers
-    neither stops the reads after it nor keeps what is heard meanwhile."""
-    out = run_python(QUEUE + """
+# QUEUE, its store's reads faked: ``running(job_id, created_at)`` is a running job's record, and
+# ``await shown(query_all, get_job, caption)`` makes those two the queue's reads, displays the
+# queue (its live table reads its unfinished jobs again every 50 ms) and waits for ``caption``.
+RE_READS = QUEUE + """
     from pyjobq import queue
     from pyjobq.core import jobs_table
 
-    async def main():
+    def running(job_id, created_at=1):
+        return {"id": job_id, "status": "running", "updated_at": 1, "created_at": created_at,
+                "type": "t"}
+
+    async def shown(query_all, get_job, caption):
         side = queue._queue()
+        side.query_all, side.get_job = query_all, get_job
+        jobs_table.RECHECK_MS = 50
+        queue._ipython_display_()
+        await wait_for(lambda d: caption in d["text/plain"], "drawn")
+"""
+
+
+def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
+    """A live table's read of its unfinished jobs is given one period: one that never answers
+    neither stops the reads after it nor keeps what is heard meanwhile."""
+    main_runs(RE_READS + """
+    async def main():
         calls = []
-        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
-                        "type": "t"}}
+        stored = {"a": running("a")}
 
         async def query_all():
             return [dict(r) for r in stored.values()]
@@ -751,34 +693,20 @@ def test_a_read_that_never_answers_gives_way_to_the_next() -> None:
                 await asyncio.Event().wait()  # the first read never answers
             return dict(stored[job_id])
 
-        side.query_all, side.get_job = query_all, get_job
-        jobs_table.RECHECK_MS = 50
-        queue._ipython_display_()
-        await wait_for(lambda d: "1 running" in d["text/plain"], "drawn")
+        await shown(query_all, get_job, "1 running")
         stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "read after a hang")
         assert len(calls) >= 2 and len(queue._known.reads) == 0, (calls, len(queue._known.reads))
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() -> None:
     """A cell's ``query_all()`` asked before the table's re-read, answered after it: its answer
     predates what the re-read found, and the table keeps the newer state (before, that answer
     replaced it until the next period)."""
-    out = run_python(QUEUE + """
-    from pyjobq import queue
-    from pyjobq.core import jobs_table
-
+    main_runs(RE_READS + """
     async def main():
-        side = queue._queue()
-        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
-                        "type": "t"},
-                  "b": {"id": "b", "status": "running", "updated_at": 1, "created_at": 2,
-                        "type": "t"}}
+        stored = {"a": running("a"), "b": running("b", created_at=2)}
         late = asyncio.Event()
         slow = []
 
@@ -791,10 +719,7 @@ def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() ->
         async def get_job(job_id):
             return dict(stored[job_id]) if job_id in stored else None
 
-        side.query_all, side.get_job = query_all, get_job
-        jobs_table.RECHECK_MS = 50
-        queue._ipython_display_()
-        await wait_for(lambda d: "2 running" in d["text/plain"], "drawn")
+        await shown(query_all, get_job, "2 running")
         slow.append(True)
         cell = asyncio.ensure_future(queue.query_all())  # asked now, answered late
         await asyncio.sleep(0)
@@ -807,27 +732,16 @@ def test_a_query_all_answer_older_than_a_re_read_does_not_draw_the_job_back() ->
         # What the tables draw from now (the next period would mend it, so read it at once):
         kept = {job_id: r["status"] for job_id, r in queue._known.records.items()}
         assert kept == {"a": "done"}, kept
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_a_re_read_is_not_laid_over_a_query_all_asked_after_it() -> None:
     """A ``query_all()`` asked after the re-read's requests went out is at least as new: what
     the re-read found (a job done, since deleted with its news lost) must not be laid over it,
     or the deleted job comes back, finished, never read again (found in review)."""
-    out = run_python(QUEUE + """
-    from pyjobq import queue
-    from pyjobq.core import jobs_table
-
+    main_runs(RE_READS + """
     async def main():
-        side = queue._queue()
-        stored = {"a": {"id": "a", "status": "running", "updated_at": 1, "created_at": 1,
-                        "type": "t"},
-                  "b": {"id": "b", "status": "running", "updated_at": 1, "created_at": 2,
-                        "type": "t"}}
+        stored = {"a": running("a"), "b": running("b", created_at=2)}
         b_gate, q_gate, a_read = asyncio.Event(), asyncio.Event(), asyncio.Event()
         slow_b, slow_q = [], []
 
@@ -845,10 +759,7 @@ def test_a_re_read_is_not_laid_over_a_query_all_asked_after_it() -> None:
                 await b_gate.wait()
             return record
 
-        side.query_all, side.get_job = query_all, get_job
-        jobs_table.RECHECK_MS = 50
-        queue._ipython_display_()
-        await wait_for(lambda d: "2 running" in d["text/plain"], "drawn")
+        await shown(query_all, get_job, "2 running")
         stored["a"] = {**stored["a"], "status": "done", "updated_at": 2}
         slow_b.append(True)
         await asyncio.wait_for(a_read.wait(), 5)  # the re-read read a: done
@@ -864,17 +775,13 @@ def test_a_re_read_is_not_laid_over_a_query_all_asked_after_it() -> None:
         assert [r["id"] for r in listed] == ["b"]
         kept = {job_id: r["status"] for job_id, r in queue._known.records.items()}
         assert kept == {"b": "running"}, kept
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"
 
 
 def test_get_job_lists_a_record_as_query_all_does() -> None:
     """``get_job``: a job's record now, read from its store; a volatile job's marked ``volatile``
     as ``query_all()`` lists it (a table's row read again keeps its "this tab" mark)."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     from pyjobq import queue
 
     async def main():
@@ -892,8 +799,4 @@ def test_get_job_lists_a_record_as_query_all_does() -> None:
         hold.set()
         await job.done
         assert await queue.get_job("no-such-job") is None
-        print("ok")
-
-    asyncio.run(main())
     """)
-    assert out.strip() == "ok"

@@ -6,27 +6,13 @@ script would."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout
-
+from helpers import SLOW_TRANSPORT, main_runs, run_python
 
 # The queue in a fresh interpreter, IPython's display faked (every drawing of every output
-# kept), and a forger: a script of the origin posting on the queue's channel.
+# kept), its transport SLOW_TRANSPORT's, and a forger: a script of the origin posting on the
+# queue's channel.
 QUEUE = """
     import asyncio, sys, types
-    import pyjobq
-    from pyjobq.testing import Response
 
     outputs = {}
 
@@ -44,15 +30,7 @@ QUEUE = """
     ipython.display = types.ModuleType("IPython.display")
     ipython.display.display = display
     sys.modules["IPython"], sys.modules["IPython.display"] = ipython, ipython.display
-
-    gate = asyncio.Event()
-
-    async def send(method, path, body):
-        if path == "/slow":
-            await gate.wait()
-        return Response(200, {})
-
-    pyjobq.configure(transport=send)
+""" + SLOW_TRANSPORT + """
     from pyjobq import notebook, queue
     from pyjobq.core import jobs_table
     from pyjobq.core.messages import make
@@ -88,7 +66,7 @@ def test_forged_news_of_an_end_never_shows_and_the_table_shows_the_store_s_truth
     looks newer), that it was deleted, and that jobs nobody filed ended: ten re-read periods
     later the table still shows what the store holds — the job running — and no drawing ever
     showed it done. When it really ends, the table shows that."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     async def main():
         jobs_table.RECHECK_MS = 50
         job = queue.enqueue_fetch("POST", "/slow", type="sync", label="sync inbox")
@@ -110,11 +88,7 @@ def test_forged_news_of_an_end_never_shows_and_the_table_shows_the_store_s_truth
         gate.set()
         await job.done
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 1 done", "really done")
-        print("ok")
-
-    asyncio.run(main())
-    """)
-    assert out.strip() == "ok"
+    """, timeout=120)
 
 
 def test_a_row_of_wrong_typed_fields_neither_stops_the_table_nor_reaches_it() -> None:
@@ -122,7 +96,7 @@ def test_a_row_of_wrong_typed_fields_neither_stops_the_table_nor_reaches_it() ->
     strs for its stamps, attempts and progress, then a list for its status: drawing never
     raises, the live table goes on redrawing what comes after, and the row keeps only the
     fields of the right kind (the store's stamps stay)."""
-    out = run_python(QUEUE + """
+    main_runs(QUEUE + """
     async def main():
         for n in range(2):
             await queue.enqueue_fetch("POST", f"/a{n}", label=f"earlier {n}").done
@@ -150,11 +124,7 @@ def test_a_row_of_wrong_typed_fields_neither_stops_the_table_nor_reaches_it() ->
         gate.set()
         await job.done
         await wait_for(lambda d: d["text/plain"] == "Background jobs: 4 done", "every end")
-        print("ok")
-
-    asyncio.run(main())
-    """)
-    assert out.strip() == "ok"
+    """, timeout=120)
 
 
 def test_forged_news_with_many_random_ids_keeps_the_table_s_memory_bounded() -> None:
@@ -193,7 +163,7 @@ def test_forged_news_with_many_random_ids_keeps_the_table_s_memory_bounded() -> 
         print("ok", peak)
 
     asyncio.run(main())
-    """)
+    """, timeout=120)
     assert out.strip().startswith("ok")
 
 

@@ -9,19 +9,12 @@ from typing import Any
 import pytest
 
 import pyjobq
+from pyjobq.core import outbox_claims as claims
 from pyjobq.core.backoff import make_backoff
 from pyjobq.core.messages import parse, updated_jobs
-from pyjobq.core.outbox_claims import (
-    LEASE_RAN_OUT,
-    RunClaim,
-    delivered,
-    lease_ran_out,
-    renewed,
-    rollback_begun,
-    undecided,
-)
 from pyjobq.core.status import Status
 from pyjobq.errors import InvalidJobError
+from pyjobq.handle import Job
 from pyjobq.memory import MemoryStore
 from pyjobq.outbox import Outbox, OutboxEntry, OutboxHandler, Prune, outbox_backoff
 from pyjobq.testing import T0, FakeClock, FreezableClock, record, run, settle
@@ -133,11 +126,10 @@ def test_enqueue_refuses_unknown_types_and_unstorable_payloads() -> None:
 
 def test_claims_are_fifo_by_created_at_among_due_entries() -> None:
     async def main() -> None:
-        t = T0
         box, calls, store, clock = started(seed=(
-            stored("young", "send", t - 10, next_retry_at=t),
-            stored("old-not-due", "send", t - 30, next_retry_at=t + 500),
-            stored("old", "send", t - 20, next_retry_at=t - 1),
+            stored("young", "send", T0 - 10, next_retry_at=T0),
+            stored("old-not-due", "send", T0 - 30, next_retry_at=T0 + 500),
+            stored("old", "send", T0 - 20, next_retry_at=T0 - 1),
         ))
         await settle()
         assert [e.id for e in calls.processed] == ["old", "young"]
@@ -168,18 +160,17 @@ def test_claims_read_keys_through_the_index_never_whole_due_records() -> None:
 
 def test_a_lease_that_ran_out_is_claimable_again_and_a_live_one_is_not() -> None:
     async def main() -> None:
-        t = T0
         box, calls, store, clock = started(seed=(
-            stored("expired", "send", t - 100, status="running", owner="dead-tab", attempts=1,
-                   next_retry_at=t - 1),
-            stored("held", "send", t - 50, status="running", owner="other-tab", attempts=1,
-                   next_retry_at=t + 5000),
+            stored("expired", "send", T0 - 100, status="running", owner="dead-tab", attempts=1,
+                   next_retry_at=T0 - 1),
+            stored("held", "send", T0 - 50, status="running", owner="other-tab", attempts=1,
+                   next_retry_at=T0 + 5000),
         ))
         await settle()
         assert [(e.id, e.attempts) for e in calls.processed] == [("expired", 2)]
         assert (await store.get("held")).owner == "other-tab"
         # One timer, armed for the lease's end: no polling in between.
-        assert clock.next_timer_at() == t + 5000
+        assert clock.next_timer_at() == T0 + 5000
         clock.advance(4999)
         await settle()
         assert len(calls.processed) == 1
@@ -365,10 +356,9 @@ def test_max_attempts_without_on_exhausted_rolls_back_then_deletes() -> None:
 
 def test_a_rollback_cut_short_is_finished_by_the_next_start() -> None:
     async def main() -> None:
-        t = T0
         box, calls, store, clock = started(seed=(
-            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5),
-            stored("kept", "send", t, status="failed", next_retry_at=None, attempts=5),
+            stored("left", "react", T0, status="failed", next_retry_at=None, attempts=5),
+            stored("kept", "send", T0, status="failed", next_retry_at=None, attempts=5),
         ))
         await settle()
         assert calls.rolled_back == ["left"] and calls.exhausted == []
@@ -379,10 +369,9 @@ def test_a_rollback_cut_short_is_finished_by_the_next_start() -> None:
 
 def test_unknown_type_warns_and_deletes(caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        t = T0
         box, calls, store, clock = started(seed=(
-            stored("ghost", "gone/type", t),
-            stored("fetchy", "fetch", t),  # not the built-in fetch here
+            stored("ghost", "gone/type", T0),
+            stored("fetchy", "fetch", T0),  # not the built-in fetch here
         ))
         await settle()
         assert await store.all() == [] and calls.processed == []
@@ -761,11 +750,11 @@ def running(**changes: Any) -> Any:
     return record("e", **fields)
 
 
-MINE = RunClaim("e", "me", attempts=2, given_back=1)
+MINE = claims.RunClaim("e", "me", attempts=2, given_back=1)
 
 
 def test_a_run_claim_is_its_owner_and_its_attempt() -> None:
-    assert RunClaim.of(running()) == MINE
+    assert claims.RunClaim.of(running()) == MINE
     assert MINE.holds(running())
     assert not MINE.holds(None)
     assert not MINE.holds(running(owner="other"))  # taken over
@@ -780,51 +769,55 @@ def test_a_run_claim_is_its_owner_and_its_attempt() -> None:
 
 
 def test_a_renewal_pushes_the_lease_only_while_the_record_is_the_claim() -> None:
-    assert renewed(running(), MINE, T0 + 50, 90) == running(
+    assert claims.renewed(running(), MINE, T0 + 50, 90) == running(
         next_retry_at=T0 + 140, updated_at=T0 + 50)
-    assert renewed(running(owner="other"), MINE, T0 + 50, 90) is None
-    assert renewed(running(attempts=3), MINE, T0 + 50, 90) is None
-    assert renewed(running(status="pending", owner=None, next_retry_at=T0 + 500),
-                   MINE, T0 + 50, 90) is None
-    assert renewed(running(status="failed", owner=None, next_retry_at=None),
-                   MINE, T0 + 50, 90) is None
+    assert claims.renewed(running(owner="other"), MINE, T0 + 50, 90) is None
+    assert claims.renewed(running(attempts=3), MINE, T0 + 50, 90) is None
+    assert claims.renewed(running(status="pending", owner=None, next_retry_at=T0 + 500),
+                          MINE, T0 + 50, 90) is None
+    assert claims.renewed(running(status="failed", owner=None, next_retry_at=None),
+                          MINE, T0 + 50, 90) is None
 
 
 def test_a_delivery_takes_the_entry_back_from_anything_but_a_rollback_begun() -> None:
     now = T0 + 200
     back = running(next_retry_at=now + 90, updated_at=now)
-    assert delivered(running(), MINE, now, 90) is None  # still mine: the settle applies as it is
-    assert delivered(running(owner="other", attempts=3, given_back=1),
-                     MINE, now, 90) == back.evolve(attempts=3)
-    assert delivered(running(status="pending", owner=None, next_retry_at=T0 + 900, attempts=3,
-                             error="no", code="x"),
-                     MINE, now, 90) == back.evolve(attempts=3, error="no", code="x")
-    assert delivered(running(status="failed", owner=None, next_retry_at=None, error="gone",
-                             code="page_gone"),
-                     MINE, now, 90) == back.evolve(error="gone", code="page_gone")
-    assert delivered(running(status="failed", owner="other", next_retry_at=None),
-                     MINE, now, 90) is None
-    assert delivered(running(status="done", owner=None, next_retry_at=None), MINE, now, 90) is None
+    # still mine: the settle applies as it is
+    assert claims.delivered(running(), MINE, now, 90) is None
+    assert claims.delivered(running(owner="other", attempts=3, given_back=1),
+                            MINE, now, 90) == back.evolve(attempts=3)
+    assert claims.delivered(running(status="pending", owner=None, next_retry_at=T0 + 900,
+                                    attempts=3, error="no", code="x"),
+                            MINE, now, 90) == back.evolve(attempts=3, error="no", code="x")
+    assert claims.delivered(running(status="failed", owner=None, next_retry_at=None, error="gone",
+                                    code="page_gone"),
+                            MINE, now, 90) == back.evolve(error="gone", code="page_gone")
+    assert claims.delivered(running(status="failed", owner="other", next_retry_at=None),
+                            MINE, now, 90) is None
+    assert claims.delivered(running(status="done", owner=None, next_retry_at=None),
+                            MINE, now, 90) is None
 
 
 def test_a_rollback_is_marked_on_the_failed_record_and_nowhere_else() -> None:
     failed = running(status="failed", owner=None, next_retry_at=None, updated_at=T0 + 5)
-    assert rollback_begun(failed, "me") == failed.evolve(owner="me")  # updated_at kept: prune's age
-    assert rollback_begun(failed.evolve(owner="dead"), "me") == failed.evolve(owner="me")
-    assert rollback_begun(running(), "me") is None
-    assert rollback_begun(running(status="pending", owner=None), "me") is None
+    # updated_at kept: prune's age
+    assert claims.rollback_begun(failed, "me") == failed.evolve(owner="me")
+    assert claims.rollback_begun(failed.evolve(owner="dead"), "me") == failed.evolve(owner="me")
+    assert claims.rollback_begun(running(), "me") is None
+    assert claims.rollback_begun(running(status="pending", owner=None), "me") is None
 
 
 def test_a_lease_that_ran_out_on_the_ceiling_is_said_as_such_once() -> None:
     seen = running(status="failed", owner=None, next_retry_at=None, error="HTTPError: 500",
                    code="http_500", http_status=500)
-    said = seen.evolve(code="page_gone", error=LEASE_RAN_OUT, http_status=None)
-    assert lease_ran_out(seen, seen) == said
-    assert lease_ran_out(said, seen) is None  # said already
-    assert lease_ran_out(seen.evolve(owner="me"), seen) is None  # a rollback began
-    assert lease_ran_out(seen.evolve(attempts=3), seen) is None  # another failure since
-    assert lease_ran_out(running(status="pending", owner=None), seen) is None
-    assert undecided(said) and not undecided(seen) and not undecided(said.evolve(owner="me"))
+    said = seen.evolve(code="page_gone", error=claims.LEASE_RAN_OUT, http_status=None)
+    assert claims.lease_ran_out(seen, seen) == said
+    assert claims.lease_ran_out(said, seen) is None  # said already
+    assert claims.lease_ran_out(seen.evolve(owner="me"), seen) is None  # a rollback began
+    assert claims.lease_ran_out(seen.evolve(attempts=3), seen) is None  # another failure since
+    assert claims.lease_ran_out(running(status="pending", owner=None), seen) is None
+    assert claims.undecided(said) and not claims.undecided(seen)
+    assert not claims.undecided(said.evolve(owner="me"))
 
 
 # ----------------------------------------------------------- two processors on one store: the lease
@@ -881,6 +874,24 @@ def two_outboxes(
     return a, ga, b, gb, store, clock, frozen
 
 
+async def past_the_lease(
+        kind: str = "react", max_attempts: int = 3,
+) -> tuple[Outbox, Gated, Outbox, Gated, MemoryStore, FakeClock, FreezableClock, Job]:
+    """:func:`two_outboxes`, both started: ``a`` runs one ``kind`` entry (payload 1, at most
+    ``max_attempts`` attempts) and its page is frozen in the middle of process() (no renewal)
+    while the clock runs past the lease's end. Returns what :func:`two_outboxes` does and the
+    entry's job."""
+    a, ga, b, gb, store, clock, frozen = two_outboxes()
+    a.start()
+    job = await a.enqueue(kind, 1, max_attempts=max_attempts)
+    await settle()
+    b.start()
+    frozen.freeze()
+    clock.advance(LEASE + 1)
+    await settle()
+    return a, ga, b, gb, store, clock, frozen, job
+
+
 def test_the_lease_is_renewed_while_process_runs_so_another_outbox_never_takes_it() -> None:
     async def main() -> None:
         a, ga, b, gb, store, clock, _ = two_outboxes()
@@ -926,14 +937,8 @@ def test_renewing_stops_when_the_run_settles() -> None:
 
 def test_a_processor_that_lost_its_lease_knows_it_and_its_failure_is_not_stored() -> None:
     async def main() -> None:
-        a, ga, b, gb, store, clock, frozen = two_outboxes()
-        a.start()
-        job = await a.enqueue("react", 1, max_attempts=3)
-        await settle()
-        b.start()
-        frozen.freeze()  # a's page is frozen in the middle of process(): no renewal
-        clock.advance(LEASE + 1)
-        await settle()
+        # a's page is frozen in the middle of process(): no renewal
+        a, ga, b, gb, store, clock, frozen, job = await past_the_lease()
         taken = await store.get(job.id)
         assert (taken.status, taken.owner, taken.attempts) == (Status.RUNNING, b.source, 2)
         frozen.thaw()  # a's renewal finds the entry b's: a stops renewing it
@@ -955,14 +960,7 @@ def test_a_processor_that_lost_its_lease_knows_it_and_its_failure_is_not_stored(
 
 def test_a_delivery_wins_over_a_reclaim_and_its_entry_is_never_rolled_back() -> None:
     async def main() -> None:
-        a, ga, b, gb, store, clock, frozen = two_outboxes()
-        a.start()
-        job = await a.enqueue("react", 1, max_attempts=3)
-        await settle()
-        b.start()
-        frozen.freeze()
-        clock.advance(LEASE + 1)
-        await settle()
+        a, ga, b, gb, store, clock, frozen, job = await past_the_lease()
         assert (await store.get(job.id)).owner == b.source  # b took it over and runs it
         frozen.thaw()
         ga.release(True)  # a's process() succeeded: the entry was delivered
@@ -980,14 +978,7 @@ def test_a_delivery_wins_over_a_reclaim_and_its_entry_is_never_rolled_back() -> 
 def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_run_may_deliver(
         kind: str) -> None:
     async def main() -> None:
-        a, ga, b, gb, store, clock, frozen = two_outboxes()
-        a.start()
-        job = await a.enqueue(kind, 1, max_attempts=1)
-        await settle()
-        b.start()
-        frozen.freeze()
-        clock.advance(LEASE + 1)
-        await settle()
+        a, ga, b, gb, store, clock, frozen, job = await past_the_lease(kind, max_attempts=1)
         failed = await store.get(job.id)
         # Failed at the ceiling, and said so; on_exhausted surfaces it, nothing is reverted.
         assert (failed.status, failed.code, failed.owner) == (Status.FAILED, "page_gone", None)
@@ -1004,14 +995,7 @@ def test_a_lease_that_ran_out_on_the_last_attempt_is_not_rolled_back_while_its_r
 
 def test_the_run_whose_lease_ran_out_on_the_last_attempt_rolls_back_once_it_fails() -> None:
     async def main() -> None:
-        a, ga, b, gb, store, clock, frozen = two_outboxes()
-        a.start()
-        job = await a.enqueue("react", 1, max_attempts=1)
-        await settle()
-        b.start()
-        frozen.freeze()
-        clock.advance(LEASE + 1)
-        await settle()
+        a, ga, b, gb, store, clock, frozen, job = await past_the_lease(max_attempts=1)
         assert (await store.get(job.id)).status is Status.FAILED and ga.log == [("a", "process 1")]
         frozen.thaw()
         ga.release(False)  # now the fate is known: not delivered, so the change is reverted
@@ -1024,14 +1008,7 @@ def test_the_run_whose_lease_ran_out_on_the_last_attempt_rolls_back_once_it_fail
 def test_a_rollback_is_claimed_before_it_runs_and_a_later_delivery_is_reported(
         caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
-        a, ga, b, gb, store, clock, frozen = two_outboxes()
-        a.start()
-        job = await a.enqueue("react", 1, max_attempts=3)
-        await settle()
-        b.start()
-        frozen.freeze()
-        clock.advance(LEASE + 1)
-        await settle()
+        a, ga, b, gb, store, clock, frozen, job = await past_the_lease()
         gb.rollback_gate = asyncio.get_running_loop().create_future()
         gb.release(False)  # b's run fails for good first: b begins rolling the entry back
         await settle()
@@ -1053,13 +1030,12 @@ def test_a_rollback_is_claimed_before_it_runs_and_a_later_delivery_is_reported(
 
 def test_start_finishes_rollbacks_but_not_of_an_entry_whose_last_run_may_have_delivered() -> None:
     async def main() -> None:
-        t = T0
         box, calls, store, clock = started(seed=(
-            stored("unknown", "react", t, status="failed", next_retry_at=None, attempts=5,
+            stored("unknown", "react", T0, status="failed", next_retry_at=None, attempts=5,
                    code="page_gone"),
-            stored("begun", "react", t, status="failed", next_retry_at=None, attempts=5,
+            stored("begun", "react", T0, status="failed", next_retry_at=None, attempts=5,
                    code="page_gone", owner="a-page-that-died-mid-rollback"),
-            stored("left", "react", t, status="failed", next_retry_at=None, attempts=5,
+            stored("left", "react", T0, status="failed", next_retry_at=None, attempts=5,
                    code="not_retryable"),
         ))
         await settle()
@@ -1073,10 +1049,9 @@ def test_start_finishes_rollbacks_but_not_of_an_entry_whose_last_run_may_have_de
 
 def test_start_finishes_interrupted_rollbacks_before_it_prunes() -> None:
     async def main() -> None:
-        t = T0
-        old = dict(status="failed", next_retry_at=None, attempts=5, updated_at=t - 100 * DAY)
+        old = dict(status="failed", next_retry_at=None, attempts=5, updated_at=T0 - 100 * DAY)
         box, calls, store, clock = started(
-            seed=(stored("old-react", "react", t - 100 * DAY, **old),))
+            seed=(stored("old-react", "react", T0 - 100 * DAY, **old),))
         await settle()
         assert calls.rolled_back == ["old-react"]  # reverted, not silently pruned
         assert await store.all() == []
@@ -1115,12 +1090,11 @@ def test_prune_deletions_are_published() -> None:
 @pytest.mark.parametrize("kind", ["react", "send"])
 def test_a_lease_that_ran_out_on_the_ceiling_is_failed_as_such_and_handled_once(kind: str) -> None:
     async def main() -> None:
-        t = T0
         heard: list[Any] = []
         # The last attempt's page died mid-run; the attempt before had failed with an HTTP 500.
         box, calls, store, clock = started(on_activity=heard.append, seed=(
-            stored("gone", kind, t - 100, status="running", owner="dead-tab", attempts=5,
-                   next_retry_at=t - 1, code="http_500", error="HTTPError: 500", http_status=500),
+            stored("gone", kind, T0 - 100, status="running", owner="dead-tab", attempts=5,
+                   next_retry_at=T0 - 1, code="http_500", error="HTTPError: 500", http_status=500),
         ))
         await settle()
         failed = await store.get("gone")

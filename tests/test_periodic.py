@@ -61,6 +61,15 @@ def open_with(world: World, ticks: Ticks, **options: Any) -> Tab:
     return tab
 
 
+async def defined(**options: Any) -> tuple[World, Ticks, Tab]:
+    """A new world with one tab (``options`` go to :func:`open_with`) whose page defines the
+    schedule, settled."""
+    world, ticks = World(), Ticks()
+    tab = open_with(world, ticks, **options)
+    await settle()
+    return world, ticks, tab
+
+
 async def occurrences(world: World) -> list[str]:
     return sorted(r.id for r in await world.store.all() if r.id.startswith(f"periodic:{NAME}:"))
 
@@ -81,9 +90,7 @@ def slot_id(slot: float) -> str:
 
 def test_a_new_schedule_starts_at_the_next_slot_and_runs_once_per_slot() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, _ = await defined(page_lease=True)
         stored = world.store.raw_schedules()[NAME]
         assert stored["last_slot"] == slot_at(MINUTE, world.clock.now())
         assert await occurrences(world) == []  # nothing at definition
@@ -100,9 +107,7 @@ def test_a_new_schedule_starts_at_the_next_slot_and_runs_once_per_slot() -> None
 
 def test_the_holder_wakes_for_the_slot_by_a_timer_not_a_poll() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        tab = open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, tab = await defined(page_lease=True)
         assert tab.scheduler is not None
         looks = tab.scheduler.looks
         slot = slot_at(MINUTE, world.clock.now()) + MINUTE
@@ -118,9 +123,7 @@ def test_the_holder_wakes_for_the_slot_by_a_timer_not_a_poll() -> None:
 
 def test_a_definition_changed_on_reload_updates_the_stored_one() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        tab = open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, tab = await defined(page_lease=True)
         first = await to_next_slot(world)
         tab.crash()
         # The page's next release runs it every two minutes.
@@ -181,9 +184,7 @@ def test_three_tabs_and_a_frozen_holder_enqueue_each_slot_exactly_once() -> None
 
 def test_a_frozen_worker_host_holder_is_taken_over_and_the_next_slot_enqueued_once() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        host = open_with(world, ticks, worker_host=True)
-        await settle()
+        world, ticks, host = await defined(worker_host=True)
         await world.advance(1)
         assert host.holds_lease
         tabs = [open_with(world, ticks, page_lease=True, waiting=True) for _ in range(2)]
@@ -211,9 +212,7 @@ def test_a_frozen_worker_host_holder_is_taken_over_and_the_next_slot_enqueued_on
 
 def test_a_reload_between_occurrences_enqueues_the_next_slot_once() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        tab = open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, tab = await defined(page_lease=True)
         first = await to_next_slot(world)
         await world.advance(20_000)
         tab.crash()  # the reload: the page goes ...
@@ -227,9 +226,7 @@ def test_a_reload_between_occurrences_enqueues_the_next_slot_once() -> None:
 
 def test_a_long_absence_runs_one_occurrence_not_one_per_missed_slot() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        tab = open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, tab = await defined(page_lease=True)
         first = await to_next_slot(world)
         tab.crash()  # every tab closed: a night away
         await world.advance(8 * 60 * MINUTE + 30_000)
@@ -244,9 +241,7 @@ def test_a_long_absence_runs_one_occurrence_not_one_per_missed_slot() -> None:
 
 def test_the_schedule_survives_a_restart_on_a_page_that_does_not_define_it() -> None:
     async def main() -> None:
-        world, ticks = World(), Ticks()
-        tab = open_with(world, ticks, page_lease=True)
-        await settle()
+        world, ticks, tab = await defined(page_lease=True)
         tab.crash()
         await world.advance(10 * MINUTE)
         # The next session: this page registers the function but never defines the schedule.

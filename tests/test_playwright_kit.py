@@ -340,7 +340,7 @@ def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
     assert tab.py("json.dumps(6 * 7)") == 42
     with pytest.raises(TabError, match="ZeroDivisionError"):
         tab.py("1 / 0")
-    # 0 would be "no timeout" to Playwright: refused, naming the parameter (D3).
+    # 0 would be "no timeout" to Playwright: refused, naming the parameter.
     for bad in (0, -1):
         with pytest.raises(ValueError, match="timeout_s must be .* greater than 0"):
             tab.py("1", timeout_s=bad)
@@ -350,7 +350,7 @@ def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
             tab.crash(timeout_s=bad)
         with pytest.raises(ValueError, match="timeout_s must be"):
             open_tab(context, pyjobq_site.url("tests/harness.html"), timeout_s=bad)
-    # An empty or unknown status is a mistake of the test's, said at once (D8).
+    # An empty or unknown status is a mistake of the test's, said at once.
     with pytest.raises(ValueError, match="unknown status 'finished'.*'done'"):
         tab.wait_for_status("x", "finished")
     with pytest.raises(ValueError, match="no status; give one or more of"):
@@ -359,7 +359,7 @@ def test_python_that_holds_the_main_thread_is_bounded_by_the_driver(
 
 def test_open_tab_closes_its_page_when_a_wait_fails(context: BrowserContext,
                                                     pyjobq_site: Site) -> None:
-    # D11: a failed open left its page running, in the test's context, for nobody.
+    # A failed open left its page running, in the test's context, for nobody: it is closed.
     with pytest.raises(TabError, match="Python was not ready"):
         open_tab(context, pyjobq_site.url("tests/blank.html"), timeout_s=1)
     assert context.pages == []

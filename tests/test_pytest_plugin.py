@@ -26,8 +26,8 @@ def test_the_wheel_registers_the_plugin() -> None:
 
 
 def test_the_plugin_always_registers_its_option_and_fixture_cheaply() -> None:
-    # Without Playwright too (D6): pyjobq's own pyproject sets the ini key, and a missing
-    # option or fixture would be a confusing error. Importing it loads no server.
+    # Without Playwright too: pyjobq's own pyproject sets the ini key, and a missing option or
+    # fixture would be a confusing error. Importing it loads no server.
     code = ("import sys\nimport pyjobq.testing.pytest_plugin as p\n"
             "print(sorted(p.__all__), 'pyjobq.testing._site' in sys.modules, "
             "'http.server' in sys.modules)")
@@ -112,7 +112,7 @@ def pytest_run(project: Path, *args: str, autoload: bool = False,
                path: tuple[Path, ...] = (), prelude: str = "") -> subprocess.CompletedProcess[str]:
     """pytest on ``project``, with the plugin from this tree. By default isolated: no plugin
     loads by itself (an installed pyjobq's entry point among them) and ``-p`` loads ours,
-    which would otherwise be registered twice (D1). ``autoload``: as a user runs it, the
+    which would otherwise be registered twice. ``autoload``: as a user runs it, the
     plugin found through its entry point only. ``prelude``: Python run before pytest."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (ROOT, *path)))}
     env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
@@ -139,7 +139,7 @@ def installed(tmp_path: Path) -> Path:
 
 def test_the_plugin_tests_run_with_pyjobq_installed(project: Path, tmp_path: Path) -> None:
     # With the wheel installed, `-p pyjobq.testing.pytest_plugin` besides its entry point was
-    # "Plugin already registered under a different name" (D1).
+    # "Plugin already registered under a different name".
     run = pytest_run(project, "--pyjobq-site", "site", path=(installed(tmp_path),))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "SITE http://127.0.0.1:" in run.stdout
@@ -157,7 +157,8 @@ WITHOUT_PLAYWRIGHT = "sys_ = __import__('sys'); sys_.modules['playwright'] = Non
 
 def test_without_playwright_the_option_and_ini_key_stand_and_the_fixture_says_why(
         project: Path) -> None:
-    # D6: the option was "unrecognized", the ini key warned, the fixture was "not found".
+    # Without Playwright the option was "unrecognized", the ini key warned, and the fixture was
+    # "not found".
     (project / "pytest.ini").write_text("[pytest]\npyjobq_site = site\n")
     argv = ["-c", str(project / "pytest.ini"), "-W", "error::pytest.PytestConfigWarning"]
     run = pytest_run(project, "--pyjobq-site", "site", *argv, prelude=WITHOUT_PLAYWRIGHT)
@@ -198,7 +199,8 @@ def test_pyjobq_site_takes_the_address_of_your_own_server(project: Path, folder:
 
 
 def test_a_symlinked_folder_inside_the_site_is_served(folder: Path, tmp_path: Path) -> None:
-    # D4: resolving links made a linked folder "outside the site" (403).
+    # Resolving links made a linked folder "outside the site" (403); a path that climbs out of
+    # the site is still refused.
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "lib.js").write_text("export const y = 2;\n")
     (folder / "vendor").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
@@ -213,7 +215,7 @@ def test_a_symlinked_folder_inside_the_site_is_served(folder: Path, tmp_path: Pa
 
 
 def test_a_malformed_path_is_answered_not_a_traceback(folder: Path) -> None:
-    # D9: a NUL or a name too long for the file system made the handler raise.
+    # A NUL or a name too long for the file system made the handler raise: each is answered.
     with serve_folder(folder) as site:
         assert get(site.base, "/a%00b")[0] == 400
         assert get(site.base, "/" + "x" * 300)[0] == 404

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from helpers import one_tab
 from pyjobq.core.mode import JOB_QUEUE, OUTBOX, RETENTION_MS, VOLATILE
 from pyjobq.core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
 from pyjobq.testing import World, run, settle
@@ -91,8 +92,8 @@ def test_the_holder_sweeps_again_within_the_interval_while_it_holds_the_lease() 
 
 def test_cleanup_old_publishes_its_deletions() -> None:
     async def main() -> None:
-        world = World()
-        tab, other = world.open_tab(), world.open_tab()
+        world, tab = one_tab()
+        other = world.open_tab()
         await settle()
         now = world.clock.now()
         await world.store.add([aged("old", "done", RETENTION_MS + 1, now)])

@@ -27,6 +27,14 @@ def online_only(world: World, server: Server) -> Any:
     return transport
 
 
+@pytest.fixture(params=[False, True], ids=["page", "worker_host"])
+def host(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options of a tab's page that waits in line for the lease and holds it in the page,
+    then of a worker host (an executor side with no document): a test taking it runs with
+    each."""
+    return {"worker_host": True} if request.param else {"page_lease": True, "waiting": True}
+
+
 def failure_stage(tab: Tab) -> str | None:
     assert tab.boot is not None
     return tab.boot.retrying.stage if tab.boot.retrying is not None else None
@@ -73,15 +81,12 @@ def test_a_tab_that_takes_over_offline_boots_from_the_files_it_fetched_and_sends
     run(main)
 
 
-@pytest.mark.parametrize("worker_host", [False, True], ids=["page", "worker_host"])
 def test_a_tab_opened_offline_holds_no_lease_and_boots_on_the_online_event(
-        worker_host: bool) -> None:
+        host: dict[str, Any]) -> None:
     async def main() -> None:
         world, server = World(), Server()
         world.online = False
-        options: dict[str, Any] = (
-            {"worker_host": True} if worker_host else {"page_lease": True, "waiting": True})
-        tab = world.open_tab(transport=online_only(world, server), **options)
+        tab = world.open_tab(transport=online_only(world, server), **host)
         job = tab.side.enqueue_fetch("POST", "/opened-offline")
         await settle()
         assert failure_stage(tab) == "fetch" and not tab.holds_lease and not tab.booted
@@ -118,16 +123,13 @@ def test_a_download_that_fails_or_stalls_a_given_number_of_times_is_retried_unti
     run(main)
 
 
-@pytest.mark.parametrize("worker_host", [False, True], ids=["page", "worker_host"])
 def test_a_boot_that_stalls_holding_the_lease_lets_it_go_at_the_deadline_and_another_tab_takes_over(
-        worker_host: bool) -> None:
+        host: dict[str, Any]) -> None:
     # The stalled boot, simulated: a refused pyodide.asm.wasm leaves loadPyodide hanging.
     async def main() -> None:
         world, server = World(), Server()
-        options: dict[str, Any] = (
-            {"worker_host": True} if worker_host else {"page_lease": True, "waiting": True})
         stalled = world.open_tab(transport=server, boot_faults=[BootFault("load", stall=True)],
-                                 **options)
+                                 **host)
         await settle()
         other = world.open_tab(transport=server, page_lease=True, waiting=True)
         job = other.side.enqueue_fetch("POST", "/while-the-first-stalls")

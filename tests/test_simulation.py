@@ -708,22 +708,12 @@ class Sim:
         elif kind in ("storm", "calm"):
             self.storm_401 = kind == "storm"
             detail = ""
-        elif kind == "freeze":
-            tab = rng.choice(live)
-            tab.freeze()
-            detail = tab.name
-        elif kind == "resume":
-            tab = rng.choice(frozen)
-            tab.resume()
-            detail = tab.name
-        elif kind == "block":
-            # A busy page: a notebook cell computing, long synchronous Python. Its worker runs on.
-            tab = rng.choice(live)
-            tab.block()
-            detail = tab.name
-        elif kind == "unblock":
-            tab = rng.choice(blocked)
-            tab.unblock()
+        elif kind in ("freeze", "resume", "block", "unblock"):
+            # block: a busy page, a notebook cell computing, long synchronous Python. Its worker
+            # runs on.
+            tab = rng.choice({"freeze": live, "resume": frozen, "block": live,
+                              "unblock": blocked}[kind])
+            getattr(tab, kind)()  # tab.freeze(), tab.resume(), tab.block() or tab.unblock()
             detail = tab.name
         elif kind in ("crash", "reload"):
             tab = rng.choice(world.live)  # a frozen tab may be discarded

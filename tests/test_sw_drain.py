@@ -12,7 +12,7 @@ from pyjobq.core.errors import DatabaseUpgradedError
 from pyjobq.core.messages import make
 from pyjobq.core.mode import OUTBOX
 from pyjobq.core.ports import Change
-from pyjobq.core.records import service_worker_source
+from pyjobq.core.records import JobRecord, service_worker_source
 from pyjobq.core.status import Status
 from pyjobq.engine.lease import ServiceWorkerLease, lease_channel_name
 from pyjobq.engine.scheduler import Scheduler
@@ -30,6 +30,12 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sw_drain, "WAIT_LOOK_MS", 5.0)
 
 
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs may go on 50 ms after the drain stopped claiming before they are abandoned."""
+    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
+
+
 class Origin:
     """One origin's store, locks and channel, and the requests its transport sent."""
 
@@ -39,6 +45,13 @@ class Origin:
         self.channels = ChannelHub()
         self.sent: list[str] = []
         self.hold: asyncio.Event | None = None  # set: requests wait for it
+
+    @classmethod
+    async def storing(cls, *jobs: JobRecord) -> Origin:
+        """A new origin whose store holds ``jobs``."""
+        origin = cls()
+        await origin.store.add(list(jobs))
+        return origin
 
     async def send(self, method: str, path: str, body: Any) -> Response:
         self.sent.append(path)
@@ -56,6 +69,46 @@ class Origin:
         return DrainQueue(lock_name=LOCK, source=service_worker_source(), transport=self.send,
                           reconstructors=reconstructors, yields={}, handshake_timeout_ms=10_000)
 
+    async def drained(self, jobs: list[JobRecord], budget_ms: float = 60_000,
+                      queue: DrainQueue | None = None) -> DrainReport:
+        """Stores ``jobs``, then drains ``queue`` (``queue()``) to its end, within 5 s."""
+        await self.store.add(jobs)
+        return await asyncio.wait_for(
+            sw_drain.drain(self.ports(), queue if queue is not None else self.queue(), budget_ms),
+            5)
+
+    async def draining(self, jobs: list[JobRecord]) -> asyncio.Future[DrainReport]:
+        """Holds the requests, stores ``jobs`` and starts a drain; returns it once its first
+        request, to ``/a``, is sent (and held)."""
+        self.hold = asyncio.Event()
+        await self.store.add(jobs)
+        drain = asyncio.ensure_future(sw_drain.drain(self.ports(), self.queue(), 60_000))
+        while self.sent != ["/a"]:
+            await asyncio.sleep(0.001)
+        return drain
+
+    async def page_holds_the_lease(self) -> tuple[asyncio.Event, asyncio.Future[Any]]:
+        """A page takes the lease and keeps it until the event returned is set; returns that
+        event and the page's lock request."""
+        holds, lets_go = asyncio.Event(), asyncio.Event()
+
+        async def page(_lock: Any) -> None:
+            holds.set()
+            await lets_go.wait()
+
+        request = asyncio.ensure_future(self.locks.client().request(LOCK, page))
+        await holds.wait()
+        return lets_go, request
+
+    def ping(self, source: str) -> list[str]:
+        """Posts a lease ping from ``source`` on the lease channel; returns the list of the
+        types of the messages that channel hears from then on."""
+        tab = self.channels.channel(lease_channel_name(LOCK))
+        heard: list[str] = []
+        tab.subscribe(lambda msg: heard.append(str(msg["type"])))
+        tab.post(make("lease_ping", source=source))
+        return heard
+
 
 async def statuses(store: MemoryStore) -> dict[str, tuple[str, int, int]]:
     return {r.id: (r.status.value, r.attempts, r.given_back) for r in await store.all()}
@@ -64,16 +117,15 @@ async def statuses(store: MemoryStore) -> dict[str, tuple[str, int, int]]:
 def test_it_runs_every_due_job_once_and_stops_when_nothing_is_due() -> None:
     async def main() -> None:
         origin = Origin()
-        await origin.store.add([record("a", type="x"), record("b", type="x"), record("c", type="y"),
-                                record("later", next_retry_at=9e15)])
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 60_000)
+        report = await origin.drained([record("a", type="x"), record("b", type="x"),
+                                       record("c", type="y"), record("later", next_retry_at=9e15)])
         # "later" is pending, not due: counted as left, so the browser fires the sync again.
         assert (report.stopped, report.ended, report.left) == ("done", 3, 1)
+        assert await origin.locks.client().held() == {}  # the lease went back
         assert sorted(origin.sent) == ["/a", "/b", "/c"]
         assert (await statuses(origin.store))["later"] == ("pending", 0, 0)
         assert {k: v for k, v in (await statuses(origin.store)).items() if k != "later"} == {
             "a": ("done", 1, 0), "b": ("done", 1, 0), "c": ("done", 1, 0)}
-        assert await origin.locks.client().held() == {}  # the lease went back
     asyncio.run(main())
 
 
@@ -82,17 +134,8 @@ def test_it_runs_nothing_while_a_page_holds_the_lease_and_leaves_the_work_said()
     # still unfinished is counted, so the event fails and the browser fires it again.
     async def main() -> None:
         origin = Origin()
-        await origin.store.add([record("a")])
-        page_holds = asyncio.Event()
-        page_done = asyncio.Event()
-
-        async def page(_lock: Any) -> None:
-            page_holds.set()
-            await page_done.wait()
-
-        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
-        await page_holds.wait()
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 50)
+        page_done, page_task = await origin.page_holds_the_lease()
+        report = await origin.drained([record("a")], 50)
         assert report.to_json() == ('{"stopped": "lease_held", "ended": 0, "left": 1, '
                                     '"for_pages": 0}')
         assert origin.sent == [] and (await statuses(origin.store))["a"] == ("pending", 0, 0)
@@ -109,11 +152,7 @@ def test_a_page_that_asks_for_the_lease_gets_it_after_the_run_and_no_job_runs_tw
 
     async def main() -> None:
         origin = Origin()
-        origin.hold = asyncio.Event()
-        await origin.store.add([record("a", type="x"), record("b", type="x")])
-        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
-        while origin.sent != ["/a"]:
-            await asyncio.sleep(0.001)
+        drain = await origin.draining([record("a", type="x"), record("b", type="x")])
         page_has_it = asyncio.Event()
 
         async def page(_lock: Any) -> None:  # a page opens: it waits in line for the lease
@@ -138,17 +177,9 @@ def test_a_page_closed_mid_run_a_moment_after_saving_is_taken_over_within_the_bu
     # tab mid-run. The Service Worker keeps looking while a job is unfinished, takes the lease
     # once the page is gone, recovers the run (the page's attempt is spent) and sends it.
     async def main() -> None:
-        origin = Origin()
-        running = record("a", status=Status.RUNNING, attempts=1, owner="page-1")
-        await origin.store.add([running])
-        page_holds, page_closes = asyncio.Event(), asyncio.Event()
-
-        async def page(_lock: Any) -> None:
-            page_holds.set()
-            await page_closes.wait()
-
-        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
-        await page_holds.wait()
+        origin = await Origin.storing(
+            record("a", status=Status.RUNNING, attempts=1, owner="page-1"))
+        page_closes, page_task = await origin.page_holds_the_lease()
         drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
         await asyncio.sleep(0.05)
         assert not drain.done() and origin.sent == []
@@ -163,16 +194,8 @@ def test_a_page_closed_mid_run_a_moment_after_saving_is_taken_over_within_the_bu
 
 def test_a_page_that_finishes_the_work_itself_ends_the_wait() -> None:
     async def main() -> None:
-        origin = Origin()
-        await origin.store.add([record("a")])
-        page_holds, page_closes = asyncio.Event(), asyncio.Event()
-
-        async def page(_lock: Any) -> None:
-            page_holds.set()
-            await page_closes.wait()
-
-        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
-        await page_holds.wait()
+        origin = await Origin.storing(record("a"))
+        page_closes, page_task = await origin.page_holds_the_lease()
         drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
         await asyncio.sleep(0.03)
         assert not drain.done()
@@ -191,15 +214,8 @@ def test_a_page_that_pings_from_the_line_is_heard_at_once_and_answered() -> None
     # the claims, before the run's settle could chain the lane's next job, and gets its pong.
     async def main() -> None:
         origin = Origin()
-        origin.hold = asyncio.Event()
-        await origin.store.add([record("a", type="x"), record("b", type="x")])
-        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
-        while origin.sent != ["/a"]:
-            await asyncio.sleep(0.001)
-        page = origin.channels.channel(lease_channel_name(LOCK))
-        heard: list[str] = []
-        page.subscribe(lambda msg: heard.append(str(msg["type"])))
-        page.post(make("lease_ping", source="page-1"))
+        drain = await origin.draining([record("a", type="x"), record("b", type="x")])
+        heard = origin.ping("page-1")
         while "lease_pong" not in heard:
             await asyncio.sleep(0.001)
         origin.hold.set()  # "a" settles at once: its lane's next job is not chained
@@ -213,8 +229,8 @@ def test_a_page_that_pings_from_the_line_is_heard_at_once_and_answered() -> None
 def test_a_kind_only_pages_have_is_given_back_untouched_and_its_lane_waits_for_a_page() -> None:
     async def main() -> None:
         origin = Origin()
-        await origin.store.add([record("custom", type="x", reconstructor="resize", params={})])
-        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        report = await origin.drained(
+            [record("custom", type="x", reconstructor="resize", params={})])
         # No sync can run it, so it fails no event (``left``); the next page that opens does.
         assert (report.stopped, report.ended, report.left, report.for_pages) == (
             "refused", 0, 0, 1)
@@ -229,10 +245,9 @@ def test_the_other_lanes_drain_past_a_kind_only_pages_have() -> None:
     # ends once nothing it can run is due — not at its budget.
     async def main() -> None:
         origin = Origin()
-        await origin.store.add([record("custom", type="x", reconstructor="resize", params={}),
-                                record("x2", type="x"), record("y1", type="y"),
-                                record("z1", type="z"), record("y2", type="y")])
-        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        report = await origin.drained([
+            record("custom", type="x", reconstructor="resize", params={}), record("x2", type="x"),
+            record("y1", type="y"), record("z1", type="z"), record("y2", type="y")])
         assert sorted(origin.sent) == ["/y1", "/y2", "/z1"]
         assert (report.stopped, report.ended, report.left, report.for_pages) == (
             "refused", 3, 0, 2)
@@ -246,9 +261,9 @@ def test_the_other_lanes_drain_past_a_kind_only_pages_have() -> None:
 def test_a_job_it_can_run_left_pending_still_fails_the_event_beside_a_lane_for_pages() -> None:
     async def main() -> None:
         origin = Origin()
-        await origin.store.add([record("custom", type="x", reconstructor="resize", params={}),
-                                record("later", type="y", next_retry_at=9e15)])
-        report = await asyncio.wait_for(sw_drain.drain(origin.ports(), origin.queue(), 60_000), 5)
+        report = await origin.drained([
+            record("custom", type="x", reconstructor="resize", params={}),
+            record("later", type="y", next_retry_at=9e15)])
         assert (report.stopped, report.left, report.for_pages) == ("refused", 1, 1)
     asyncio.run(main())
 
@@ -276,22 +291,21 @@ def test_a_reconstructor_it_was_given_runs_there() -> None:
                 return "resized"
             return run
 
-        await origin.store.add([record("custom", reconstructor="resize", params={"w": 64})])
-        report = await sw_drain.drain(origin.ports(), origin.queue(resize=resize), 60_000)
+        report = await origin.drained(
+            [record("custom", reconstructor="resize", params={"w": 64})],
+            queue=origin.queue(resize=resize))
         assert (report.stopped, report.ended, ran) == ("done", 1, [{"w": 64}])
     asyncio.run(main())
 
 
 def test_at_the_budget_it_stops_claiming_and_leaves_a_run_past_the_grace_to_recovery(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
-
+        short_grace: None) -> None:
     async def main() -> None:
         origin = Origin()
         origin.hold = asyncio.Event()  # never set: the request outlives the drain
-        await origin.store.add([record("a-slow", type="x"), record("b-next", type="x")])
         queue = origin.queue()
-        report = await sw_drain.drain(origin.ports(), queue, 30)
+        report = await origin.drained([record("a-slow", type="x"), record("b-next", type="x")],
+                                      30, queue)
         # Left for the next sync: the pending one and the abandoned run (its answer never came),
         # so the event fails and the browser fires it again (service_worker.mjs).
         assert report.stopped == "budget" and report.left == 2
@@ -304,16 +318,13 @@ def test_at_the_budget_it_stops_claiming_and_leaves_a_run_past_the_grace_to_reco
     asyncio.run(main())
 
 
-def test_a_lone_abandoned_run_is_left_for_the_next_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lone_abandoned_run_is_left_for_the_next_sync(short_grace: None) -> None:
     # Nothing pending, one run whose request never answered: the report must still say a job is
     # left, or the sync event succeeds and no sync comes back for it.
-    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
-
     async def main() -> None:
         origin = Origin()
         origin.hold = asyncio.Event()
-        await origin.store.add([record("only")])
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 30)
+        report = await origin.drained([record("only")], 30)
         assert (report.stopped, report.ended, report.left) == ("budget", 0, 1)
         assert (await statuses(origin.store))["only"] == ("running", 1, 0)
     asyncio.run(main())
@@ -325,11 +336,7 @@ def test_after_a_page_took_the_lease_the_drain_no_longer_answers_its_pings() -> 
     # silent if it froze.
     async def main() -> None:
         origin = Origin()
-        origin.hold = asyncio.Event()
-        await origin.store.add([record("a")])
-        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
-        while origin.sent != ["/a"]:
-            await asyncio.sleep(0.001)
+        drain = await origin.draining([record("a")])
         took = asyncio.Event()
 
         async def frozen_page(_lock: Any) -> None:
@@ -338,10 +345,7 @@ def test_after_a_page_took_the_lease_the_drain_no_longer_answers_its_pings() -> 
 
         thief = asyncio.ensure_future(origin.locks.client().request(LOCK, frozen_page, steal=True))
         await took.wait()
-        tab = origin.channels.channel(lease_channel_name(LOCK))
-        heard: list[str] = []
-        tab.subscribe(lambda msg: heard.append(str(msg["type"])))
-        tab.post(make("lease_ping", source="tab-3"))
+        heard = origin.ping("tab-3")
         for _ in range(20):
             await asyncio.sleep(0.001)
         assert heard == []  # no pong (a channel does not hear its own posts)
@@ -395,8 +399,7 @@ def test_a_failed_attempt_leaves_its_retry_to_the_next_sync_one_try_a_sync() -> 
 
 def test_an_outside_revocation_stops_it_like_a_database_upgrade() -> None:
     async def main() -> None:
-        origin = Origin()
-        await origin.store.add([record("a")])
+        origin = await Origin.storing(record("a"))
         lease = ServiceWorkerLease()
         report = DrainReport()
         lease.revoke()  # before it starts: claims nothing
@@ -412,11 +415,7 @@ def test_a_page_that_takes_the_lease_over_gets_the_report_not_the_lock_error() -
     # the fix the lock manager's LockStolen escaped drain() while its engine ran on.
     async def main() -> None:
         origin = Origin()
-        origin.hold = asyncio.Event()
-        await origin.store.add([record("a", type="x"), record("b", type="x")])
-        drain = asyncio.ensure_future(sw_drain.drain(origin.ports(), origin.queue(), 60_000))
-        while origin.sent != ["/a"]:
-            await asyncio.sleep(0.001)
+        drain = await origin.draining([record("a", type="x"), record("b", type="x")])
         page_locks = origin.locks.client()
         in_line = asyncio.ensure_future(page_locks.request(LOCK, lambda _lock: asyncio.sleep(0)))
         for _ in range(10):  # the Service Worker sees the page in line and stops claiming
@@ -457,17 +456,13 @@ def test_a_lane_whose_page_only_job_a_page_has_run_is_left_to_the_next_sync_agai
     asyncio.run(main())
 
 
-def test_a_drain_leaves_no_task_of_its_own_pending_when_it_returns(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_drain_leaves_no_task_of_its_own_pending_when_it_returns(short_grace: None) -> None:
     # The scheduler's loop waited on the revoked lease for ever: one task left pending per sync,
     # until the collector destroyed it with "Task was destroyed but it is pending!".
-    monkeypatch.setattr(sw_drain, "GRACE_MS", 50.0)
-
     async def main() -> None:
         origin = Origin()
         origin.hold = asyncio.Event()  # the budget ends with a run in flight: the lease revoked
-        await origin.store.add([record("slow"), record("next", type="y")])
-        report = await sw_drain.drain(origin.ports(), origin.queue(), 30)
+        report = await origin.drained([record("slow"), record("next", type="y")], 30)
         assert report.stopped == "budget"
         await asyncio.sleep(0)
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -479,16 +474,8 @@ def test_a_database_upgrade_while_a_page_holds_the_lease_ends_the_drain_with_its
     # The drain looks again for a free lease while a page processes; a page with newer code
     # upgrades the database meanwhile. The store's error escaped drain() instead of a report.
     async def main() -> None:
-        origin = Origin()
-        await origin.store.add([record("a")])
-        page_holds, page_done = asyncio.Event(), asyncio.Event()
-
-        async def page(_lock: Any) -> None:
-            page_holds.set()
-            await page_done.wait()
-
-        page_task = asyncio.ensure_future(origin.locks.client().request(LOCK, page))
-        await page_holds.wait()
+        origin = await Origin.storing(record("a"))
+        page_done, page_task = await origin.page_holds_the_lease()
         by_status, reads = origin.store.by_status, []
 
         async def upgraded(*args: Any, **kwargs: Any) -> Any:

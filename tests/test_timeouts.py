@@ -13,13 +13,20 @@ from typing import Any
 import pytest
 
 import pyjobq
-from helpers import serving
-from pyjobq import Code, ConfigurationError, InvalidJobError
+from helpers import holding, serving
+from pyjobq import Code, ConfigurationError, InvalidJobError, Job, Outcome
 from pyjobq.abort import AbortSignal
 from pyjobq.config import Settings
 from pyjobq.core.messages import ABANDON_GRACE_MS
 from pyjobq.hosts import start_memory
 from pyjobq.testing import Response, run, settle
+
+
+async def ended_by_its_timeout(job: Job, within_s: float = 1) -> Outcome:
+    """``job``'s outcome, within ``within_s`` seconds: failed, with the code ``timeout``."""
+    out = await asyncio.wait_for(job.done, within_s)
+    assert (out.status, out.code) == ("failed", "timeout")
+    return out
 
 
 def test_a_transport_that_never_answers_times_out_is_retried_and_its_lane_moves_on() -> None:
@@ -52,9 +59,7 @@ def test_a_transport_that_never_answers_times_out_is_retried_and_its_lane_moves_
 
 def test_without_a_timeout_a_held_run_is_never_cut() -> None:
     async def main() -> None:
-        world, server, tab = serving("hold")
-        job = tab.side.enqueue_fetch("POST", "/slow")
-        await settle()
+        world, server, tab, job = await holding("/slow")
         await world.advance(24 * 3_600_000)
         assert not job.done.done() and server.cancelled == []
         assert (await world.store.get(job.id)).timeout_ms is None  # type: ignore[union-attr]
@@ -100,8 +105,7 @@ def test_one_that_heeds_the_signal_but_never_ends_is_cancelled_after_the_grace()
         await world.advance(1_000)
         assert not job.done.done()  # the grace: it said it heeds the signal
         await world.advance(ABANDON_GRACE_MS)
-        out = await asyncio.wait_for(job.done, 1)
-        assert (out.status, out.code) == ("failed", "timeout")
+        await ended_by_its_timeout(job)
     run(main)
 
 
@@ -141,8 +145,7 @@ def test_a_volatile_job_times_out_too() -> None:
         job = tab.side.enqueue(forever, timeout_s=0.5, max_attempts=1)
         await settle()
         await world.advance(500)
-        out = await asyncio.wait_for(job.done, 1)
-        assert (out.status, out.code) == ("failed", "timeout")
+        await ended_by_its_timeout(job)
     run(main)
 
 
@@ -160,8 +163,7 @@ def test_the_configured_timeout_is_every_job_s_that_names_none() -> None:
                             "tab")
         hangs = side.enqueue_fetch("POST", "/hangs", max_attempts=1)
         own = side.enqueue_fetch("POST", "/own", timeout_s=30)
-        out = await asyncio.wait_for(hangs.done, 5)
-        assert (out.status, out.code) == ("failed", "timeout")
+        await ended_by_its_timeout(hangs, within_s=5)
         assert (await asyncio.wait_for(own.done, 5)).status == "done"
         records = {r["path"]: r for r in
                    ({"path": x["_params"]["path"], **x} for x in await side.query_all())}

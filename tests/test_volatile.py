@@ -14,7 +14,7 @@ import pytest
 
 import pyjobq
 import pyjobq.engine.scheduler as scheduler_module
-from helpers import one_tab, reconstructor
+from helpers import checkpointing, one_tab, reconstructor
 from pyjobq import AbortSignal, Interrupted, Outcome, PyjobqError, Terminal
 from pyjobq.core import backoff as backoff_module
 from pyjobq.core.backoff import Backoff
@@ -68,6 +68,20 @@ class Work:
         assert self.release_event is not None
         self.hold = False
         self.release_event.set()
+
+
+class FirstCall:
+    """An executor whose first call is ``first(signal)`` and whose later calls return ``result``;
+    ``calls`` counts them all."""
+
+    def __init__(self, first: Callable[[AbortSignal], Awaitable[Any]], result: Any) -> None:
+        self.first, self.result, self.calls = first, result, 0
+
+    async def __call__(self, signal: AbortSignal) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            return await self.first(signal)
+        return self.result
 
 
 # ---------------------------------------------------------------- enqueue
@@ -271,50 +285,42 @@ def test_an_interrupted_attempt_nothing_asked_for_counts_and_is_retried_with_bac
     # at once for ever, with no ceiling.
     async def main() -> None:
         world, tab = one_tab()
-        calls = 0
 
-        async def stops_once(signal: AbortSignal) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise Interrupted("yielded to the foreground")
-            return "finished"
+        async def yields(signal: AbortSignal) -> Any:
+            raise Interrupted("yielded to the foreground")
 
+        stops_once = FirstCall(yields, "finished")
         job = tab.side.enqueue(stops_once, max_attempts=2)
         await settle()
         record = await volatile_record(tab, job.id)
-        assert (calls, record["status"], record["code"]) == (1, "pending", "interrupted_unasked")
+        assert (stops_once.calls, record["status"], record["code"]) \
+            == (1, "pending", "interrupted_unasked")
         assert record["next_retry_at"] > world.clock.now()  # on the backoff ladder, not at once
         await world.advance(60_000)
         assert await job.done == Outcome(id=job.id, status="done", result="finished")
-        assert calls == 2
+        assert stops_once.calls == 2
 
-        at_the_ceiling = tab.side.enqueue(stops_once, max_attempts=1)
-        calls = 0
+        at_the_ceiling = tab.side.enqueue(FirstCall(yields, "finished"), max_attempts=1)
         out = await asyncio.wait_for(at_the_ceiling.done, 5)
         assert (out.status, out.code) == ("failed", "interrupted_unasked")
-        assert "signal was not aborted" in out.error
+        assert "signal was not aborted" in (out.error or "")
     run(main)
 
 
 def test_an_interrupted_attempt_whose_signal_was_aborted_gives_the_attempt_back() -> None:
     async def main() -> None:
         world, tab = one_tab()
-        calls = 0
 
-        async def stops_once(signal: AbortSignal) -> Any:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                signal.abort("the foreground asked")
-                signal.raise_if_aborted()
-            return "finished"
+        async def asked(signal: AbortSignal) -> Any:
+            signal.abort("the foreground asked")
+            signal.raise_if_aborted()
 
+        stops_once = FirstCall(asked, "finished")
         job = tab.side.enqueue(stops_once, max_attempts=1)
         await settle()  # no clock advance: an interrupted job is pending again now
         assert await job.done == Outcome(id=job.id, status="done", result="finished")
         record = await volatile_record(tab, job.id)
-        assert (calls, record["attempts"], record["given_back"]) == (2, 1, 1)
+        assert (stops_once.calls, record["attempts"], record["given_back"]) == (2, 1, 1)
     run(main)
 
 
@@ -537,14 +543,7 @@ def test_deleting_or_cancelling_a_job_a_suspension_waits_on_settles_it_once_its_
         async def main() -> None:
             world, tab = one_tab()
             cleanup = asyncio.Event()
-
-            async def checkpointing(signal: AbortSignal) -> None:
-                signal.heeded = True
-                await signal.wait()
-                await cleanup.wait()  # saving a checkpoint before it settles
-                signal.raise_if_aborted()
-
-            job = tab.side.enqueue(checkpointing, type="decode")
+            job = tab.side.enqueue(checkpointing(cleanup), type="decode")
             await settle()
             suspend = asyncio.ensure_future(tab.side.suspend_type("decode"))
             await settle()
@@ -653,8 +652,7 @@ def test_a_volatile_failure_offline_costs_no_attempt_and_coming_back_online_runs
 
 def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothing() -> None:
     async def main() -> None:
-        world = World()
-        tab = world.open_tab()
+        world, tab = one_tab()
         world.online = False
         tab.side.enqueue(lambda _s: asyncio.sleep(0), type="t")
         await settle()
@@ -667,17 +665,12 @@ def test_the_volatile_engine_reads_the_pages_is_online_when_a_result_says_nothin
 def test_whatever_an_executor_raises_after_suspend_type_aborted_it_counts_as_interrupted() -> None:
     async def main() -> None:
         world, tab = one_tab()
-        calls = 0
 
         async def sloppy(signal: AbortSignal) -> str:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                await signal.wait()
-                raise ValueError("stream closed")  # not Interrupted: it was stopped all the same
-            return "resumed"
+            await signal.wait()
+            raise ValueError("stream closed")  # not Interrupted: it was stopped all the same
 
-        job = tab.side.enqueue(sloppy, type="decode", max_attempts=1)
+        job = tab.side.enqueue(FirstCall(sloppy, "resumed"), type="decode", max_attempts=1)
         await settle()
         await tab.side.suspend_type("decode")
         record = await volatile_record(tab, job.id)

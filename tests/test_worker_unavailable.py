@@ -98,11 +98,17 @@ class FakeStart:
 STALL_MS = 60_000.0
 
 
+#: What a worker says as it boots, up to Pyodide's boot itself.
+BOOTING = ("worker_alive", "worker_fetched", "worker_booting")
+
+
 def side_with(clock: ManualClock | None = None, *, requests: SilentLink | None = None,
+              said: tuple[str, ...] = (),
               ) -> tuple[ExecutorSide, SilentLink, list[WorkerUnavailable], FakeStart, Boot]:
     """A page's side on a silent worker link (and, with ``requests``, its own request
     scheduler's link), what its console hook was told, and its boot on a :class:`FakeStart`
-    with ``clock`` (the side's handles have a clock of their own)."""
+    with ``clock`` (the side's handles have a clock of their own); its worker has said the
+    messages ``said`` (their types)."""
     link = SilentLink()
     side = ExecutorSide(link=link, channel=ChannelHub().channel("jobs"), source="tab-1",
                         clock=ManualClock(), requests=requests,
@@ -112,6 +118,8 @@ def side_with(clock: ManualClock | None = None, *, requests: SilentLink | None =
     start = FakeStart()
     boot = Boot(side.persistent, start, clock or ManualClock(), stall_ms=STALL_MS,
                 backoff=make_backoff(lambda: 0.0))
+    for step in said:
+        link.say(make(step))
     return side, link, told, start, boot
 
 
@@ -274,7 +282,7 @@ def test_a_boot_that_fails_offline_lets_the_lease_go_keeps_its_jobs_pending_and_
         assert start.calls == ["end", "start", "end", "start"]
 
         start.online = True
-        for step in ("worker_alive", "worker_fetched", "worker_booting"):
+        for step in BOOTING:
             link.say(make(step))
         link.say(make("ready", source="tab-1"))
         assert start.calls == ["end", "start", "end", "start", "get_in_line"]
@@ -313,9 +321,7 @@ def test_a_boot_that_stalls_holding_the_lease_lets_it_go() -> None:
     # The refused pyodide.asm.wasm of DESIGN.md: Pyodide neither boots nor fails.
     async def main() -> None:
         clock = ManualClock()
-        side, link, told, start, boot = side_with(clock, requests=SilentLink())
-        for step in ("worker_alive", "worker_fetched", "worker_booting"):
-            link.say(make(step))
+        side, link, told, start, boot = side_with(clock, requests=SilentLink(), said=BOOTING)
         assert start.calls == ["get_in_line"]
         clock.fire()
         assert start.calls == ["get_in_line", "end"] and side.unavailable is None
@@ -374,9 +380,7 @@ def test_a_deadline_that_fires_late_twice_still_ends_a_stalled_boot() -> None:
     # A hidden tab's timers may run late every time: its stalled boot must still end.
     async def main() -> None:
         clock = MovableClock()
-        side, link, told, start, boot = side_with(clock, requests=SilentLink())
-        for step in ("worker_alive", "worker_fetched", "worker_booting"):
-            link.say(make(step))
+        side, link, told, start, boot = side_with(clock, requests=SilentLink(), said=BOOTING)
         clock.at = 3 * STALL_MS
         clock.fire()
         assert start.calls == ["get_in_line"]
