@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from .core.errors import ConfigurationError
+from .core.mode import JOB_QUEUE, Mode
 from .core.records import BUILT_IN_KINDS
 
 DEFAULT_DB_NAME = "ui-jobs"
@@ -31,6 +32,9 @@ DEFAULT_CHANNEL_NAME = "ui-jobs"
 
 Transport = Callable[[str, str, Any], Any]
 Factory = Callable[[Any], Callable[..., Any]]
+
+
+DAY_MS = 24 * 3600 * 1000.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,16 @@ class Settings:
     #: The longest one attempt of a job filed without a ``timeout_s`` of its own may run, in
     #: seconds; None: no bound.
     timeout_s: float | None = None
+    #: How long a ``done`` record is kept, in days, before the lease holder sweeps it.
+    keep_done_days: float = 7.0
+    #: How long a ``failed`` record is kept, in days; None: until it is retried or deleted.
+    keep_failed_days: float | None = None
+
+    @property
+    def mode(self) -> Mode:
+        """The job queue's engine mode on these settings: its retention."""
+        failed = None if self.keep_failed_days is None else self.keep_failed_days * DAY_MS
+        return JOB_QUEUE.with_retention(self.keep_done_days * DAY_MS, failed)
 
 
 _settings = Settings()
@@ -84,6 +98,8 @@ def configure(
     worker_start_timeout_ms: float = _UNSET,
     service_worker: str | None = _UNSET,
     timeout_s: float | None = _UNSET,
+    keep_done_days: float = _UNSET,
+    keep_failed_days: float | None = _UNSET,
 ) -> None:
     """Set the queue's names and hooks. Call it in the first module your page loads.
 
@@ -118,6 +134,11 @@ def configure(
             ``timeout_s`` (or ``@pyjobq.task(timeout=)``) of its own: past it, the run's signal
             aborts and the attempt fails with the code ``timeout``, retried like any failure.
             Default None: no bound.
+        keep_done_days: how long a ``done`` record is kept before the processing tab deletes
+            it (default 7, the spec's "Startup and cleanup").
+        keep_failed_days: how long a ``failed`` record is kept before it is deleted the same
+            way. Default None: a failed job stays until it is retried or deleted (nothing
+            unfinished is ever swept).
 
     Omitted fields keep their value. It may be called more than once, as long as no name is
     given two different values. Once the queue is imported (its settings read for good), a
@@ -154,6 +175,10 @@ def configure(
                                                           worker_start_timeout_ms)
     if timeout_s is not _UNSET:
         changes["timeout_s"] = timeout_or_none("timeout_s", timeout_s, ConfigurationError)
+    if keep_done_days is not _UNSET:
+        changes["keep_done_days"] = _days("keep_done_days", keep_done_days, none=False)
+    if keep_failed_days is not _UNSET:
+        changes["keep_failed_days"] = _days("keep_failed_days", keep_failed_days, none=True)
     if _read_by is not None:
         _configure_late(changes)
         return
@@ -167,7 +192,7 @@ def configure(
 #: again: the worker and the channel already run on what was read.
 _FIXED_ONCE_READ = ("db_name", "lock_name", "channel_name", "yields", "handshake_timeout_ms",
                     "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms",
-                    "service_worker", "timeout_s")
+                    "service_worker", "timeout_s", "keep_done_days", "keep_failed_days")
 
 
 @dataclass(frozen=True)
@@ -272,6 +297,17 @@ def timeout_or_none(name: str, value: Any, error: type[Exception]) -> float | No
             or not 0 < value < math.inf:
         raise error(f"{name} must be a finite number of seconds > 0, or None for no bound, "
                     f"got {value!r}")
+    return float(value)
+
+
+def _days(name: str, value: Any, *, none: bool) -> Any:
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0 < value < math.inf:
+        raise ConfigurationError(
+            f"{name} must be a finite number of days > 0{', or None' if none else ''}, "
+            f"got {value!r}")
     return float(value)
 
 

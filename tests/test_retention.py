@@ -3,12 +3,21 @@ the lease holder sweeps old done records."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import pytest
+
+import pyjobq
 from helpers import one_tab
+from pyjobq import ConfigurationError, config
+from pyjobq.config import Settings
 from pyjobq.core.mode import JOB_QUEUE, OUTBOX, RETENTION_MS, VOLATILE
 from pyjobq.core.retention import SWEEP_EVERY_MS, sweep_due, sweepable
-from pyjobq.testing import World, run, settle
+from pyjobq.core.status import Status
+from pyjobq.executor.wiring import in_process
+from pyjobq.memory import MemoryStore
+from pyjobq.testing import FakeClock, World, run, settle
 from store_contract import make_record
 
 DAY = 24 * 3600 * 1000.0
@@ -102,4 +111,59 @@ def test_cleanup_old_publishes_its_deletions() -> None:
         assert await tab.side.cleanup_old() == 1
         await settle()
         assert [(u.id, u.get("deleted")) for u in heard] == [("old", True)]
+    run(main)
+
+
+# ---------------------------------------------------------------- configured retention
+
+def test_failed_records_are_sweepable_only_when_asked_and_nothing_unfinished_ever_is() -> None:
+    now = 1_000 * DAY
+    records = [aged("done-old", "done", 40 * DAY, now),
+               aged("failed-old", "failed", 31 * DAY, now, error="no"),
+               aged("failed-new", "failed", 29 * DAY, now, error="no"),
+               aged("paused-old", "paused", 40 * DAY, now)]
+    assert [r.id for r in sweepable(records, now, 30 * DAY, Status.FAILED)] == ["failed-old"]
+    with pytest.raises(ValueError, match="only done and failed"):
+        sweepable(records, now, DAY, Status.PAUSED)
+
+
+def test_the_settings_give_the_job_queue_its_retention() -> None:
+    assert Settings().mode == JOB_QUEUE  # today's rules: done 7 days, failed until deleted
+    mode = Settings(keep_done_days=1, keep_failed_days=30).mode
+    assert (mode.retention_ms, mode.failed_retention_ms) == (DAY, 30 * DAY)
+    assert mode.run_locks and mode.recheck_ms == JOB_QUEUE.recheck_ms  # the rest as ever
+    with pytest.raises(ValueError, match="failed_retention_ms must be a positive number"):
+        JOB_QUEUE.with_retention(DAY, 0)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("keep_done_days", 0), ("keep_done_days", None), ("keep_done_days", True),
+    ("keep_failed_days", -1), ("keep_failed_days", math.inf), ("keep_failed_days", "30")])
+def test_a_retention_that_is_not_a_number_of_days_is_refused(name: str, value: Any) -> None:
+    before = config.settings()
+    with pytest.raises(ConfigurationError, match=f"{name} must be a finite number of days > 0"):
+        pyjobq.configure(**{name: value})
+    assert config.settings() == before  # nothing changed
+
+
+def test_a_queue_that_keeps_failed_jobs_a_while_sweeps_them_past_it_and_done_ones_past_theirs(
+) -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        store = MemoryStore(clock)
+        now = clock.now()
+        old_failed = aged("failed-old", "failed", 31 * DAY, now, error="no")
+        kept = [aged("failed-new", "failed", 29 * DAY, now, error="no"),
+                aged("done-new", "done", DAY / 2, now),
+                aged("cancelled-old", "cancelled", 90 * DAY, now)]
+        await store.add([old_failed, aged("done-old", "done", 2 * DAY, now), *kept])
+        engine = in_process(store=store, source="tab", clock=clock, lock_name="sweeps",
+                            mode=Settings(keep_done_days=1, keep_failed_days=30).mode)
+        deleted: list[str] = []
+        engine.link.subscribe(lambda m: deleted.extend(
+            r["id"] for r in m.get("jobs", ()) if r.get("deleted")))
+        await settle()  # it took the lease: it swept
+        assert sorted(r.id for r in await store.all()) == sorted(r.id for r in kept)
+        assert sorted(deleted) == ["done-old", "failed-old"]  # published as deleted
+        engine.scheduler.stop()
     run(main)

@@ -203,6 +203,9 @@ def worker_url(settings: Settings, source: str, index: str) -> str:
         "yields": json.dumps(dict(settings.yields)),
         "source": source,
         "handshake_ms": str(settings.handshake_timeout_ms),
+        "keep_done_ms": str(settings.mode.retention_ms),
+        "keep_failed_ms": "" if settings.mode.failed_retention_ms is None
+        else str(settings.mode.failed_retention_ms),
         "index": index,
         # Another distribution than the page's: the worker fetches its lock with its files.
         "own_lock": "1" if settings.pyodide_url else "",

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import js  # type: ignore[import-not-found]
 
 from ..core import messages
+from ..core.mode import JOB_QUEUE, RETENTION_MS
 from ..core.router import Router
 from ..engine.lease import HostLease, LinkLease, lease_channel_name
 from ..engine.scheduler import Scheduler
@@ -69,6 +70,9 @@ def start(params_json: str, early: Any) -> None:
         source=params["source"],
         yields=json.loads(params.get("yields") or "{}"),
         handshake_timeout_ms=float(params.get("handshake_ms") or 10_000),
+        mode=JOB_QUEUE.with_retention(float(params.get("keep_done_ms") or RETENTION_MS),
+                                      float(params["keep_failed_ms"])
+                                      if params.get("keep_failed_ms") else None),
         is_online=lambda: bool(js.navigator.onLine),
         # A page with a document holds the lease for us and lets go when frozen; in a worker
         # host worker.mjs took the lock before loading Pyodide and holds it while this worker

@@ -65,6 +65,9 @@ class Mode:
     #: The lease holder deletes ``done`` records older than this by itself, on taking the lease
     #: and every :data:`~pyjobq.core.retention.SWEEP_EVERY_MS` while it holds it; None: no sweep.
     retention_ms: float | None = None
+    #: Likewise for ``failed`` records, in the same sweep; None (the default): a failed job is
+    #: kept until it is retried or deleted.
+    failed_retention_ms: float | None = None
     #: An idle engine reads the store again this often, news or no news: a record stored by a
     #: tab that died before its ``job-update`` left is found within this bound, not at the next
     #: enqueue or the hourly sweep. None: only its own writes reach its store (volatile jobs),
@@ -85,10 +88,12 @@ class Mode:
         if self.recheck_ms is not None and not self.recheck_ms > 0:
             raise ValueError(f"Mode.recheck_ms must be a positive number of milliseconds or None, "
                              f"got {self.recheck_ms!r}")
-        if self.retention_ms is not None and not self.retention_ms > 0:
-            raise ValueError(
-                "Mode.retention_ms must be a positive number of milliseconds or None, "
-                f"got {self.retention_ms!r}")
+        for name in ("retention_ms", "failed_retention_ms"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(
+                    f"Mode.{name} must be a positive number of milliseconds or None, "
+                    f"got {value!r}")
 
     @property
     def leases(self) -> bool:
@@ -103,6 +108,11 @@ class Mode:
     def with_lease(self, lease_ms: float) -> "Mode":
         """This mode with claims that are leases of ``lease_ms`` milliseconds."""
         return dataclasses.replace(self, lease_ms=lease_ms)
+
+    def with_retention(self, done_ms: float | None, failed_ms: float | None) -> "Mode":
+        """This mode keeping ``done`` records ``done_ms`` and ``failed`` ones ``failed_ms``
+        (None: until deleted)."""
+        return dataclasses.replace(self, retention_ms=done_ms, failed_retention_ms=failed_ms)
 
 
 #: How long the job queue keeps a ``done`` record (spec "Startup and cleanup": 7 days).

@@ -29,13 +29,18 @@ from .status import Status
 SWEEP_EVERY_MS = 3600 * 1000.0
 
 
-def sweepable(records: Iterable[JobRecord], now: float, retention_ms: float) -> list[JobRecord]:
-    """The ``done`` records last written more than ``retention_ms`` before ``now``, oldest first.
+def sweepable(records: Iterable[JobRecord], now: float, retention_ms: float,
+              status: Status = Status.DONE) -> list[JobRecord]:
+    """The records of ``status`` (``done``, or ``failed`` when the queue sweeps those too)
+    last written more than ``retention_ms`` before ``now``, oldest first.
 
-    Records of any other status are never returned, whatever their age.
+    Records of any other status are never returned, whatever their age: nothing unfinished is
+    ever swept.
     """
+    if status not in (Status.DONE, Status.FAILED):
+        raise ValueError(f"only done and failed records are swept, not {status!r}")
     cutoff = now - retention_ms
-    old = [r for r in records if r.status is Status.DONE and r.updated_at < cutoff]
+    old = [r for r in records if r.status is status and r.updated_at < cutoff]
     old.sort(key=lambda r: (r.updated_at, r.id))
     return old
 

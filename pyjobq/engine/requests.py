@@ -37,7 +37,7 @@ from ..core import keys, policy
 from ..core.codes import REPLACED_ERROR, Code
 from ..core.errors import InvalidJobError
 from ..core.messages import make
-from ..core.mode import RETENTION_MS
+from ..core.mode import RETENTION_MS, Mode
 from ..core.ports import REPLACE, Change, Clock, KeyChange, KeyUpdated, Replace, Store, Updated
 from ..core.records import JobRecord, NewJob
 from ..core.status import KNOWN, ONLY_PAUSED, ONLY_PENDING, REVIVABLE, UNFINISHED
@@ -54,8 +54,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 class RequestEngine:
     """What the request table uses of its engine (pyjobq/engine/scheduler.py makes it)."""
 
-    #: The volatile engine's: ``query_all`` marks its rows ``volatile``.
-    volatile: bool
+    #: ``volatile``: ``query_all`` marks its rows so; its retention: what ``cleanup_old`` sweeps.
+    mode: Mode
     clock: Clock
     store: Store
     #: Read only: ``suspend_type`` waits for the runs of its type.
@@ -204,7 +204,8 @@ class RequestTable:
 
     def _listed(self, record: JobRecord) -> dict[str, Any]:
         """A record as ``query_all`` lists it: the volatile engine's marked ``volatile``."""
-        return {**record.to_dict(), "volatile": True} if self._engine.volatile else record.to_dict()
+        listed = record.to_dict()
+        return {**listed, "volatile": True} if self._engine.mode.volatile else listed
 
     # ------------------------------------------------------------ changing
 
@@ -271,11 +272,15 @@ class RequestTable:
         return done
 
     async def cleanup_old(self, msg: dict[str, Any]) -> int:
-        """Delete ``done`` records older than 7 days — and only those (spec: "Startup and cleanup"),
-        in one transaction, and publish the deletions so open tables drop the rows."""
+        """Delete ``done`` records older than their retention (7 days unless configured) — and
+        only those, with ``failed`` ones past theirs when the queue keeps failed jobs for a
+        while (spec: "Startup and cleanup") — and publish the deletions so open tables drop
+        the rows."""
         engine = self._engine
-        return await sweep(engine.store, engine.clock.now(), RETENTION_MS,
-                           lambda records: engine.publish(records, deleted=True))
+        return await sweep(engine.store, engine.clock.now(),
+                           engine.mode.retention_ms or RETENTION_MS,
+                           lambda records: engine.publish(records, deleted=True),
+                           engine.mode.failed_retention_ms)
 
     # ------------------------------------------------------------ suspending a type (volatile)
 

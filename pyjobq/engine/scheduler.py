@@ -184,7 +184,7 @@ class Scheduler:
         self._run_locks = RunLocks(locks, lock_name, enabled=mode.run_locks, spawn=self._spawn,
                                    wake=self.wake)
         #: The lease holder's retention sweep (pyjobq/engine/sweeper.py), if mode.retention_ms.
-        self._sweeper = Sweeper(mode.retention_ms, store=store, clock=clock, wake=self.wake,
+        self._sweeper = Sweeper(mode, store=store, clock=clock, wake=self.wake,
                                 publish=lambda records: self.publish_many(records, deleted=True))
         #: The stored schedules' looks, timer and requests (pyjobq/engine/periodic.py).
         self._periodic = Periodic(PeriodicEngine(
@@ -201,7 +201,7 @@ class Scheduler:
             recheck=mode.run_locks, control=self._control, get=store.get, write=self.write,
             spawn=self._spawn))
         self._requests = RequestTable(RequestEngine(
-            volatile=mode.volatile, clock=clock, store=store, flights=self.flights, send=link.send,
+            mode=mode, clock=clock, store=store, flights=self.flights, send=link.send,
             write=self.write, publish=self.publish_many, wake=self.wake,
             abandon=self._handoff.abandon))
         self._requests.table.update(self._periodic.handlers)

@@ -18,19 +18,36 @@ import functools
 import logging
 from typing import Callable, Sequence
 
+from ..core.mode import Mode
 from ..core.ports import Change, Clock, Store, Timer
 from ..core.records import JobRecord
 from ..core.retention import SWEEP_EVERY_MS, clamped, stamped_ahead, sweep_due, sweepable
-from ..core.status import ONLY_DONE, Status
+from ..core.status import ONLY_DONE, ONLY_FAILED, Status
 
 log = logging.getLogger("pyjobq")
 
 
 async def sweep(store: Store, now: float, retention_ms: float,
-                publish: Callable[[Sequence[JobRecord]], None]) -> int:
+                publish: Callable[[Sequence[JobRecord]], None],
+                failed_ms: float | None = None) -> int:
     """Delete the ``done`` records older than ``retention_ms`` in one transaction, publish them
     as deleted; returns how many. A ``done`` record stamped after ``now`` is stamped ``now``
-    (:func:`~pyjobq.core.retention.stamped_ahead`), so it is swept in its turn."""
+    (:func:`~pyjobq.core.retention.stamped_ahead`), so it is swept in its turn. With
+    ``failed_ms``, the ``failed`` records older than that too, in one more transaction that
+    deletes each only if it is failed still (one retried meanwhile stays)."""
+    swept = 0
+    if failed_ms is not None:
+        failed = sweepable(await store.by_status(Status.FAILED), now, failed_ms, Status.FAILED)
+        if failed:
+            gone = await store.delete_many([r.id for r in failed], when=ONLY_FAILED)
+            if gone:
+                publish(gone)
+            swept += len(gone)
+    return swept + await _sweep_done(store, now, retention_ms, publish)
+
+
+async def _sweep_done(store: Store, now: float, retention_ms: float,
+                      publish: Callable[[Sequence[JobRecord]], None]) -> int:
     done = await store.by_status(Status.DONE)
     ahead = stamped_ahead(done, now)
     if ahead:
@@ -47,10 +64,12 @@ class Sweeper:
     """When and how a scheduler sweeps; inert when ``retention_ms`` is None
     (volatile jobs, the outbox)."""
 
-    def __init__(self, retention_ms: float | None, *, store: Store, clock: Clock,
+    def __init__(self, mode: Mode, *, store: Store, clock: Clock,
                  publish: Callable[[Sequence[JobRecord]], None], wake: Callable[[], None],
                  every_ms: float = SWEEP_EVERY_MS) -> None:
-        self._retention_ms = retention_ms
+        #: ``done`` records are kept this long, ``failed`` ones ``_failed_ms`` (None: for good).
+        self._retention_ms = mode.retention_ms
+        self._failed_ms = mode.failed_retention_ms
         self._store = store
         self._clock = clock
         self._publish = publish
@@ -69,14 +88,14 @@ class Sweeper:
             return
         self._last_swept_at = now
         try:
-            count = await sweep(self._store, now, self._retention_ms, self._publish)
+            count = await sweep(self._store, now, self._retention_ms, self._publish,
+                                self._failed_ms)
         except Exception as exc:  # the sweep's trouble is its own: the pass goes on
             log.warning("pyjobq: the retention sweep failed (%s): tried again in %g min", exc,
                         self._every_ms / 60_000)
             count = 0
         if count:
-            log.info("pyjobq swept %d done record(s) older than %g days", count,
-                     self._retention_ms / 86_400_000)
+            log.info("pyjobq swept %d finished record(s) past their retention", count)
         if self._timer is not None:
             self._timer.cancel()
         self._timer = self._clock.call_later(self._every_ms, self._due)

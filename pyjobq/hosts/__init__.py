@@ -53,7 +53,8 @@ def start_memory(settings: Settings, source: str) -> ExecutorSide:
         store=store, schedules=store, source=source,
         clock=LoopClock(), lock_name=settings.lock_name, locks=hub.locks.client(),
         channel=hub.channels.channel(settings.channel_name),
-        yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms)
+        yields=settings.yields, handshake_timeout_ms=settings.handshake_timeout_ms,
+        mode=settings.mode)
     return ExecutorSide(
         link=engine.link, engine=engine.scheduler,
         channel=hub.channels.channel(settings.channel_name),

@@ -426,3 +426,41 @@ json.dumps({"existed": _existed, "status": _o.status, "code": _o.code})
   expect(left["old-failed"]).toEqual(["failed", { method: "POST", path: "/api/status/409", body: { n: 3 } }]);
   expect(left["old-cancelled"]).toEqual(["cancelled", { method: "POST", path: "/api/echo/later", body: { n: 4 } }]);
 });
+
+test("a queue configured to keep done jobs a day and failed ones 30 days sweeps each past its days in the worker", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  let page = await openQueuePage(context, baseURL);
+  const db = await py(page, "queue.settings.db_name");
+  const id = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/echo/first", {"n": 1})
+await asyncio.wait_for(job.done, 20)
+json.dumps(job.id)
+`);
+  const done = await storedRecord(page, id, db);
+  await page.close();
+  const other = await context.newPage();
+  await other.goto(`${baseURL}/pyjobq-worker.mjs`);
+  const day = 24 * 3600 * 1000;
+  await other.evaluate(async ([name, record, day]) => {
+    const conn = await new Promise((resolve, reject) => {
+      const r = indexedDB.open(name);
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+    const now = Date.now();
+    const aged = (id, status, ageDays) => ({ ...record, id, status, updated_at: now - ageDays * day,
+      created_at: now - ageDays * day, error: status === "failed" ? "no" : null, code: null });
+    const tx = conn.transaction("jobs", "readwrite");
+    for (const r of [aged("failed-old", "failed", 31), aged("failed-new", "failed", 29),
+                     aged("done-old", "done", 2), aged("done-new", "done", 0.5)]) {
+      tx.objectStore("jobs").put(r);
+    }
+    await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
+    conn.close();
+  }, [db, done, day]);
+  await other.close();
+  page = await openQueuePage(context, baseURL, { extra: "keep_done_days=1, keep_failed_days=30" });
+  await workerReady(page);
+  await expect.poll(async () => py(page, "json.dumps(sorted(r['id'] for r in await queue.query_all()))"),
+    { timeout: 20_000 }).toEqual([id, "done-new", "failed-new"].sort());
+});
