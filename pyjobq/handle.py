@@ -322,7 +322,8 @@ class Job:
     ``await job.retry()`` and ``await job.delete()`` — for volatile and persistent jobs alike.
     """
 
-    __slots__ = ("id", "_done", "_stored", "_done_once", "_stored_once", "_control", "_volatile")
+    __slots__ = ("id", "_done", "_stored", "_done_once", "_stored_once", "_control", "_volatile",
+                 "_progress")
 
     def __init__(self, job_id: str, control: JobControl | None = None, *,
                  volatile: bool = False) -> None:
@@ -339,6 +340,15 @@ class Job:
         self._stored: asyncio.Future[None] = new_future(loop)
         self._done_once: _Once[Outcome] = _Once(self._done, f"job {job_id}'s done")
         self._stored_once: _Once[None] = _Once(self._stored, f"job {job_id}'s stored")
+        self._progress: float | None = None
+
+    @property
+    def progress(self) -> float | None:
+        """The last progress (0..1) its executor reported (``report_progress``), as this tab
+        heard it; None before any. A persistent job's reports reach every tab of the origin
+        while it runs (they are never stored: after a reload it is None until the next); a
+        volatile job's stay in its own tab."""
+        return self._progress
 
     @property
     def done(self) -> Completion[Outcome]:

@@ -575,3 +575,43 @@ def test_run_started_leaves_in_the_run_messages_own_event() -> None:
         await settle()
         assert heard == ["run_started", "run_result"] and steps == ["executor ran"]
     run(main)
+
+
+def test_a_handle_knows_its_jobs_last_progress_in_every_tab_and_keeps_it_once_done() -> None:
+    from pyjobq import report_progress
+    from pyjobq.testing import World
+
+    async def main() -> None:
+        world = World()
+        going = asyncio.Event()
+
+        async def work(signal: Any) -> str:
+            report_progress(0.25)
+            report_progress(0.75)
+            await going.wait()
+            return "ok"
+
+        kinds = {"work": lambda params: work}
+        a = world.open_tab(reconstructors=kinds)
+        b = world.open_tab(reconstructors=kinds)
+        await settle()
+        job = b.side.enqueue_persistent("work")  # filed in b, run by a (it holds the lease)
+        assert job.progress is None
+        await settle()  # it runs: the first report goes at once, the second is held 100 ms
+        assert job.progress == 0.25
+        await world.advance(200)
+        await settle()
+        assert job.progress == 0.75
+        assert a.side.job(job.id).progress is None  # a handle made later heard nothing yet
+        going.set()
+        assert (await asyncio.wait_for(job.done, 1)).status == "done"
+        assert job.progress == 0.75
+        volatile = b.side.enqueue(lambda signal: _reports(0.5))
+        await asyncio.wait_for(volatile.done, 1)
+        assert volatile.progress == 0.5
+    run(main)
+
+
+async def _reports(value: float) -> None:
+    from pyjobq import report_progress
+    report_progress(value)

@@ -194,7 +194,13 @@ class Handles:
             self._heard_gone.move_to_end(job_id)
             if len(self._heard_gone) > GONE_KEPT:
                 self._heard_gone.popitem(last=False)
-        if not isinstance(job_id, str) or job_id not in self.jobs or not _ended(job):
+        if not isinstance(job_id, str) or job_id not in self.jobs:
+            return
+        progress = job.get("progress")
+        if isinstance(progress, (int, float)) and not isinstance(progress, bool) \
+                and 0 <= progress <= 1:
+            self.jobs[job_id]._progress = float(progress)
+        if not _ended(job):
             return
         if not trusted or job.get("result_truncated"):
             self.confirm(job_id, _deleted(job_id, job) if job.get("deleted") else None)
