@@ -101,9 +101,25 @@ class _Once(Generic[T]):
         """Whether a wait on it is pending (an ``await`` or a done-callback not given up)."""
         return any(view._waiting() for view in self.views)
 
+    def settle(self, value: T) -> None:
+        """Resolve the future with ``value`` and tell the views, unless it is settled already."""
+        if not self.future.done():
+            self.future.set_result(value)
+            self.resolve()
+
+    def fail(self, error: BaseException) -> None:
+        """Make the future raise ``error`` and tell the views, unless it is settled already. The
+        error is marked retrieved as it is set (no done-callback, which would cost a step of the
+        event loop): a waiter-less future that raises must not warn "exception never
+        retrieved"."""
+        if not self.future.done():
+            self.future.set_exception(error)
+            _retrieve(self.future)
+            self.resolve()
+
     def resolve(self) -> None:
-        """Hand the future's result to every view still waiting: :class:`Job` calls it as it
-        settles the future."""
+        """Hand the future's result to every view still waiting: :meth:`settle` and :meth:`fail`
+        call it as they settle the future."""
         if not self.future.done():
             return
         views, self.views = self.views, []
@@ -333,8 +349,8 @@ class Job:
         self._control = control
         #: A volatile job's engine forgets it once done: ``status()`` then reads ``done``.
         self._volatile = volatile
-        # An error set on either is marked retrieved as it is set (_lose, _store_failed), not by
-        # a done-callback: that would cost a step of the event loop — a browser task under
+        # An error set on either is marked retrieved as it is set (_Once.fail), not by a
+        # done-callback: that would cost a step of the event loop — a browser task under
         # Pyodide's — per job, for jobs that never fail.
         self._done: asyncio.Future[Outcome] = new_future(loop)
         self._stored: asyncio.Future[None] = new_future(loop)
@@ -450,32 +466,21 @@ class Job:
         return self._done_once.awaited()
 
     def _settle(self, outcome: Outcome) -> None:
-        if not self._done.done():
-            self._done.set_result(outcome)
-            self._done_once.resolve()
+        self._done_once.settle(outcome)
 
     def _lose(self, error: BaseException) -> None:
-        """This page can no longer learn the job's outcome: ``done`` raises ``error``."""
-        if not self._done.done():
-            self._done.set_exception(error)
-            # done raises only when this page can no longer learn the outcome
-            # (WorkerUnavailable): an application that never awaits it must not get
-            # "exception never retrieved".
-            _retrieve(self._done)
-            self._done_once.resolve()
+        """This page can no longer learn the job's outcome (:class:`~pyjobq.WorkerUnavailable`):
+        ``done`` raises ``error`` (an application that never awaits it gets no warning)."""
+        self._done_once.fail(error)
 
     def _store_ok(self) -> None:
         """The record is written: ``stored`` resolves."""
-        if not self._stored.done():
-            self._stored.set_result(None)
-            self._stored_once.resolve()
+        self._stored_once.settle(None)
 
     def _store_failed(self, error: BaseException) -> None:
-        """The record could not be written: ``stored`` raises ``error``."""
-        if not self._stored.done():
-            self._stored.set_exception(error)
-            _retrieve(self._stored)  # reported through done too: don't warn twice
-            self._stored_once.resolve()
+        """The record could not be written: ``stored`` raises ``error`` (reported through
+        ``done`` too, so it does not warn)."""
+        self._stored_once.fail(error)
 
     def __repr__(self) -> str:
         if not self._done.done():

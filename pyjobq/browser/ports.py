@@ -20,7 +20,7 @@ from pyodide.ffi import JsException, to_js
 
 from ..core.errors import LockStolen
 from ..core.messages import job_update_prefix
-from ..core.ports import Message, Release, Unsubscribe
+from ..core.ports import LockManagerBase, Message, Release, Unsubscribe
 from ..loop import TaskSet, new_future, take_by_request
 from . import batching, proxies
 from .js_helpers import Helper
@@ -233,7 +233,7 @@ LOCKS_JS = Helper("locks.js", "Web Locks are asked from Python")
 _lock_tokens = itertools.count()
 
 
-class WebLocks:
+class WebLocks(LockManagerBase):
     """``navigator.locks``: hold a lock while a Python coroutine runs.
 
     Each request is one call into ``locks.js``, which calls back one proxy this object makes as
@@ -264,15 +264,8 @@ class WebLocks:
             answer.set_exception(RuntimeError(f"navigator.locks.request({name!r}) failed: {exc}"))
         return answer
 
-    async def request(
-        self,
-        name: str,
-        callback: Callable[[Any], Awaitable[Any]],
-        *,
-        mode: str = "exclusive",
-        if_available: bool = False,
-        steal: bool = False,
-    ) -> Any:
+    async def _request(self, name: str, callback: Callable[[Any], Awaitable[Any]], mode: str,
+                       if_available: bool, steal: bool) -> Any:
         if self._helper is None:
             return await self._request_from_python(name, callback, mode=mode,
                                                    if_available=if_available, steal=steal)

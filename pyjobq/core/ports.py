@@ -322,6 +322,27 @@ class LockManager(Protocol):
         ``pending``)."""
 
 
+class LockManagerBase:
+    """What pyjobq's own :class:`LockManager` s share (the Web Locks' and the in-memory ones):
+    :meth:`request`, its options handed to the ``_request`` each one implements."""
+
+    async def request(
+        self,
+        name: str,
+        callback: Callable[[Any], Awaitable[Any]],
+        *,
+        mode: str = "exclusive",
+        if_available: bool = False,
+        steal: bool = False,
+    ) -> Any:
+        """As :meth:`LockManager.request`."""
+        return await self._request(name, callback, mode, if_available, steal)
+
+    async def _request(self, name: str, callback: Callable[[Any], Awaitable[Any]], mode: str,
+                       if_available: bool, steal: bool) -> Any:
+        raise NotImplementedError
+
+
 @runtime_checkable
 class TakesIfAvailable(Protocol):
     """A :class:`LockManager` with the run locks' one-call request (pyjobq's own all have it; one

@@ -220,6 +220,41 @@ def answer_pings(channel: Channel, source: str, holding: Callable[[], bool]) -> 
     return channel.subscribe(Router("pyjobq lease", {"lease_ping": ping}, quiet=True))
 
 
+class _Pass:
+    """The pass holding a lease that is revoked from outside (:class:`HostLease`,
+    :class:`GateLease`): its callback runs under :meth:`run`, and :meth:`revoke` ends it."""
+
+    __slots__ = ("_revoke",)
+
+    def __init__(self) -> None:
+        self._revoke: Callable[[], None] | None = None
+
+    async def run(self, callback: Callable[[], Awaitable[None]],
+                  on_revoked: Callable[[], None]) -> bool:
+        """Run ``callback()`` as the pass; False when it was revoked meanwhile (``on_revoked()``
+        was called then, once)."""
+        revoked = False
+
+        def revoke() -> None:
+            nonlocal revoked
+            revoked = True
+            on_revoked()
+
+        self._revoke = revoke
+        try:
+            await callback()
+        finally:
+            if self._revoke is revoke:
+                self._revoke = None
+        return not revoked
+
+    def revoke(self) -> None:
+        """Revoke the pass running now, if any."""
+        revoke, self._revoke = self._revoke, None
+        if revoke is not None:
+            revoke()
+
+
 class LockLease:
     """The scheduler holds the lock itself (an executor side with no document)."""
 
@@ -238,7 +273,38 @@ class LockLease:
         return True
 
 
-class HostLease:
+class _InLine:
+    """How :class:`HostLease` and :class:`LeaseHolder` ask ``grab`` for the lock: one request
+    queued at a time, made in place of any still queued."""
+
+    _grab: Grab
+    _name: str
+    #: Set while a request is queued: drops it.
+    _cancel: Callable[[], None] | None
+
+    def stolen(self) -> None:
+        """The lock was taken from this holder while it held it."""
+        raise NotImplementedError
+
+    def _drop_request(self) -> None:
+        """Drop the request queued, if any."""
+        if self._cancel is not None:
+            cancel, self._cancel = self._cancel, None
+            cancel()
+
+    def _ask(self, granted: Callable[[Callable[[], None]], None], *, steal: bool) -> None:
+        """Queue a request for the lock, dropping one still queued: ``granted(release)`` once it
+        is held (no request is queued then), :meth:`stolen` if it is taken while held."""
+        self._drop_request()
+
+        def on_granted(release: Callable[[], None]) -> None:
+            self._cancel = None
+            granted(release)
+
+        self._cancel = self._grab(self._name, on_granted, steal=steal, on_stolen=self.stolen)
+
+
+class HostLease(_InLine):
     """A worker host's lease (a notebook kernel, a PyScript worker): its bootstrap (worker.mjs)
     took the lock before loading Pyodide and holds it while the worker lives, so every drain
     runs at once — unless a tab in line found this worker silent (frozen with its page) and
@@ -259,9 +325,9 @@ class HostLease:
         self._name = name
         self._holding = held
         self._release: Callable[[], None] | None = release_bootstrap if held else None
-        self._cancel: Callable[[], None] | None = None
+        self._cancel = None
         self._granted: asyncio.Future[None] | None = None
-        self._on_revoked: Callable[[], None] | None = None
+        self._pass = _Pass()
         self._closed = False
         self.watch = LeaseWatch(channel, clock, source, self.steal)
         self._unanswer = answer_pings(channel, source, lambda: self._holding)
@@ -278,29 +344,14 @@ class HostLease:
             if self._granted is None or self._granted.done():
                 self._granted = asyncio.get_event_loop().create_future()
             await asyncio.shield(self._granted)
-        revoked = False
-
-        def revoke() -> None:
-            nonlocal revoked
-            revoked = True
-            on_revoked()
-
-        self._on_revoked = revoke
-        try:
-            await callback()
-        finally:
-            if self._on_revoked is revoke:
-                self._on_revoked = None
-        return not revoked
+        return await self._pass.run(callback, on_revoked)
 
     def stolen(self) -> None:
         """The lock was taken from this worker (it was silent): stop claiming, get back in line."""
         if not self._holding:
             return
         self._holding, self._release = False, None
-        revoke, self._on_revoked = self._on_revoked, None
-        if revoke is not None:
-            revoke()
+        self._pass.revoke()
         self._request()
 
     def steal(self) -> None:
@@ -311,12 +362,8 @@ class HostLease:
     def _request(self, *, steal: bool = False) -> None:
         if self._closed or self._holding or (self._cancel is not None and not steal):
             return
-        if self._cancel is not None:
-            cancel, self._cancel = self._cancel, None
-            cancel()
 
         def granted(release: Callable[[], None]) -> None:
-            self._cancel = None
             if self._closed:
                 release()
                 return
@@ -325,7 +372,7 @@ class HostLease:
             if self._granted is not None and not self._granted.done():
                 self._granted.set_result(None)
 
-        self._cancel = self._grab(self._name, granted, steal=steal, on_stolen=self.stolen)
+        self._ask(granted, steal=steal)
         self.watch.waiting()
 
     def close(self) -> None:
@@ -333,9 +380,7 @@ class HostLease:
         self._closed = True
         self.watch.close()
         self._unanswer()
-        if self._cancel is not None:
-            cancel, self._cancel = self._cancel, None
-            cancel()
+        self._drop_request()
         release, self._release, self._holding = self._release, None, False
         if release is not None:
             release()
@@ -395,7 +440,7 @@ class GateLease:
     def __init__(self) -> None:
         self._open = False
         self._opened: asyncio.Future[None] | None = None
-        self._revoke: Callable[[], None] | None = None
+        self._pass = _Pass()
 
     def open(self) -> None:
         self._open = True
@@ -405,9 +450,7 @@ class GateLease:
 
     def close(self) -> None:
         self._open = False
-        revoke, self._revoke = self._revoke, None
-        if revoke is not None:
-            revoke()
+        self._pass.revoke()
 
     async def hold(self, callback: Callable[[], Awaitable[None]],
                    on_revoked: Callable[[], None]) -> bool:
@@ -415,20 +458,7 @@ class GateLease:
             if self._opened is None:
                 self._opened = asyncio.get_event_loop().create_future()
             await asyncio.shield(self._opened)
-        revoked = False
-
-        def revoke() -> None:
-            nonlocal revoked
-            revoked = True
-            on_revoked()
-
-        self._revoke = revoke
-        try:
-            await callback()
-        finally:
-            if self._revoke is revoke:
-                self._revoke = None
-        return not revoked
+        return await self._pass.run(callback, on_revoked)
 
 
 class LinkLease:
@@ -540,7 +570,7 @@ class ServiceWorkerLease:
                 self._on_revoked()
 
 
-class LeaseHolder:
+class LeaseHolder(_InLine):
     """The page's side of a page-held lease: hold the lock for the worker, let go when frozen.
 
     ``freeze()`` is for the ``freeze`` and ``pagehide`` events, ``resume()`` for
@@ -567,7 +597,7 @@ class LeaseHolder:
         self._epoch = 0
         self._lent: int | None = None  # the epoch the worker holds now; None: between drains
         self._release: Callable[[], None] | None = None  # set while the lock is held
-        self._cancel: Callable[[], None] | None = None  # set while a request is queued
+        self._cancel = None  # set while a request is queued
         self._wanted = eager
         self._on_first_grant = on_first_grant
         self._refusing = 0  # the last revoked epoch the worker has not acknowledged; 0: none
@@ -617,12 +647,8 @@ class LeaseHolder:
         if self.frozen or not self._wanted or self._release is not None \
                 or (self._cancel is not None and not steal):
             return
-        if self._cancel is not None:
-            cancel, self._cancel = self._cancel, None
-            cancel()
 
         def granted(release: Callable[[], None]) -> None:
-            self._cancel = None
             if self.frozen:  # granted as the page froze: not ours to keep
                 release()
                 self._request()
@@ -635,7 +661,7 @@ class LeaseHolder:
                 first()
             self._lend()
 
-        self._cancel = self._grab(self._name, granted, steal=steal, on_stolen=self.stolen)
+        self._ask(granted, steal=steal)
         if self.watch is not None:
             self.watch.waiting()
 
@@ -670,10 +696,8 @@ class LeaseHolder:
         self.frozen = True
         if self.watch is not None:
             self.watch.holding()  # not in line while frozen: resume() asks again
-        if self._cancel is not None:
-            # A queued request granted while frozen would hold the lock for a page that cannot run.
-            cancel, self._cancel = self._cancel, None
-            cancel()
+        # A queued request granted while frozen would hold the lock for a page that cannot run.
+        self._drop_request()
         if self._release is not None:
             self._let_go()
             lent, self._lent = self._lent, None

@@ -185,16 +185,7 @@ class Runner:
         if run.abandoned and not at_once:
             return
         run.abandoned = True
-        run.signal.abort("abandoned")
-        if at_once or not run.signal.heeded:
-            run.task.cancel()
-        elif run.grace is None:
-            task = run.task
-
-            def cancel() -> None:
-                task.cancel()
-
-            run.grace = self.clock.call_later(ABANDON_GRACE_MS, cancel)
+        self._stop(run, "abandoned", at_once=at_once)
 
     def _time_out(self, job_id: str, run: _Run, timeout_ms: float) -> None:
         """The run's timeout passed: abort its signal, and cancel its task at once unless the
@@ -203,8 +194,13 @@ class Runner:
         if self.running.get(job_id) is not run or run.abandoned:
             return
         run.timed_out = timeout_ms
-        run.signal.abort("timeout")
-        if not run.signal.heeded:
+        self._stop(run, "timeout")
+
+    def _stop(self, run: _Run, reason: str, *, at_once: bool = False) -> None:
+        """Abort the run's signal with ``reason``, and cancel its task now unless the executor
+        heeds the signal (then after :data:`ABANDON_GRACE_MS`, unless a grace already runs)."""
+        run.signal.abort(reason)
+        if at_once or not run.signal.heeded:
             run.task.cancel()
         elif run.grace is None:
             task = run.task

@@ -67,11 +67,6 @@ class MemoryChannel(Listeners):
             raise RuntimeError("InvalidStateError: the channel is closed")
         self._hub._deliver(self, message)
 
-    def deliver(self, message: Message) -> None:
-        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
-        it: ``worker.mjs``), as if it arrived now."""
-        self._receive(message)
-
     def _receive(self, message: Message) -> None:
         if self.closed:
             return

@@ -14,7 +14,8 @@ def structured_copy(value: Any) -> Any:
 
 
 class Listeners:
-    """What a channel's end and a link's end share: their subscribers, called in order."""
+    """What a channel's end and a link's end share: their subscribers, called in order, and
+    what arrives at the end, which :meth:`_receive` takes in."""
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[Message], None]] = []
@@ -22,6 +23,15 @@ class Listeners:
     def subscribe(self, callback: Callable[[Message], None]) -> Unsubscribe:
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def deliver(self, message: Message) -> None:
+        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
+        it: ``worker.mjs``), as if it arrived now."""
+        self._receive(message)
+
+    def _receive(self, message: Message) -> None:
+        """A message arrived at this end: hand it to the subscribers, unless the end drops it."""
+        raise NotImplementedError
 
     def _notify(self, message: Message) -> None:
         for listener in list(self._listeners):

@@ -47,11 +47,6 @@ class MemoryLink(Listeners):
             if self.peer is not None:
                 self.peer._receive(message)
 
-    def deliver(self, message: Message) -> None:
-        """Hand on a message that arrived before anyone listened here (a worker's bootstrap kept
-        it: ``worker.mjs``), as if it arrived now."""
-        self._receive(message)
-
     def _receive(self, message: Message) -> None:
         if self.closed:
             return

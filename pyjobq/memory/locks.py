@@ -15,6 +15,7 @@ from typing import (
 
 from ..core.errors import LockStolen
 from ..core.ports import (
+    LockManagerBase,
     Release,
 )
 from ..loop import TaskSet, take_by_request
@@ -102,7 +103,7 @@ class LockHub:
         self._grant(req)
 
 
-class MemoryLocks:
+class MemoryLocks(LockManagerBase):
     """One context's ``navigator.locks`` (a tab or its worker), on a shared :class:`LockHub`.
 
     ``thawed()``, if given, is awaited between a grant and its callback: a frozen page is granted
@@ -126,15 +127,8 @@ class MemoryLocks:
     async def waiting(self) -> set[str]:
         return {name for name, queue in self._hub._queue.items() if queue}
 
-    async def request(
-        self,
-        name: str,
-        callback: Callable[[Any], Awaitable[Any]],
-        *,
-        mode: str = "exclusive",
-        if_available: bool = False,
-        steal: bool = False,
-    ) -> Any:
+    async def _request(self, name: str, callback: Callable[[Any], Awaitable[Any]], mode: str,
+                       if_available: bool, steal: bool) -> Any:
         if mode not in ("exclusive", "shared"):
             raise ValueError(f"lock mode must be 'exclusive' or 'shared', not {mode!r}")
         if self._crashed:  # a task of the dead context that had not started yet: it never asks

@@ -387,9 +387,7 @@ class Outbox:
         Raises:
             InvalidJobError: ``entry_id`` is not a str.
         """
-        check_str(entry_id, "Outbox.retry(entry_id)", _AN_ENTRY_ID)
-        await self._ready()
-        return await self._side.retry_job(entry_id)
+        return await self._about_entry("retry", entry_id, self._side.retry_job)
 
     async def retry_all(self) -> int:
         """Retry every failed entry; returns how many."""
@@ -402,9 +400,15 @@ class Outbox:
         Raises:
             InvalidJobError: ``entry_id`` is not a str.
         """
-        check_str(entry_id, "Outbox.delete(entry_id)", _AN_ENTRY_ID)
+        return await self._about_entry("delete", entry_id, self._side.delete_job)
+
+    async def _about_entry(self, call: str, entry_id: str,
+                           request: Callable[[str], Awaitable[bool]]) -> bool:
+        """``Outbox.<call>(entry_id)``: the id checked, then ``request(entry_id)`` sent once the
+        outbox is ready."""
+        check_str(entry_id, f"Outbox.{call}(entry_id)", _AN_ENTRY_ID)
         await self._ready()
-        return await self._side.delete_job(entry_id)
+        return await request(entry_id)
 
     # ------------------------------------------------------------ running an entry
 
