@@ -226,8 +226,9 @@ def _configure_late(changes: dict[str, Any]) -> None:
         raise ConfigurationError(
             f"configure() was called with {wanted}, but the queue already runs with {running} "
             f"(read when {_read_by} was imported; db {_settings.db_name!r}, lock "
-            f"{_settings.lock_name!r}, channel {_settings.channel_name!r}). Changing them now "
-            "would make the stored jobs unreachable, so nothing was changed. To use other "
+            f"{_settings.lock_name!r}, channel {_settings.channel_name!r}). The running queue "
+            "and its worker were started on those (new names would make the stored jobs "
+            "unreachable), so nothing was changed. To use other "
             "settings, restart the kernel (or reload the page) and call configure() with them "
             "before anything imports pyjobq.queue. Calling configure() again with the same "
             "settings is fine: a transport or reconstructors given again replace the old ones."

@@ -67,3 +67,45 @@ def test_a_header_is_read_from_a_mapping_or_a_headers_object_whatever_its_case()
     assert header(_Answer(None), "Retry-After") is None
     assert header(object(), "Retry-After") is None
     assert header(_Answer({"Retry-After": 5}), "Retry-After") is None  # not a str: not said
+
+
+def test_a_header_no_number_or_date_says_leaves_the_answer_as_it_was() -> None:
+    async def main() -> None:
+        world, server, tab = serving(Response(400, {"code": "bad"}, {"Retry-After": "²"}))
+        job = tab.side.enqueue_fetch("POST", "/bad")
+        out = await asyncio.wait_for(job.done, 1)
+        assert (out.status, out.http_status, out.code) == ("failed", 400, "bad")
+    run(main)
+
+
+def test_an_http_date_is_counted_from_the_page_s_clock() -> None:
+    import email.utils
+
+    async def main() -> None:
+        world, server, tab = serving(Response(503, "busy"), Response(200, {}))
+        at = email.utils.formatdate((world.clock.now() + 600_000) / 1000, usegmt=True)
+        server.answers[0] = Response(503, "busy", {"Retry-After": at})
+        job = tab.side.enqueue_fetch("POST", "/busy")
+        await settle()
+        record = await world.store.get(job.id)
+        assert record is not None and record.status == "pending"
+        assert abs(record.next_retry_at - (world.clock.now() + 600_000)) < 1_000
+    run(main)
+
+
+def test_a_factory_that_raises_interrupted_fails_its_job_once_rather_than_run_again() -> None:
+    from pyjobq import Interrupted
+
+    async def main() -> None:
+        calls = 0
+
+        def factory(params: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            raise Interrupted("not now")
+
+        world, server, tab = serving(reconstructors={"kind": factory})
+        job = tab.side.enqueue_persistent("kind", max_attempts=3)
+        out = await asyncio.wait_for(job.done, 1)
+        assert (out.status, out.code, calls) == ("failed", "reconstructor_failed", 1)
+    run(main)

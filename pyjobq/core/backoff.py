@@ -54,17 +54,18 @@ RETRY_AFTER_CAP_MS = 3_600_000.0
 
 def retry_after_ms(value: object, now_ms: float) -> float | None:
     """A ``Retry-After`` header's wait in ms (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
-    counted from ``now_ms`` (a date past is no wait); None for no header or one that says
-    neither."""
+    counted from ``now_ms`` (a date past is no wait), at most :data:`RETRY_AFTER_CAP_MS`; None
+    for no header or one that says neither (whatever bytes a server sent)."""
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(text) * 1000.0
+    if text.isascii() and text.isdigit():  # "²" is a digit to str.isdigit, not to float()
+        return min(float(text) * 1000.0, RETRY_AFTER_CAP_MS)
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:  # an HTTP-date is GMT
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        at = when.timestamp() * 1000.0
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:  # an HTTP-date is GMT
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return max(0.0, when.timestamp() * 1000.0 - now_ms)
+    return min(max(0.0, at - now_ms), RETRY_AFTER_CAP_MS)

@@ -75,6 +75,9 @@ def _move(record: JobRecord, event: Event, now: float, **changes: object) -> Job
         changes.setdefault("owner", None)
     if status is not Status.PAUSED:
         changes.setdefault("yield_lock", None)
+    if (status in TERMINAL and changes.get("code") != Code.UNAUTHORIZED) \
+            or event is Event.REVIVE:
+        changes["unauthorized_since"] = None  # a job that runs again starts its 401s afresh
     return record.evolve(status=status, updated_at=now, **changes)
 
 
@@ -138,8 +141,11 @@ def settle(
     if outcome.ok:
         return _move(record, Event.SUCCEED, now, result=outcome.result, error=None,
                      http_status=outcome.status, code=None, unauthorized_since=None)
+    # A server's answer other than 401 ends a run of 401s; an attempt that reached no server
+    # (offline, interrupted) says nothing of the credentials and leaves it as it was.
+    since = None if outcome.status is not None else record.unauthorized_since
     failure: dict[str, object] = dict(error=outcome.error or "failed", http_status=outcome.status,
-                                      code=outcome.code, unauthorized_since=None)
+                                      code=outcome.code, unauthorized_since=since)
     given_back = dict(attempts=max(0, record.attempts - 1), given_back=record.given_back + 1)
     if outcome.interrupted:
         if held_yield_lock is not None or suspended:
@@ -150,14 +156,15 @@ def settle(
         return _move(record, Event.FAIL, now, **failure)
     if http_status_rules and outcome.status == UNAUTHORIZED:
         since = record.unauthorized_since if record.unauthorized_since is not None else now
+        failure["unauthorized_since"] = since
         if now - since >= UNAUTHORIZED_FOR_MS:
             hours = UNAUTHORIZED_FOR_MS / 3_600_000
             return _move(record, Event.FAIL, now, **{
-                **failure, "code": Code.UNAUTHORIZED, "unauthorized_since": since,
+                **failure, "code": Code.UNAUTHORIZED,
                 "error": f"{failure['error']} — every attempt for {hours:g} hours was answered "
                          "401: the credentials were never renewed"})
         return _move(record, Event.RETRY, now, next_retry_at=now + AUTH_RETRY_MS, **given_back,
-                     **{**failure, "unauthorized_since": since})
+                     **failure)
     if not online and (outcome.status is None or not http_status_rules):
         # Only a failure that never reached a server says nothing about the job: one with an
         # HTTP status was answered, so it counts whatever the network did afterwards.

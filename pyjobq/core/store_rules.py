@@ -195,8 +195,10 @@ def schedule_of(data: Any) -> Schedule | None:
 
 def foreign_schedule(data: Any) -> bool:
     """Whether a stored schedule value is a newer pyjobq's (left as it is, even by a delete)."""
-    version = number(data.get("v")) if isinstance(data, dict) else None
-    return version is not None and version > SCHEDULE_VERSION
+    version = data.get("v") if isinstance(data, dict) else None
+    # As Schedule.from_dict reads it: any number above ours, Infinity too (NaN is above none).
+    return isinstance(version, (int, float)) and not isinstance(version, bool) \
+        and version > SCHEDULE_VERSION
 
 
 class PutSchedule(NamedTuple):

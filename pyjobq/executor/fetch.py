@@ -147,8 +147,10 @@ def _read_takes(transport: Any) -> _Takes:
 
 
 def make_fetch(
-        get_transport: Callable[[], Callable[..., Awaitable[Any]] | None]) -> Callable[[Any], Any]:
-    """The factory registered under ``fetch``: params ``{method, path, body}`` → executor."""
+        get_transport: Callable[[], Callable[..., Awaitable[Any]] | None],
+        now: Callable[[], float] = lambda: time.time() * 1000.0) -> Callable[[Any], Any]:
+    """The factory registered under ``fetch``: params ``{method, path, body}`` → executor.
+    ``now``: the page's clock, in ms, which an HTTP-date ``Retry-After`` is counted from."""
 
     def factory(params: Any) -> Callable[[AbortSignal], Awaitable[Any]]:
         if not isinstance(params, dict) or not isinstance(params.get("method"), str) \
@@ -178,8 +180,7 @@ def make_fetch(
                     f"{params['method']} {params['path']} answered {status}"
                     + (f" ({code})" if code else ""),
                     status=status, body=text, code=code,
-                    retry_after_ms=retry_after_ms(header(response, "Retry-After"),
-                                                  time.time() * 1000.0),
+                    retry_after_ms=retry_after_ms(header(response, "Retry-After"), now()),
                 )
             return Answer(_parse(text), status)
 

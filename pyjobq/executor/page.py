@@ -82,7 +82,7 @@ def assemble_page(ports: PagePorts, settings: Settings, source: str) -> Page:
     """The executor side of the page whose worker is ``source``, with its request scheduler
     started on ``ports.store``."""
     page_source = requests_source(source)
-    options: SchedulerOptions = {"yields": settings.yields,
+    options: SchedulerOptions = {"yields": settings.yields, "mode": settings.mode,
                                  "handshake_timeout_ms": settings.handshake_timeout_ms,
                                  "schedules": ports.schedules, **ports.options,
                                  "lease": NeverLease()}

@@ -230,7 +230,7 @@ class Runner:
         except Exception as exc:
             fields = error_fields(exc)
             fields.update(error=f"reconstructor {name!r} raised {fields['error']}",
-                          terminal=True, code=Code.RECONSTRUCTOR_FAILED)
+                          terminal=True, interrupted=False, code=Code.RECONSTRUCTOR_FAILED)
             self._send_result(job_id, _claimed(fields, msg["claim"]))
             return None
         if not callable(executor):

@@ -187,7 +187,8 @@ class ExecutorSide:
         self.yields = dict(yields or {})
         #: The page's ``job-update`` listeners (every engine's, and other tabs' news).
         self.listeners = Listeners()
-        registry: dict[str, Callable[[Any], Any]] = {FETCH: make_fetch(lambda: self.transport)}
+        registry: dict[str, Callable[[Any], Any]] = {
+            FETCH: make_fetch(lambda: self.transport, self.clock.now)}
         registry.update(reconstructors or {})
         runner = Runner(link, clock=self.clock, registry=registry, locks=locks, yields=yields,
                         is_online=is_online, refusing=self._refusing, unknown_kind=unknown_kind)

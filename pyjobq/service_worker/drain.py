@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Awaitable, Callable, Mapping
 
 from ..core.errors import DatabaseUpgradedError, Interrupted, LockStolen
+from ..core.mode import JOB_QUEUE
 from ..core.ports import Channel, Clock, LockManager, Store
 from ..core.records import JobRecord
 from ..core.router import Router
@@ -137,6 +138,11 @@ class DrainQueue:
     reconstructors: Mapping[str, Callable[[Any], Any]]
     yields: Mapping[str, str]
     handshake_timeout_ms: float
+
+
+#: The drain sweeps nothing: the pages' retention (``configure(keep_done_days=...)``) is theirs
+#: to apply, and a drain on the default rules would delete what a page keeps longer.
+NO_SWEEP = JOB_QUEUE.with_retention(None, None)
 
 
 def _not_here(name: str) -> Callable[[Any], Callable[[Any], Awaitable[Any]]]:
@@ -218,7 +224,7 @@ async def _drain(ports: DrainPorts, queue: DrainQueue, budget_ms: float, report:
         store=ports.store, source=queue.source, clock=clock, lock_name=queue.lock_name,
         locks=ports.locks, channel=ports.channel(), yields=queue.yields,
         handshake_timeout_ms=queue.handshake_timeout_ms, is_online=ports.is_online, lease=lease,
-        random=ports.random)
+        random=ports.random, mode=NO_SWEEP)
     refused: list[str] = []
     #: The types of the kinds it cannot run: their lanes wait for a page.
     left = engine.scheduler.left_for_pages

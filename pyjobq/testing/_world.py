@@ -376,7 +376,9 @@ class Tab:
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
                  page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
                  boot_faults: Sequence[BootFault] = (),
-                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> None:
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms,
+                 keep_done_days: float = Settings().keep_done_days,
+                 keep_failed_days: float | None = None) -> None:
         _track_tasks(asyncio.get_running_loop())
         #: The world this tab is in.
         self.world = world
@@ -399,8 +401,6 @@ class Tab:
         #: A worker host's lease, once its scheduler booted
         #: (:class:`~pyjobq.engine.lease.HostLease`).
         self.host_lease: HostLease | None = None
-        self._worker_args: SchedulerOptions = {"yields": yields,
-                                               "handshake_timeout_ms": handshake_timeout_ms}
         #: The worker's scheduler; None while a ``waiting`` tab has not been granted the lease.
         self.scheduler: Scheduler | None = None
         #: A ``waiting`` tab's request-only page scheduler; None otherwise.
@@ -424,10 +424,11 @@ class Tab:
             lock_name=LOCK, channel_name=CHANNEL, yields=dict(yields or {}),
             reconstructors=dict(reconstructors or {}), transport=transport,
             handshake_timeout_ms=handshake_timeout_ms,
-            worker_start_timeout_ms=worker_start_timeout_ms)
-        if worker_host and (page_lease or waiting):
-            raise ValueError("a worker host has no document: it holds the lease itself"
-                             " (no page_lease, no waiting)")
+            worker_start_timeout_ms=worker_start_timeout_ms, keep_done_days=keep_done_days,
+            keep_failed_days=keep_failed_days)
+        self._worker_args: SchedulerOptions = {
+            "yields": yields, "handshake_timeout_ms": handshake_timeout_ms,
+            "mode": self._settings.mode}
         _in_tab(self, self._open, transport, reconstructors, yields, page_lease,
                 waiting or worker_host, worker_host)
 
@@ -834,7 +835,9 @@ class World:
                  handshake_timeout_ms: float = 10_000.0, yields: Mapping[str, str] | None = None,
                  page_lease: bool = False, waiting: bool = False, worker_host: bool = False,
                  boot_faults: Sequence[BootFault] = (),
-                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms) -> Tab:
+                 worker_start_timeout_ms: float = Settings().worker_start_timeout_ms,
+                 keep_done_days: float = Settings().keep_done_days,
+                 keep_failed_days: float | None = None) -> Tab:
         """Open a tab whose queue is configured with these settings (as ``pyjobq.configure``).
 
         Args:
@@ -850,14 +853,20 @@ class World:
             boot_faults: how the boots of a ``waiting`` tab's or a worker host's first workers
                 go wrong (:class:`BootFault`, one per worker, in order; :attr:`Tab.boot_faults`).
             worker_start_timeout_ms: the longest a boot may go without a step (``configure``'s).
+            keep_done_days, keep_failed_days: the retention (``configure``'s), the worker's
+                and the page's request scheduler's alike.
         """
+        if worker_host and (page_lease or waiting):
+            raise ValueError("a worker host has no document: it holds the lease itself"
+                             " (no page_lease, no waiting)")
         if boot_faults and not (waiting or worker_host):
             raise ValueError(
                 "boot_faults need a worker that boots in steps: waiting=True or worker_host=True")
         tab = Tab(self, f"tab{next(self._names)}", transport=transport,
                   reconstructors=reconstructors, handshake_timeout_ms=handshake_timeout_ms,
                   yields=yields, page_lease=page_lease, waiting=waiting, worker_host=worker_host,
-                  boot_faults=boot_faults, worker_start_timeout_ms=worker_start_timeout_ms)
+                  boot_faults=boot_faults, worker_start_timeout_ms=worker_start_timeout_ms,
+                  keep_done_days=keep_done_days, keep_failed_days=keep_failed_days)
         self.tabs.append(tab)
         return tab
 

@@ -271,6 +271,7 @@ def _after_a_401(max_attempts: int = 1) -> JobRecord:
 def test_a_page_gone_on_the_last_try_after_a_401_is_page_gone() -> None:
     last = _after_a_401()
     assert policy.recover(last, T0 + 60_100) == last.evolve(
+        unauthorized_since=None,
         status=Status.FAILED, owner=None, updated_at=T0 + 60_100,
         error="the page running the last allowed attempt (1 of 1) went away mid-run",
         http_status=None, code="page_gone")
@@ -300,7 +301,8 @@ def test_a_lease_reclaimed_on_the_last_try_after_a_401_is_page_gone() -> None:
     assert (leased.status, leased.attempts, leased.http_status, leased.next_retry_at) == (
         Status.RUNNING, 1, 401, T0 + 61_001)
     assert policy.reclaim(leased, T0 + 61_001, "b", 1_000.0) == leased.evolve(
-        status=Status.FAILED, owner=None, updated_at=T0 + 61_001, next_retry_at=None,
+        unauthorized_since=None, status=Status.FAILED, owner=None, updated_at=T0 + 61_001,
+        next_retry_at=None,
         error="its lease ran out on the last allowed attempt (1 of 1): the page running it closed, "
               "crashed or froze mid-run, so whether its work was done is unknown",
         http_status=None, code="page_gone")
@@ -310,6 +312,7 @@ def test_a_handshake_failure_on_the_last_try_after_a_401_has_no_http_status() ->
     last = _after_a_401()
     failed = policy.fail(last, T0 + 70_001, "run_started never came", code="handshake_timeout")
     assert failed == last.evolve(
+        unauthorized_since=None,
         status=Status.FAILED, owner=None, updated_at=T0 + 70_001,
         error="run_started never came", http_status=None, code="handshake_timeout")
 
@@ -319,13 +322,15 @@ def test_a_terminal_failure_after_a_401_carries_only_its_own_fields() -> None:
     # the rest.
     last = _after_a_401(max_attempts=3)
     assert settle(last, T0 + 60_002, ok=False, error="cannot decode", terminal=True) == last.evolve(
+        unauthorized_since=None,
         status=Status.FAILED, owner=None, updated_at=T0 + 60_002, error="cannot decode",
-        http_status=None, code=None, unauthorized_since=None)
+        http_status=None, code=None)
 
 
 def test_a_cancel_after_a_401_has_no_http_status() -> None:
     last = _after_a_401()
     assert policy.cancel(last, T0 + 60_002) == last.evolve(
+        unauthorized_since=None,
         status=Status.CANCELLED, owner=None, updated_at=T0 + 60_002, error="cancelled",
         http_status=None, code="cancelled")
 
@@ -568,3 +573,40 @@ def test_a_retry_after_header_reads_as_delay_seconds_or_an_http_date(value, expe
     now = 1_445_412_480_000.0 - 5_000.0  # five seconds before 07:28:00 GMT
     assert retry_after_ms(value, now) == expected
 
+
+
+def test_a_revived_job_starts_its_401s_afresh() -> None:
+    record, now = fresh(max_attempts=2), T0
+    while record.status is Status.PENDING:
+        record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired",
+                        status=401)
+        now += 60_000
+    assert record.code == "unauthorized"
+    revived = policy.revive(record, now)
+    assert revived.unauthorized_since is None
+    again = settle(policy.claim(revived, now, "a"), now, ok=False, error="expired", status=401)
+    assert (again.status, again.next_retry_at, again.unauthorized_since) == (
+        Status.PENDING, now + 60_000, now)
+    assert policy.cancel(again, now + 1).unauthorized_since is None
+
+
+def test_an_attempt_that_reached_no_server_leaves_a_run_of_401s_as_it_was() -> None:
+    streak = settle(policy.claim(fresh(), T0, "a"), T0, ok=False, status=401, error="x")
+    offline = settle(policy.claim(streak, T0 + 1, "a"), T0 + 1, online=False, ok=False,
+                     error="TypeError: Failed to fetch")
+    interrupted = settle(policy.claim(offline, T0 + 2, "a"), T0 + 2, ok=False,
+                         interrupted=True, error="yielded")
+    assert offline.unauthorized_since == interrupted.unauthorized_since == T0
+    answered = settle(policy.claim(interrupted, T0 + 3, "a"), T0 + 3, ok=False, status=500,
+                      error="x")
+    assert answered.unauthorized_since is None
+
+
+@pytest.mark.parametrize("value", ["²", "¹²", "Mon, 01 Jan 2024 99999999999999999999:00:00 GMT"])
+def test_a_retry_after_no_number_or_date_says_is_no_wait(value: str) -> None:
+    assert retry_after_ms(value, T0) is None
+
+
+def test_a_retry_after_beyond_an_hour_is_an_hour() -> None:
+    assert retry_after_ms("9" * 400, T0) == RETRY_AFTER_CAP_MS
+    assert retry_after_ms("7200", T0) == RETRY_AFTER_CAP_MS
