@@ -139,6 +139,28 @@ async function harnessReady(page, timeout = 120_000) {
   await kit.waitForPython(page, { ready: harnessHasPython, timeout });
 }
 
+/** A new tab on our harness, Python running on it; errors on its console are printed. */
+async function newHarnessPage(context) {
+  const page = await context.newPage();
+  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
+  await page.goto(HARNESS);
+  await harnessReady(page);
+  return page;
+}
+
+/** A harness page (its own Pyodide loaded) with the test server as its only reachable host. */
+async function openServerOnlyHarness(context, baseURL) {
+  await context.route((url) => !url.href.startsWith(baseURL), (route) => route.abort("internetdisconnected"));
+  return newHarnessPage(context);
+}
+
+/** Whether the page's pyjobq scheduler worker has started Pyodide (its `self.pyodide` debugging hook). */
+async function workerHasPyodide(page) {
+  const worker = page.workers().find((w) => w.url().includes("#db="));
+  if (!worker) throw new Error("the page has no pyjobq scheduler worker");
+  return worker.evaluate(() => typeof self.pyodide !== "undefined");
+}
+
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const OWN_FLAGS = [...require("../chromium-flags.json"), "--headless", "--remote-debugging-port=0"];
 
@@ -253,7 +275,7 @@ async function release(request, key) {
 module.exports = {
   readmeExample, docExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
   holding, release,
-  HARNESS, openHarness, harnessReady, refreshingTransport,
+  HARNESS, openHarness, harnessReady, refreshingTransport, newHarnessPage, openServerOnlyHarness, workerHasPyodide,
   ownChromium, setLifecycleState,
   jobs: kit.jobs, jobRow: kit.jobRow, waitForStatus: kit.waitForStatus, crashTab: kit.crashTab,
   freezeTab: kit.freezeTab, waitForPython: kit.waitForPython,
