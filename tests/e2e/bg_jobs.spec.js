@@ -16,9 +16,12 @@ test.beforeEach(() => test.slow());
 
 const SHOTS = path.join(__dirname, "..", "..", "build", "test-results", "screenshots");
 
-async function openTable(context, baseURL, options = {}) {
+/** A queue page showing <bg-jobs>; `recheckMs` shortens the table's re-reads of the store
+ * (jobs_table.RECHECK_MS), the other options go to openQueuePage. */
+async function openTable(context, baseURL, { recheckMs, ...options } = {}) {
   const page = await openQueuePage(context, baseURL, options);
   await py(page, `
+${recheckMs === undefined ? "" : `from pyjobq.core import jobs_table\njobs_table.RECHECK_MS = ${recheckMs}`}
 from pyjobq import ui
 await ui.install()
 await ui.install()  # idempotent
@@ -237,14 +240,7 @@ test("lost news: the table reads the store again while it shows an unfinished jo
   // A job's deletion and another's end stored by a tab that crashed before broadcasting them:
   // written here with raw IndexedDB, so no job-update is ever sent. Only the element's own
   // reads of the store (every RECHECK_MS while a row is unfinished; shortened here) can show it.
-  const page = await openQueuePage(context, baseURL);
-  await py(page, `
-from pyjobq.core import jobs_table
-jobs_table.RECHECK_MS = 400
-from pyjobq import ui
-await ui.install()
-"ok"`);
-  await page.evaluate(() => document.body.append(document.createElement("bg-jobs")));
+  const page = await openTable(context, baseURL, { recheckMs: 400 });
   const gone = await enqueue(page, `"POST", "/api/echo/a", type="lost", label="deleted unheard", delay_ms=600000`);
   const ended = await enqueue(page, `"POST", "/api/echo/b", type="lost2", label="cancelled unheard", delay_ms=600000`);
   // A volatile job done: its engine forgets it, and the table keeps it as heard.
@@ -280,14 +276,7 @@ test("forged news: an end, a deletion or an odd row posted on the channel shows 
   // prompt to read the store: the row stays as stored, ten re-read periods on, and a row of
   // wrong-typed fields neither breaks the table nor outlives the read that finds no record.
   await resetServer(request);
-  const page = await openQueuePage(context, baseURL);
-  await py(page, `
-from pyjobq.core import jobs_table
-jobs_table.RECHECK_MS = 300
-from pyjobq import ui
-await ui.install()
-"ok"`);
-  await page.evaluate(() => document.body.append(document.createElement("bg-jobs")));
+  const page = await openTable(context, baseURL, { recheckMs: 300 });
   const running = await enqueue(page, `"GET", "/api/slow?ms=60000", type="sync", label="sync inbox"`);
   await expect(row(page, running)).toHaveAttribute("data-status", "running");
   const stored = await py(page, `

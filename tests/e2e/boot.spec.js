@@ -12,7 +12,7 @@
 // Routing: page.route sees the requests of the page's module worker in this Chromium, so one
 // tab's worker can be starved while another's is served.
 const { test, expect: baseExpect } = require("@playwright/test");
-const { openQueuePage, workerReady, py, resetServer, serverLog, storedRecord, harnessReady } = require("./helpers");
+const { openQueuePage, workerReady, py, resetServer, serverLog, storedRecord, openServerOnlyHarness, workerHasPyodide } = require("./helpers");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -32,22 +32,12 @@ from pyjobq import queue
 `;
 }
 
-/** A harness page (its own Pyodide loaded) with the test server as its only reachable host. */
+/** A harness page (its own Pyodide loaded) with the test server as its only reachable host,
+ * marked `window.notReloaded` (a reload would drop the mark). */
 async function openHarness(context, baseURL) {
-  await context.route((url) => !url.href.startsWith(baseURL), (route) => route.abort("internetdisconnected"));
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await harnessReady(page);
+  const page = await openServerOnlyHarness(context, baseURL);
   await page.evaluate(() => { /** @type {any} */ (window).notReloaded = true; });
   return page;
-}
-
-/** Whether the page's pyjobq scheduler worker has started Pyodide (its `self.pyodide` debugging hook). */
-async function workerHasPyodide(page) {
-  const worker = page.workers().find((w) => w.url().includes("#db="));
-  if (!worker) throw new Error("the page has no pyjobq scheduler worker");
-  return worker.evaluate(() => typeof self.pyodide !== "undefined");
 }
 
 /** Wait until `condition` (a Python expression on the page) holds; polls in Python. */

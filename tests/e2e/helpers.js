@@ -3,9 +3,11 @@
 // configured with a transport that sends to the test server. They build on the helper pyjobq
 // ships to its users (pyjobq/testing/playwright.cjs): the page boot, the "queue ready" wait,
 // job rows and statuses, crashing and freezing a tab live there.
+const { spawn } = require("child_process");
 const fs = require("fs");
+const os = require("os");
 const path = require("path");
-const { expect } = require("@playwright/test");
+const { test, expect, chromium } = require("@playwright/test");
 const kit = require("../../pyjobq/testing/playwright.cjs");
 
 /** Our harness page: Pyodide with pyjobq, `window.py(code)` and `window.pyReady`. */
@@ -137,6 +139,88 @@ async function harnessReady(page, timeout = 120_000) {
   await kit.waitForPython(page, { ready: harnessHasPython, timeout });
 }
 
+/** A new tab on our harness, Python running on it; errors on its console are printed. */
+async function newHarnessPage(context) {
+  const page = await context.newPage();
+  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
+  await page.goto(HARNESS);
+  await harnessReady(page);
+  return page;
+}
+
+/** A harness page (its own Pyodide loaded) with the test server as its only reachable host. */
+async function openServerOnlyHarness(context, baseURL) {
+  await context.route((url) => !url.href.startsWith(baseURL), (route) => route.abort("internetdisconnected"));
+  return newHarnessPage(context);
+}
+
+/** Whether the page's pyjobq scheduler worker has started Pyodide (its `self.pyodide` debugging hook). */
+async function workerHasPyodide(page) {
+  const worker = page.workers().find((w) => w.url().includes("#db="));
+  if (!worker) throw new Error("the page has no pyjobq scheduler worker");
+  return worker.evaluate(() => typeof self.pyodide !== "undefined");
+}
+
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const OWN_FLAGS = [...require("../chromium-flags.json"), "--headless", "--remote-debugging-port=0"];
+
+/** Launch chromium ourselves (a fresh profile named after `name`); resolve with the process, its
+ * DevTools websocket URL and the profile's folder. */
+async function launchChromium(name) {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), `pyjobq-${name}-`));
+  const proc = spawn(CHROMIUM, [...OWN_FLAGS, `--user-data-dir=${profile}`, "about:blank"], { stdio: ["ignore", "ignore", "pipe"] });
+  const endpoint = await new Promise((resolve, reject) => {
+    let seen = "";
+    const timer = setTimeout(() => reject(new Error(`no DevTools endpoint from chromium:\n${seen}`)), 30_000);
+    proc.stderr.on("data", (chunk) => {
+      seen += chunk;
+      const m = /DevTools listening on (ws:\/\/\S+)/.exec(seen);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    proc.on("exit", (code) => reject(new Error(`chromium exited (${code}):\n${seen}`)));
+  });
+  return { proc, endpoint, profile };
+}
+
+/**
+ * A Chromium of the describe block's own, whose pages can be frozen: Playwright's own pages
+ * cannot (focus emulation keeps them visible, so CDP Page.setWebLifecycleState is a silent
+ * no-op; docs/decisions.md). Launched before the block's tests with --remote-debugging-port,
+ * ended after them; `connect()` gives `{ browser, context }`, connected with
+ * connectOverCDP(..., { noDefaults: true }).
+ */
+function ownChromium(name) {
+  let chrome;
+  test.beforeAll(async () => { chrome = await launchChromium(name); });
+  test.afterAll(async () => {
+    if (chrome) {
+      const exited = new Promise((resolve) => chrome.proc.once("exit", resolve));
+      chrome.proc.kill();
+      await exited;
+      // Chromium's helper processes can still be writing the profile just after the browser
+      // process exits (seen: ENOTEMPTY); retry, and never fail the test over a temp folder.
+      try {
+        fs.rmSync(chrome.profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+      } catch (error) {
+        console.log(`left the temporary profile ${chrome.profile}: ${error}`);
+      }
+    }
+  });
+  return {
+    async connect() {
+      const browser = await chromium.connectOverCDP(chrome.endpoint, { noDefaults: true });
+      return { browser, context: browser.contexts()[0] };
+    },
+  };
+}
+
+/** Set a page's lifecycle state ("frozen", "active") through CDP Page.setWebLifecycleState. */
+async function setLifecycleState(context, page, state) {
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Page.setWebLifecycleState", { state });
+  await cdp.detach();
+}
+
 /** Block everything but the test server, open the harness and configure the queue. */
 async function openQueuePage(context, baseURL, options = {}) {
   await context.route(
@@ -191,7 +275,8 @@ async function release(request, key) {
 module.exports = {
   readmeExample, docExample, storedRecord, openQueuePage, queueReady, workerReady, py, configurePython, resetServer, serverLog,
   holding, release,
-  HARNESS, openHarness, harnessReady, refreshingTransport,
+  HARNESS, openHarness, harnessReady, refreshingTransport, newHarnessPage, openServerOnlyHarness, workerHasPyodide,
+  ownChromium, setLifecycleState,
   jobs: kit.jobs, jobRow: kit.jobRow, waitForStatus: kit.waitForStatus, crashTab: kit.crashTab,
   freezeTab: kit.freezeTab, waitForPython: kit.waitForPython,
 };

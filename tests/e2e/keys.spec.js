@@ -8,20 +8,22 @@ const { openQueuePage, py, resetServer, serverLog, storedRecord } = require("./h
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
+/** Python: file, from tab `tab` ("a" or "b": the job is `<tab>_job` on its page), a save of doc-1
+ * under the key "doc-1", delayed `delayMs`; gives its id once stored. */
+function saveDoc(tab, delayMs) {
+  return `
+${tab}_job = queue.enqueue_fetch("PUT", "/api/echo/doc-1/from-${tab}", {"from": "${tab}"}, key="doc-1",
+                            delay_ms=${delayMs}, label="save doc-1")
+await asyncio.wait_for(${tab}_job.stored, 60)
+${tab}_job.id`;
+}
+
 test("a key replaced from a second tab: the server gets only the newer request, the first tab's done says replaced", async ({ context, baseURL, request }) => {
   await resetServer(request);
   const a = await openQueuePage(context, baseURL);
-  const aId = await py(a, `
-a_job = queue.enqueue_fetch("PUT", "/api/echo/doc-1/from-a", {"from": "a"}, key="doc-1",
-                            delay_ms=20_000, label="save doc-1")
-await asyncio.wait_for(a_job.stored, 60)
-a_job.id`);
+  const aId = await py(a, saveDoc("a", 20_000));
   const b = await openQueuePage(context, baseURL);
-  const bId = await py(b, `
-b_job = queue.enqueue_fetch("PUT", "/api/echo/doc-1/from-b", {"from": "b"}, key="doc-1",
-                            delay_ms=500, label="save doc-1")
-await asyncio.wait_for(b_job.stored, 60)
-b_job.id`);
+  const bId = await py(b, saveDoc("b", 500));
   expect(bId).not.toBe(aId);
 
   const replaced = await py(a, `

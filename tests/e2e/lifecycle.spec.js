@@ -2,68 +2,22 @@
 // Frozen tabs (issue: a frozen or back/forward-cached tab held the lease and stopped the queue).
 // Playwright's own pages cannot be frozen (focus emulation keeps them visible, so CDP
 // Page.setWebLifecycleState is a silent no-op; docs/decisions.md), so this spec launches
-// /usr/bin/chromium itself with --remote-debugging-port and connects with
+// /usr/bin/chromium itself (helpers.js, ownChromium) with --remote-debugging-port and connects with
 // connectOverCDP(..., { noDefaults: true }). The test server is the config's webServer.
-const { test, expect, chromium } = require("@playwright/test");
-const { spawn } = require("child_process");
-const fs = require("fs");
-const os = require("os");
-const path = require("path");
-const { configurePython, openHarness, py, resetServer, serverLog, holding, release } = require("./helpers");
-
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
-const FLAGS = [...require("../chromium-flags.json"), "--headless", "--remote-debugging-port=0"];
-
-/** Launch chromium ourselves; resolve with the process and its DevTools websocket URL. */
-async function launchChromium() {
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "pyjobq-lifecycle-"));
-  const proc = spawn(CHROMIUM, [...FLAGS, `--user-data-dir=${profile}`, "about:blank"], { stdio: ["ignore", "ignore", "pipe"] });
-  const endpoint = await new Promise((resolve, reject) => {
-    let seen = "";
-    const timer = setTimeout(() => reject(new Error(`no DevTools endpoint from chromium:\n${seen}`)), 30_000);
-    proc.stderr.on("data", (chunk) => {
-      seen += chunk;
-      const m = /DevTools listening on (ws:\/\/\S+)/.exec(seen);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    proc.on("exit", (code) => reject(new Error(`chromium exited (${code}):\n${seen}`)));
-  });
-  return { proc, endpoint, profile };
-}
+const { test, expect } = require("@playwright/test");
+const { configurePython, openHarness, py, resetServer, serverLog, holding, release, ownChromium, setLifecycleState } = require("./helpers");
 
 async function openQueue(context, baseURL) {
   return openHarness(context, { url: `${baseURL}/tests/harness.html`, setup: configurePython() });
 }
 
-async function setState(context, page, state) {
-  const cdp = await context.newCDPSession(page);
-  await cdp.send("Page.setWebLifecycleState", { state });
-  await cdp.detach();
-}
-
 test.describe("frozen tabs", () => {
   test.setTimeout(240_000);
-  let chrome;
-  test.beforeAll(async () => { chrome = await launchChromium(); });
-  test.afterAll(async () => {
-    if (chrome) {
-      const exited = new Promise((resolve) => chrome.proc.once("exit", resolve));
-      chrome.proc.kill();
-      await exited;
-      // Chromium's helper processes can still be writing the profile just after the browser
-      // process exits (seen: ENOTEMPTY); retry, and never fail the test over a temp folder.
-      try {
-        fs.rmSync(chrome.profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
-      } catch (error) {
-        console.log(`left the temporary profile ${chrome.profile}: ${error}`);
-      }
-    }
-  });
+  const chrome = ownChromium("lifecycle");
 
   test("a frozen tab hands the lease over, its run is not doubled, and it finishes once on resume", async ({ baseURL, request }) => {
     await resetServer(request);
-    const browser = await chromium.connectOverCDP(chrome.endpoint, { noDefaults: true });
-    const context = browser.contexts()[0];
+    const { browser, context } = await chrome.connect();
     const a = await openQueue(context, baseURL);
     const b = await openQueue(context, baseURL);
 
@@ -77,7 +31,7 @@ long_job.id`);
       window.lifecycle = [];
       for (const kind of ["freeze", "resume"]) document.addEventListener(kind, () => window.lifecycle.push(kind));
     });
-    await setState(context, a, "frozen");
+    await setLifecycleState(context, a, "frozen");
 
     // B takes over the lease and runs other work while A sits frozen.
     const quick = await py(b, `
@@ -93,7 +47,7 @@ json.dumps([(r["status"], r["attempts"], r["owner"] is not None) for r in recs])
     expect(await holding(request)).toEqual(["long"]);
 
     // A resumes; its held request completes, and the job is done once, on its first attempt.
-    await setState(context, a, "active");
+    await setLifecycleState(context, a, "active");
     // The freeze really took (on a Playwright page it is a silent no-op): A saw both events.
     expect(await a.evaluate(() => window.lifecycle)).toEqual(["freeze", "resume"]);
     await release(request, "long");

@@ -9,7 +9,7 @@
 // - a tab closed mid-run a moment after saving: the Service Worker takes the run over.
 // Real parts throughout: Chromium's Service Worker, Background Sync, IndexedDB, Web Locks.
 const { test, expect: baseExpect } = require("@playwright/test");
-const { py, resetServer, serverLog, harnessReady } = require("./helpers");
+const { py, resetServer, serverLog, holding, newHarnessPage } = require("./helpers");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -56,12 +56,22 @@ from sw_app.tasks import ping
 "ok"`;
 
 async function openQueue(context) {
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await harnessReady(page);
+  const page = await newHarnessPage(context);
   await py(page, CONFIGURE);
   return page;
+}
+
+/** The job's record once it is done (waited for up to `seconds`): its `fields`, by name. */
+async function doneRecord(page, id, fields, seconds) {
+  return py(page, `
+async def _done():
+    while True:
+        _r = {r["id"]: r for r in await queue.query_all()}.get(${JSON.stringify(id)})
+        if _r and str(_r["status"]) == "done":
+            return _r
+        await asyncio.sleep(0.2)
+_r = await asyncio.wait_for(_done(), ${seconds})
+json.dumps({_f: _r[_f] for _f in ${JSON.stringify(fields)}})`);
 }
 
 /** The registration id of the origin's Service Worker, through CDP on `page`. */
@@ -149,7 +159,7 @@ test("a page that opens while the Service Worker drains: the Service Worker lets
   await context.setOffline(false);
   await dispatchSync(context, baseURL);
   // The Service Worker's run of the first job is at the server, held there.
-  await expect.poll(async () => (await (await request.get("/__control/holding")).json()).length,
+  await expect.poll(async () => (await holding(request)).length,
     { timeout: 120_000, intervals: [500] }).toBe(1);
   const page = await openQueue(context);
   // The page gets in line for the lease; the Service Worker sees it waiting and stops claiming.
@@ -202,7 +212,7 @@ test("a tab closed a moment after saving, mid-run: the Service Worker the save w
 _job = queue.enqueue_fetch("POST", "/api/hold/sw-closed", {})
 await asyncio.wait_for(_job.stored, 30)
 _job.id`);
-  await expect.poll(async () => (await (await request.get("/__control/holding")).json()).length,
+  await expect.poll(async () => (await holding(request)).length,
     { timeout: 60_000, intervals: [250] }).toBe(1);
   // The sync the save asked for (fired again here, so the test does not hang on when Chromium
   // fires it): the page holds the lease, and the job is unfinished, so the drain keeps looking.
@@ -218,15 +228,7 @@ _job.id`);
     });
   await blank.close();
   const after = await openQueue(context);
-  const record = await py(after, `
-async def _done():
-    while True:
-        _r = {r["id"]: r for r in await queue.query_all()}.get(${JSON.stringify(id)})
-        if _r and str(_r["status"]) == "done":
-            return _r
-        await asyncio.sleep(0.2)
-_r = await asyncio.wait_for(_done(), 60)
-json.dumps({"attempts": _r["attempts"], "owner": _r["owner"]})`);
+  const record = await doneRecord(after, id, ["attempts", "owner"], 60);
   // The page's attempt was spent (its request may have reached the server: it did), the
   // Service Worker's was the second.
   expect(record).toEqual({ attempts: 2, owner: null });
@@ -274,7 +276,7 @@ test("the Service Worker ended mid-run by the browser: nothing lost, no attempt 
   const [id] = await fileOfflineAndClose(context, ["/api/hold/sw-cut"]);
   await context.setOffline(false);
   const { cdp } = await dispatchSync(context, baseURL);
-  await expect.poll(async () => (await (await request.get("/__control/holding")).json()).length,
+  await expect.poll(async () => (await holding(request)).length,
     { timeout: 120_000, intervals: [500] }).toBe(1);
   // The browser ends the Service Worker mid-run (its event's limit, or memory pressure).
   const versions = new Map();
@@ -288,15 +290,7 @@ test("the Service Worker ended mid-run by the browser: nothing lost, no attempt 
   expect(released.ok()).toBeTruthy();
   // A page that opens recovers the cut run: the attempt is given back, and it runs to done.
   const page = await openQueue(context);
-  const record = await py(page, `
-async def _done():
-    while True:
-        _r = {r["id"]: r for r in await queue.query_all()}.get(${JSON.stringify(id)})
-        if _r and str(_r["status"]) == "done":
-            return _r
-        await asyncio.sleep(0.2)
-_r = await asyncio.wait_for(_done(), 90)
-json.dumps({"attempts": _r["attempts"], "given_back": _r["given_back"], "cut_short": _r["cut_short"]})`);
+  const record = await doneRecord(page, id, ["attempts", "given_back", "cut_short"], 90);
   // Counted as cut short by the Service Worker (apart from other give-backs: at most 3 a job).
   expect(record).toEqual({ attempts: 1, given_back: 1, cut_short: 1 });
   // Sent twice: the cut run (its answer went nowhere) and the page's; the job is done once.

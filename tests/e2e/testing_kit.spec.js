@@ -77,13 +77,20 @@ async function storedRecord(page, id) {
   }, id);
 }
 
-test("a CDN page runs Python, lists its records and waits out an offline spell", async ({ context, baseURL }) => {
-  test.setTimeout(180_000);
-  const { served } = await useRegistries(context, /** @type {string} */ (baseURL));
+/** The CDN and PyPI answered from build/cdn, the app's API routed (its requests in `sent`), and
+ * `page` (HTML) served at /kit/<name>.html: opened with SETUP run on it. */
+async function openKitPage(context, baseURL, name, page) {
+  const { served } = await useRegistries(context, baseURL);
   const sent = [];
   await context.route("**/api/notes/**", api(sent));
-  await context.route(`${baseURL}/kit/cdn.html`, (route) => route.fulfill({ contentType: "text/html", body: CDN_PAGE }));
-  const tab = await kit.openTab(context, "/kit/cdn.html", { setup: SETUP });
+  await context.route(`${baseURL}/kit/${name}.html`, (route) => route.fulfill({ contentType: "text/html", body: page }));
+  const tab = await kit.openTab(context, `/kit/${name}.html`, { setup: SETUP });
+  return { tab, served, sent };
+}
+
+test("a CDN page runs Python, lists its records and waits out an offline spell", async ({ context, baseURL }) => {
+  test.setTimeout(180_000);
+  const { tab, served, sent } = await openKitPage(context, /** @type {string} */ (baseURL), "cdn", CDN_PAGE);
   expect(served).toContain(`https://cdn.jsdelivr.net/pyodide/v${PYODIDE_VERSION}/full/pyodide.asm.wasm`);
   expect(served.some((u) => u.startsWith("https://files.pythonhosted.org/packages/pyjobq/"))).toBe(true);
 
@@ -120,11 +127,7 @@ test("a CDN page runs Python, lists its records and waits out an offline spell",
 
 test("a PyScript page runs a job the kit reads", async ({ context, baseURL }) => {
   test.setTimeout(180_000);
-  const { served } = await useRegistries(context, /** @type {string} */ (baseURL));
-  const sent = [];
-  await context.route("**/api/notes/**", api(sent));
-  await context.route(`${baseURL}/kit/pyscript.html`, (route) => route.fulfill({ contentType: "text/html", body: PYSCRIPT_PAGE }));
-  const tab = await kit.openTab(context, "/kit/pyscript.html", { setup: SETUP });
+  const { tab, served, sent } = await openKitPage(context, /** @type {string} */ (baseURL), "pyscript", PYSCRIPT_PAGE);
   expect(served.some((u) => u.startsWith("https://cdn.jsdelivr.net/pyodide/"))).toBe(true);
   const id = await kit.py(tab, save("/api/notes/pyscript", { host: "pyscript" }));
   expect((await kit.waitForStatus(tab, id, "done")).http_status).toBe(201);

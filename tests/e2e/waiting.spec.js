@@ -7,7 +7,7 @@
 // - a waiting tab's worker has no Pyodide, yet the tab stores, queries and deletes at once (its
 //   delete ends a run in the other tab); when the holder closes it loads Pyodide and drains.
 const { test, expect: baseExpect } = require("@playwright/test");
-const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release, storedRecord, harnessReady } = require("./helpers");
+const { openQueuePage, workerReady, py, resetServer, serverLog, holding, release, storedRecord, harnessReady, openServerOnlyHarness, workerHasPyodide } = require("./helpers");
 
 const expect = baseExpect.configure({ timeout: 60_000 });
 
@@ -30,30 +30,13 @@ from pyjobq import queue
 "imported"
 `;
 
-/** A harness page (Pyodide loaded) with the test server as its only reachable host. */
-async function openHarness(context, baseURL) {
-  await context.route((url) => !url.href.startsWith(baseURL), (route) => route.abort("internetdisconnected"));
-  const page = await context.newPage();
-  page.on("console", (msg) => { if (msg.type() === "error") console.log(`[page error] ${msg.text()}`); });
-  await page.goto("/tests/harness.html");
-  await harnessReady(page);
-  return page;
-}
-
-/** Whether the page's pyjobq scheduler worker has loaded Pyodide (its `self.pyodide` debugging hook). */
-async function workerHasPyodide(page) {
-  const worker = page.workers().find((w) => w.url().includes("#db="));
-  if (!worker) throw new Error("the page has no pyjobq scheduler worker");
-  return worker.evaluate(() => typeof self.pyodide !== "undefined");
-}
-
 test.afterEach(async ({ request }) => {
   await release(request); // never leave a handler thread blocked on a hold
 });
 
 test("a delayed job survives a hard reload and is sent once by a page that only imports the queue", async ({ context, baseURL, request }) => {
   await resetServer(request);
-  const page = await openHarness(context, /** @type {string} */ (baseURL));
+  const page = await openServerOnlyHarness(context, /** @type {string} */ (baseURL));
   await py(page, ONLY_IMPORT);
   const id = await py(page, `
 job = queue.enqueue_fetch("POST", "/api/echo/reload-debounced", {"text": "v1"}, delay_ms=4000, group="doc-1")
@@ -76,7 +59,7 @@ test("a tab that only imported the queue finishes the job of a tab closed mid-ru
   await resetServer(request);
   const a = await openQueuePage(context, baseURL);
   await workerReady(a); // the first tab holds the lease
-  const b = await openHarness(context, /** @type {string} */ (baseURL));
+  const b = await openServerOnlyHarness(context, /** @type {string} */ (baseURL));
   expect(await py(b, ONLY_IMPORT)).toBe("imported");
 
   const id = await py(a, `
