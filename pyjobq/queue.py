@@ -365,8 +365,9 @@ def retry_all() -> Coroutine[Any, Any, int]:
 
 
 def cleanup_old() -> Coroutine[Any, Any, int]:
-    """Delete ``done`` records older than 7 days — and only those. Returns how many.
-    Sent at the call."""
+    """Delete ``done`` records older than ``configure(keep_done_days=)`` (7 days by default) —
+    and only those, with ``failed`` ones older than ``keep_failed_days`` when it is set.
+    Returns how many. Sent at the call."""
     return _queue().cleanup_old()
 
 

@@ -81,6 +81,13 @@ class Code(str, enum.Enum):
         "bad_transport_result",
         "The transport returned something other than a Response.",
         "Return the unread response of your fetch call; don't parse it.")
+    TRANSPORT_NOT_ASYNC = (
+        "transport_not_async",
+        "The transport returned something that is not awaitable when called (a plain `def` "
+        "returning its response): it is not an `async def`; the fetch job failed at once, the "
+        "transport named in `error`.",
+        "Define the transport with `async def` (or have it return an awaitable of the unread "
+        "response); then `retry_job(id)`.")
     EXECUTOR_NOT_ASYNC = (
         "executor_not_async",
         "The executor (a volatile job's function, or what its reconstructor built) returned "

@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable
 from ..abort import AbortSignal
 from ..core.backoff import retry_after_ms
 from ..core.codes import Code
-from ..core.errors import HTTPError, JobError, NoTransportError
+from ..core.errors import HTTPError, JobError, NoTransportError, Terminal
 from .current import current_job_id
 
 
@@ -172,7 +172,15 @@ def make_fetch(
                 signal.heeded = True  # the transport ends the request when the run is dropped
             if takes.idempotency_key:
                 kw["idempotency_key"] = current_job_id()
-            response = await transport(*args, **kw)
+            answer = transport(*args, **kw)
+            if not inspect.isawaitable(answer):
+                # A plain function's Response: calling it again would do the same.
+                name = getattr(transport, "__qualname__", None) or repr(transport)
+                raise Terminal(
+                    f"the transport {name!r} returned {type(answer).__name__}, not an "
+                    "awaitable: define it with 'async def' (or have it return an awaitable "
+                    "of the unread response)", code=Code.TRANSPORT_NOT_ASYNC)
+            response = await answer
             status, ok, text = await read_response(response)
             if not ok:
                 code = code_from_body(text)
