@@ -524,12 +524,18 @@ def test_claim_due_on_leases_reclaims_only_a_running_lease_that_ran_out() -> Non
 
 # ---------------------------------------------------------------- 401s for a day, Retry-After
 
-def test_401s_for_a_day_fail_unauthorized_and_any_other_answer_ends_the_streak() -> None:
+def _a_day_of_401s() -> tuple[JobRecord, float]:
+    """A job answered 401 at every try, a minute apart, until it failed; and the time then."""
     record, now = fresh(max_attempts=2), T0
     while record.status is Status.PENDING:
         record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired",
                         status=401)
         now += 60_000
+    return record, now
+
+
+def test_401s_for_a_day_fail_unauthorized_and_any_other_answer_ends_the_streak() -> None:
+    record, now = _a_day_of_401s()
     assert record.status is Status.FAILED and record.code == "unauthorized"
     assert record.unauthorized_since == T0 and record.http_status == 401
     assert record.updated_at - T0 == policy.UNAUTHORIZED_FOR_MS
@@ -574,13 +580,8 @@ def test_a_retry_after_header_reads_as_delay_seconds_or_an_http_date(value, expe
     assert retry_after_ms(value, now) == expected
 
 
-
 def test_a_revived_job_starts_its_401s_afresh() -> None:
-    record, now = fresh(max_attempts=2), T0
-    while record.status is Status.PENDING:
-        record = settle(policy.claim(record, now, "a"), now, ok=False, error="expired",
-                        status=401)
-        now += 60_000
+    record, now = _a_day_of_401s()
     assert record.code == "unauthorized"
     revived = policy.revive(record, now)
     assert revived.unauthorized_since is None

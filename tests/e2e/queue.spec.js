@@ -33,6 +33,36 @@ json.dumps({"id": _o.id, "status": _o.status, "result": _o.result, "error": _o.e
 `);
 }
 
+/** A job filed and done on a first page, which then closes; then `recordsOf(itsRecord)` put as
+ * other code writes them, from a page of the origin that runs no pyjobq (no pass of a closing
+ * page can take them first). Returns the done job's id. */
+async function doneThenWritten(context, baseURL, recordsOf) {
+  const page = await openQueuePage(context, baseURL);
+  const db = await py(page, "queue.settings.db_name");
+  const id = await py(page, `
+job = queue.enqueue_fetch("POST", "/api/echo/first", {"n": 1})
+await asyncio.wait_for(job.done, 20)
+json.dumps(job.id)
+`);
+  const done = await storedRecord(page, id, db);
+  await page.close();
+  const other = await context.newPage();
+  await other.goto(`${baseURL}/pyjobq-worker.mjs`);
+  await other.evaluate(async ([name, records]) => {
+    const conn = await new Promise((resolve, reject) => {
+      const r = indexedDB.open(name);
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+    const tx = conn.transaction("jobs", "readwrite");
+    for (const record of records) tx.objectStore("jobs").put(record);
+    await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
+    conn.close();
+  }, [db, recordsOf(done)]);
+  await other.close();
+  return id;
+}
+
 async function runsOf(page) {
   return py(page, "json.dumps(runs)");
 }
@@ -270,40 +300,18 @@ json.dumps([{"status": o.status, "http_status": o.http_status, "code": o.code, "
   expect(log.map((e) => e.path).sort()).toEqual(["/api/status/403", "/api/status/409", "/api/status/422"]);
 });
 
-// pyjobq stores no pending record without next_retry_at; another writer (or an older pyjobq)
-// may have. Every pass skipped such a record: it stayed pending, unsent, for good.
+// pyjobq stores no pending record without next_retry_at; another writer may: a pass reads such a
+// record as due now, so it is sent rather than left pending for good.
 test("a pending record stored by other code with no next_retry_at runs once its tab opens", async ({ context, baseURL, request }) => {
   await resetServer(request);
-  let page = await openQueuePage(context, baseURL);
-  const db = await py(page, "queue.settings.db_name");
-  const id = await py(page, `
-job = queue.enqueue_fetch("POST", "/api/echo/first", {"n": 1})
-await asyncio.wait_for(job.done, 20)
-json.dumps(job.id)
-`);
-  const done = await storedRecord(page, id, db);
-  // Written while no pyjobq page is open (a page of the origin that runs none), as other code
-  // writes it: no pass of a closing page can take it first.
-  await page.close();
-  const other = await context.newPage();
-  await other.goto(`${baseURL}/pyjobq-worker.mjs`);
-  await other.evaluate(async ([name, record]) => {
-    const conn = await new Promise((resolve, reject) => {
-      const r = indexedDB.open(name);
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
-    const copy = { ...record, id: "no-time", status: "pending", attempts: 0, result: null,
+  await doneThenWritten(context, baseURL, (done) => {
+    const copy = { ...done, id: "no-time", status: "pending", attempts: 0, result: null,
       http_status: null, updated_at: Date.now(),
-      _params: { ...record._params, path: "/api/echo/no-time" } };
+      _params: { ...done._params, path: "/api/echo/no-time" } };
     delete copy.next_retry_at;
-    const tx = conn.transaction("jobs", "readwrite");
-    tx.objectStore("jobs").put(copy);
-    await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
-    conn.close();
-  }, [db, done]);
-  await other.close();
-  page = await openQueuePage(context, baseURL);
+    return [copy];
+  });
+  const page = await openQueuePage(context, baseURL);
   await workerReady(page); // the boot's time is not the job's: a loaded machine boots slowly
   expect((await outcome(page, "no-time")).status).toBe("done");
   const log = (await serverLog(request)).filter((e) => e.path === "/api/echo/no-time");
@@ -428,37 +436,15 @@ json.dumps({"existed": _existed, "status": _o.status, "code": _o.code})
 
 test("a queue configured to keep done jobs a day and failed ones 30 days sweeps each past its days in the worker", async ({ context, baseURL, request }) => {
   await resetServer(request);
-  let page = await openQueuePage(context, baseURL);
-  const db = await py(page, "queue.settings.db_name");
-  const id = await py(page, `
-job = queue.enqueue_fetch("POST", "/api/echo/first", {"n": 1})
-await asyncio.wait_for(job.done, 20)
-json.dumps(job.id)
-`);
-  const done = await storedRecord(page, id, db);
-  await page.close();
-  const other = await context.newPage();
-  await other.goto(`${baseURL}/pyjobq-worker.mjs`);
   const day = 24 * 3600 * 1000;
-  await other.evaluate(async ([name, record, day]) => {
-    const conn = await new Promise((resolve, reject) => {
-      const r = indexedDB.open(name);
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => reject(r.error);
-    });
+  const id = await doneThenWritten(context, baseURL, (done) => {
     const now = Date.now();
-    const aged = (id, status, ageDays) => ({ ...record, id, status, updated_at: now - ageDays * day,
+    const aged = (id, status, ageDays) => ({ ...done, id, status, updated_at: now - ageDays * day,
       created_at: now - ageDays * day, error: status === "failed" ? "no" : null, code: null });
-    const tx = conn.transaction("jobs", "readwrite");
-    for (const r of [aged("failed-old", "failed", 31), aged("failed-new", "failed", 29),
-                     aged("done-old", "done", 2), aged("done-new", "done", 0.5)]) {
-      tx.objectStore("jobs").put(r);
-    }
-    await new Promise((resolve, reject) => { tx.oncomplete = resolve; tx.onerror = () => reject(tx.error); });
-    conn.close();
-  }, [db, done, day]);
-  await other.close();
-  page = await openQueuePage(context, baseURL, { extra: "keep_done_days=1, keep_failed_days=30" });
+    return [aged("failed-old", "failed", 31), aged("failed-new", "failed", 29),
+            aged("done-old", "done", 2), aged("done-new", "done", 0.5)];
+  });
+  const page = await openQueuePage(context, baseURL, { extra: "keep_done_days=1, keep_failed_days=30" });
   await workerReady(page);
   await expect.poll(async () => py(page, "json.dumps(sorted(r['id'] for r in await queue.query_all()))"),
     { timeout: 20_000 }).toEqual([id, "done-new", "failed-new"].sort());
