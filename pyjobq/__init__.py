@@ -38,7 +38,7 @@ from .core.errors import (
 )
 from .core.outcome import JobFailed, Outcome
 from .core.status import Status
-from .handle import Completion, Job, JobUpdate
+from .handle import Completion, Job, JobUpdate, StorageState
 from .tasks import Task, task
 from .tasks.periodic import Periodic, periodic
 
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         schedules,
         set_transport,
         stop,
+        storage,
         suspend_type,
         unschedule,
         updates,
@@ -82,7 +83,7 @@ _QUEUE_NAMES = frozenset({
     "register_reconstructor", "set_transport", "job", "get_job", "jobs", "query_all", "delete_job",
     "delete_group",
     "cancel_job", "retry_job", "retry_all", "cleanup_old", "on_update", "updates", "wake", "stop",
-    "unschedule", "schedules",
+    "unschedule", "schedules", "storage",
 })
 
 # Called from inside an executor; reading them starts nothing (an outbox's handler may call them).
@@ -95,12 +96,13 @@ __all__ = [
     "AbortSignal", "Code", "Completion", "ConfigurationError", "HTTPError", "IllegalTransition",
     "Interrupted", "InvalidJobError", "Job", "JobError", "JobFailed", "JobUpdate",
     "NoTransportError", "OrphanedJobError", "Outbox", "OutboxEntry", "OutboxHandler", "Outcome",
-    "Periodic", "Prune", "PyjobqError", "Status", "StorageError", "StoreInUseError", "Task",
+    "Periodic", "Prune", "PyjobqError", "Status", "StorageError", "StorageState",
+    "StoreInUseError", "Task",
     "Terminal", "WorkerUnavailable", "cancel_job", "cleanup_old", "configure", "current_job_id",
     "delete_group", "delete_job", "enqueue", "enqueue_fetch", "enqueue_persistent", "get_job",
     "job", "jobs", "on_update", "periodic", "query_all", "register_reconstructor",
     "report_progress", "resume_type", "retry_all", "retry_job", "schedules", "set_transport",
-    "stop", "suspend_type", "task", "unschedule", "updates", "wake",
+    "stop", "storage", "suspend_type", "task", "unschedule", "updates", "wake",
 ]
 
 if not TYPE_CHECKING:

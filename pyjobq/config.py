@@ -69,6 +69,8 @@ class Settings:
     keep_done_days: float = 7.0
     #: How long a ``failed`` record is kept, in days; None: until it is retried or deleted.
     keep_failed_days: float | None = None
+    #: Ask the browser to persist the origin's storage once a job is stored.
+    persist_storage: bool = True
 
     @property
     def mode(self) -> Mode:
@@ -100,6 +102,7 @@ def configure(
     timeout_s: float | None = _UNSET,
     keep_done_days: float = _UNSET,
     keep_failed_days: float | None = _UNSET,
+    persist_storage: bool = _UNSET,
 ) -> None:
     """Set the queue's names and hooks. Call it in the first module your page loads.
 
@@ -139,6 +142,11 @@ def configure(
         keep_failed_days: how long a ``failed`` record is kept before it is deleted the same
             way. Default None: a failed job stays until it is retried or deleted (nothing
             unfinished is ever swept).
+        persist_storage: ask the browser to persist the origin's storage
+            (``navigator.storage.persist()``) once the queue hears of a stored job, so the
+            stored jobs are not evicted (WebKit deletes an origin's storage after days without
+            a visit unless it is persisted; Firefox asks the user). Default True;
+            ``queue.storage()`` says the state.
 
     Omitted fields keep their value. It may be called more than once, as long as no name is
     given two different values. Once the queue is imported (its settings read for good), a
@@ -179,6 +187,11 @@ def configure(
         changes["keep_done_days"] = _days("keep_done_days", keep_done_days, none=False)
     if keep_failed_days is not _UNSET:
         changes["keep_failed_days"] = _days("keep_failed_days", keep_failed_days, none=True)
+    if persist_storage is not _UNSET:
+        if not isinstance(persist_storage, bool):
+            raise ConfigurationError(
+                f"persist_storage must be True or False, got {persist_storage!r}")
+        changes["persist_storage"] = persist_storage
     if _read_by is not None:
         _configure_late(changes)
         return
@@ -192,7 +205,8 @@ def configure(
 #: again: the worker and the channel already run on what was read.
 _FIXED_ONCE_READ = ("db_name", "lock_name", "channel_name", "yields", "handshake_timeout_ms",
                     "pyodide_url", "worker_url", "worker_packages", "worker_start_timeout_ms",
-                    "service_worker", "timeout_s", "keep_done_days", "keep_failed_days")
+                    "service_worker", "timeout_s", "keep_done_days", "keep_failed_days",
+                    "persist_storage")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import math
 from typing import Any, Callable, Coroutine, Generator, Generic, Protocol, TypeVar
@@ -495,6 +496,21 @@ class Job:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageState:
+    """What the browser says of the origin's storage, where the stored jobs live
+    (``queue.storage()``). Each field is None where it is not known: on plain CPython, or a
+    browser that gave no answer."""
+
+    #: Whether the browser keeps the storage (``navigator.storage.persisted()``): False means
+    #: it may evict it under pressure, and WebKit after days without a visit.
+    persisted: bool | None
+    #: What the origin uses, in bytes (``navigator.storage.estimate()``).
+    usage_bytes: int | None
+    #: What it may use, in bytes.
+    quota_bytes: int | None
 
 
 class JobUpdate(dict[str, Any]):

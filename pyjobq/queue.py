@@ -31,7 +31,7 @@ from .core.status import KNOWN, Status
 from .executor.current import current_job_id as current_job_id  # queue.current_job_id()
 from .executor.current import report_progress as report_progress  # queue.report_progress()
 from .executor.side import ExecutorSide
-from .handle import Job, JobUpdate
+from .handle import Job, JobUpdate, StorageState
 from .notebook.known import Known as _Known
 
 _log = logging.getLogger("pyjobq")
@@ -309,6 +309,22 @@ def query_all() -> Coroutine[Any, Any, list[dict[str, Any]]]:
 
     Asked at the call: the answer reflects every call made before this one."""
     return _known.query_all()
+
+
+def storage() -> Coroutine[Any, Any, StorageState]:
+    """What the browser says of the origin's storage, where the stored jobs live: whether it is
+    persisted (kept, never evicted), and its usage and quota in bytes (a
+    :class:`~pyjobq.StorageState`; each None where not known, as on plain CPython). The queue
+    asks the browser to persist it once a job is stored (``configure(persist_storage=...)``).
+    """
+    return _storage(_queue())
+
+
+async def _storage(side: ExecutorSide) -> StorageState:
+    report = side.resources.storage
+    if report is None:
+        return StorageState(persisted=None, usage_bytes=None, quota_bytes=None)
+    return await report.state()
 
 
 def delete_job(job_id: str) -> Coroutine[Any, Any, bool]:

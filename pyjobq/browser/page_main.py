@@ -70,6 +70,7 @@ from ..memory import LoopClock
 from . import lifecycle, proxies, worker_script
 from .idb import IndexedDBStore
 from .ports import BroadcastChannelPort, PortLink, WebLocks, js_object
+from .storage import BrowserStorage
 
 _worker_blob_url: str | None = None
 _bundle: bytes | None = None
@@ -581,6 +582,8 @@ def start_browser(settings: Settings, source: str,
         boot.online()  # and a worker that could not boot offline is started again now
 
     side.resources.unlisten_online = proxies.listen(js.globalThis, "online", online)
+    side.resources.storage = storage = BrowserStorage(ask=settings.persist_storage)
+    storage.start(side)
     if settings.service_worker is not None and start_service_worker is not None:
         side.resources.service_worker = start_service_worker(
             settings, side, absolute(settings.service_worker), pyjobq_bundle)

@@ -57,7 +57,7 @@ from ..core.records import (
     stored_json,
 )
 from ..core.router import Router
-from ..handle import Job, JobUpdate, known_status
+from ..handle import Job, JobUpdate, StorageState, known_status
 from ..memory import ChannelHub, LockHub, LoopClock, VolatileStore
 from .client import EngineClient
 from .current import current_job_id, report_progress
@@ -99,6 +99,15 @@ class HostResources:
     #: The page's registration of pyjobq's Service Worker (``configure(service_worker=...)``,
     #: pyjobq/service_worker/page.py).
     service_worker: "Closable | None" = None
+    #: The origin's storage as the browser reports it (pyjobq/browser/storage.py); None: no
+    #: browser here.
+    storage: "StorageReport | None" = None
+
+
+class StorageReport(Protocol):
+    """What ``queue.storage()`` reads: the storage's state now."""
+
+    async def state(self) -> StorageState: ...
 
 
 _T = TypeVar("_T")

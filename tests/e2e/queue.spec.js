@@ -449,3 +449,26 @@ test("a queue configured to keep done jobs a day and failed ones 30 days sweeps 
   await expect.poll(async () => py(page, "json.dumps(sorted(r['id'] for r in await queue.query_all()))"),
     { timeout: 20_000 }).toEqual([id, "done-new", "failed-new"].sort());
 });
+
+test("the queue asks the browser once, when a job is stored, to persist the origin's storage, and storage() says the state", async ({ context, baseURL, request }) => {
+  await resetServer(request);
+  await context.addInitScript(() => {
+    window.persistCalls = 0;
+    const persist = navigator.storage.persist.bind(navigator.storage);
+    navigator.storage.persist = () => { window.persistCalls += 1; return persist(); };
+  });
+  const page = await openQueuePage(context, baseURL);
+  await workerReady(page);
+  expect(await page.evaluate(() => window.persistCalls)).toBe(0); // no job yet: nothing asked
+  await py(page, `
+for n in range(2):
+    await asyncio.wait_for(queue.enqueue_fetch("POST", "/api/echo/kept", {"n": n}).done, 20)
+"ok"`);
+  await expect.poll(() => page.evaluate(() => window.persistCalls)).toBe(1);
+  const state = await py(page, `
+_s = await queue.storage()
+json.dumps({"persisted": _s.persisted, "usage": _s.usage_bytes, "quota": _s.quota_bytes})`);
+  expect(state.persisted).toBe(await page.evaluate(() => navigator.storage.persisted()));
+  expect(state.usage).toBeGreaterThan(0);
+  expect(state.quota).toBeGreaterThan(state.usage);
+});
