@@ -34,8 +34,7 @@ class BrowserStorage:
     """The origin's storage as this page sees it; :meth:`start` asks once a job exists."""
 
     def __init__(self, ask: bool) -> None:
-        self._ask = ask and lifecycle.has_document() and _manager() is not None \
-            and hasattr(_manager(), "persist")
+        self._ask = ask and lifecycle.has_document() and hasattr(_manager(), "persist")
         self._asked = False
         self._tasks = TaskSet(log, "pyjobq: asking to persist the storage failed")
         self._unsubscribe: Callable[[], None] | None = None
@@ -72,11 +71,6 @@ class BrowserStorage:
             persisted=persisted if isinstance(persisted, bool) else None,
             usage_bytes=_count(getattr(estimate, "usage", None)),
             quota_bytes=_count(getattr(estimate, "quota", None)))
-
-    def close(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
 
 
 def _manager() -> Any:

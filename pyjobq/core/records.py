@@ -589,7 +589,7 @@ class RunResult:
             terminal=data.get("terminal") is True,
             interrupted=data.get("interrupted") is True,
             offline=offline if isinstance(offline, bool) else None,
-            retry_after_ms=_optional_wait(data.get("retry_after_ms")),
+            retry_after_ms=wait_ms(data.get("retry_after_ms")),
         )
         if outcome.ok:
             try:
@@ -605,8 +605,9 @@ def _optional_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _optional_wait(value: Any) -> float | None:
-    # A wait is a finite number of ms, never negative and never a bool.
+def wait_ms(value: Any) -> float | None:
+    """``value`` as a wait in ms (a finite number >= 0, never a bool), else None: what a
+    ``run_result``'s ``retry_after_ms`` may carry."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) \
             and math.isfinite(value) and value >= 0:
         return float(value)

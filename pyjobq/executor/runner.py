@@ -24,7 +24,7 @@ from ..core.codes import Code
 from ..core.errors import InvalidJobError, LockStolen, OrphanedJobError, PyjobqError, Terminal
 from ..core.messages import ABANDON_GRACE_MS, make
 from ..core.ports import Clock, Link, LockManager, Timer
-from ..core.records import check_json
+from ..core.records import check_json, wait_ms
 from ..loop import start_now
 from .current import RunProgress, _current_run
 from .fetch import Answer, code_from_body
@@ -49,13 +49,8 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
         "code": code,
         "terminal": getattr(exc, "terminal", False) is True,
         "interrupted": getattr(exc, "interrupted", False) is True,
-        "retry_after_ms": _wait(getattr(exc, "retry_after_ms", None)),
+        "retry_after_ms": wait_ms(getattr(exc, "retry_after_ms", None)),
     }
-
-
-def _wait(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and value >= 0 else None
 
 
 @dataclass
